@@ -1,0 +1,324 @@
+"""Validated configuration objects (SPEC §1.1), one per concern, loadable from YAML.
+
+Every field has a type and an allowed range; a bad value raises :class:`ConfigError` naming the
+field (dotted path), the value given and what is allowed — before any environment is built.
+
+``Config.from_yaml(path)`` / ``Config.to_yaml(path)`` round-trip the whole tree;
+``apply_overrides(cfg, ["ppo.learning_rate=1e-4", "seed=3"])`` implements ``--set key=value``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+
+class ConfigError(ValueError):
+    """An invalid configuration value: the message names the field, the value and what is allowed."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class EnvConfig(_Section):
+    """Which environment to train on and how it is vectorised."""
+
+    id: str = Field("CartPole-v1", description="Gymnasium env id (or 'trading' for TradingEnv)")
+    n_envs: int = Field(8, ge=1, le=4096)
+    vec_env: Literal["dummy", "subproc"] = "dummy"
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    normalize_obs: bool = False
+    clip_obs: float = Field(10.0, gt=0)
+    nonfinite_policy: Literal["raise", "skip"] = "raise"
+
+
+class PPOConfig(_Section):
+    """PPO hyper-parameters; names follow SB3 ``RecurrentPPO`` where the concept is the same."""
+
+    learning_rate: float = Field(3e-4, gt=0, le=1.0)
+    lr_schedule: Literal["constant", "linear"] = "constant"
+    n_steps: int = Field(128, ge=1)
+    batch_size: int = Field(256, ge=1, description="transitions per minibatch")
+    bptt_len: int | None = Field(
+        None, ge=1, description="chunk length for truncated BPTT; None = whole env sequences"
+    )
+    n_epochs: int = Field(4, ge=1)
+    gamma: float = Field(0.99, ge=0, le=1)
+    gae_lambda: float = Field(0.95, ge=0, le=1)
+    clip_range: float = Field(0.2, gt=0, le=1)
+    clip_range_vf: float | None = Field(None, gt=0)
+    vf_clip_mode: Literal["none", "mean_only", "mean_and_variance", "per_quantile"] = "none"
+    log_ratio_clip: float = Field(20.0, gt=0)
+    normalize_advantage: bool = True
+    per_env_advantage: bool = False
+    ent_coef: float = Field(0.0, ge=0)
+    ent_coef_min: float = Field(0.0, ge=0)
+    ent_decay: Literal["none", "linear", "exponential"] = "none"
+    ent_decay_updates: int = Field(100, ge=1)
+    ent_plateau_window: int = Field(10, ge=2)
+    ent_plateau_tol: float = Field(1e-3, ge=0)
+    ent_boost_threshold: float | None = Field(None, ge=0)
+    ent_boost_factor: float = Field(2.0, ge=1)
+    vf_coef: float = Field(0.5, ge=0)
+    max_grad_norm: float = Field(0.5, gt=0)
+    target_kl: float | None = Field(None, gt=0)
+    grad_accum_steps: int = Field(1, ge=1)
+    max_nonfinite_updates: int = Field(5, ge=1)
+
+    @model_validator(mode="after")
+    def _check(self) -> PPOConfig:
+        if self.ent_coef_min > self.ent_coef and self.ent_decay != "none":
+            raise ValueError(
+                f"ent_coef_min={self.ent_coef_min} must be <= ent_coef={self.ent_coef}"
+            )
+        return self
+
+
+class PolicyConfig(_Section):
+    """Recurrent actor-critic architecture (R-ALG-1)."""
+
+    lstm_hidden_size: int = Field(64, ge=1)
+    n_lstm_layers: int = Field(1, ge=1)
+    lstm_sharing: Literal["none", "critics", "all"] = Field(
+        "none",
+        description="none: actor LSTM + one LSTM per critic; critics: twin critics share one LSTM; "
+        "all: a single LSTM feeds actor and critics",
+    )
+    net_arch: list[int] = Field(default_factory=lambda: [64])
+    activation: Literal["tanh", "relu", "gelu"] = "tanh"
+    log_std_init: float = 0.0
+    state_dependent_std: bool = False
+    ortho_init: bool = True
+
+
+class CriticConfig(_Section):
+    """Distributional critic (R-ALG-3/4) and return scaling (R-ALG-8)."""
+
+    kind: Literal["quantile", "categorical", "scalar"] = "quantile"
+    twin: bool = True
+    n_quantiles: int = Field(32, ge=1)
+    n_atoms: int = Field(51, ge=2)
+    v_min: float = -1.0
+    v_max: float = 1.0
+    kappa: float = Field(1.0, ge=0)
+    ret_clip: float = Field(5.0, gt=0, description="normalised targets: (G-mean)/(ret_clip*std)")
+    std_floor: float = Field(1e-2, gt=0)
+    scale_cap: float = Field(100.0, gt=0)
+    popart: bool = True
+
+    @model_validator(mode="after")
+    def _check(self) -> CriticConfig:
+        if self.v_max <= self.v_min:
+            raise ValueError(f"v_max={self.v_max} must be > v_min={self.v_min}")
+        return self
+
+
+class RiskConfig(_Section):
+    """CVaR monitor and constraint (R-RISK)."""
+
+    cvar_alpha: float = Field(0.05, gt=0, le=1)
+    cvar_limit: float | None = None
+    cvar_horizon: int | None = Field(None, ge=1)
+    lambda_lr: float = Field(0.05, ge=0)
+    lambda_init: float = Field(0.0, ge=0)
+    lambda_max: float | None = Field(100.0, gt=0)
+
+
+class BCConfig(_Section):
+    """AWR behaviour-cloning auxiliary loss (R-ALG-12)."""
+
+    bc_coef: float = Field(0.0, ge=0)
+    source: Literal["rollout", "demonstrations"] = "rollout"
+    beta: float = Field(5.0, gt=0)
+    max_weight: float = Field(100.0, gt=1)
+
+
+class VGSConfig(_Section):
+    """Variance gradient scaler (R-OPT-2)."""
+
+    enabled: bool = False
+    mode: Literal["spatial_mean", "per_element"] = "spatial_mean"
+    beta: float = Field(0.99, gt=0, lt=1)
+    alpha: float = Field(1.0, gt=0)
+    warmup_steps: int = Field(100, ge=0)
+    min_scale: float = Field(0.1, gt=0, le=1)
+
+
+class OptimConfig(_Section):
+    """Optimizer choice (R-OPT-1)."""
+
+    optimizer: Literal["adam", "adamw", "sgd", "upgd", "adaptive_upgd"] = "adam"
+    weight_decay: float = Field(0.0, ge=0)
+    eps: float = Field(1e-5, gt=0)
+    beta_utility: float = Field(0.999, gt=0, lt=1)
+    sigma: float = Field(1e-3, ge=0)
+    vgs: VGSConfig = Field(default_factory=VGSConfig)
+
+
+class MonitorConfig(_Section):
+    """Logging and alert thresholds (R-MON)."""
+
+    tensorboard_log: str | None = None
+    verbose: int = Field(0, ge=0, le=2)
+    log_interval: int = Field(1, ge=1, description="updates between metric dumps")
+    progress_bar: bool = False
+    adv_max_abs: float = Field(20.0, gt=0)
+    log_ratio_clamp_frac: float = Field(0.01, ge=0, le=1)
+    grad_norm_pre_clip: float = Field(50.0, gt=0)
+    critics_grad_ratio_high: float = Field(100.0, gt=1)
+    critics_grad_ratio_low: float = Field(0.01, gt=0, lt=1)
+    critic_grad_vanishing: float = Field(1e-8, ge=0)
+    entropy_discrete: float = Field(0.01, ge=0)
+    entropy_continuous_per_dim: float = Field(-2.0)
+    loss_max: float = Field(1000.0, gt=0)
+    bc_loss_ratio: float = Field(0.8, gt=0)
+
+
+class CheckpointConfig(_Section):
+    """Periodic checkpoints during ``learn`` (R-REL-2)."""
+
+    every_updates: int | None = Field(None, ge=1)
+    keep_last: int = Field(3, ge=1)
+
+
+class DataConfig(_Section):
+    """Trading data source (R-TRADE-1)."""
+
+    dataset: Literal["googl", "eurusd"] | None = "googl"
+    path: str | None = None
+    split: tuple[float, float, float] = (0.7, 0.15, 0.15)
+
+    @model_validator(mode="after")
+    def _check(self) -> DataConfig:
+        if abs(sum(self.split) - 1.0) > 1e-9 or min(self.split) <= 0:
+            raise ValueError(f"split={self.split} must be three positive fractions summing to 1")
+        return self
+
+
+class Config(_Section):
+    """All hyper-parameters of one run."""
+
+    seed: int = Field(0, ge=0)
+    total_timesteps: int = Field(100_000, ge=1)
+    device: str = "cpu"
+    env: EnvConfig = Field(default_factory=EnvConfig)
+    ppo: PPOConfig = Field(default_factory=PPOConfig)
+    policy: PolicyConfig = Field(default_factory=PolicyConfig)
+    critic: CriticConfig = Field(default_factory=CriticConfig)
+    risk: RiskConfig = Field(default_factory=RiskConfig)
+    bc: BCConfig = Field(default_factory=BCConfig)
+    optim: OptimConfig = Field(default_factory=OptimConfig)
+    monitor: MonitorConfig = Field(default_factory=MonitorConfig)
+    checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
+    data: DataConfig = Field(default_factory=DataConfig)
+
+    @model_validator(mode="after")
+    def _check_batching(self) -> Config:
+        p, n = self.ppo, self.env.n_envs
+        rollout = p.n_steps * n
+        bptt = p.bptt_len or p.n_steps
+        if p.n_steps % bptt:
+            raise ValueError(f"ppo.bptt_len={bptt} must divide ppo.n_steps={p.n_steps}")
+        if p.batch_size % bptt:
+            raise ValueError(
+                f"ppo.batch_size={p.batch_size} must be a multiple of the sequence length "
+                f"{bptt} (ppo.bptt_len, or ppo.n_steps when bptt_len is None)"
+            )
+        if rollout % p.batch_size:
+            raise ValueError(
+                f"ppo.batch_size={p.batch_size} must divide the rollout size "
+                f"n_steps*n_envs={p.n_steps}*{n}={rollout}"
+            )
+        if (p.batch_size // bptt) % p.grad_accum_steps:
+            raise ValueError(
+                f"ppo.grad_accum_steps={p.grad_accum_steps} must divide the number of sequences "
+                f"per minibatch ({p.batch_size // bptt})"
+            )
+        if self.ppo.vf_clip_mode == "per_quantile" and self.critic.kind != "quantile":
+            raise ValueError("ppo.vf_clip_mode='per_quantile' requires critic.kind='quantile'")
+        return self
+
+    # ---- construction helpers -------------------------------------------------------------
+    @classmethod
+    def build(cls, data: dict[str, Any] | None = None) -> Config:
+        """Validate a nested dict, turning pydantic's error into a :class:`ConfigError`."""
+        try:
+            return cls.model_validate(data or {})
+        except ValidationError as exc:
+            raise ConfigError(_format_validation_error(exc)) from None
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> Config:
+        path = Path(path)
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+        try:
+            data = yaml.safe_load(text) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path}: top level must be a mapping, got {type(data).__name__}")
+        try:
+            return cls.build(data)
+        except ConfigError as exc:
+            raise ConfigError(f"{path}: {exc}") from None
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+    def to_yaml(self, path: str | Path | None = None) -> str:
+        text = yaml.safe_dump(self.to_dict(), sort_keys=False)
+        if path is not None:
+            Path(path).write_text(text)
+        return text
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+
+def _format_validation_error(exc: ValidationError) -> str:
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(part) for part in err["loc"]) or "<config>"
+        given = err.get("input")
+        shown = repr(given) if not isinstance(given, dict) else "{...}"
+        msg = err["msg"].removeprefix("Value error, ")
+        lines.append(f"{loc}: {msg} (got {shown})")
+    return "invalid configuration: " + "; ".join(lines)
+
+
+def set_by_path(data: dict[str, Any], dotted: str, value: Any) -> None:
+    """Set ``data['a']['b'] = value`` for ``dotted='a.b'``, creating sections as needed."""
+    keys = dotted.split(".")
+    node = data
+    for key in keys[:-1]:
+        child = node.setdefault(key, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"--set {dotted}: '{key}' is a value, not a section")
+        node = child
+    node[keys[-1]] = value
+
+
+def apply_overrides(cfg: Config, overrides: list[str]) -> Config:
+    """Apply ``key=value`` strings (values parsed as YAML scalars) and re-validate."""
+    data = cfg.to_dict()
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"--set expects key=value, got {item!r}")
+        key, raw = item.split("=", 1)
+        key = key.strip()
+        if not key:
+            raise ConfigError(f"--set expects key=value, got {item!r}")
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else None
+        except yaml.YAMLError:
+            value = raw
+        set_by_path(data, key, value)
+    return Config.build(data)

@@ -1,0 +1,103 @@
+"""Time-major rollout storage and the sequence/chunk minibatch sampler (R-ALG-15).
+
+A rollout is ``[T, N, ...]`` (steps × envs). For training it is cut into chunks of ``L`` steps
+(``L = bptt_len`` or ``T`` for whole env sequences): chunk ``j`` of env ``i`` becomes column
+``j * N + i`` of a ``[L, n_chunks * N, ...]`` view, with the recurrent state that entered step
+``j * L`` of env ``i`` as its initial state. Minibatches are sets of whole columns — no padding,
+no Python loop over sequences.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from riskppo.nn.policy import RecurrentState
+from riskppo.nn.recurrent import LSTMState
+
+
+@dataclass
+class Rollout:
+    """What one rollout collected (raw units), time-major ``[T, N, ...]``."""
+
+    obs: Tensor  # [T, N, D] float32 (as fed to the policy, i.e. after obs normalisation)
+    actions: Tensor  # [T, N, *A]
+    log_probs: Tensor  # [T, N]
+    rewards: Tensor  # [T, N] raw env rewards
+    terminated: Tensor  # [T, N] bool
+    truncated: Tensor  # [T, N] bool
+    episode_starts: Tensor  # [T, N] bool: the state is reset before step t
+    start_state: RecurrentState  # state entering step 0 (pre-mask), critics included
+    pi_chunk_states: list[LSTMState]  # actor state entering each chunk start (pre-mask)
+    final_obs: Tensor  # [M, D] true final observations of the M truncated steps
+    final_index: Tensor  # [M, 2] (t, env) of those steps
+    final_latent: Tensor | None  # [M, H] actor latent of final obs (lstm_sharing='all')
+    actor_latent: Tensor | None  # [T, N, H] (lstm_sharing='all')
+    last_obs: Tensor  # [N, D] observation after the last step
+    last_episode_start: Tensor  # [N] bool
+    costs_fraction: Tensor  # [T, N] info["reward_costs_fraction"] (NaN where absent/invalid)
+
+
+def to_chunks(x: Tensor, chunk_len: int) -> Tensor:
+    """``[T, N, *F]`` → ``[L, (T // L) * N, *F]``; column ``j * N + i`` = chunk j of env i."""
+    T, N = x.shape[:2]
+    n_chunks = T // chunk_len
+    y = x.reshape(n_chunks, chunk_len, N, *x.shape[2:]).transpose(0, 1)
+    return y.reshape(chunk_len, n_chunks * N, *x.shape[2:])
+
+
+def chunk_critic(x: Tensor, chunk_len: int) -> Tensor:
+    """``[C, T, N, K]`` → ``[C, L, n_chunks * N, K]``."""
+    return torch.stack([to_chunks(c, chunk_len) for c in x])
+
+
+def cat_states(states: list[LSTMState]) -> LSTMState:
+    """Concatenate per-chunk ``[L, N, H]`` states → ``[L, n_chunks * N, H]`` (chunk-major)."""
+    return LSTMState(torch.cat([s.h for s in states], 1), torch.cat([s.c for s in states], 1))
+
+
+@dataclass
+class ChunkBatch:
+    """Chunks of ``L`` steps, time-major ``[L, B, ...]``: a whole rollout or one minibatch."""
+
+    obs: Tensor  # [L, B, D]
+    actions: Tensor  # [L, B, *A]
+    old_log_probs: Tensor  # [L, B]
+    advantages: Tensor  # [L, B] normalised advantages (+ λ·CVaR term when constrained)
+    targets: Tensor  # [L, B] normalised λ-return targets
+    old_critic: Tensor  # [C, L, B, K] old critic predictions, in current normalised units
+    episode_starts: Tensor  # [L, B] bool
+    state: RecurrentState  # state entering each chunk (pre-mask), batch B
+    raw_advantages: Tensor  # [L, B] advantages before normalisation (AWR weights)
+
+    @property
+    def n_samples(self) -> int:
+        return int(self.obs.shape[0] * self.obs.shape[1])
+
+    @property
+    def n_chunks(self) -> int:
+        return int(self.obs.shape[1])
+
+    def select(self, idx: Tensor) -> ChunkBatch:
+        return ChunkBatch(
+            obs=self.obs[:, idx],
+            actions=self.actions[:, idx],
+            old_log_probs=self.old_log_probs[:, idx],
+            advantages=self.advantages[:, idx],
+            targets=self.targets[:, idx],
+            old_critic=self.old_critic[:, :, idx],
+            episode_starts=self.episode_starts[:, idx],
+            state=self.state.index(idx),
+            raw_advantages=self.raw_advantages[:, idx],
+        )
+
+    def minibatches(
+        self, chunks_per_batch: int, generator: torch.Generator
+    ) -> Iterator[ChunkBatch]:
+        """Shuffled minibatches of ``chunks_per_batch`` chunks (one epoch)."""
+        perm = torch.randperm(self.n_chunks, generator=generator)
+        for start in range(0, self.n_chunks, chunks_per_batch):
+            yield self.select(perm[start : start + chunks_per_batch])

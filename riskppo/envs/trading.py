@@ -1,0 +1,425 @@
+"""Single-asset trading environment (R-TRADE-2)."""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Sequence
+from typing import Any, SupportsFloat
+
+import gymnasium as gym
+import numpy as np
+import pandas as pd
+from gymnasium import spaces
+from numpy.lib.stride_tricks import sliding_window_view
+
+from riskppo.envs.data import validate_ohlcv
+from riskppo.envs.features import DEFAULT_FEATURES, compute_features
+
+__all__ = ["TradingEnv"]
+
+_DEFAULT_POSITIONS: tuple[float, ...] = (-1.0, 0.0, 1.0)
+# Features are clipped to +-FEATURE_BOUND (never active on real data: a log return of 1e6) so the
+# observation space is finite and depends only on the configuration, not on the data — train and
+# test envs of one configuration have equal spaces.
+FEATURE_BOUND = 1e6
+_TABLE_MAX_ELEMENTS = 16 * 2**20  # 64 MiB of float32
+
+
+class TradingEnv(gym.Env[np.ndarray, Any]):
+    """Trade one asset on OHLCV bars; the agent chooses a target position after each close.
+
+    **Timing.** Let ``c_t`` be the close of bar ``t``. The observation at bar ``t`` uses bars
+    ``<= t`` only (features computed causally once at construction, see
+    :mod:`riskppo.envs.features`). The action taken after observing it sets the position
+    ``p_t`` that is **held from close t to close t+1**: it is filled at bar ``t+1`` — it earns the
+    ``t -> t+1`` return and never trades at the already-observed close. The step returns the
+    observation of bar ``t+1`` and the reward
+
+    .. code-block:: text
+
+        gross_t  = p_t * log(c_{t+1} / c_t)
+        fee_t    = fee * |p_t - p_{t-1}|                       (p before the first step: 0, flat)
+        borrow_t = borrow_rate / bars_per_year * max(-p_t, 0)   (shorts only)
+        reward_t = reward_scale * (gross_t - fee_t - borrow_t)
+
+    **Equity.** ``equity`` starts at 1 and is multiplied by ``exp(gross_t - fee_t - borrow_t)``
+    each step, so the sum of unscaled rewards is exactly ``log(final equity / initial equity)``
+    (the fee is thus a log-equity cost, ``exp(-fee |dp|) ≈ 1 - fee |dp|``, and ``p * log-return``
+    is the usual continuous-rebalancing convention for a position's log growth).
+
+    **Actions.** ``Discrete(len(positions))``: action ``i`` targets ``positions[i]`` (default
+    ``(-1, 0, 1)``: short, flat, long). ``continuous=True``: ``Box(-1, 1, (1,), float32)``, the
+    target exposure; values outside ``[-1, 1]`` are clipped, non-finite values raise.
+
+    **Observation** (float32, ``window * F + 1 (+1)``): the feature rows of bars
+    ``t-window+1 .. t`` (oldest first, flattened, clipped to ``±FEATURE_BOUND``), then the
+    current position ``p_{t-1}`` and, if ``obs_drawdown``, the current drawdown of equity.
+    :attr:`observation_names` labels them. The space's bounds depend only on the configuration.
+
+    **Trading range and episodes.** ``start``/``end`` restrict trading to bars ``[start, end)``
+    (ints are positions in ``df``; timestamps or strings select bars with
+    ``start <= time < end``); features still use the bars before ``start`` for warm-up (see
+    :func:`~riskppo.envs.index_range`). A step at bar ``t`` needs ``c_{t+1}``, so the last bar of
+    the range is only observed. The first decision bar is ``max(start, first_valid_index)``.
+
+    * ``random_start=True``: the start bar is drawn uniformly with ``self.np_random`` (seed it
+      with ``reset(seed=...)``) among the bars from which ``episode_length`` steps fit in the
+      range; the episode is *truncated* after ``episode_length`` steps (``None``: at the range
+      end).
+    * ``random_start=False``: evaluation — the episode starts at the first decision bar and runs
+      to the end of the range (``episode_length`` is ignored), then it is *truncated*.
+    * ``reset(options={"start": bar})`` starts at a given bar (position or timestamp).
+
+    ``terminated`` is only set by ruin: equity ``<= ruin_equity`` (off by default).
+
+    **info** (after ``reset`` and every ``step``): ``equity``, ``log_equity``, ``position``
+    (``p_t``, held until the next close), ``turnover`` (cumulative ``|Δp|``), ``drawdown``
+    (``1 - equity / peak equity``), ``reward_costs_fraction`` (episode ``Σ costs / (Σ |gross| +
+    Σ costs)`` in ``[0, 1]``, 0 when both are 0), ``gross_return``, ``costs``, ``fee_cost``,
+    ``borrow_cost`` (this step, unscaled), ``bar`` (position in ``df`` of the observed bar),
+    ``timestamp`` (its time, int nanoseconds since the epoch), ``episode_step``.
+
+    ``step`` uses no pandas; it allocates a fresh observation array per step (safe to store).
+    The env never touches global RNGs or warning filters.
+    """
+
+    metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 (gymnasium convention)
+
+    def __init__(
+        self,
+        df: pd.DataFrame,
+        *,
+        window: int = 1,
+        positions: Sequence[float] | None = None,
+        continuous: bool = False,
+        fee: float = 0.0005,
+        borrow_rate: float = 0.01,
+        reward_scale: float = 1.0,
+        episode_length: int | None = 252,
+        random_start: bool = True,
+        start: int | str | pd.Timestamp | None = None,
+        end: int | str | pd.Timestamp | None = None,
+        bars_per_year: float = 252,
+        features: Sequence[str] = DEFAULT_FEATURES,
+        obs_drawdown: bool = False,
+        ruin_equity: float | None = None,
+        render_mode: str | None = None,
+    ) -> None:
+        super().__init__()
+        if render_mode is not None:
+            raise ValueError(f"TradingEnv has no render modes, got render_mode={render_mode!r}")
+        self.render_mode = None
+        _require(isinstance(window, int | np.integer) and window >= 1, "window", window, ">= 1")
+        for name, v in (("fee", fee), ("borrow_rate", borrow_rate)):
+            _require(_finite(v) and v >= 0, name, v, "finite and >= 0")
+        _require(_finite(reward_scale) and reward_scale > 0, "reward_scale", reward_scale, "> 0")
+        _require(_finite(bars_per_year) and bars_per_year > 0, "bars_per_year", bars_per_year, "> 0")
+        _require(
+            episode_length is None
+            or (isinstance(episode_length, int | np.integer) and episode_length >= 1),
+            "episode_length",
+            episode_length,
+            "None or an int >= 1",
+        )
+        _require(
+            ruin_equity is None or (_finite(ruin_equity) and 0 < ruin_equity < 1),
+            "ruin_equity",
+            ruin_equity,
+            "None or in (0, 1)",
+        )
+        if continuous:
+            if positions is not None:
+                raise ValueError("positions applies to discrete actions; omit it with continuous")
+            self._positions: tuple[float, ...] = ()
+        else:
+            pos = tuple(float(p) for p in (_DEFAULT_POSITIONS if positions is None else positions))
+            _require(
+                len(pos) >= 1 and all(map(math.isfinite, pos)),
+                "positions",
+                positions,
+                "a non-empty list of finite numbers",
+            )
+            self._positions = pos
+
+        self.df: pd.DataFrame = validate_ohlcv(df)
+        fm = compute_features(self.df, features)
+        n_bars, n_feat = fm.values.shape
+        self.feature_names: tuple[str, ...] = fm.names
+        self.window = int(window)
+        self.continuous = bool(continuous)
+        self.fee = float(fee)
+        self.borrow_rate = float(borrow_rate)
+        self.bars_per_year = float(bars_per_year)
+        self.reward_scale = float(reward_scale)
+        self.episode_length = None if episode_length is None else int(episode_length)
+        self.random_start = bool(random_start)
+        self.obs_drawdown = bool(obs_drawdown)
+        self.ruin_equity = ruin_equity
+        self._first_valid = fm.warmup + self.window - 1
+        self._n_bars = n_bars
+
+        # Trading range [lo, hi) and the bars an episode may start from.
+        lo = self._resolve_bar(start, 0, "start")
+        hi = self._resolve_bar(end, n_bars, "end")
+        if not lo < hi:
+            raise ValueError(f"empty trading range: start={start!r} -> bar {lo}, end={end!r} -> {hi}")
+        self._lo, self._hi = lo, hi
+        self._first_start = max(lo, self._first_valid)
+        self._last_bar = hi - 1
+        if self._first_start > self._last_bar - 1:
+            raise ValueError(
+                f"the trading range (bars {lo}..{hi - 1}) has no step: the first bar with a "
+                f"complete observation is {self._first_valid} (features need {fm.warmup} bars "
+                f"of history, window={self.window}) and a step needs the next bar"
+            )
+        span = self.episode_length if self.episode_length is not None else 1
+        self._max_start = self._last_bar - span
+        if self.random_start and self._max_start < self._first_start:
+            raise ValueError(
+                f"episode_length={self.episode_length} does not fit the trading range: "
+                f"{self._last_bar - self._first_start} steps available from bar "
+                f"{self._first_start}; use a shorter episode_length or None"
+            )
+
+        # Precomputed arrays. Python lists: indexing them yields Python floats/ints, which keeps
+        # the per-step scalar arithmetic fast.
+        close = self.df["close"].to_numpy(np.float64)
+        self._logret: list[float] = np.diff(np.log(close)).tolist()
+        self._ts_ns: list[int] = self.df.index.as_unit("ns").asi8.tolist()
+        self._features = np.clip(fm.values, -FEATURE_BOUND, FEATURE_BOUND)  # [T, F] float32
+        n_win = self.window * n_feat
+        self._n_win = n_win
+        self._obs_dim = n_win + 1 + int(self.obs_drawdown)
+        # Observation table: row t holds the flattened feature window ending at bar t, plus empty
+        # slots for position/drawdown; a step copies one row (fast). For very long frames with a
+        # large window the table would be big, so the window is then gathered per step from a
+        # zero-copy sliding view instead.
+        windows = sliding_window_view(self._features.reshape(-1), n_win)[::n_feat]
+        self._table: np.ndarray | None = None
+        if n_bars * self._obs_dim <= _TABLE_MAX_ELEMENTS:
+            table = np.zeros((n_bars, self._obs_dim), dtype=np.float32)
+            table[: self.window - 1, :n_win] = np.nan  # incomplete windows, never observed
+            table[self.window - 1 :, :n_win] = windows
+            self._table = table
+        self._windows = windows  # row t - window + 1 = bars t-window+1..t (a view)
+        self._borrow_per_bar = self.borrow_rate / self.bars_per_year
+
+        low = np.full(self._obs_dim, -FEATURE_BOUND, dtype=np.float32)
+        high = np.full(self._obs_dim, FEATURE_BOUND, dtype=np.float32)
+        pos_range = self._positions or (-1.0, 1.0)
+        low[n_win], high[n_win] = min(0.0, *pos_range), max(0.0, *pos_range)  # flat at reset
+        if self.obs_drawdown:
+            low[n_win + 1], high[n_win + 1] = 0.0, 1.0
+        self.observation_space = spaces.Box(low, high, dtype=np.float32)
+        self.action_space: spaces.Space[Any]
+        if self.continuous:
+            self.action_space = spaces.Box(-1.0, 1.0, (1,), np.float32)
+        else:
+            self.action_space = spaces.Discrete(len(self._positions))
+        self._new_episode_state(self._first_start, self._last_bar)
+        self._needs_reset = True
+
+    # ------------------------------------------------------------------ public properties
+
+    @property
+    def positions(self) -> tuple[float, ...]:
+        """Target position of each discrete action (empty for continuous actions)."""
+        return self._positions
+
+    @property
+    def first_valid_index(self) -> int:
+        """First bar (position in ``df``) whose observation is complete (feature warm-up)."""
+        return self._first_valid
+
+    @property
+    def trading_range(self) -> tuple[int, int]:
+        """``(first decision bar, last bar)`` of the range, as positions in ``df`` (inclusive)."""
+        return self._first_start, self._last_bar
+
+    @property
+    def max_episode_steps(self) -> int:
+        """Steps of a ``random_start=False`` episode (first decision bar to the range end)."""
+        return self._last_bar - self._first_start
+
+    @property
+    def observation_names(self) -> list[str]:
+        """Label of each observation entry."""
+        names = [
+            f"{f}[t-{lag}]" if lag else f"{f}[t]"
+            for lag in range(self.window - 1, -1, -1)
+            for f in self.feature_names
+        ]
+        names.append("position")
+        if self.obs_drawdown:
+            names.append("drawdown")
+        return names
+
+    # ------------------------------------------------------------------ gymnasium API
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        super().reset(seed=seed)
+        if options and options.get("start") is not None:
+            t0 = self._resolve_bar(options["start"], 0, "options['start']")
+            if not self._first_start <= t0 <= self._last_bar - 1:
+                raise ValueError(
+                    f"options['start'] -> bar {t0} is outside the valid start bars "
+                    f"{self._first_start}..{self._last_bar - 1}"
+                )
+        elif self.random_start:
+            t0 = int(self.np_random.integers(self._first_start, self._max_start + 1))
+        else:
+            t0 = self._first_start
+        if self.random_start and self.episode_length is not None:
+            end_bar = min(t0 + self.episode_length, self._last_bar)
+        else:
+            end_bar = self._last_bar
+        self._new_episode_state(t0, end_bar)
+        self._needs_reset = False
+        return self._observe(t0), self._info(0.0, 0.0, 0.0, 0.0)
+
+    def step(self, action: Any) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
+        if self._needs_reset:
+            raise RuntimeError("call reset() before step() (and after an episode ends)")
+        target = self._continuous_target(action) if self.continuous else self._discrete_target(action)
+        t = self._t
+        dpos = abs(target - self._pos)
+        gross = target * self._logret[t]
+        fee_cost = self.fee * dpos
+        borrow_cost = -target * self._borrow_per_bar if target < 0.0 else 0.0
+        costs = fee_cost + borrow_cost
+        net = gross - costs
+
+        log_eq = self._log_equity + net
+        self._log_equity = log_eq
+        if log_eq > self._log_peak:
+            self._log_peak = log_eq
+        self._turnover += dpos
+        self._sum_abs_gross += abs(gross)
+        self._sum_costs += costs
+        self._pos = target
+        t += 1
+        self._t = t
+        self._steps += 1
+
+        terminated = self.ruin_equity is not None and math.exp(log_eq) <= self.ruin_equity
+        truncated = t >= self._end_bar
+        if terminated or truncated:
+            self._needs_reset = True
+        return (
+            self._observe(t),
+            net * self.reward_scale,
+            terminated,
+            truncated,
+            self._info(gross, costs, fee_cost, borrow_cost),
+        )
+
+    def render(self) -> None:
+        return None
+
+    # ------------------------------------------------------------------ internals
+
+    def _new_episode_state(self, t0: int, end_bar: int) -> None:
+        self._t = t0
+        self._end_bar = end_bar
+        self._pos = 0.0
+        self._log_equity = 0.0
+        self._log_peak = 0.0
+        self._turnover = 0.0
+        self._sum_abs_gross = 0.0
+        self._sum_costs = 0.0
+        self._steps = 0
+
+    def _observe(self, t: int) -> np.ndarray:
+        n = self._n_win
+        if self._table is not None:
+            obs = self._table[t].copy()
+        else:
+            obs = np.empty(self._obs_dim, dtype=np.float32)
+            obs[:n] = self._windows[t - self.window + 1]
+        obs[n] = self._pos
+        if self.obs_drawdown:
+            obs[n + 1] = 1.0 - math.exp(self._log_equity - self._log_peak)
+        return obs
+
+    def _info(
+        self, gross: float, costs: float, fee_cost: float, borrow_cost: float
+    ) -> dict[str, Any]:
+        total = self._sum_abs_gross + self._sum_costs
+        t = self._t
+        log_eq = self._log_equity
+        return {
+            "equity": math.exp(log_eq),
+            "log_equity": log_eq,
+            "position": self._pos,
+            "turnover": self._turnover,
+            "drawdown": 1.0 - math.exp(log_eq - self._log_peak),
+            "reward_costs_fraction": self._sum_costs / total if total > 0.0 else 0.0,
+            "gross_return": gross,
+            "costs": costs,
+            "fee_cost": fee_cost,
+            "borrow_cost": borrow_cost,
+            "bar": t,
+            "timestamp": self._ts_ns[t],
+            "episode_step": self._steps,
+        }
+
+    def _discrete_target(self, action: Any) -> float:
+        a = action.item() if isinstance(action, np.ndarray) and action.size == 1 else action
+        try:
+            i = operator.index(a)
+        except TypeError:
+            raise ValueError(
+                f"discrete action must be an integer in [0, {len(self._positions)}), "
+                f"got {action!r}"
+            ) from None
+        if not 0 <= i < len(self._positions):
+            raise ValueError(f"action {i} is outside [0, {len(self._positions)})")
+        return self._positions[i]
+
+    def _continuous_target(self, action: Any) -> float:
+        try:
+            if isinstance(action, np.ndarray):
+                x = float(action.item())
+            elif isinstance(action, list | tuple):
+                (x,) = (float(v) for v in action)
+            else:
+                x = float(action)
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"continuous action must be one number (shape (1,)), got {action!r}"
+            ) from None
+        if not math.isfinite(x):
+            raise ValueError(f"continuous action is not finite: {action!r}")
+        return 1.0 if x > 1.0 else (-1.0 if x < -1.0 else x)
+
+    def _resolve_bar(self, value: Any, default: int, name: str) -> int:
+        if value is None:
+            return default
+        n = self._n_bars
+        if isinstance(value, int | np.integer) and not isinstance(value, bool):
+            i = int(value)
+            if not 0 <= i <= n:
+                raise ValueError(f"{name}={i} is outside the frame's bars 0..{n}")
+            return i
+        try:
+            ts = pd.Timestamp(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name}={value!r} is neither a bar position nor a time") from None
+        if ts.tz is not None:  # the frame's index is tz-naive UTC (see load_ohlcv)
+            ts = ts.tz_convert("UTC").tz_localize(None)
+        return int(self.df.index.searchsorted(ts, "left"))
+
+
+def _finite(v: Any) -> bool:
+    try:
+        return math.isfinite(float(v))
+    except (TypeError, ValueError):
+        return False
+
+
+def _require(ok: bool, name: str, value: Any, allowed: str) -> None:
+    if not ok:
+        raise ValueError(f"{name}={value!r} is invalid: must be {allowed}")

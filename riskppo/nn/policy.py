@@ -1,0 +1,212 @@
+"""Recurrent actor-critic with separate (or shared) actor and critic LSTMs (R-ALG-1, R-ALG-4).
+
+The recurrent state is explicit: :class:`RecurrentState` goes in and comes out of every call,
+nothing is kept on the module. ``lstm_sharing``:
+
+* ``"none"`` (default): one LSTM for the actor and one per critic (independent twin critics);
+* ``"critics"``: one LSTM for the actor, one shared by the critic heads;
+* ``"all"``: a single LSTM whose output feeds the actor and every critic head.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import NamedTuple
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from torch import Tensor, nn
+
+from riskppo.config import PolicyConfig
+from riskppo.nn.distributions import ActionDistribution, ActionHead
+from riskppo.nn.recurrent import LSTMState, MaskedLSTM
+
+_ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "gelu": nn.GELU}
+
+
+class RecurrentState(NamedTuple):
+    """Actor state and one state per critic LSTM (empty when ``lstm_sharing='all'``)."""
+
+    pi: LSTMState
+    vf: tuple[LSTMState, ...]
+
+    def masked(self, keep: Tensor) -> RecurrentState:
+        return RecurrentState(self.pi.masked(keep), tuple(s.masked(keep) for s in self.vf))
+
+    def index(self, idx: Tensor | slice) -> RecurrentState:
+        return RecurrentState(self.pi.index(idx), tuple(s.index(idx) for s in self.vf))
+
+
+class ActStep(NamedTuple):
+    """Output of one rollout step for ``B`` envs."""
+
+    actions: Tensor  # [B, *action_shape]
+    log_prob: Tensor  # [B]
+    pi_state: LSTMState  # state after this step
+    latent: Tensor  # [B, H] actor LSTM output (used by critics when lstm_sharing='all')
+
+
+def mlp(in_dim: int, sizes: list[int], activation: str) -> tuple[nn.Sequential, int]:
+    layers: list[nn.Module] = []
+    for size in sizes:
+        layers += [nn.Linear(in_dim, size), _ACTIVATIONS[activation]()]
+        in_dim = size
+    return nn.Sequential(*layers), in_dim
+
+
+def flat_obs_dim(space: spaces.Space) -> int:
+    if not isinstance(space, spaces.Box):
+        raise ValueError(f"observation space must be a Box (flatten Dict spaces first), got {space}")
+    return int(np.prod(space.shape))
+
+
+class RecurrentActorCritic(nn.Module):
+    """LSTM actor and ``n_critics`` critic heads with ``critic_out`` outputs each.
+
+    Critic outputs are raw (normalised units): quantiles ``[.., Nq]``, atom logits ``[.., N]``
+    or a scalar ``[.., 1]`` — their meaning is the critic's (:mod:`riskppo.nn.critics`).
+    """
+
+    def __init__(
+        self,
+        observation_space: spaces.Space,
+        action_space: spaces.Space,
+        cfg: PolicyConfig,
+        *,
+        n_critics: int,
+        critic_out: int,
+    ) -> None:
+        super().__init__()
+        obs_dim = flat_obs_dim(observation_space)
+        hidden = cfg.lstm_hidden_size
+        self.sharing = cfg.lstm_sharing
+        self.n_critics = n_critics
+        self.actor_lstm = MaskedLSTM(obs_dim, hidden, cfg.n_lstm_layers)
+        n_vf_lstms = {"none": n_critics, "critics": 1, "all": 0}[cfg.lstm_sharing]
+        self.critic_lstms = nn.ModuleList(
+            MaskedLSTM(obs_dim, hidden, cfg.n_lstm_layers) for _ in range(n_vf_lstms)
+        )
+        self.actor_mlp, latent = mlp(hidden, cfg.net_arch, cfg.activation)
+        self.action_head = ActionHead(
+            action_space,
+            latent,
+            log_std_init=cfg.log_std_init,
+            state_dependent_std=cfg.state_dependent_std,
+        )
+        self.critic_mlps = nn.ModuleList()
+        self.critic_outs = nn.ModuleList()
+        for _ in range(n_critics):
+            body, latent_v = mlp(hidden, cfg.net_arch, cfg.activation)
+            self.critic_mlps.append(body)
+            self.critic_outs.append(nn.Linear(latent_v, critic_out))
+        if cfg.ortho_init:
+            self._ortho_init()
+
+    def _ortho_init(self) -> None:
+        # Orthogonal init as in SB3/CleanRL: sqrt(2) hidden, 0.01 policy output, 1 value output.
+        for module in [*self.actor_mlp, *self.critic_mlps]:
+            for layer in module.modules() if isinstance(module, nn.Sequential) else [module]:
+                if isinstance(layer, nn.Linear):
+                    nn.init.orthogonal_(layer.weight, math.sqrt(2))
+                    nn.init.zeros_(layer.bias)
+        nn.init.orthogonal_(self.action_head.net.weight, 0.01)
+        nn.init.zeros_(self.action_head.net.bias)
+        for out in self.critic_outs:
+            assert isinstance(out, nn.Linear)
+            nn.init.orthogonal_(out.weight, 1.0)
+            nn.init.zeros_(out.bias)
+
+    # ---- state ---------------------------------------------------------------------------
+    def initial_state(self, batch: int, device: torch.device | None = None) -> RecurrentState:
+        vf = tuple(lstm.initial_state(batch, device) for lstm in self.critic_lstms)  # type: ignore[attr-defined]
+        return RecurrentState(self.actor_lstm.initial_state(batch, device), vf)
+
+    # ---- actor ---------------------------------------------------------------------------
+    def act(
+        self,
+        obs: Tensor,
+        pi_state: LSTMState,
+        episode_start: Tensor,
+        *,
+        deterministic: bool = False,
+        generator: torch.Generator | None = None,
+    ) -> ActStep:
+        """One step for ``B`` envs: ``obs`` ``[B, D]``, ``episode_start`` ``[B]``."""
+        latent, new_state = self.actor_lstm.step(obs, pi_state, episode_start)
+        dist = self.action_head(self.actor_mlp(latent))
+        actions = dist.mode() if deterministic else dist.sample(generator)
+        return ActStep(actions, dist.log_prob(actions), new_state, latent)
+
+    def actor_sequence(
+        self, obs: Tensor, episode_starts: Tensor, pi_state: LSTMState
+    ) -> tuple[ActionDistribution, Tensor, LSTMState]:
+        """Replay ``[T, B, D]`` sequences; the distribution is over the flattened ``T*B`` steps."""
+        latent, final, _ = self.actor_lstm(obs, pi_state, episode_starts)
+        dist = self.action_head(self.actor_mlp(latent.reshape(-1, latent.shape[-1])))
+        return dist, latent, final
+
+    # ---- critics -------------------------------------------------------------------------
+    def critic_heads(self, latents: list[Tensor]) -> Tensor:
+        """Apply each critic head to its LSTM output (``[..., H]``) → ``[C, ..., K]``."""
+        if len(latents) == 1:
+            latents = latents * self.n_critics
+        return torch.stack(
+            [out(body(x)) for body, out, x in zip(self.critic_mlps, self.critic_outs, latents)]
+        )
+
+    def critic_sequence(
+        self,
+        obs: Tensor,
+        episode_starts: Tensor,
+        vf_state: tuple[LSTMState, ...],
+        *,
+        actor_latent: Tensor | None = None,
+        capture: Iterable[int] = (),
+    ) -> tuple[Tensor, tuple[LSTMState, ...], dict[int, tuple[LSTMState, ...]]]:
+        """Critic outputs ``[C, T, B, K]`` for ``[T, B, D]`` sequences.
+
+        Also returns the final critic states and the critic states entering each step in
+        ``capture`` (see :meth:`MaskedLSTM.forward`). With ``lstm_sharing='all'`` the actor's
+        LSTM output ``actor_latent`` ``[T, B, H]`` is used instead of a critic LSTM.
+        """
+        if not self.critic_lstms:
+            if actor_latent is None:
+                raise ValueError("lstm_sharing='all' needs the actor latent")
+            return self.critic_heads([actor_latent]), (), {t: () for t in capture}
+        wanted = list(capture)
+        latents, finals, per_lstm = [], [], []
+        for lstm, state in zip(self.critic_lstms, vf_state):
+            out, final, captured = lstm(obs, state, episode_starts, wanted)
+            latents.append(out)
+            finals.append(final)
+            per_lstm.append(captured)
+        captured_all = {t: tuple(c[t] for c in per_lstm) for t in wanted}
+        return self.critic_heads(latents), tuple(finals), captured_all
+
+    def critic_step(
+        self,
+        obs: Tensor,
+        vf_state: tuple[LSTMState, ...],
+        episode_start: Tensor,
+        actor_latent: Tensor | None = None,
+    ) -> tuple[Tensor, tuple[LSTMState, ...]]:
+        """One critic step: ``obs`` ``[B, D]`` → outputs ``[C, B, K]`` and new critic states."""
+        if not self.critic_lstms:
+            if actor_latent is None:
+                raise ValueError("lstm_sharing='all' needs the actor latent")
+            return self.critic_heads([actor_latent]), ()
+        latents, states = [], []
+        for lstm, state in zip(self.critic_lstms, vf_state):
+            out, new = lstm.step(obs, state, episode_start)
+            latents.append(out)
+            states.append(new)
+        return self.critic_heads(latents), tuple(states)
+
+    def lstm_modules(self) -> dict[str, MaskedLSTM]:
+        """Named LSTMs, for per-module gradient norms and hidden-state stats (R-MON)."""
+        named = {"actor": self.actor_lstm}
+        for i, lstm in enumerate(self.critic_lstms):
+            named[f"critic{i + 1}" if len(self.critic_lstms) > 1 else "critic"] = lstm  # type: ignore[assignment]
+        return named

@@ -1,0 +1,312 @@
+"""Checkpoint directories: safetensors for tensors, JSON for the rest, a SHA-256 manifest.
+
+No pickle anywhere (R-REL-1). Layout (SPEC §1.4)::
+
+    manifest.json           files + SHA-256 + versions
+    config.json             the resolved Config
+    state.json              counters, schedules, spaces, optimizer structure
+    model.safetensors       policy parameters
+    optimizer.safetensors   optimizer state tensors
+    normalizer.safetensors  return statistics (PopArt) and observation statistics
+    rng.safetensors         sampling / shuffling generator states
+
+Writes go to a temporary sibling directory that is renamed into place (R-REL-2).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+import riskppo
+from riskppo.config import Config, ConfigError
+from riskppo.core.scaling import RunningMoments
+from riskppo.train.estimate import ReturnScaling
+from riskppo.train.vec_env import find_normalizer
+
+if TYPE_CHECKING:
+    from riskppo.train.trainer import DistributionalPPO
+
+FORMAT_VERSION = 1
+REQUIRED = (
+    "config.json",
+    "state.json",
+    "model.safetensors",
+    "optimizer.safetensors",
+    "normalizer.safetensors",
+    "rng.safetensors",
+)
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint is missing, incomplete, corrupted or does not fit the model."""
+
+
+# ---- nested structures with tensors ↔ (JSON, flat tensor dict) ---------------------------------
+def split_tensors(obj: Any, prefix: str, out: dict[str, torch.Tensor]) -> Any:
+    """Replace every tensor in a nested dict/list by ``{"__tensor__": key}``; fill ``out``."""
+    if isinstance(obj, torch.Tensor):
+        out[prefix] = obj.detach().cpu().contiguous().clone()
+        return {"__tensor__": prefix}
+    if isinstance(obj, dict):
+        return {str(k): split_tensors(v, f"{prefix}/{k}", out) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [split_tensors(v, f"{prefix}/{i}", out) for i, v in enumerate(obj)]
+    if isinstance(obj, (bool, int, float, str)) or obj is None:
+        return obj
+    raise CheckpointError(f"cannot store {type(obj).__name__} at {prefix!r} without pickle")
+
+
+def join_tensors(obj: Any, tensors: dict[str, torch.Tensor]) -> Any:
+    if isinstance(obj, dict):
+        if set(obj) == {"__tensor__"}:
+            key = obj["__tensor__"]
+            if key not in tensors:
+                raise CheckpointError(f"tensor {key!r} missing from the checkpoint")
+            return tensors[key]
+        return {k: join_tensors(v, tensors) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [join_tensors(v, tensors) for v in obj]
+    return obj
+
+
+def optimizer_state_from_json(obj: dict[str, Any], tensors: dict[str, torch.Tensor]) -> Any:
+    sd = join_tensors(obj, tensors)
+    sd["state"] = {int(k): v for k, v in sd.get("state", {}).items()}
+    return sd
+
+
+# ---- spaces ------------------------------------------------------------------------------------
+def space_to_json(space: spaces.Space) -> dict[str, Any]:
+    if isinstance(space, spaces.Box):
+        return {
+            "type": "Box",
+            "low": space.low.tolist(),
+            "high": space.high.tolist(),
+            "shape": list(space.shape),
+            "dtype": str(space.dtype),
+        }
+    if isinstance(space, spaces.Discrete):
+        return {"type": "Discrete", "n": int(space.n)}
+    if isinstance(space, spaces.MultiDiscrete):
+        return {"type": "MultiDiscrete", "nvec": np.asarray(space.nvec).tolist()}
+    raise CheckpointError(f"cannot store space {space!r}")
+
+
+def space_from_json(d: dict[str, Any]) -> spaces.Space:
+    if d["type"] == "Box":
+        return spaces.Box(
+            np.asarray(d["low"], dtype=d["dtype"]),
+            np.asarray(d["high"], dtype=d["dtype"]),
+            dtype=np.dtype(d["dtype"]),
+        )
+    if d["type"] == "Discrete":
+        return spaces.Discrete(int(d["n"]))
+    if d["type"] == "MultiDiscrete":
+        return spaces.MultiDiscrete(np.asarray(d["nvec"]))
+    raise CheckpointError(f"unknown space type {d.get('type')!r}")
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+# ---- save --------------------------------------------------------------------------------------
+def save_checkpoint(model: DistributionalPPO, path: Path) -> Path:
+    """Write ``model`` to the directory ``path`` atomically; returns ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    try:
+        _write_files(model, tmp)
+        _write_manifest(tmp)
+        _replace_dir(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return path
+
+
+def _write_files(model: DistributionalPPO, d: Path) -> None:
+    save_file({k: v.detach().cpu().contiguous().clone() for k, v in model.policy.state_dict().items()},
+              str(d / "model.safetensors"))
+    opt_tensors: dict[str, torch.Tensor] = {}
+    opt_json = split_tensors(model.optimizer.state_dict(), "optimizer", opt_tensors)
+    save_file(opt_tensors, str(d / "optimizer.safetensors"))
+    norm = {
+        "ret/mean": model.scaling.moments.mean.clone(),
+        "ret/var": model.scaling.moments.var.clone(),
+        "ret/count": model.scaling.moments.count.clone(),
+    }
+    vn = find_normalizer(model.env) if model.env is not None else model._obs_rms_loaded
+    if vn is not None:
+        rms = vn.obs_rms
+        norm["obs/mean"] = torch.as_tensor(np.asarray(rms.mean, dtype=np.float64))
+        norm["obs/var"] = torch.as_tensor(np.asarray(rms.var, dtype=np.float64))
+        norm["obs/count"] = torch.tensor(float(rms.count), dtype=torch.float64)
+    save_file(norm, str(d / "normalizer.safetensors"))
+    save_file(
+        {"sample": model.sample_gen.get_state(), "shuffle": model.shuffle_gen.get_state()},
+        str(d / "rng.safetensors"),
+    )
+    state = {
+        "format_version": FORMAT_VERSION,
+        "num_timesteps": model.num_timesteps,
+        "n_updates": model.n_updates,
+        "ent_coef": model.ent_coef,
+        "ent_state": {**model.ent_state.__dict__, "history": list(model.ent_state.history)},
+        "return_scale": model.scaling.scale,
+        "return_mean": model.scaling.mean,
+        "observation_space": space_to_json(model.observation_space),
+        "action_space": space_to_json(model.action_space),
+        "n_envs": model.n_envs,
+        "optimizer": opt_json,
+    }
+    (d / "state.json").write_text(json.dumps(state, indent=1))
+    (d / "config.json").write_text(model.config.to_json())
+
+
+def _write_manifest(d: Path) -> None:
+    files = {p.name: sha256(p) for p in sorted(d.iterdir()) if p.is_file()}
+    manifest = {
+        "format_version": FORMAT_VERSION,
+        "riskppo_version": riskppo.__version__,
+        "torch_version": torch.__version__,
+        "python_version": sys.version.split()[0],
+        "files": files,
+    }
+    (d / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    for p in d.iterdir():
+        with open(p, "rb") as f:
+            os.fsync(f.fileno())
+
+
+def _replace_dir(tmp: Path, path: Path) -> None:
+    if path.exists():
+        old = path.with_name(f".{path.name}.old-{os.getpid()}")
+        os.replace(path, old)
+        os.replace(tmp, path)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(tmp, path)
+
+
+# ---- load --------------------------------------------------------------------------------------
+def verify_checkpoint(path: Path) -> dict[str, Any]:
+    """Check presence and SHA-256 of every file; returns the manifest. Raises CheckpointError."""
+    if not path.is_dir():
+        raise CheckpointError(f"{path}: not a checkpoint directory")
+    mf = path / "manifest.json"
+    if not mf.is_file():
+        raise CheckpointError(f"{path}: manifest.json missing (incomplete or foreign checkpoint)")
+    try:
+        manifest = json.loads(mf.read_text())
+        files = manifest["files"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CheckpointError(f"{path}: manifest.json unreadable: {exc}") from None
+    for name in REQUIRED:
+        if name not in files:
+            raise CheckpointError(f"{path}: manifest does not list required file {name}")
+    for name, digest in files.items():
+        f = path / name
+        if not f.is_file():
+            raise CheckpointError(f"{path}: {name} listed in the manifest is missing")
+        if sha256(f) != digest:
+            raise CheckpointError(f"{path}: {name} is corrupted (SHA-256 mismatch)")
+    return dict(manifest)
+
+
+def _load_tensors(path: Path, name: str) -> dict[str, torch.Tensor]:
+    try:
+        return load_file(str(path / name))
+    except (SafetensorError, OSError, ValueError) as exc:
+        raise CheckpointError(f"{path}: {name} is not a valid safetensors file: {exc}") from None
+
+
+def load_checkpoint(
+    cls: type[DistributionalPPO], path: Path, env: Any = None, **overrides: Any
+) -> DistributionalPPO:
+    """Validate everything, build a model, then load the state into it."""
+    verify_checkpoint(path)
+    try:
+        cfg = Config.build(json.loads((path / "config.json").read_text()))
+        state = json.loads((path / "state.json").read_text())
+    except (ConfigError, ValueError) as exc:
+        raise CheckpointError(f"{path}: config/state unreadable: {exc}") from None
+    tensors = {n: _load_tensors(path, n) for n in REQUIRED if n.endswith(".safetensors")}
+    spaces_ = (space_from_json(state["observation_space"]), space_from_json(state["action_space"]))
+    model = cls(env, config=cfg, _spaces=spaces_, **overrides)
+    if env is not None and (
+        model.observation_space.shape != spaces_[0].shape
+        or type(model.action_space) is not type(spaces_[1])
+    ):
+        raise CheckpointError(
+            f"{path}: env spaces {model.observation_space}/{model.action_space} do not match the "
+            f"checkpoint's {spaces_[0]}/{spaces_[1]}"
+        )
+    try:
+        model.policy.load_state_dict(tensors["model.safetensors"], strict=True)
+        model.optimizer.load_state_dict(
+            optimizer_state_from_json(state["optimizer"], tensors["optimizer.safetensors"])
+        )
+    except (RuntimeError, KeyError, ValueError) as exc:
+        raise CheckpointError(f"{path}: state does not fit the model: {exc}") from None
+    _restore_counters(model, state, tensors)
+    return model
+
+
+def _restore_counters(
+    model: DistributionalPPO, state: dict[str, Any], tensors: dict[str, dict[str, torch.Tensor]]
+) -> None:
+    from riskppo.core.schedules import EntropyScheduleState
+
+    norm = tensors["normalizer.safetensors"]
+    model.scaling = ReturnScaling(
+        RunningMoments(norm["ret/mean"], norm["ret/var"], norm["ret/count"]),
+        float(state["return_scale"]),
+        float(state["return_mean"]),
+    )
+    if "obs/mean" in norm:
+        from stable_baselines3.common.running_mean_std import RunningMeanStd
+
+        rms = RunningMeanStd(shape=tuple(norm["obs/mean"].shape))
+        rms.mean, rms.var = norm["obs/mean"].numpy(), norm["obs/var"].numpy()
+        rms.count = float(norm["obs/count"])
+        vn = find_normalizer(model.env) if model.env is not None else None
+        if vn is not None:
+            vn.obs_rms = rms
+        model._obs_rms_loaded = _RmsHolder(rms)
+    rng = tensors["rng.safetensors"]
+    model.sample_gen.set_state(rng["sample"])
+    model.shuffle_gen.set_state(rng["shuffle"])
+    es = dict(state["ent_state"])
+    es["history"] = tuple(es["history"])
+    model.ent_state = EntropyScheduleState(**es)
+    model.ent_coef = float(state["ent_coef"])
+    model.num_timesteps = int(state["num_timesteps"])
+    model.n_updates = int(state["n_updates"])
+
+
+class _RmsHolder:
+    """Observation statistics of a loaded model that has no VecNormalize (predict-only)."""
+
+    def __init__(self, rms: Any) -> None:
+        self.obs_rms = rms

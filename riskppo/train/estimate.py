@@ -1,0 +1,209 @@
+"""Estimate step: critic pass over the rollout, GAE with time-limit bootstrap, return scaling.
+
+Order (R-ALG-6/7/8): values from the critics (twin → min of means, raw units) → GAE →
+update return statistics with this rollout's returns → PopArt-rescale the output layers so their
+de-normalised outputs are unchanged → normalise targets with the *updated* statistics → normalise
+advantages once for the whole rollout → cut into chunks for training.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from riskppo import core
+from riskppo.config import Config
+from riskppo.core.scaling import RunningMoments
+from riskppo.data.buffer import ChunkBatch, Rollout, cat_states, chunk_critic, to_chunks
+from riskppo.nn.critics import Critic
+from riskppo.nn.policy import RecurrentActorCritic, RecurrentState
+from riskppo.nn.recurrent import LSTMState
+
+
+@dataclass
+class ReturnScaling:
+    """Return statistics and the critic's normalisation: ``v_raw = v_norm / scale + mean``."""
+
+    moments: RunningMoments
+    scale: float
+    mean: float
+
+    def to_raw(self, x: Tensor) -> Tensor:
+        return x / self.scale + self.mean
+
+    def to_norm(self, x: Tensor) -> Tensor:
+        return (x - self.mean) * self.scale
+
+
+def initial_scaling(cfg: Config) -> ReturnScaling:
+    scale, _ = core.value_target_scale(
+        1.0, ret_clip=cfg.critic.ret_clip, std_floor=cfg.critic.std_floor, cap=cfg.critic.scale_cap
+    )
+    return ReturnScaling(core.init_moments(), scale, 0.0)
+
+
+@dataclass
+class Estimates:
+    """Outputs of the estimate step (raw units unless said)."""
+
+    data: ChunkBatch  # training chunks
+    values: Tensor  # [T, N] raw V(s_t), twin min of means
+    returns: Tensor  # [T, N] raw λ-returns
+    advantages: Tensor  # [T, N] raw advantages
+    critic_out: Tensor  # [C, T, N, K] critic outputs (normalised units at rollout time)
+    vf_state: tuple[LSTMState, ...]  # critic state after the last step
+    adv_stats: core.AdvantageStats
+    scaling: ReturnScaling  # updated statistics
+    uncapped_scale: float
+    explained_variance: float
+
+
+def critic_values(
+    policy: RecurrentActorCritic,
+    critic: Critic,
+    scaling: ReturnScaling,
+    rollout: Rollout,
+    chunk_len: int,
+) -> tuple[Tensor, Tensor, Tensor, tuple[LSTMState, ...], list[tuple[LSTMState, ...]]]:
+    """Run the critics over the rollout: ``(outputs, values, next_values, final_state, chunks)``.
+
+    ``next_values[t]`` is the value of the observation that followed step ``t``; for a truncated
+    step it is the value of the true final observation evaluated with that env's post-step
+    critic state — the state after processing step ``t`` — never the reset state (R-ALG-6).
+    """
+    T = rollout.obs.shape[0]
+    trunc_next = {int(t) + 1 for t in rollout.final_index[:, 0]}
+    chunk_starts = set(range(0, T, chunk_len))
+    with torch.inference_mode():
+        out, final, captured = policy.critic_sequence(
+            rollout.obs,
+            rollout.episode_starts,
+            rollout.start_state.vf,
+            actor_latent=rollout.actor_latent,
+            capture=sorted(chunk_starts | trunc_next),
+        )
+        values = scaling.to_raw(critic.mean(out).min(dim=0).values)  # twin: min of means (R-ALG-4)
+        next_values = torch.empty_like(values)
+        next_values[:-1] = values[1:]
+        last_latent = None
+        if policy.sharing == "all":
+            last_latent, _ = policy.actor_lstm.step(
+                rollout.last_obs, _pi_after(policy, rollout), rollout.last_episode_start
+            )
+        last_out, _ = policy.critic_step(
+            rollout.last_obs, final, rollout.last_episode_start, last_latent
+        )
+        next_values[-1] = scaling.to_raw(critic.mean(last_out).min(dim=0).values)
+        if len(rollout.final_index):
+            t_idx, env_idx = rollout.final_index[:, 0], rollout.final_index[:, 1]
+            states = tuple(
+                cat_states(
+                    [captured[int(t) + 1][k].index(slice(int(i), int(i) + 1)) for t, i in zip(t_idx, env_idx)]
+                )
+                for k in range(len(final))
+            )
+            no_reset = torch.zeros(len(t_idx), device=values.device)
+            f_out, _ = policy.critic_step(rollout.final_obs, states, no_reset, rollout.final_latent)
+            next_values[t_idx, env_idx] = scaling.to_raw(critic.mean(f_out).min(dim=0).values)
+    chunks = [captured[t] for t in sorted(chunk_starts)]
+    return out, values, next_values, final, chunks
+
+
+def _pi_after(policy: RecurrentActorCritic, rollout: Rollout) -> LSTMState:
+    """Actor state after the last step (recomputed; only needed for ``lstm_sharing='all'``)."""
+    _, _, final = policy.actor_sequence(
+        rollout.obs, rollout.episode_starts, rollout.start_state.pi
+    )
+    return final
+
+
+def update_scaling(
+    cfg: Config, scaling: ReturnScaling, returns: Tensor, output_layers: list[nn.Linear], popart: bool
+) -> tuple[ReturnScaling, float]:
+    """Update return statistics with this rollout (before its targets are normalised, R-ALG-8).
+
+    With PopArt (van Hasselt et al. 2016) the critics' linear output layers are rescaled in place
+    so that their de-normalised outputs are unchanged. Returns the new scaling and the uncapped
+    scale (for ``warn/excessive_return_scaling``).
+    """
+    moments = core.update_moments(scaling.moments, returns.reshape(-1))
+    std = float(moments.var.sqrt())
+    scale, uncapped = core.value_target_scale(
+        std, ret_clip=cfg.critic.ret_clip, std_floor=cfg.critic.std_floor, cap=cfg.critic.scale_cap
+    )
+    new = ReturnScaling(moments, scale, float(moments.mean))
+    if popart:
+        with torch.no_grad():
+            for layer in output_layers:
+                w, b = core.popart_rescale(
+                    layer.weight, layer.bias, scaling.mean, scaling.scale, new.mean, new.scale
+                )
+                layer.weight.copy_(w)
+                layer.bias.copy_(b)
+    return new, uncapped
+
+
+def estimate(
+    cfg: Config,
+    policy: RecurrentActorCritic,
+    critic: Critic,
+    scaling: ReturnScaling,
+    rollout: Rollout,
+    extra_advantage: Tensor | None = None,
+) -> Estimates:
+    """Turn a rollout into training chunks (see module docstring for the order of operations).
+
+    ``extra_advantage`` ``[T, N]`` (e.g. λ·A_cvar of the CVaR constraint, R-RISK-2) is added to
+    the normalised advantages the policy loss sees.
+    """
+    p = cfg.ppo
+    L = p.bptt_len or p.n_steps
+    out, values, next_values, final, vf_chunks = critic_values(
+        policy, critic, scaling, rollout, L
+    )
+    adv, returns = core.gae(
+        rollout.rewards,
+        values,
+        next_values,
+        rollout.terminated,
+        rollout.truncated,
+        p.gamma,
+        p.gae_lambda,
+    )
+    old_pred = critic.old_prediction(out)
+    popart = cfg.critic.popart and critic.supports_popart
+    new_scaling, uncapped = update_scaling(
+        cfg, scaling, returns, list(policy.critic_outs), popart  # type: ignore[arg-type]
+    )
+    if critic.supports_popart:
+        old_pred = new_scaling.to_norm(scaling.to_raw(old_pred))
+    targets = new_scaling.to_norm(returns)
+    if p.normalize_advantage:
+        adv_norm, adv_stats = core.normalize_advantages(adv, per_env=p.per_env_advantage)
+    else:
+        adv_norm = adv
+        adv_stats = core.AdvantageStats(
+            float(adv.mean()), float(adv.std()), float(adv.abs().max()), False
+        )
+    if extra_advantage is not None:
+        adv_norm = adv_norm + extra_advantage
+    pi_chunks = cat_states(rollout.pi_chunk_states)
+    vf_chunk_states = tuple(cat_states([c[k] for c in vf_chunks]) for k in range(len(final)))
+    data = ChunkBatch(
+        obs=to_chunks(rollout.obs, L),
+        actions=to_chunks(rollout.actions, L),
+        old_log_probs=to_chunks(rollout.log_probs, L),
+        advantages=to_chunks(adv_norm, L),
+        targets=to_chunks(targets, L),
+        old_critic=chunk_critic(old_pred, L),
+        episode_starts=to_chunks(rollout.episode_starts, L),
+        state=RecurrentState(pi_chunks, vf_chunk_states),
+        raw_advantages=to_chunks(adv, L),
+    )
+    var_ret = returns.var()
+    ev = float(1 - (returns - values).var() / var_ret) if var_ret > 0 else float("nan")
+    return Estimates(
+        data, values, returns, adv, out, final, adv_stats, new_scaling, uncapped, ev
+    )

@@ -1,0 +1,477 @@
+"""``DistributionalPPO``: recurrent, distributional, twin-critic PPO with an SB3-like API (SPEC §1.1).
+
+The training loop reads like the algorithm (SPEC §11)::
+
+    collect → estimate → (risk) → update → log → checkpoint
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from stable_baselines3.common.vec_env import VecEnv
+
+from riskppo import core
+from riskppo.config import Config, ConfigError
+from riskppo.nn.critics import Critic, build_critic
+from riskppo.nn.policy import RecurrentActorCritic, RecurrentState
+from riskppo.optim import build_optimizer
+from riskppo.train.collect import CollectorState, collect_rollout, env_actions, obs_tensor
+from riskppo.train.estimate import Estimates, ReturnScaling, estimate, initial_scaling
+from riskppo.train.monitor import Monitor, check_alerts
+from riskppo.train.progress import TrainingProgress
+from riskppo.train.update import UpdateContext, UpdateMetrics, ppo_update
+from riskppo.train.vec_env import EnvSpec, build_vec_env
+
+# SB3-style keyword → config path. Anything else must name a field unambiguously.
+KEYWORDS: dict[str, str] = {
+    "n_envs": "env.n_envs",
+    "critic": "critic.kind",
+    "twin_critics": "critic.twin",
+    "tensorboard_log": "monitor.tensorboard_log",
+    "verbose": "monitor.verbose",
+    "optimizer": "optim.optimizer",
+    "normalize_obs": "env.normalize_obs",
+}
+
+
+def config_from_keywords(config: Config | dict[str, Any] | None, **kwargs: Any) -> Config:
+    """Merge SB3-style keyword arguments into a config (validated, ``ConfigError`` on misuse)."""
+    base = config.to_dict() if isinstance(config, Config) else dict(config or {})
+    sections = {name: f.annotation for name, f in Config.model_fields.items()}
+    for key, value in kwargs.items():
+        path = KEYWORDS.get(key)
+        if path is None:
+            if key in Config.model_fields:
+                path = key
+            else:
+                owners = [
+                    s
+                    for s, ann in sections.items()
+                    if isinstance(ann, type) and key in getattr(ann, "model_fields", {})
+                ]
+                if len(owners) != 1:
+                    raise ConfigError(
+                        f"unknown keyword argument {key!r}"
+                        + (f" (ambiguous: {owners})" if owners else "")
+                    )
+                path = f"{owners[0]}.{key}"
+        node = base
+        *parents, leaf = path.split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = value
+    return Config.build(base)
+
+
+class DistributionalPPO:
+    """Recurrent distributional PPO. See SPEC §1.1 for the API and §2 for the algorithm."""
+
+    def __init__(
+        self,
+        env: EnvSpec | None = None,
+        *,
+        config: Config | dict[str, Any] | None = None,
+        run_dir: str | Path | None = None,
+        _spaces: tuple[spaces.Space, spaces.Space] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self.config = config_from_keywords(config, **kwargs)
+        cfg = self.config
+        if env is None and _spaces is None:
+            env = cfg.env.id
+        if isinstance(env, str):
+            self.config = cfg = config_from_keywords(cfg, id=env)
+        self.device = torch.device(cfg.device)
+        self.env: VecEnv | None = build_vec_env(env, cfg.env, cfg.seed) if env is not None else None
+        if self.env is not None:
+            obs_space, act_space = self.env.observation_space, self.env.action_space
+            self.n_envs = self.env.num_envs
+        else:
+            assert _spaces is not None
+            obs_space, act_space = _spaces
+            self.n_envs = cfg.env.n_envs
+        self.observation_space, self.action_space = obs_space, act_space
+        self.critic: Critic = build_critic(cfg.critic)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(cfg.seed)
+            self.policy = RecurrentActorCritic(
+                obs_space,
+                act_space,
+                cfg.policy,
+                n_critics=2 if cfg.critic.twin else 1,
+                critic_out=self.critic.n_out,
+            ).to(self.device)
+        self.optimizer = build_optimizer(
+            cfg.optim.optimizer,
+            self.policy.parameters(),
+            lr=cfg.ppo.learning_rate,
+            weight_decay=cfg.optim.weight_decay,
+            **_optimizer_kwargs(cfg),
+        )
+        self.vgs = _build_vgs(cfg, self.policy)
+        self.sample_gen = torch.Generator().manual_seed(cfg.seed + 1)
+        self.shuffle_gen = torch.Generator().manual_seed(cfg.seed + 2)
+        self.scaling: ReturnScaling = initial_scaling(cfg)
+        self.ent_state = core.EntropyScheduleState()
+        self.ent_coef = cfg.ppo.ent_coef
+        self.num_timesteps = 0
+        self.n_updates = 0
+        self.run_dir = Path(run_dir) if run_dir else _tb_dir(cfg)
+        self.ep_returns: deque[float] = deque(maxlen=100)
+        self.ep_lengths: deque[int] = deque(maxlen=100)
+        self._carry: CollectorState | None = None
+        self.monitor: Monitor | None = None
+        self.last_estimates: Estimates | None = None
+        self._obs_rms_loaded: Any = None
+
+    # ---- training -----------------------------------------------------------------------
+    def learn(
+        self,
+        total_timesteps: int,
+        *,
+        progress_bar: bool = False,
+        reset_num_timesteps: bool = True,
+        callback: Any = None,
+    ) -> DistributionalPPO:
+        """Train for ``total_timesteps`` environment steps (all envs counted).
+
+        With ``reset_num_timesteps=False`` training continues the counters, schedules and
+        recurrent/env state of the previous call (or of a loaded checkpoint).
+        """
+        if self.env is None:
+            raise RuntimeError("this model has no environment: pass env= to load() to train it")
+        if total_timesteps < 1:
+            raise ConfigError(f"total_timesteps must be >= 1, got {total_timesteps}")
+        if reset_num_timesteps:
+            self.num_timesteps = 0
+            self._carry = None
+        target = self.num_timesteps + total_timesteps
+        self._total_for_schedule = target
+        if self._carry is None:
+            self._carry = self._reset_carry()
+        if self.monitor is None:
+            self.monitor = Monitor(self.run_dir, tensorboard=self.run_dir is not None)
+        start_steps = self.num_timesteps
+        with TrainingProgress(total_timesteps, enabled=progress_bar) as bar:
+            while self.num_timesteps < target:
+                t0 = time.perf_counter()
+                metrics = self.train_one_update()
+                fps = self.config.ppo.n_steps * self.n_envs / (time.perf_counter() - t0)
+                self.monitor.record("time/fps", fps)
+                bar.update(self.num_timesteps - start_steps, fps, self._mean_return())
+                if self.n_updates % self.config.monitor.log_interval == 0:
+                    self.monitor.dump(self.num_timesteps)
+                if callback is not None and callback(self, metrics) is False:
+                    break
+        if self.config.monitor.verbose:
+            print(self.monitor.summary())
+        return self
+
+    def train_one_update(self) -> UpdateMetrics:
+        """One iteration: collect → estimate → update → log."""
+        assert self.env is not None and self._carry is not None and self.monitor is not None
+        cfg = self.config
+        self._apply_lr_schedule()
+        chunk_len = cfg.ppo.bptt_len or cfg.ppo.n_steps
+        rollout, carry, episodes = collect_rollout(
+            self.policy, self.env, self._carry, cfg.ppo.n_steps, chunk_len, self.sample_gen
+        )
+        self.num_timesteps += cfg.ppo.n_steps * self.n_envs
+        self.ep_returns.extend(episodes.returns)
+        self.ep_lengths.extend(episodes.lengths)
+        est = estimate(cfg, self.policy, self.critic, self.scaling, rollout)
+        self._carry = dataclasses.replace(carry, state=RecurrentState(carry.state.pi, est.vf_state))
+        self.scaling = est.scaling
+        ctx = UpdateContext(
+            cfg, self.policy, self.critic, self.optimizer, self.shuffle_gen, self.ent_coef, self.vgs
+        )
+        metrics = ppo_update(ctx, est.data)
+        self.n_updates += 1
+        self.last_estimates = est
+        self._log_update(est, metrics, rollout.costs_fraction)
+        if metrics.means:
+            self.ent_coef, self.ent_state = core.entropy_coef_step(
+                _ent_schedule(cfg), self.ent_state, metrics.means["entropy"]
+            )
+        return metrics
+
+    def _reset_carry(self) -> CollectorState:
+        assert self.env is not None
+        obs = obs_tensor(self.env.reset(), self.device)
+        n = obs.shape[0]
+        return CollectorState(
+            obs,
+            torch.ones(n, dtype=torch.bool, device=self.device),
+            self.policy.initial_state(n, self.device),
+        )
+
+    def _apply_lr_schedule(self) -> None:
+        p = self.config.ppo
+        lr = p.learning_rate
+        if p.lr_schedule == "linear":
+            total = max(getattr(self, "_total_for_schedule", 1), 1)
+            lr = p.learning_rate * max(1.0 - self.num_timesteps / total, 0.0)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+
+    def _mean_return(self) -> float | None:
+        return float(np.mean(self.ep_returns)) if self.ep_returns else None
+
+    def _log_update(self, est: Estimates, m: UpdateMetrics, costs: torch.Tensor) -> None:
+        mon, cfg = self.monitor, self.config
+        assert mon is not None
+        mon.record_many("train/", m.means)
+        mon.record("train/ent_coef", self.ent_coef)
+        mon.record("train/learning_rate", self.optimizer.param_groups[0]["lr"])
+        mon.record("train/explained_variance", est.explained_variance)
+        mon.record("train/advantages_norm_mean", est.adv_stats.mean)
+        mon.record("train/advantages_norm_std", est.adv_stats.std)
+        mon.record("train/advantages_norm_max_abs", est.adv_stats.max_abs)
+        mon.record("train/value_target_scale", est.scaling.scale)
+        mon.record("train/ret_mean", est.scaling.mean)
+        mon.record("train/ret_std", float(est.scaling.moments.var.sqrt()))
+        mon.record("train/n_updates", self.n_updates)
+        mon.record("error/log_ratio_nonfinite", m.n_skipped_nonfinite_ratio)
+        mon.record("error/nonfinite_loss_or_grad", m.n_skipped_nonfinite_loss)
+        if self.vgs is not None:
+            for name, f in self.vgs.last_factors.items():
+                mon.record(f"train/vgs_scale/{name}", f)
+        for name, lstm in self.policy.lstm_modules().items():
+            state = self._carry.state if self._carry else None
+            if state is None:
+                break
+            h = state.pi.h if name == "actor" else state.vf[_vf_index(name)].h
+            for layer in range(h.shape[0]):
+                mon.record(f"lstm/{name}_layer{layer}_norm", float(h[layer].norm(dim=-1).mean()))
+                mon.record(f"lstm/{name}_layer{layer}_mean", float(h[layer].mean()))
+                mon.record(f"lstm/{name}_layer{layer}_std", float(h[layer].std()))
+        self._log_risk(est)
+        if self.ep_returns:
+            mon.record("rollout/ep_rew_mean", float(np.mean(self.ep_returns)))
+            mon.record("rollout/ep_len_mean", float(np.mean(self.ep_lengths)))
+        finite_costs = costs[torch.isfinite(costs)]
+        if finite_costs.numel():
+            mon.record("rollout/reward_costs_fraction", float(finite_costs.mean()))
+        n_bad = int((~torch.isfinite(costs)).sum()) if finite_costs.numel() else 0
+        if n_bad and finite_costs.numel():
+            mon.record("warn/reward_costs_fraction_nonfinite", n_bad)
+        t = cfg.monitor
+        if est.adv_stats.max_abs > t.adv_max_abs:
+            mon.alert(
+                "advantage_outliers",
+                f"max |normalised advantage| {est.adv_stats.max_abs:.1f} > {t.adv_max_abs}",
+            )
+        if est.uncapped_scale > cfg.critic.scale_cap:
+            mon.alert(
+                "excessive_return_scaling",
+                f"uncapped value-target scale {est.uncapped_scale:.3g} > cap "
+                f"{cfg.critic.scale_cap} (returns have a tiny spread)",
+            )
+        means = dict(m.means)
+        if isinstance(self.action_space, spaces.Box) and "entropy" in means:
+            means["entropy_per_dim"] = means["entropy"] / int(np.prod(self.action_space.shape))
+        check_alerts(mon, t, means, discrete=not isinstance(self.action_space, spaces.Box))
+
+    def _log_risk(self, est: Estimates) -> None:
+        """R-RISK-1: critic-predicted CVaR per state and empirical CVaR of episode returns."""
+        mon, alpha = self.monitor, self.config.risk.cvar_alpha
+        assert mon is not None
+        taus = core.quantile_midpoints(32)
+        q = self.critic.quantiles(est.critic_out.min(dim=0).values, taus)
+        q_raw = est.scaling.to_raw(q)
+        mon.record("risk/cvar_pred", float(core.cvar_from_quantiles(q_raw, alpha).mean()))
+        if len(self.ep_returns) >= 2:
+            cvar, var = core.empirical_cvar(torch.tensor(list(self.ep_returns)), alpha)
+            mon.record("risk/cvar_empirical", float(cvar))
+            mon.record("risk/var", float(var))
+
+    # ---- inference ----------------------------------------------------------------------
+    def predict(
+        self,
+        observation: np.ndarray,
+        state: Any = None,
+        episode_start: np.ndarray | None = None,
+        deterministic: bool = False,
+    ) -> tuple[np.ndarray, RecurrentState]:
+        """Actions for a batch of observations (or one), carrying the recurrent state explicitly.
+
+        ``state`` is what the previous call returned (``None`` = zeros); ``episode_start`` ``[B]``
+        marks envs whose episode just started (state reset inside the LSTM).
+        """
+        obs = np.asarray(observation, dtype=np.float32)
+        single = obs.shape == tuple(self.observation_space.shape)
+        if single:
+            obs = obs[None]
+        obs_t = obs_tensor(obs, self.device)
+        n = obs_t.shape[0]
+        if state is None:
+            state = self.policy.initial_state(n, self.device)
+        starts = (
+            torch.zeros(n, device=self.device)
+            if episode_start is None
+            else torch.as_tensor(np.asarray(episode_start, dtype=np.float32), device=self.device)
+        )
+        with torch.inference_mode():
+            step = self.policy.act(
+                obs_t, state.pi, starts, deterministic=deterministic, generator=self.sample_gen
+            )
+        actions = env_actions(step.actions, self.action_space)
+        new_state = RecurrentState(step.pi_state, state.vf)
+        return (actions[0] if single else actions), new_state
+
+    def value_distribution(
+        self, obs: np.ndarray, state: Any = None, episode_start: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The critic's predicted return distribution per observation (SPEC §1.1).
+
+        ``obs`` ``[B, D]`` (one step, ``state`` carried by the caller) or ``[T, B, D]`` (a
+        sequence from ``state``). Returns ``(taus [K], values [..., K])``: quantile levels and
+        de-normalised return quantiles (twin critics: the critic with the lower mean per state;
+        a categorical critic is converted by its inverse CDF at the same levels).
+        """
+        x = torch.as_tensor(np.asarray(obs, dtype=np.float32), device=self.device)
+        seq = x.dim() == 3
+        if not seq:
+            x = x.unsqueeze(0)
+        T, B = x.shape[:2]
+        if state is None:
+            state = self.policy.initial_state(B, self.device)
+        starts = torch.zeros(T, B, device=self.device)
+        if episode_start is not None:
+            starts = torch.as_tensor(np.asarray(episode_start, dtype=np.float32)).reshape(T, B)
+        with torch.inference_mode():
+            latent = None
+            if self.policy.sharing == "all":
+                _, latent, _ = self.policy.actor_sequence(x, starts, state.pi)
+            out, _, _ = self.policy.critic_sequence(x, starts, state.vf, actor_latent=latent)
+            n_levels = self.critic.n_out if self.config.critic.kind == "quantile" else 32
+            taus = core.quantile_midpoints(n_levels)
+            means = self.critic.mean(out)  # [C, T, B]
+            pick = means.argmin(dim=0)  # twin: the pessimistic critic
+            chosen = out.gather(0, pick[None, ..., None].expand(1, *out.shape[1:]))[0]
+            q = self.scaling.to_raw(self.critic.quantiles(chosen, taus))
+        values = q.cpu().numpy()
+        return taus.numpy(), (values if seq else values[0])
+
+    def evaluate(
+        self, n_episodes: int = 10, deterministic: bool = True, env: EnvSpec | None = None
+    ) -> dict[str, float]:
+        """Run ``n_episodes`` full episodes; mean/std/CVaR_α of their returns (undiscounted)."""
+        venv = self.env if env is None else build_vec_env(env, self.config.env, self.config.seed)
+        if venv is None:
+            raise RuntimeError("evaluate() needs an environment: pass env= or load with env=")
+        returns = run_episodes(self, venv, n_episodes, deterministic)
+        r = torch.tensor(returns, dtype=torch.float64)
+        alpha = self.config.risk.cvar_alpha
+        cvar, _ = core.empirical_cvar(r, alpha) if len(r) else (torch.tensor(math.nan),) * 2
+        if env is None and self._carry is not None:
+            self._carry = None  # the training env was reset by evaluation
+        return {
+            "mean": float(r.mean()),
+            "std": float(r.std()) if len(r) > 1 else 0.0,
+            "cvar": float(cvar),
+            "min": float(r.min()),
+            "max": float(r.max()),
+            "n_episodes": float(len(r)),
+        }
+
+    # ---- persistence --------------------------------------------------------------------
+    def save(self, path: str | Path) -> Path:
+        """Write a checkpoint directory (safetensors + JSON, never pickle; SPEC §1.4)."""
+        from riskppo.train.checkpoint import save_checkpoint
+
+        return save_checkpoint(self, Path(path))
+
+    @classmethod
+    def load(
+        cls, path: str | Path, env: EnvSpec | None = None, **overrides: Any
+    ) -> DistributionalPPO:
+        """Load a checkpoint directory; ``env`` is optional for ``predict``."""
+        from riskppo.train.checkpoint import load_checkpoint
+
+        return load_checkpoint(cls, Path(path), env, **overrides)
+
+    def close(self) -> None:
+        if self.env is not None:
+            self.env.close()
+        if self.monitor is not None:
+            self.monitor.close()
+            self.monitor = None
+
+
+def run_episodes(
+    model: DistributionalPPO, venv: VecEnv, n_episodes: int, deterministic: bool
+) -> list[float]:
+    """Play until ``n_episodes`` episodes have finished across the envs; their raw returns."""
+    obs = venv.reset()
+    n = venv.num_envs
+    state = None
+    starts = np.ones(n, dtype=bool)
+    acc = np.zeros(n)
+    out: list[float] = []
+    while len(out) < n_episodes:
+        actions, state = model.predict(obs, state, starts, deterministic)
+        obs, rewards, dones, _ = venv.step(actions)
+        acc += rewards
+        for i in np.flatnonzero(dones):
+            if len(out) < n_episodes:
+                out.append(float(acc[i]))
+            acc[i] = 0.0
+        starts = dones
+    return out
+
+
+def _vf_index(name: str) -> int:
+    return int(name.removeprefix("critic") or 1) - 1
+
+
+def _tb_dir(cfg: Config) -> Path | None:
+    return Path(cfg.monitor.tensorboard_log) if cfg.monitor.tensorboard_log else None
+
+
+def _optimizer_kwargs(cfg: Config) -> dict[str, Any]:
+    o = cfg.optim
+    if o.optimizer in ("adam", "adamw"):
+        return {"eps": o.eps}
+    if o.optimizer in ("upgd", "adaptive_upgd"):
+        return {"beta_utility": o.beta_utility, "sigma": o.sigma, "seed": cfg.seed + 3}
+    return {}
+
+
+def _build_vgs(cfg: Config, policy: torch.nn.Module) -> Any:
+    v = cfg.optim.vgs
+    if not v.enabled:
+        return None
+    from riskppo.optim import VarianceGradientScaler
+
+    return VarianceGradientScaler(
+        list(policy.named_parameters()),
+        beta=v.beta,
+        alpha=v.alpha,
+        warmup_steps=v.warmup_steps,
+        min_scale=v.min_scale,
+        mode=v.mode,
+    )
+
+
+def _ent_schedule(cfg: Config) -> core.EntropyScheduleConfig:
+    p = cfg.ppo
+    return core.EntropyScheduleConfig(
+        ent_coef=p.ent_coef,
+        ent_coef_min=min(p.ent_coef_min, p.ent_coef),
+        decay=p.ent_decay,
+        decay_updates=p.ent_decay_updates,
+        plateau_window=p.ent_plateau_window,
+        plateau_tol=p.ent_plateau_tol,
+        boost_threshold=p.ent_boost_threshold,
+        boost_factor=p.ent_boost_factor,
+    )

@@ -1,0 +1,222 @@
+"""Update step: PPO epochs over minibatches of whole chunks (R-ALG-9 … R-ALG-15).
+
+Per minibatch: ``grad_accum_steps`` micro-batches, each loss weighted by its share of the
+minibatch's samples, so the accumulated gradient equals the full-minibatch gradient (R-ALG-13);
+non-finite log-ratios / losses / gradients skip the step (R-ALG-9, R-REL-6); then the optional
+variance gradient scaler, gradient clipping at ``max_grad_norm`` (R-ALG-14) and the optimizer step.
+:func:`ppo_update` returns an :class:`UpdateMetrics`; the caller logs it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from riskppo import core
+from riskppo.config import Config
+from riskppo.data.buffer import ChunkBatch
+from riskppo.nn.critics import Critic
+from riskppo.nn.policy import RecurrentActorCritic
+
+
+class NonFiniteTrainingError(RuntimeError):
+    """Too many consecutive updates had to be skipped because of non-finite values."""
+
+
+@dataclass
+class UpdateMetrics:
+    """Averages over the minibatches that were applied, plus counters."""
+
+    means: dict[str, float] = field(default_factory=dict)
+    n_applied: int = 0
+    n_skipped_nonfinite_ratio: int = 0
+    n_skipped_nonfinite_loss: int = 0
+    early_stop_epoch: int | None = None
+    max_loss: float = 0.0
+    consecutive_skips: int = 0
+
+
+@dataclass
+class UpdateContext:
+    """Everything :func:`ppo_update` needs besides the data."""
+
+    cfg: Config
+    policy: RecurrentActorCritic
+    critic: Critic
+    optimizer: torch.optim.Optimizer
+    generator: torch.Generator
+    ent_coef: float
+    vgs: Any | None = None  # riskppo.optim.VarianceGradientScaler
+    consecutive_skips: int = 0
+
+
+def _grad_norm(params: list[nn.Parameter]) -> float:
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return 0.0
+    return float(torch.linalg.vector_norm(torch.stack([g.norm() for g in grads])))
+
+
+def param_groups(policy: RecurrentActorCritic) -> dict[str, list[nn.Parameter]]:
+    """Each module's own parameters, each parameter counted once (audit finding #7)."""
+    groups: dict[str, list[nn.Parameter]] = {
+        f"lstm_{name}": list(m.parameters()) for name, m in policy.lstm_modules().items()
+    }
+    for i in range(policy.n_critics):
+        own = [*policy.critic_mlps[i].parameters(), *policy.critic_outs[i].parameters()]
+        if len(policy.critic_lstms) == policy.n_critics:
+            own += list(policy.critic_lstms[i].parameters())
+        groups[f"critic{i + 1}"] = own
+    return groups
+
+
+def minibatch_loss(ctx: UpdateContext, mb: ChunkBatch) -> tuple[Tensor, dict[str, Tensor], int]:
+    """Loss of one (micro-)batch and its stats; also the count of non-finite log-ratios."""
+    cfg, policy, critic = ctx.cfg, ctx.policy, ctx.critic
+    p = cfg.ppo
+    dist, latent, _ = policy.actor_sequence(mb.obs, mb.episode_starts, mb.state.pi)
+    flat_actions = mb.actions.reshape(-1, *mb.actions.shape[2:])
+    log_prob = dist.log_prob(flat_actions)
+    adv = mb.advantages.reshape(-1)
+    pg_loss, pg = core.ppo_policy_loss(
+        log_prob, mb.old_log_probs.reshape(-1), adv, p.clip_range, p.log_ratio_clip
+    )
+    entropy = dist.entropy().mean()
+    out, _, _ = policy.critic_sequence(
+        mb.obs, mb.episode_starts, mb.state.vf, actor_latent=latent
+    )
+    K = out.shape[-1]
+    target = mb.targets.reshape(-1)
+    per_critic = [
+        critic.value_loss(
+            out[c].reshape(-1, K),
+            mb.old_critic[c].reshape(-1, K),
+            target,
+            p.clip_range_vf,
+            p.vf_clip_mode,
+        )
+        for c in range(out.shape[0])
+    ]
+    # R-ALG-4: the value loss is the average of the critics' losses, each clipped against its own
+    # old prediction.
+    vf_loss = torch.stack([lc[0] for lc in per_critic]).mean()
+    vf_clip = torch.stack([lc[1] for lc in per_critic]).mean()
+    loss = pg_loss + p.vf_coef * vf_loss - ctx.ent_coef * entropy
+    stats = {
+        "policy_loss": pg_loss.detach(),
+        "value_loss": vf_loss.detach(),
+        "entropy": entropy.detach(),
+        "clip_fraction": pg.clip_fraction,
+        "log_ratio_clamp_frac": pg.clamp_fraction,
+        "large_log_ratio_count": pg.n_large_log_ratio.float(),
+        "approx_kl_k1": pg.approx_kl_k1,
+        "approx_kl_k3": pg.approx_kl_k3,
+        "vf_clip_fraction": vf_clip.detach(),
+    }
+    if cfg.bc.bc_coef > 0:
+        weights = core.awr_weights(
+            mb.raw_advantages.reshape(-1), beta=cfg.bc.beta, max_weight=cfg.bc.max_weight
+        )
+        bc_loss = -(weights * log_prob).mean()
+        loss = loss + cfg.bc.bc_coef * bc_loss
+        stats["bc_loss"] = bc_loss.detach()
+        stats["bc_loss_ratio"] = (
+            (cfg.bc.bc_coef * bc_loss.abs()) / (loss.abs() + 1e-8)
+        ).detach()
+    return loss, stats, int(pg.n_nonfinite)
+
+
+def split_micro(mb: ChunkBatch, n: int) -> list[ChunkBatch]:
+    if n == 1:
+        return [mb]
+    idx = torch.arange(mb.n_chunks).chunk(n)
+    return [mb.select(i) for i in idx]
+
+
+def apply_minibatch(ctx: UpdateContext, mb: ChunkBatch, m: UpdateMetrics) -> dict[str, float] | None:
+    """Accumulate gradients over micro-batches, guard, scale, clip and step. ``None`` = skipped."""
+    cfg, policy = ctx.cfg, ctx.policy
+    ctx.optimizer.zero_grad(set_to_none=True)
+    stats_sum: dict[str, Tensor] = defaultdict(lambda: torch.zeros(()))
+    total = mb.n_samples
+    nonfinite = 0
+    loss_value = 0.0
+    for micro in split_micro(mb, cfg.ppo.grad_accum_steps):
+        loss, stats, n_bad = minibatch_loss(ctx, micro)
+        nonfinite += n_bad
+        if n_bad:
+            break
+        share = micro.n_samples / total  # R-ALG-13: weight by the share of samples
+        (loss * share).backward()
+        loss_value += float(loss.detach()) * share
+        for k, v in stats.items():
+            stats_sum[k] = stats_sum[k] + v * share
+    if nonfinite:
+        m.n_skipped_nonfinite_ratio += 1
+        return _skip(ctx, m)
+    params = [q for q in policy.parameters() if q.grad is not None]
+    grads_finite = all(bool(torch.isfinite(q.grad).all()) for q in params)  # type: ignore[arg-type]
+    if not math.isfinite(loss_value) or not grads_finite:
+        m.n_skipped_nonfinite_loss += 1
+        return _skip(ctx, m)
+    ctx.consecutive_skips = 0
+    out = {k: float(v) for k, v in stats_sum.items()}
+    out["loss"] = loss_value
+    m.max_loss = max(m.max_loss, abs(loss_value))
+    groups = param_groups(policy)
+    norms = {k: _grad_norm(v) for k, v in groups.items()}
+    if ctx.vgs is not None:
+        ctx.vgs.scale_()  # R-OPT-2: before clipping, so clipping still bounds the final norm
+    pre = float(nn.utils.clip_grad_norm_(params, cfg.ppo.max_grad_norm))
+    out["grad_norm_pre_clip"] = pre
+    out["grad_norm_post_clip"] = min(pre, cfg.ppo.max_grad_norm)
+    for k, v in norms.items():
+        out[f"{k}_grad_norm"] = v
+    ctx.optimizer.step()
+    return out
+
+
+def _skip(ctx: UpdateContext, m: UpdateMetrics) -> None:
+    ctx.optimizer.zero_grad(set_to_none=True)
+    ctx.consecutive_skips += 1
+    m.consecutive_skips = ctx.consecutive_skips
+    if ctx.consecutive_skips >= ctx.cfg.ppo.max_nonfinite_updates:
+        raise NonFiniteTrainingError(
+            f"{ctx.consecutive_skips} consecutive minibatches had non-finite log-ratios, losses "
+            "or gradients and were skipped (ppo.max_nonfinite_updates="
+            f"{ctx.cfg.ppo.max_nonfinite_updates}); lower the learning rate or check the env"
+        )
+    return None
+
+
+def ppo_update(ctx: UpdateContext, data: ChunkBatch) -> UpdateMetrics:
+    """``n_epochs`` passes over ``data`` in shuffled minibatches of whole chunks."""
+    p = ctx.cfg.ppo
+    chunk_len = data.obs.shape[0]
+    chunks_per_batch = p.batch_size // chunk_len
+    m = UpdateMetrics()
+    sums: dict[str, float] = defaultdict(float)
+    for epoch in range(p.n_epochs):
+        kl_epoch: list[float] = []
+        for mb in data.minibatches(chunks_per_batch, ctx.generator):
+            stats = apply_minibatch(ctx, mb, m)
+            if stats is None:
+                continue
+            m.n_applied += 1
+            for k, v in stats.items():
+                sums[k] += v
+            kl_epoch.append(stats["approx_kl_k3"])
+            # R-ALG-11: stop the epoch loop once the k3 KL estimate exceeds target_kl (factor 1).
+            if p.target_kl is not None and stats["approx_kl_k3"] > p.target_kl:
+                m.early_stop_epoch = epoch
+                break
+        if m.early_stop_epoch is not None:
+            break
+    if m.n_applied:
+        m.means = {k: v / m.n_applied for k, v in sums.items()}
+    return m

@@ -1,0 +1,113 @@
+"""Building the vectorised environment: SB3 VecEnvs, a finite-input guard, VecNormalize.
+
+Order of wrappers: ``VecEnv (Monitor per env) → VecFiniteGuard → VecNormalize(obs only)``, so a
+NaN/inf from an env is caught before it can reach the normaliser statistics (R-REL-5).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.vec_env import (
+    DummyVecEnv,
+    SubprocVecEnv,
+    VecEnv,
+    VecEnvWrapper,
+    VecNormalize,
+)
+
+from riskppo.config import EnvConfig
+
+EnvSpec = str | Callable[[], gym.Env] | VecEnv
+
+
+class NonFiniteInputError(RuntimeError):
+    """An environment produced a NaN or infinite observation or reward."""
+
+
+class VecFiniteGuard(VecEnvWrapper):
+    """Raise (or, with ``policy='skip'``, zero and count) non-finite observations and rewards.
+
+    The error names the env index, the step counter and the field (R-REL-5).
+    """
+
+    def __init__(self, venv: VecEnv, policy: str = "raise") -> None:
+        super().__init__(venv)
+        self.policy = policy
+        self.n_steps = 0
+        self.n_skipped = 0
+
+    def reset(self) -> Any:
+        obs = self.venv.reset()
+        return self._check_obs(obs, "reset observation")
+
+    def step_wait(self) -> Any:
+        obs, rewards, dones, infos = self.venv.step_wait()
+        self.n_steps += 1
+        obs = self._check_obs(obs, "observation")
+        bad = ~np.isfinite(rewards)
+        if bad.any():
+            if self.policy == "raise":
+                i = int(np.flatnonzero(bad)[0])
+                raise NonFiniteInputError(
+                    f"env {i} returned a non-finite reward ({rewards[i]}) at vec step "
+                    f"{self.n_steps}; set env.nonfinite_policy='skip' to zero it instead"
+                )
+            rewards = np.where(bad, 0.0, rewards)
+            self.n_skipped += int(bad.sum())
+        for info in infos:
+            term = info.get("terminal_observation")
+            if term is not None and not np.all(np.isfinite(term)):
+                info["terminal_observation"] = self._fix(np.asarray(term), "terminal observation")
+        return obs, rewards, dones, infos
+
+    def _check_obs(self, obs: np.ndarray, field: str) -> np.ndarray:
+        flat = np.asarray(obs).reshape(len(obs), -1)
+        finite = np.isfinite(flat)
+        if finite.all():
+            return obs
+        if self.policy == "raise":
+            i, j = (int(v) for v in np.argwhere(~finite)[0])
+            raise NonFiniteInputError(
+                f"env {i} returned a non-finite {field} (element {j} = {flat[i, j]}) at vec step "
+                f"{self.n_steps}; set env.nonfinite_policy='skip' to zero it instead"
+            )
+        self.n_skipped += int((~finite).any(axis=1).sum())
+        return np.where(np.isfinite(obs), obs, 0.0).astype(obs.dtype)
+
+    def _fix(self, obs: np.ndarray, field: str) -> np.ndarray:
+        return self._check_obs(obs[None], field)[0]
+
+
+def build_vec_env(env: EnvSpec, cfg: EnvConfig, seed: int) -> VecEnv:
+    """Make the training VecEnv from an id, a factory or a ready VecEnv (seeded per env)."""
+    if isinstance(env, VecEnv):
+        venv: VecEnv = env
+    else:
+        _register_builtin_envs()
+        vec_cls = SubprocVecEnv if cfg.vec_env == "subproc" else DummyVecEnv
+        venv = make_vec_env(
+            env, n_envs=cfg.n_envs, seed=seed, vec_env_cls=vec_cls, env_kwargs=cfg.kwargs or None
+        )
+    venv = VecFiniteGuard(venv, cfg.nonfinite_policy)
+    if cfg.normalize_obs:
+        venv = VecNormalize(venv, norm_obs=True, norm_reward=False, clip_obs=cfg.clip_obs)
+    return venv
+
+
+def find_normalizer(venv: VecEnv) -> VecNormalize | None:
+    while isinstance(venv, VecEnvWrapper):
+        if isinstance(venv, VecNormalize):
+            return venv
+        venv = venv.venv
+    return None
+
+
+def _register_builtin_envs() -> None:
+    from riskppo.envs.masked import register_masked_envs
+
+    register_masked_envs()
