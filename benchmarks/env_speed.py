@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import platform
 import time
+from typing import Any
 
 import numpy as np
 
@@ -19,7 +20,7 @@ from riskppo.envs import TradingEnv, load_dataset
 TARGET = 100_000
 
 
-def _time_env(env: TradingEnv, actions: np.ndarray | list, repeats: int) -> float:
+def _time_env(env: TradingEnv, actions: list[Any], repeats: int) -> float:
     """Best-of-``repeats`` steps/s over ``len(actions)`` steps."""
     best = 0.0
     for r in range(repeats):
@@ -51,14 +52,17 @@ def main(argv: list[str] | None = None) -> None:
         ("discrete, window=32", dict(continuous=False, window=32), discrete_actions),
         ("discrete, episode=None", dict(continuous=False, episode_length=None), discrete_actions),
     ]
-    print(f"TradingEnv on {args.dataset} ({len(df)} bars), {args.steps} steps, best of "
-          f"{args.repeats}; python {platform.python_version()}, {platform.processor() or '?'}")
+    print(
+        f"TradingEnv on {args.dataset} ({len(df)} bars), {args.steps} steps, best of "
+        f"{args.repeats}; python {platform.python_version()}, {platform.processor() or '?'}"
+    )
     print(f"{'configuration':<26}{'obs dim':>8}{'steps/s':>12}{'target':>10}")
     for name, kwargs, actions in configs:
         env = TradingEnv(df, **kwargs)  # type: ignore[arg-type]
         sps = _time_env(env, actions, args.repeats)
         ok = "ok" if sps >= TARGET else "MISS"
-        print(f"{name:<26}{env.observation_space.shape[0]:>8}{sps:>12,.0f}{ok:>10}")
+        dim = int(np.prod(env.observation_space.shape or (0,)))
+        print(f"{name:<26}{dim:>8}{sps:>12,.0f}{ok:>10}")
 
 
 if __name__ == "__main__":

@@ -206,6 +206,12 @@ class Config(_Section):
     seed: int = Field(0, ge=0)
     total_timesteps: int = Field(100_000, ge=1)
     device: str = "cpu"
+    num_threads: int | None = Field(
+        1,
+        ge=1,
+        description="torch intra-op threads set by learn() (process-wide); small recurrent nets "
+        "run fastest on 1; None leaves torch's default",
+    )
     env: EnvConfig = Field(default_factory=EnvConfig)
     ppo: PPOConfig = Field(default_factory=PPOConfig)
     policy: PolicyConfig = Field(default_factory=PolicyConfig)

@@ -78,7 +78,7 @@ def ppo_policy_loss(
     Returns:
         ``(loss, stats)``: ``loss = −mean(min(r·A, clip(r, 1−ε, 1+ε)·A))`` (0-dim) and
         :class:`PolicyLossStats`. Non-finite log-ratios are **not** clamped away: they are counted
-        in ``stats.n_nonfinite`` and make the loss non-finite, so the caller can skip the batch.
+        in ``stats.n_nonfinite`` and make the loss NaN, so the caller can skip the batch.
 
     Raises:
         ValueError: on a shape mismatch or non-positive ``clip_range``/``log_ratio_clip``.
@@ -97,22 +97,23 @@ def ppo_policy_loss(
     guarded = torch.where(finite, log_ratio.clamp(-log_ratio_clip, log_ratio_clip), log_ratio)
     ratio = torch.exp(guarded)
     surrogate = torch.minimum(ratio * adv, ratio.clamp(1.0 - clip_range, 1.0 + clip_range) * adv)
-    loss = -surrogate.mean()
+    # R-ALG-9: any non-finite log-ratio makes the loss NaN (exp(−inf) = 0 alone would hide it).
+    nan = torch.full((), math.nan, dtype=surrogate.dtype, device=surrogate.device)
+    loss = torch.where(finite.all(), -surrogate.mean(), nan)
 
     with torch.no_grad():
-        lr_d = log_ratio.detach()
-        fin_lr = lr_d[finite]
+        # Masked sums instead of boolean indexing: no host-device sync on accelerators.
+        lr_fin = torch.where(finite, log_ratio.detach(), torch.zeros_like(log_ratio)).double()
+        n_fin = finite.sum()
         numel = max(log_ratio.numel(), 1)
-        clip_fraction = ((ratio.detach() - 1.0).abs() > clip_range).sum() / numel
-        clamp_fraction = (fin_lr.abs() > log_ratio_clip).sum() / numel
-        k1, k3 = kl_estimators(fin_lr, torch.zeros_like(fin_lr))
+        dtype = log_prob.dtype
         stats = PolicyLossStats(
-            clip_fraction=clip_fraction.to(log_prob.dtype),
-            clamp_fraction=clamp_fraction.to(log_prob.dtype),
-            n_large_log_ratio=(fin_lr.abs() > LARGE_LOG_RATIO).sum(),
-            approx_kl_k1=k1,
-            approx_kl_k3=k3,
-            n_nonfinite=(~finite).sum(),
+            clip_fraction=(((ratio - 1.0).abs() > clip_range).sum() / numel).to(dtype),
+            clamp_fraction=((lr_fin.abs() > log_ratio_clip).sum() / numel).to(dtype),
+            n_large_log_ratio=(lr_fin.abs() > LARGE_LOG_RATIO).sum(),
+            approx_kl_k1=((-lr_fin).sum() / n_fin).to(dtype),
+            approx_kl_k3=((torch.expm1(lr_fin) - lr_fin).sum() / n_fin).to(dtype),
+            n_nonfinite=log_ratio.numel() - n_fin,
         )
     return loss, stats
 

@@ -415,6 +415,7 @@ def _parse_timestamps(
     if timestamp_format is not None:
         return _require_parsed(s, _try_format(text, timestamp_format), source)
 
+    slash: tuple[str, ...]
     if dayfirst is None:
         slash = (*_SLASH_MDY, *_SLASH_DMY)
     else:
@@ -445,7 +446,7 @@ def _parse_timestamps(
                 f"ambiguous timestamps: every row parses under {fmts}; "
                 "pass dayfirst=True/False or timestamp_format=...",
             )
-    return complete[0][1].to_numpy(dtype="datetime64[ns]")
+    return np.asarray(complete[0][1].to_numpy(dtype="datetime64[ns]"))
 
 
 def _epoch_unit(s: pd.Series) -> str:
@@ -464,17 +465,17 @@ def _require_parsed(original: pd.Series, parsed: pd.Series, source: str) -> np.n
         what = "missing timestamp" if pd.isna(value) else f"unparsable timestamp {value!r}"
         more = f" ({len(bad)} bad rows in all)" if len(bad) > 1 else ""
         raise DataError(source, what + more, row=i + 1)
-    return parsed.to_numpy(dtype="datetime64[ns]")
+    return np.asarray(parsed.to_numpy(dtype="datetime64[ns]"))
 
 
 def _numeric(s: pd.Series, name: str, ts: np.ndarray, source: str) -> np.ndarray:
     if pd.api.types.is_bool_dtype(s.dtype):
         raise DataError(source, f"column {name!r} is boolean, expected numbers")
     if pd.api.types.is_numeric_dtype(s.dtype):
-        return s.to_numpy(dtype=np.float64, na_value=np.nan)
+        return np.asarray(s.to_numpy(dtype=np.float64, na_value=np.nan), dtype=np.float64)
     text = s.astype("string").str.strip().fillna("")
     num = pd.to_numeric(text.replace("", pd.NA), errors="coerce")
-    out = num.to_numpy(dtype=np.float64, na_value=np.nan)
+    out = np.asarray(num.to_numpy(dtype=np.float64, na_value=np.nan), dtype=np.float64)
     bad = np.flatnonzero(np.isnan(out) & (text != "").to_numpy(dtype=bool))
     if len(bad):
         i = int(bad[0])
@@ -549,8 +550,10 @@ def _apply_nan_policy(
             worst = (int(starts[0]), name, int(lengths[0]))
     if worst is not None:
         s0, name, ln = worst
-        run = f"a run of {ln} missing value{'s' if ln > 1 else ''} (data rows {rows[s0]}"
-        run += f"-{rows[s0 + ln - 1]})" if ln > 1 else ")"
+        if ln > 1:
+            run = f"a run of {ln} missing values (data rows {rows[s0]}-{rows[s0 + ln - 1]})"
+        else:
+            run = "a run of 1 missing value"
         if policy == "raise":
             hint = f"nan_policy='raise' (use nan_policy='ffill', ffill_limit>={ln} to fill)"
         elif s0 == 0:
@@ -591,7 +594,7 @@ def _check_values(
     if first is None:
         return
     i, what = first
-    bar = ", ".join(f"{k}={values[k][i]!r}" for k in OHLCV_COLUMNS)
+    bar = ", ".join(f"{k}={float(values[k][i])!r}" for k in OHLCV_COLUMNS)
     raise DataError(source, f"{what} ({bar})", row=int(rows[i]), when=_when(ts, i))
 
 
@@ -641,7 +644,8 @@ def dataset_path(name: str) -> Path:
     spec = importlib.util.find_spec("gym_anytrading")
     if spec is None or not spec.submodule_search_locations:
         raise ModuleNotFoundError(
-            "the bundled datasets come from the 'gym-anytrading' package; pip install gym-anytrading"
+            "the bundled datasets come from the 'gym-anytrading' package: "
+            "pip install gym-anytrading"
         )
     for base in spec.submodule_search_locations:
         p = Path(base) / "datasets" / "data" / info.filename
@@ -712,9 +716,7 @@ def split_by_date(
     return parts
 
 
-def default_split(
-    df: pd.DataFrame, fractions: Sequence[float] = (0.7, 0.15, 0.15)
-) -> Split:
+def default_split(df: pd.DataFrame, fractions: Sequence[float] = (0.7, 0.15, 0.15)) -> Split:
     """Split by time into consecutive parts holding ``fractions`` of the rows (default 70/15/15).
 
     The train part gets ``floor(f0 * n)`` rows, val ``floor((f0 + f1) * n) - floor(f0 * n)``, the

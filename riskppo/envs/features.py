@@ -128,9 +128,7 @@ def _one(
     return out
 
 
-def compute_features(
-    df: pd.DataFrame, features: Sequence[str] = DEFAULT_FEATURES
-) -> FeatureMatrix:
+def compute_features(df: pd.DataFrame, features: Sequence[str] = DEFAULT_FEATURES) -> FeatureMatrix:
     """Compute ``features`` causally for an OHLCV frame (canonical columns, see ``load_ohlcv``).
 
     Raises:

@@ -86,6 +86,17 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
 
     metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 (gymnasium convention)
 
+    # episode state (see _new_episode_state)
+    _t: int
+    _end_bar: int
+    _pos: float
+    _log_equity: float
+    _log_peak: float
+    _turnover: float
+    _sum_abs_gross: float
+    _sum_costs: float
+    _steps: int
+
     def __init__(
         self,
         df: pd.DataFrame,
@@ -114,7 +125,9 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
         for name, v in (("fee", fee), ("borrow_rate", borrow_rate)):
             _require(_finite(v) and v >= 0, name, v, "finite and >= 0")
         _require(_finite(reward_scale) and reward_scale > 0, "reward_scale", reward_scale, "> 0")
-        _require(_finite(bars_per_year) and bars_per_year > 0, "bars_per_year", bars_per_year, "> 0")
+        _require(
+            _finite(bars_per_year) and bars_per_year > 0, "bars_per_year", bars_per_year, "> 0"
+        )
         _require(
             episode_length is None
             or (isinstance(episode_length, int | np.integer) and episode_length >= 1),
@@ -163,7 +176,9 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
         lo = self._resolve_bar(start, 0, "start")
         hi = self._resolve_bar(end, n_bars, "end")
         if not lo < hi:
-            raise ValueError(f"empty trading range: start={start!r} -> bar {lo}, end={end!r} -> {hi}")
+            raise ValueError(
+                f"empty trading range: start={start!r} -> bar {lo}, end={end!r} -> {hi}"
+            )
         self._lo, self._hi = lo, hi
         self._first_start = max(lo, self._first_valid)
         self._last_bar = hi - 1
@@ -283,7 +298,9 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
     def step(self, action: Any) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
         if self._needs_reset:
             raise RuntimeError("call reset() before step() (and after an episode ends)")
-        target = self._continuous_target(action) if self.continuous else self._discrete_target(action)
+        target = (
+            self._continuous_target(action) if self.continuous else self._discrete_target(action)
+        )
         t = self._t
         dpos = abs(target - self._pos)
         gross = target * self._logret[t]
@@ -334,6 +351,7 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
 
     def _observe(self, t: int) -> np.ndarray:
         n = self._n_win
+        obs: np.ndarray
         if self._table is not None:
             obs = self._table[t].copy()
         else:
@@ -372,8 +390,7 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
             i = operator.index(a)
         except TypeError:
             raise ValueError(
-                f"discrete action must be an integer in [0, {len(self._positions)}), "
-                f"got {action!r}"
+                f"discrete action must be an integer in [0, {len(self._positions)}), got {action!r}"
             ) from None
         if not 0 <= i < len(self._positions):
             raise ValueError(f"action {i} is outside [0, {len(self._positions)})")

@@ -193,7 +193,9 @@ class _UtilityGatedOptimizer(Optimizer):
         gives 0/0 = NaN and η < 0 would invert the ranking (high utility → unprotected).
         """
         device = maxima[0].device
-        eta = torch.stack([m.to(device=device, dtype=torch.float64) for m in maxima]).amax()
+        if any(m.device != device for m in maxima):
+            maxima = [m.to(device) for m in maxima]
+        eta = torch.stack(maxima).amax().to(torch.float64)  # stack promotes mixed dtypes
         return torch.where(eta > 0, eta, torch.full_like(eta, math.inf))
 
     def _noise_like(self, p: torch.Tensor) -> torch.Tensor:

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 import torch
 
-__all__ = ["VarianceGradientScaler", "vgs_factor"]
+__all__ = ["VarianceGradientScaler", "normalized_variance", "vgs_factor"]
 
 VGSMode = Literal["spatial_mean", "per_element"]
 ParamsLike = (
@@ -30,38 +30,42 @@ ParamsLike = (
 _MODES = ("spatial_mean", "per_element")
 
 
-def vgs_factor(
-    mean: torch.Tensor,
-    sq_mean: torch.Tensor,
-    *,
-    alpha: float,
-    eps: float,
-    min_scale: float,
-) -> torch.Tensor:
-    """Scale factor from bias-corrected first and second moments (pure function).
+def vgs_factor(ratio: float, *, alpha: float, min_scale: float) -> float:
+    """Scale factor f = max(min_scale, 1 / (1 + alpha·r)) ∈ [min_scale, 1], decreasing in r ≥ 0."""
+    return max(min_scale, 1.0 / (1.0 + alpha * max(ratio, 0.0)))
 
-    ``mean`` = E[x], ``sq_mean`` = E[x²] (same shape: ``[]`` for one statistic, or any shape for
-    per-element statistics). With Var = max(E[x²] − E[x]², 0) (clamped against round-off)::
 
-        r = mean(Var) / (mean(E[x]²) + eps)          # a ratio of means over the elements
-        factor = max(min_scale, 1 / (1 + alpha·r))   # in [min_scale, 1], decreasing in r
+def normalized_variance(mean: torch.Tensor, sq_mean: torch.Tensor, eps: float) -> torch.Tensor:
+    """r = mean(Var) / (mean(E[x]²) + eps) from bias-corrected E[x] and E[x²] (pure function).
 
-    For a single statistic (shape ``[]``) this is r = Var/(E[x]² + eps). Returns a 0-dim tensor
-    of ``mean``'s dtype. NaN inputs give NaN (callers guard non-finite gradients).
+    Var = max(E[x²] − E[x]², 0) element-wise (clamped against round-off). ``mean`` and
+    ``sq_mean`` have the same shape — ``[]`` for one statistic, where this is simply
+    Var/(E[x]² + eps), or any shape for per-element statistics, where it is a ratio of means over
+    the elements. Returns a 0-dim tensor.
     """
+    parts = _variance_parts(mean, sq_mean)
+    ratio: torch.Tensor = parts[0] / (parts[1] + eps)
+    return ratio
+
+
+def _variance_parts(mean: torch.Tensor, sq_mean: torch.Tensor) -> torch.Tensor:
+    """[mean(max(E[x²] − E[x]², 0)), mean(E[x]²)] as a ``[2]`` tensor."""
     var = (sq_mean - mean * mean).clamp_min(0.0)
-    ratio = var.mean() / ((mean * mean).mean() + eps)
-    return (1.0 / (1.0 + alpha * ratio)).clamp(min=min_scale, max=1.0)
+    return torch.stack([var.mean(), (mean * mean).mean()])
 
 
 @dataclass
 class _TensorStats:
-    """Per-tensor EMAs; ``weight`` = Σ (1−β)β^k over accepted updates = 1 − β^t (bias corr.)."""
+    """Per-tensor EMAs; ``weight`` = Σ (1−β)β^k over accepted updates = 1 − β^t (bias corr.).
+
+    ``spatial_mean`` mode keeps ``mean``/``sq_mean`` as Python floats (exactly float64, no
+    kernels); ``per_element`` mode as tensors shaped like the parameter.
+    """
 
     count: int  # number of scale_ calls that saw a gradient (drives warm-up)
-    weight: torch.Tensor  # float64 []
-    mean: torch.Tensor  # EMA of x: [] (spatial_mean) or p.shape (per_element)
-    sq_mean: torch.Tensor  # EMA of x², same shape as mean
+    weight: float
+    mean: float | torch.Tensor
+    sq_mean: float | torch.Tensor
 
 
 class VarianceGradientScaler:
@@ -70,8 +74,9 @@ class VarianceGradientScaler:
     **What is measured** (``mode="spatial_mean"``, the default): for each parameter tensor, the
     **variance over time (over successive calls) of the tensor's spatial mean gradient**
     m̄_t = mean over the tensor's elements of g_t. Exponential moving averages with decay ``beta``
-    of m̄ and m̄² are kept — **O(1) memory per tensor** (two float64 scalars) — bias-corrected by
-    1 − β^t, and turned into r = (E[m̄²] − E[m̄]²) / (E[m̄]² + eps). This is a cheap proxy for
+    of m̄ and m̄² are kept — **O(1) memory per tensor** (three float64 scalars, m̄ itself is
+    computed in float64) — bias-corrected by 1 − β^t, and turned into the normalised variance
+    r = max(E[m̄²] − E[m̄]², 0) / (E[m̄]² + eps). This is a cheap proxy for
     gradient noise, and it is blind to noise that **cancels in the mean**: anti-correlated noise
     inside a tensor (e.g. g = [+x, −x] with random x) leaves m̄ constant, so r = 0 and the tensor
     is not damped at all, however noisy its individual elements are.
@@ -88,8 +93,8 @@ class VarianceGradientScaler:
     by f in place. During **warm-up** — the first ``warmup_steps`` calls that see a gradient for
     that tensor — f = 1 (statistics still accumulate). A tensor whose gradient is ``None`` is
     skipped; one whose gradient contains NaN/Inf is left untouched (f = 1) and does **not** enter
-    the statistics (no host sync is needed for this guard), so one bad batch cannot poison the
-    scaler (R-REL-6 handles the bad step itself).
+    the statistics (nor the bias correction), so one bad batch cannot poison the scaler (R-REL-6
+    handles the bad step itself). The warm-up count still advances on such a call.
 
     Apply it **before** gradient clipping (R-ALG-14), so clipping bounds the final norm. The
     factors of the last call are in :attr:`last_factors` (name → float), to be logged as
@@ -101,7 +106,8 @@ class VarianceGradientScaler:
             named by their position ``"0"``, ``"1"``, ….
         beta: EMA decay in [0, 1).
         eps: > 0, added to the squared mean in the denominator of r (in gradient² units).
-        alpha: ≥ 0, strength; alpha = 0 disables damping.
+        alpha: ≥ 0, strength; alpha = 0 disables damping. With the default 1, f = ½ when the
+            variance equals the squared mean (signal-to-noise ratio 1).
         warmup_steps: ≥ 0 calls with factor 1.
         min_scale: floor of the factor, in (0, 1].
         mode: ``"spatial_mean"`` or ``"per_element"``.
@@ -166,62 +172,93 @@ class VarianceGradientScaler:
         ``parameters`` restricts the call to a subset of the tracked tensors (plain or named,
         matched by identity); None means all. Raises ``ValueError`` for an untracked tensor.
         Returns (and stores in :attr:`last_factors`) the factor of every tensor that had a
-        gradient; converting them to floats is one host sync per tensor on an accelerator.
+        gradient. Costs one host sync per call on an accelerator (two in ``per_element`` mode).
         """
-        factors: dict[str, torch.Tensor | float] = {}
-        for name in self._select(parameters):
-            grad = self._params[name].grad
-            if grad is None:
-                continue
+        work = [(n, g) for n in self._select(parameters) if (g := self._params[n].grad) is not None]
+        self._last = {}
+        if not work:
+            return {}
+        for _, grad in work:
             if grad.is_sparse:
                 raise RuntimeError("VarianceGradientScaler does not support sparse gradients")
-            factor = self._update(name, grad)
-            if factor is not None:
+        device = work[0][1].device
+        # Spatial means in float64; a NaN/Inf element makes its tensor's mean non-finite.
+        spatial = torch.stack([g.mean(dtype=torch.float64).to(device) for _, g in work]).tolist()
+        ratios: dict[str, float] = {}
+        pending: list[tuple[str, torch.Tensor]] = []  # per_element: (name, [Var-mean, m²-mean])
+        for (name, grad), m in zip(work, spatial):
+            st = self._stats_for(name, grad)
+            st.count += 1
+            if not math.isfinite(m):  # leave grad and statistics alone (R-REL-6 handles it)
+                continue
+            ratio = self._accumulate(st, grad, m)
+            if st.count <= self.warmup_steps:
+                continue
+            if isinstance(ratio, torch.Tensor):
+                pending.append((name, ratio))
+            else:
+                ratios[name] = ratio
+        if pending:
+            stacked = torch.stack([r.to(device=device, dtype=torch.float64) for _, r in pending])
+            for (name, _), (var_mean, sq_mean) in zip(pending, stacked.tolist()):
+                ratios[name] = var_mean / (sq_mean + self.eps)
+        for name, grad in work:
+            factor = 1.0
+            if name in ratios:
+                factor = vgs_factor(ratios[name], alpha=self.alpha, min_scale=self.min_scale)
+            if factor != 1.0:
                 grad.mul_(factor)
-            factors[name] = 1.0 if factor is None else factor
-        self._last = {name: float(f) for name, f in factors.items()}
+            self._last[name] = factor
         return dict(self._last)
 
     def state_dict(self) -> dict[str, Any]:
         """``{"state": {name: {"count": int, "weight": T, "mean": T, "sq_mean": T}}}``.
 
-        Tensors and ints only (safetensors + JSON). Hyper-parameters are configuration, not state.
+        Tensors (``weight`` float64 ``[]``; ``mean``/``sq_mean`` float64 ``[]`` in
+        ``spatial_mean`` mode, parameter-shaped in ``per_element`` mode) and ints only, for
+        safetensors + JSON. Hyper-parameters are configuration, not state.
         """
         return {
             "state": {
                 name: {
                     "count": st.count,
-                    "weight": st.weight.clone(),
-                    "mean": st.mean.clone(),
-                    "sq_mean": st.sq_mean.clone(),
+                    "weight": torch.tensor(st.weight, dtype=torch.float64),
+                    "mean": _as_tensor(st.mean),
+                    "sq_mean": _as_tensor(st.sq_mean),
                 }
                 for name, st in self._stats.items()
             }
         }
 
     def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
-        """Restore :meth:`state_dict`; validates names, shapes (i.e. the mode) before changing."""
+        """Restore :meth:`state_dict`; validates names and shapes (i.e. the mode) first."""
         loaded: dict[str, _TensorStats] = {}
         for name, entry in state_dict["state"].items():
             if name not in self._params:
                 raise ValueError(f"VGS state for unknown parameter {name!r}; known: {self.names}")
             p = self._params[name]
             shape = torch.Size([]) if self.mode == "spatial_mean" else p.shape
-            dtype = self._stat_dtype(p)
-            tensors = {}
+            values: dict[str, torch.Tensor] = {}
             for key in ("weight", "mean", "sq_mean"):
-                value = torch.as_tensor(entry[key])
+                value = torch.as_tensor(entry[key]).detach()
                 want = torch.Size([]) if key == "weight" else shape
                 if value.shape != want:
                     raise ValueError(
                         f"VGS state {name!r}.{key} has shape {tuple(value.shape)}, expected "
                         f"{tuple(want)} for mode={self.mode!r}"
                     )
-                want_dtype = torch.float64 if key == "weight" else dtype
-                tensors[key] = value.detach().to(device=p.device, dtype=want_dtype).clone()
+                values[key] = value
             count = entry["count"]
             count = int(count.item() if isinstance(count, torch.Tensor) else count)
-            loaded[name] = _TensorStats(count=count, **tensors)
+            weight = float(values["weight"].double().item())
+            if self.mode == "spatial_mean":
+                mean: float | torch.Tensor = float(values["mean"].double().item())
+                sq_mean: float | torch.Tensor = float(values["sq_mean"].double().item())
+            else:
+                dtype = _element_dtype(p)
+                mean = values["mean"].to(device=p.device, dtype=dtype).clone()
+                sq_mean = values["sq_mean"].to(device=p.device, dtype=dtype).clone()
+            loaded[name] = _TensorStats(count=count, weight=weight, mean=mean, sq_mean=sq_mean)
         self._stats = loaded
         self._last = {}
 
@@ -242,41 +279,42 @@ class VarianceGradientScaler:
             names.append(name)
         return names
 
-    def _stat_dtype(self, p: torch.Tensor) -> torch.dtype:
-        if self.mode == "spatial_mean":
-            return torch.float64
-        return torch.promote_types(p.dtype, torch.float32)
-
-    def _update(self, name: str, grad: torch.Tensor) -> torch.Tensor | None:
-        """Fold ``grad`` into the EMAs; return the factor, or None during warm-up."""
+    def _stats_for(self, name: str, grad: torch.Tensor) -> _TensorStats:
         st = self._stats.get(name)
         if st is None:
-            shape = torch.Size([]) if self.mode == "spatial_mean" else grad.shape
-            dtype = self._stat_dtype(grad)
-            zeros = torch.zeros(shape, dtype=dtype, device=grad.device)
-            st = _TensorStats(
-                count=0,
-                weight=torch.zeros((), dtype=torch.float64, device=grad.device),
-                mean=zeros,
-                sq_mean=zeros.clone(),
-            )
+            if self.mode == "spatial_mean":
+                st = _TensorStats(count=0, weight=0.0, mean=0.0, sq_mean=0.0)
+            else:
+                zeros = torch.zeros_like(grad, dtype=_element_dtype(grad))
+                st = _TensorStats(count=0, weight=0.0, mean=zeros, sq_mean=zeros.clone())
             self._stats[name] = st
-        st.count += 1
-        spatial = grad.mean(dtype=torch.float64)
-        # Any NaN/Inf element makes the float64 mean non-finite: skip this update (no sync).
-        valid = torch.isfinite(spatial)
-        x = spatial if self.mode == "spatial_mean" else grad.to(st.mean.dtype)
+        return st
+
+    def _accumulate(self, st: _TensorStats, grad: torch.Tensor, m: float) -> float | torch.Tensor:
+        """Fold one finite gradient into the EMAs; return r (spatial: a float) or, per element,
+        the 0-dim pair [mean_i Var_i, mean_i E[g_i]²] whose ratio (with eps) is r."""
         b = self.beta
-        st.mean.copy_(torch.where(valid, st.mean * b + x * (1.0 - b), st.mean))
-        st.sq_mean.copy_(torch.where(valid, st.sq_mean * b + x * x * (1.0 - b), st.sq_mean))
-        st.weight.copy_(torch.where(valid, st.weight * b + (1.0 - b), st.weight))
-        if st.count <= self.warmup_steps:
-            return None
-        w = st.weight.clamp_min(torch.finfo(torch.float64).tiny).to(st.mean.dtype)
-        factor = vgs_factor(
-            st.mean / w, st.sq_mean / w, alpha=self.alpha, eps=self.eps, min_scale=self.min_scale
-        )
-        return torch.where(valid & (st.weight > 0), factor, torch.ones_like(factor))
+        st.weight = b * st.weight + (1.0 - b)
+        if isinstance(st.mean, float) and isinstance(st.sq_mean, float):
+            st.mean = b * st.mean + (1.0 - b) * m
+            st.sq_mean = b * st.sq_mean + (1.0 - b) * m * m
+            e1, e2 = st.mean / st.weight, st.sq_mean / st.weight
+            return max(e2 - e1 * e1, 0.0) / (e1 * e1 + self.eps)
+        assert isinstance(st.mean, torch.Tensor) and isinstance(st.sq_mean, torch.Tensor)
+        x = grad.to(st.mean.dtype)
+        st.mean.mul_(b).add_(x, alpha=1.0 - b)
+        st.sq_mean.mul_(b).addcmul_(x, x, value=1.0 - b)
+        return _variance_parts(st.mean / st.weight, st.sq_mean / st.weight)
+
+
+def _as_tensor(value: float | torch.Tensor) -> torch.Tensor:
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    return torch.tensor(value, dtype=torch.float64)
+
+
+def _element_dtype(p: torch.Tensor) -> torch.dtype:
+    return torch.promote_types(p.dtype, torch.float32)
 
 
 def _named(params: ParamsLike) -> dict[str, torch.Tensor]:

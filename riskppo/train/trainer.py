@@ -156,6 +156,8 @@ class DistributionalPPO:
             self._carry = None
         target = self.num_timesteps + total_timesteps
         self._total_for_schedule = target
+        if self.config.num_threads is not None:
+            torch.set_num_threads(self.config.num_threads)
         if self._carry is None:
             self._carry = self._reset_carry()
         if self.monitor is None:

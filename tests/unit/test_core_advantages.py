@@ -221,3 +221,16 @@ def test_normalize_rejects_bad_input() -> None:
         normalize_advantages(torch.zeros(5), per_env=True)
     with pytest.raises(ValueError, match="empty"):
         normalize_advantages(torch.zeros(0))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_gae_equals_reference_on_random_shapes_and_discounts(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    t, n = int(rng.integers(1, 13)), int(rng.integers(1, 5))
+    gamma, lam = (float(x) for x in rng.choice([0.0, 0.5, 0.9, 0.99, 1.0], size=2))
+    roll = _rollout(t=t, n=n, seed=seed)
+    expected, _ = _forward_sum_gae(*roll, gamma, lam)
+    fast, _ = gae(*roll, gamma, lam)
+    ref, _ = gae_reference(*roll, gamma, lam)
+    np.testing.assert_allclose(fast.numpy(), expected, atol=1e-10)
+    np.testing.assert_allclose(ref.numpy(), expected, atol=1e-10)

@@ -11,6 +11,17 @@ from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
 from riskppo.optim import VarianceGradientScaler, vgs_factor
+from riskppo.optim.vgs import normalized_variance
+
+
+def assert_close(actual, expected, rtol: float = 1e-12, atol: float = 1e-12) -> None:
+    """|a − e| ≤ atol + rtol·|e| element-wise, same shape and dtype (torch.testing is slow to
+    import)."""
+    actual = actual.detach()
+    assert actual.shape == expected.shape and actual.dtype == expected.dtype
+    err = (actual - expected).abs()
+    bound = atol + rtol * expected.abs()
+    assert bool((err <= bound).all()), f"max error {err.max().item():.3e}\n{actual}\n{expected}"
 
 
 def _params(*shapes):
@@ -37,7 +48,31 @@ def test_spatial_factor_matches_float_reference() -> None:
         expected = max(floor, 1.0 / (1.0 + alpha * r))
         factors = vgs.scale_()
         assert math.isclose(factors["0"], expected, rel_tol=1e-9, abs_tol=1e-12)
-        torch.testing.assert_close(p.grad, g * expected, rtol=1e-6, atol=1e-7)
+        assert_close(p.grad, g * expected, rtol=1e-6, atol=1e-7)
+
+
+def test_per_element_factor_matches_float_reference() -> None:
+    """Per element EMAs of g and g²; r = mean_i Var_i / (mean_i E[g_i]² + eps)."""
+    beta, eps, alpha, floor = 0.8, 1e-8, 0.5, 0.05
+    p = torch.nn.Parameter(torch.zeros(4, dtype=torch.float64))
+    vgs = VarianceGradientScaler(
+        [p], beta=beta, eps=eps, alpha=alpha, warmup_steps=3, min_scale=floor, mode="per_element"
+    )
+    gen = torch.Generator().manual_seed(6)
+    m1, m2 = [0.0] * 4, [0.0] * 4
+    for t in range(1, 25):
+        g = torch.randn(4, generator=gen, dtype=torch.float64) + torch.tensor([1.0, -1.0, 0.0, 3.0])
+        p.grad = g.clone()
+        gl = g.tolist()
+        m1 = [beta * a + (1 - beta) * x for a, x in zip(m1, gl)]
+        m2 = [beta * a + (1 - beta) * x * x for a, x in zip(m2, gl)]
+        bc = 1 - beta**t
+        e1, e2 = [a / bc for a in m1], [a / bc for a in m2]
+        var = sum(max(b - a * a, 0.0) for a, b in zip(e1, e2)) / 4
+        sq = sum(a * a for a in e1) / 4
+        expected = 1.0 if t <= 3 else max(floor, 1.0 / (1.0 + alpha * var / (sq + eps)))
+        assert math.isclose(vgs.scale_()["0"], expected, rel_tol=1e-9, abs_tol=1e-12)
+        assert_close(p.grad, g * expected, rtol=1e-12, atol=1e-12)
 
 
 def test_noisy_gradient_is_damped_more_than_steady() -> None:
@@ -247,12 +282,12 @@ def test_constructor_rejects_empty_and_duplicates() -> None:
         VarianceGradientScaler([("a", p), ("b", p)])
 
 
-def test_vgs_factor_pure_function() -> None:
-    one = vgs_factor(torch.tensor(2.0), torch.tensor(4.0), alpha=1.0, eps=1e-8, min_scale=0.1)
-    assert one.item() == pytest.approx(1.0)  # zero variance
-    half = vgs_factor(
-        torch.tensor(1.0), torch.tensor(2.0), alpha=1.0, eps=0.0 + 1e-12, min_scale=0.1
-    )
-    assert half.item() == pytest.approx(0.5)  # Var = 1, mean² = 1 → r = 1
-    floor = vgs_factor(torch.tensor(0.0), torch.tensor(1.0), alpha=1.0, eps=1e-8, min_scale=0.1)
-    assert floor.item() == pytest.approx(0.1)
+def test_pure_functions() -> None:
+    assert vgs_factor(0.0, alpha=1.0, min_scale=0.1) == 1.0  # zero variance
+    assert vgs_factor(1.0, alpha=1.0, min_scale=0.1) == 0.5  # Var = mean²
+    assert vgs_factor(1e9, alpha=1.0, min_scale=0.1) == 0.1  # floor
+    r = normalized_variance(torch.tensor(1.0), torch.tensor(2.0), eps=0.0)
+    assert r.item() == pytest.approx(1.0)
+    # per element: ratio of means, Var = [1, 0] → 0.5; mean² = [1, 4] → 2.5; r = 0.2
+    r = normalized_variance(torch.tensor([1.0, -2.0]), torch.tensor([2.0, 4.0]), eps=0.0)
+    assert r.item() == pytest.approx(0.2)

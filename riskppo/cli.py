@@ -1,0 +1,120 @@
+"""The ``riskppo`` command line (SPEC §1.3).
+
+``riskppo train`` with no arguments trains the default agent (``riskppo/configs/default.yaml``)
+and writes everything into one run directory: the resolved config, TensorBoard events,
+``metrics.jsonl``, ``alerts.jsonl``, checkpoints and the final evaluation/report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+
+from riskppo.config import Config, ConfigError, apply_overrides
+
+DEFAULT_CONFIG = "default.yaml"
+
+
+def preset_path(name: str) -> Path:
+    """Path of a config shipped inside the package (``riskppo/configs``)."""
+    return Path(str(resources.files("riskppo") / "configs" / name))
+
+
+def load_config(path: str | None, overrides: Sequence[str]) -> Config:
+    cfg = Config.from_yaml(path or preset_path(DEFAULT_CONFIG))
+    return apply_overrides(cfg, list(overrides))
+
+
+def default_run_dir(cfg: Config) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    name = cfg.env.id.replace("/", "_")
+    return Path("runs") / f"{stamp}-{name}-s{cfg.seed}"
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from riskppo.train.runner import resume_run, train_run
+
+    if args.resume:
+        if args.config or args.set:
+            raise ConfigError("--resume continues a run with its own config; drop --config/--set")
+        resume_run(Path(args.resume), progress_bar=not args.no_progress)
+        return 0
+    cfg = load_config(args.config, args.set or [])
+    run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(cfg)
+    train_run(cfg, run_dir, progress_bar=not args.no_progress)
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from riskppo.train.runner import evaluate_run
+
+    stats = evaluate_run(Path(args.run_dir), n_episodes=args.episodes)
+    print(json.dumps(stats, indent=2))
+    return 0
+
+
+def cmd_not_yet(args: argparse.Namespace) -> int:
+    print(
+        f"riskppo {args.command}: not yet available in this version "
+        f"(see the project's issue tracker)",
+        file=sys.stderr,
+    )
+    return 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="riskppo", description="Risk-aware recurrent distributional PPO"
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("train", help="train an agent (default: the bundled default config)")
+    p.add_argument("--config", help="YAML config file (default: the built-in default)")
+    p.add_argument(
+        "--set", action="append", metavar="KEY=VALUE", help="override a config key (repeatable)"
+    )
+    p.add_argument("--run-dir", help="run directory (default: runs/<time>-<env>-s<seed>)")
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its latest checkpoint")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("eval", help="evaluate a trained run")
+    p.add_argument("run_dir")
+    p.add_argument("--episodes", type=int, default=10)
+    p.set_defaults(func=cmd_eval)
+
+    for name, help_ in [
+        ("backtest", "backtest a trained trading agent"),
+        ("pbt", "population-based training"),
+        ("bench", "benchmarks against RecurrentPPO"),
+    ]:
+        p = sub.add_parser(name, help=help_ + " (not yet available)")
+        p.add_argument("rest", nargs=argparse.REMAINDER)
+        p.set_defaults(func=cmd_not_yet)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(message)s"
+    )
+    try:
+        return int(args.func(args))
+    except ConfigError as exc:
+        print(f"riskppo: configuration error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("riskppo: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

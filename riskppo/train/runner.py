@@ -1,0 +1,108 @@
+"""Runs on disk: a run directory with its config, checkpoints, metrics and final evaluation.
+
+::
+
+    RUN_DIR/config.yaml            resolved config
+    RUN_DIR/metrics.jsonl          one JSON object per logged update (+ TensorBoard events)
+    RUN_DIR/alerts.jsonl           first occurrence of each alert
+    RUN_DIR/checkpoints/ckpt-N/    checkpoint directories; checkpoints/latest names the newest
+    RUN_DIR/eval.json              final evaluation
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from riskppo.config import Config
+from riskppo.train.checkpoint import CheckpointError
+from riskppo.train.trainer import DistributionalPPO
+
+
+def checkpoint_dir(run_dir: Path) -> Path:
+    return run_dir / "checkpoints"
+
+
+def save_run_checkpoint(model: DistributionalPPO, run_dir: Path, keep_last: int) -> Path:
+    """Save ``ckpt-<steps>``, then point ``latest`` at it (written last, atomically)."""
+    ckpts = checkpoint_dir(run_dir)
+    path = model.save(ckpts / f"ckpt-{model.num_timesteps:012d}")
+    tmp = ckpts / ".latest.tmp"
+    tmp.write_text(path.name)
+    os.replace(tmp, ckpts / "latest")
+    old = sorted(p for p in ckpts.glob("ckpt-*") if p.is_dir())
+    for p in old[:-keep_last]:
+        if p.name != path.name:
+            import shutil
+
+            shutil.rmtree(p, ignore_errors=True)
+    return path
+
+
+def latest_checkpoint(run_dir: Path) -> Path:
+    ckpts = checkpoint_dir(run_dir)
+    pointer = ckpts / "latest"
+    if not pointer.is_file():
+        raise CheckpointError(f"{run_dir}: no checkpoints/latest pointer (no completed checkpoint)")
+    return ckpts / pointer.read_text().strip()
+
+
+def _periodic(run_dir: Path, cfg: Config) -> Any:
+    every = cfg.checkpoint.every_updates
+
+    def callback(model: DistributionalPPO, _metrics: Any) -> bool:
+        if every and model.n_updates % every == 0:
+            save_run_checkpoint(model, run_dir, cfg.checkpoint.keep_last)
+        return True
+
+    return callback
+
+
+def train_run(cfg: Config, run_dir: Path, *, progress_bar: bool = True) -> DistributionalPPO:
+    """Train ``cfg`` into ``run_dir``; save a final checkpoint and an evaluation."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    cfg.to_yaml(run_dir / "config.yaml")
+    model = DistributionalPPO(config=cfg, run_dir=run_dir)
+    print(f"riskppo: training {cfg.env.id} for {cfg.total_timesteps:,} steps → {run_dir}")
+    model.learn(cfg.total_timesteps, progress_bar=progress_bar, callback=_periodic(run_dir, cfg))
+    return _finish(model, run_dir, cfg)
+
+
+def resume_run(run_dir: Path, *, progress_bar: bool = True) -> DistributionalPPO:
+    """Continue ``run_dir`` from its latest checkpoint up to the config's total_timesteps."""
+    path = latest_checkpoint(run_dir)
+    cfg = Config.from_yaml(run_dir / "config.yaml")
+    model = DistributionalPPO.load(path, env=cfg.env.id, run_dir=run_dir)
+    remaining = cfg.total_timesteps - model.num_timesteps
+    print(f"riskppo: resuming {run_dir} at step {model.num_timesteps:,} ({remaining:,} to go)")
+    if remaining > 0:
+        model.learn(
+            remaining,
+            progress_bar=progress_bar,
+            reset_num_timesteps=False,
+            callback=_periodic(run_dir, cfg),
+        )
+    return _finish(model, run_dir, cfg)
+
+
+def _finish(model: DistributionalPPO, run_dir: Path, cfg: Config) -> DistributionalPPO:
+    save_run_checkpoint(model, run_dir, cfg.checkpoint.keep_last)
+    stats = model.evaluate(n_episodes=10, deterministic=True)
+    (run_dir / "eval.json").write_text(json.dumps(stats, indent=2))
+    print(f"riskppo: evaluation over 10 episodes: mean {stats['mean']:.2f} ± {stats['std']:.2f}, "
+          f"CVaR_{cfg.risk.cvar_alpha} {stats['cvar']:.2f}")
+    if model.monitor is not None:
+        print(model.monitor.summary())
+    model.close()
+    return model
+
+
+def evaluate_run(run_dir: Path, n_episodes: int = 10) -> dict[str, float]:
+    cfg = Config.from_yaml(run_dir / "config.yaml")
+    model = DistributionalPPO.load(latest_checkpoint(run_dir), env=cfg.env.id)
+    try:
+        return model.evaluate(n_episodes=n_episodes, deterministic=True)
+    finally:
+        model.close()

@@ -1,0 +1,297 @@
+"""Integration tests of the recurrent distributional trainer on real Gymnasium envs (R-ALG-*)."""
+
+from __future__ import annotations
+
+import math
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from gymnasium import spaces
+
+from riskppo import ConfigError, DistributionalPPO
+from riskppo.nn.distributions import DiagGaussianDist
+from riskppo.train.collect import collect_rollout
+from riskppo.train.estimate import estimate
+from riskppo.train.update import UpdateContext, minibatch_loss, param_groups
+
+SMALL = dict(n_envs=4, n_steps=32, batch_size=64, bptt_len=16, n_epochs=2, lstm_hidden_size=16)
+
+
+def make(env="CartPole-v1", seed=0, **kw):
+    return DistributionalPPO(env, seed=seed, **{**SMALL, **kw})
+
+
+def rollout_and_estimates(model):
+    model._carry = model._reset_carry()
+    cfg = model.config
+    L = cfg.ppo.bptt_len or cfg.ppo.n_steps
+    rollout, carry, _ = collect_rollout(
+        model.policy, model.env, model._carry, cfg.ppo.n_steps, L, model.sample_gen
+    )
+    est = estimate(cfg, model.policy, model.critic, model.scaling, rollout)
+    return rollout, est
+
+
+@pytest.mark.parametrize("sharing", ["none", "critics", "all"])
+@pytest.mark.parametrize("critic", ["quantile", "categorical"])
+def test_replay_reproduces_rollout_logprobs_and_values(sharing, critic):
+    """R-ALG-1: replaying stored chunks gives the rollout's log-probs and values (≤1e-5)."""
+    model = make(critic=critic, lstm_sharing=sharing)
+    rollout, est = rollout_and_estimates(model)
+    data = est.data
+    # episode boundaries inside chunks (not only at chunk starts) must be present
+    assert bool(data.episode_starts[1:].any())
+    with torch.no_grad():
+        dist, latent, _ = model.policy.actor_sequence(data.obs, data.episode_starts, data.state.pi)
+        logp = dist.log_prob(data.actions.reshape(-1, *data.actions.shape[2:]))
+        out, _, _ = model.policy.critic_sequence(
+            data.obs, data.episode_starts, data.state.vf, actor_latent=latent
+        )
+    torch.testing.assert_close(logp, data.old_log_probs.reshape(-1), atol=1e-5, rtol=0)
+    # critic predictions equal the rollout's old predictions (PopArt kept them unchanged in raw
+    # units; old_critic holds them in the updated normalised units)
+    torch.testing.assert_close(model.critic.old_prediction(out), data.old_critic, atol=1e-5, rtol=0)
+    L = data.obs.shape[0]
+    # first minibatch: ratio exactly 1 → no clipping, zero KL
+    ctx = UpdateContext(
+        model.config, model.policy, model.critic, model.optimizer, model.shuffle_gen, 0.0
+    )
+    mb = next(data.minibatches(model.config.ppo.batch_size // L, model.shuffle_gen))
+    _, stats, n_bad = minibatch_loss(ctx, mb)
+    assert n_bad == 0
+    assert float(stats["clip_fraction"]) == 0.0
+    assert abs(float(stats["approx_kl_k3"])) < 1e-6
+
+
+def test_gradient_accumulation_equals_full_batch():
+    """R-ALG-13: accumulated micro-batch gradient == full minibatch gradient (≤1e-6 relative)."""
+    model = make(n_envs=4, n_steps=32, batch_size=128, bptt_len=8)
+    _, est = rollout_and_estimates(model)
+    model.policy.double()
+    model.critic.taus = model.critic.taus.double()
+    mb = est.data
+    for name in ("obs", "advantages", "targets", "old_critic", "old_log_probs", "raw_advantages"):
+        setattr(mb, name, getattr(mb, name).double())
+    mb.state = type(mb.state)(
+        type(mb.state.pi)(mb.state.pi.h.double(), mb.state.pi.c.double()),
+        tuple(type(s)(s.h.double(), s.c.double()) for s in mb.state.vf),
+    )
+    grads = []
+    for accum in (1, 4):
+        ctx = UpdateContext(
+            model.config.model_copy(update={"ppo": model.config.ppo.model_copy(update={"grad_accum_steps": accum})}),
+            model.policy, model.critic, model.optimizer, model.shuffle_gen, 0.01,
+        )
+        model.policy.zero_grad()
+        from riskppo.train.update import split_micro
+
+        for micro in split_micro(mb, accum):
+            loss, _, _ = minibatch_loss(ctx, micro)
+            (loss * micro.n_samples / mb.n_samples).backward()
+        grads.append(torch.cat([p.grad.flatten() for p in model.policy.parameters()]))
+    rel = (grads[0] - grads[1]).norm() / grads[0].norm()
+    assert rel < 1e-6
+
+
+def test_twin_critics_clip_against_their_own_old_predictions():
+    """R-ALG-4/5 (audit finding #1): each critic's clipped term uses its own old prediction."""
+    model = make(clip_range_vf=0.05, vf_clip_mode="per_quantile")
+    _, est = rollout_and_estimates(model)
+    mb = est.data
+    # make critic 2 predict (and have predicted) one unit higher than critic 1
+    with torch.no_grad():
+        model.policy.critic_outs[1].bias += 1.0
+    old = mb.old_critic.clone()
+    old[1] = old[1] + 1.0
+    mb.old_critic = old
+    ctx = UpdateContext(model.config, model.policy, model.critic, model.optimizer, model.shuffle_gen, 0.0)
+    with torch.no_grad():
+        _, stats, _ = minibatch_loss(ctx, mb)
+        _, latent, _ = model.policy.actor_sequence(mb.obs, mb.episode_starts, mb.state.pi)
+        out, _, _ = model.policy.critic_sequence(mb.obs, mb.episode_starts, mb.state.vf, actor_latent=latent)
+        K = out.shape[-1]
+        tgt = mb.targets.reshape(-1)
+
+        def loss_of(c, old_c):
+            return model.critic.value_loss(out[c].reshape(-1, K), old_c.reshape(-1, K), tgt, 0.05, "per_quantile")[0]
+
+        own = 0.5 * (loss_of(0, old[0]) + loss_of(1, old[1]))
+        swapped = 0.5 * (loss_of(0, old[1]) + loss_of(1, old[0]))
+    assert float(stats["value_loss"]) == pytest.approx(float(own), rel=1e-6)
+    assert abs(float(own) - float(swapped)) > 1e-4
+
+
+def test_gaussian_entropy_sums_dims_once():
+    """R-ALG-2: a 3-dim Gaussian's entropy equals the sum of the per-dimension entropies."""
+    mean = torch.randn(5, 3)
+    log_std = torch.tensor([-0.5, 0.1, 0.7])
+    d = DiagGaussianDist(mean, log_std)
+    ref = torch.distributions.Normal(mean, log_std.exp()).entropy().sum(-1)
+    assert d.entropy().shape == (5,)
+    torch.testing.assert_close(d.entropy(), ref)
+    a = torch.randn(5, 3)
+    torch.testing.assert_close(d.log_prob(a), torch.distributions.Normal(mean, log_std.exp()).log_prob(a).sum(-1))
+
+
+@pytest.mark.parametrize("sharing", ["none", "critics", "all"])
+def test_lstm_gradient_norms_count_each_parameter_once(sharing):
+    """Audit finding #7: each module's own parameters, no parameter in two LSTM groups."""
+    model = make(lstm_sharing=sharing)
+    groups = param_groups(model.policy)
+    lstm_ids = [id(p) for k, v in groups.items() if k.startswith("lstm_") for p in v]
+    assert len(lstm_ids) == len(set(lstm_ids))
+    for name, lstm in model.policy.lstm_modules().items():
+        assert {id(p) for p in groups[f"lstm_{name}"]} == {id(p) for p in lstm.parameters()}
+    all_ids = {id(p) for p in model.policy.parameters()}
+    assert set(lstm_ids) <= all_ids
+
+
+def test_truncation_bootstraps_from_final_obs_with_post_step_state():
+    """R-ALG-6 (audit finding #8): V(final obs | state after the last step), not the reset."""
+    model = DistributionalPPO(
+        "CartPole-v1", seed=1, n_envs=2, n_steps=16, batch_size=32, lstm_hidden_size=16,
+        kwargs={"max_episode_steps": 5},
+    )
+    rollout, est = rollout_and_estimates(model)
+    assert rollout.truncated.any()
+    values = est.values
+    # reference: step-by-step critic loop per env, from the rollout's start state
+    pol, crit, sc = model.policy, model.critic, est.scaling  # PopArt: same raw values
+    from riskppo.nn.recurrent import LSTMState
+
+    T, N = rollout.rewards.shape
+    with torch.no_grad():
+        for i in range(N):
+            vf = tuple(LSTMState(s.h[:, i:i + 1], s.c[:, i:i + 1]) for s in rollout.start_state.vf)
+            for t in range(T):
+                out, vf = pol.critic_step(rollout.obs[t, i:i + 1], vf, rollout.episode_starts[t, i:i + 1])
+                v = sc.to_raw(crit.mean(out).min(0).values)[0]
+                assert float(v) == pytest.approx(float(values[t, i]), abs=1e-5)
+                if rollout.truncated[t, i]:
+                    k = int(((rollout.final_index[:, 0] == t) & (rollout.final_index[:, 1] == i)).nonzero()[0])
+                    f_out, _ = pol.critic_step(rollout.final_obs[k:k + 1], vf, torch.zeros(1))
+                    expected = sc.to_raw(crit.mean(f_out).min(0).values)[0]
+                    # recompute GAE's bootstrap term from est: δ uses next_values
+                    reset_out, _ = pol.critic_step(rollout.final_obs[k:k + 1], vf, torch.ones(1))
+                    wrong = sc.to_raw(crit.mean(reset_out).min(0).values)[0]
+                    adv = est.advantages[t, i]
+                    gamma = model.config.ppo.gamma
+                    # the truncated step's advantage is its own δ (done cuts the recursion)
+                    delta = rollout.rewards[t, i] + gamma * expected - values[t, i]
+                    assert float(adv) == pytest.approx(float(delta), abs=1e-4)
+                    assert abs(float(expected) - float(wrong)) > 1e-7
+
+
+def test_same_seed_gives_bit_identical_weights():
+    """R-REL-7: same seed → bit-identical parameters after N updates on CPU."""
+    params = []
+    for _ in range(2):
+        m = make(seed=3)
+        m.learn(256)
+        params.append(torch.cat([p.detach().flatten() for p in m.policy.parameters()]))
+        m.close()
+    assert torch.equal(params[0], params[1])
+    m = make(seed=4)
+    m.learn(256)
+    other = torch.cat([p.detach().flatten() for p in m.policy.parameters()])
+    assert not torch.equal(params[0], other)
+
+
+@pytest.mark.parametrize(
+    ("kw", "field"),
+    [
+        ({"learning_rate": -1.0}, "learning_rate"),
+        ({"cvar_alpha": 1.5}, "cvar_alpha"),
+        ({"cvar_alpha": 0.0}, "cvar_alpha"),
+        ({"critic": "gaussian"}, "critic.kind"),
+        ({"n_envs": 0}, "n_envs"),
+        ({"batch_size": 100}, "batch_size"),
+        ({"bogus_option": 1}, "bogus_option"),
+    ],
+)
+def test_invalid_config_raises_before_env_is_built(kw, field):
+    with pytest.raises(ConfigError, match=field):
+        DistributionalPPO("NoSuchEnv-v0", **kw)
+
+
+def test_save_load_roundtrip_predicts_identically(tmp_path):
+    model = make()
+    model.learn(256)
+    path = model.save(tmp_path / "ckpt")
+    assert {"manifest.json", "config.json", "state.json", "model.safetensors",
+            "optimizer.safetensors", "normalizer.safetensors"} <= {p.name for p in path.iterdir()}
+    loaded = DistributionalPPO.load(path)  # no env: predict only
+    obs = np.random.default_rng(0).normal(size=(3, 4)).astype(np.float32)
+    a1, s1 = model.predict(obs, deterministic=True)
+    a2, s2 = loaded.predict(obs, deterministic=True)
+    np.testing.assert_array_equal(a1, a2)
+    torch.testing.assert_close(s1.pi.h, s2.pi.h)
+    t1, v1 = model.value_distribution(obs)
+    t2, v2 = loaded.value_distribution(obs)
+    np.testing.assert_allclose(v1, v2, rtol=1e-6)
+    assert loaded.num_timesteps == model.num_timesteps
+
+
+class MultiDiscreteEnv(gym.Env):
+    """Reward 1 when both action components match the observed target bits."""
+
+    observation_space = spaces.Box(0.0, 1.0, (2,), np.float32)
+    action_space = spaces.MultiDiscrete([2, 2])
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        self.target = self.np_random.integers(0, 2, size=2)
+        return self.target.astype(np.float32), {}
+
+    def step(self, action):
+        r = float(np.all(np.asarray(action) == self.target))
+        self.t += 1
+        self.target = self.np_random.integers(0, 2, size=2)
+        return self.target.astype(np.float32), r, False, self.t >= 20, {}
+
+
+@pytest.mark.parametrize(
+    ("env", "critic"),
+    [("Pendulum-v1", "quantile"), ("Pendulum-v1", "scalar"), (MultiDiscreteEnv, "categorical")],
+)
+def test_other_action_spaces_and_critics_train(env, critic):
+    model = make(env=env, critic=critic, state_dependent_std=True) if env == "Pendulum-v1" else make(env=env, critic=critic)
+    model.learn(512)
+    assert model.num_timesteps == 512
+    assert all(torch.isfinite(p).all() for p in model.policy.parameters())
+    obs = model.env.reset()
+    a, state = model.predict(obs, None, np.ones(obs.shape[0], bool))
+    assert model.action_space.contains(a[0])
+    taus, q = model.value_distribution(obs, state)
+    assert q.shape == (obs.shape[0], len(taus))
+    assert np.all(np.diff(q, axis=-1) >= -1e-6)
+
+
+def test_exploding_learning_rate_fires_alerts():
+    """R-MON: a learning rate that explodes the ratio triggers warn/* alerts."""
+    model = make(learning_rate=1.0, max_grad_norm=1e6, n_epochs=8, max_nonfinite_updates=1000)
+    model.learn(1024)
+    fired = set(model.monitor.alerts)
+    assert fired & {"log_ratio_clamp", "grad_norm_pre_clip", "loss_out_of_range", "entropy_collapse"}, fired
+    assert "alerts during training" in model.monitor.summary()
+
+
+def test_non_finite_reward_names_env_and_step():
+    class BadEnv(gym.Wrapper):
+        def __init__(self):
+            super().__init__(gym.make("CartPole-v1"))
+            self.n = 0
+
+        def step(self, a):
+            obs, r, term, trunc, info = self.env.step(a)
+            self.n += 1
+            return obs, (math.nan if self.n == 7 else r), term, trunc, info
+
+    model = make(env=BadEnv)
+    from riskppo.train.vec_env import NonFiniteInputError
+
+    with pytest.raises(NonFiniteInputError, match=r"env \d+ returned a non-finite reward .* step 7"):
+        model.learn(256)

@@ -1,0 +1,346 @@
+"""R-TRADE-1: OHLCV loading, validation with clear errors, bundled datasets and splits."""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from riskppo.envs import (
+    DataError,
+    dataset_path,
+    default_split,
+    gbm,
+    index_range,
+    load_dataset,
+    load_ohlcv,
+    split_by_date,
+    validate_ohlcv,
+    walk_forward,
+)
+
+HEADER = "Date,Open,High,Low,Close,Adj Close,Volume"
+GOOD_ROWS = [
+    "2020-01-01,10,11,9,10.5,10.4,100",
+    "2020-01-02,10.5,12,10,11,10.9,200",
+    "2020-01-03,11,11.5,10.5,11.2,11.1,300",
+    "2020-01-06,11.2,11.8,10.9,11.5,11.4,400",
+    "2020-01-07,11.5,12.1,11.3,12,11.9,500",
+]
+
+
+def write_csv(tmp_path: Path, rows: list[str], header: str = HEADER, name: str = "p.csv") -> Path:
+    path = tmp_path / name
+    path.write_text("\n".join([header, *rows]) + "\n")
+    return path
+
+
+def replace_row(i: int, row: str) -> list[str]:
+    rows = list(GOOD_ROWS)
+    rows[i - 1] = row  # i is the 1-based data row
+    return rows
+
+
+def assert_error(path: Path, match: str, row: int | None, **kwargs) -> DataError:
+    with pytest.raises(DataError, match=match) as ei:
+        load_ohlcv(path, **kwargs)
+    err = ei.value
+    msg = str(err)
+    assert str(path) in msg, msg
+    assert err.source == str(path)
+    if row is not None:
+        assert err.row == row, msg
+        assert f"data row {row}" in msg, msg
+    return err
+
+
+# ----------------------------------------------------------------------------- happy paths
+
+
+def test_load_csv_canonical_frame(tmp_path):
+    df = load_ohlcv(write_csv(tmp_path, GOOD_ROWS))
+    assert list(df.columns) == ["open", "high", "low", "close", "volume"]
+    assert all(dt == np.float64 for dt in df.dtypes)
+    assert isinstance(df.index, pd.DatetimeIndex) and df.index.name == "timestamp"
+    assert df.index.tz is None and df.index.is_monotonic_increasing and df.index.is_unique
+    assert df["close"].iloc[0] == 10.5  # Adj Close ignored by default
+    assert df.index[0] == pd.Timestamp("2020-01-01")
+
+
+def test_adjusted_close_scales_ohlc(tmp_path):
+    df = load_ohlcv(write_csv(tmp_path, GOOD_ROWS), adjusted=True)
+    assert df["close"].iloc[0] == 10.4
+    np.testing.assert_allclose(df["open"].iloc[0], 10 * 10.4 / 10.5)
+    assert (df["high"] >= df[["open", "close"]].max(axis=1)).all()
+
+
+def test_parquet_roundtrip_and_in_memory_validation(tmp_path):
+    src = gbm(50, seed=1)
+    path = tmp_path / "x.parquet"
+    src.to_parquet(path)
+    df = load_ohlcv(path)
+    pd.testing.assert_frame_equal(df, src, check_freq=False, check_index_type=False)
+    # a timestamp column (not an index) in Parquet works too
+    src.reset_index().rename(columns={"timestamp": "Datetime"}).to_parquet(tmp_path / "y.pq")
+    assert load_ohlcv(tmp_path / "y.pq").equals(df)
+    assert validate_ohlcv(src.rename(columns=str.upper)).equals(df)
+
+
+def test_dayfirst_and_tz_and_separate_date_time(tmp_path):
+    rows = [
+        "01.02.2017 22:00:00.000,1,2,0.5,1.5,10",
+        "13.02.2017 23:00:00.000,1.5,2,1,1.2,11",
+    ]
+    df = load_ohlcv(write_csv(tmp_path, rows, header="Time,Open,High,Low,Close,Volume"))
+    assert list(df.index) == [pd.Timestamp("2017-02-01 22:00"), pd.Timestamp("2017-02-13 23:00")]
+
+    rows = ["2017-01-01T10:00:00+01:00,1,2,0.5,1.5,10", "2017-01-01T10:00:00+00:00,1,2,1,1.2,11"]
+    df = load_ohlcv(write_csv(tmp_path, rows, header="timestamp,open,high,low,close,volume"))
+    assert df.index.tz is None and df.index[0] == pd.Timestamp("2017-01-01 09:00")
+
+    rows = ["2017-01-01,10:00,1,2,0.5,1.5,10", "2017-01-01,11:00,1,2,1,1.2,11"]
+    df = load_ohlcv(write_csv(tmp_path, rows, header="Date,Time,Open,High,Low,Close,Volume"))
+    assert df.index[1] == pd.Timestamp("2017-01-01 11:00")
+
+
+def test_ambiguous_slash_dates(tmp_path):
+    rows = ["01/02/2017,1,2,0.5,1.5,10", "01/03/2017,1.5,2,1,1.2,11"]
+    path = write_csv(tmp_path, rows, header="Date,Open,High,Low,Close,Volume")
+    with pytest.raises(DataError, match="ambiguous"):
+        load_ohlcv(path)
+    assert load_ohlcv(path, dayfirst=True).index[1] == pd.Timestamp("2017-03-01")
+    assert load_ohlcv(path, dayfirst=False).index[1] == pd.Timestamp("2017-01-03")
+    # only one reading is increasing: it wins
+    rows = ["12/01/2017,1,2,0.5,1.5,10", "01/02/2017,1.5,2,1,1.2,11"]
+    path = write_csv(tmp_path, rows, header="Date,Open,High,Low,Close,Volume")
+    assert load_ohlcv(path).index[1] == pd.Timestamp("2017-02-01")
+
+
+# ----------------------------------------------------------------------------- malformed files
+
+
+def test_missing_columns_are_listed(tmp_path):
+    path = write_csv(tmp_path, ["2020-01-01,10,9"], header="Date,Open,Low")
+    err = assert_error(path, "missing required columns", None)
+    assert "'high'" in str(err) and "'close'" in str(err) and "'volume'" in str(err)
+    path = write_csv(tmp_path, ["10,11,9,10.5,100"], header="open,high,low,close,volume")
+    assert_error(path, "timestamp", None)
+
+
+def test_unparsable_timestamp(tmp_path):
+    path = write_csv(tmp_path, replace_row(3, "not-a-date,11,11.5,10.5,11.2,11.1,300"))
+    assert_error(path, "unparsable timestamp 'not-a-date'", 3)
+
+
+def test_duplicate_timestamp(tmp_path):
+    path = write_csv(tmp_path, replace_row(4, "2020-01-03,11.2,11.8,10.9,11.5,11.4,400"))
+    err = assert_error(path, "duplicate timestamp", 4)
+    assert "data rows 3 and 4" in str(err) and "2020-01-03" in str(err)
+
+
+def test_unsorted_timestamps_raise_unless_sort(tmp_path):
+    rows = list(GOOD_ROWS)
+    rows[1], rows[2] = rows[2], rows[1]
+    path = write_csv(tmp_path, rows)
+    assert_error(path, "not sorted", 3)
+    df = load_ohlcv(path, sort=True)
+    assert df.index.is_monotonic_increasing and len(df) == len(rows)
+    assert df.loc["2020-01-02", "close"] == 11.0
+
+
+def test_row_numbers_refer_to_file_order_after_sort(tmp_path):
+    rows = list(GOOD_ROWS)
+    rows[0], rows[4] = rows[4], rows[0]
+    rows[1] = "2020-01-02,10.5,9,10,11,10.9,200"  # high < low at data row 2
+    assert_error(write_csv(tmp_path, rows), "high < low", 2, sort=True)
+
+
+def test_non_positive_price(tmp_path):
+    path = write_csv(tmp_path, replace_row(2, "2020-01-02,10.5,12,0,11,10.9,200"))
+    err = assert_error(path, "non-positive price: low", 2)
+    assert "2020-01-02" in str(err)
+    path = write_csv(tmp_path, replace_row(5, "2020-01-07,-1,12.1,11.3,12,11.9,500"))
+    assert_error(path, "non-positive price: open", 5)
+
+
+def test_high_low_inconsistencies(tmp_path):
+    path = write_csv(tmp_path, replace_row(2, "2020-01-02,10.5,9.5,10,9.8,10.9,200"))
+    assert_error(path, r"high < low", 2)
+    path = write_csv(tmp_path, replace_row(3, "2020-01-03,11,11.1,10.5,11.2,11.1,300"))
+    assert_error(path, r"high < max\(open, close\)", 3)
+    path = write_csv(tmp_path, replace_row(4, "2020-01-06,11.2,11.8,11.3,11.5,11.4,400"))
+    assert_error(path, r"low > min\(open, close\)", 4)
+
+
+def test_nan_raise_policy(tmp_path):
+    rows = replace_row(2, "2020-01-02,10.5,12,10,,10.9,200")
+    rows[2] = "2020-01-03,11,11.5,10.5,,11.1,300"
+    path = write_csv(tmp_path, rows)
+    err = assert_error(path, "NaN in column 'close'", 2)
+    assert "run of 2" in str(err) and "data rows 2-3" in str(err)
+
+
+def test_nan_ffill_within_and_beyond_limit(tmp_path):
+    # a whole missing bar, filled from the previous bar
+    rows = replace_row(3, "2020-01-03,,,,,,")
+    df = load_ohlcv(write_csv(tmp_path, rows), nan_policy="ffill", ffill_limit=1)
+    assert df.loc["2020-01-03"].tolist() == df.loc["2020-01-02"].tolist()
+    # two missing closes in a row: longer than the limit of 1
+    rows = replace_row(3, "2020-01-03,11,11.5,10.5,,11.1,300")
+    rows[3] = "2020-01-06,11.2,11.8,10.9,,11.4,400"
+    path = write_csv(tmp_path, rows)
+    err = assert_error(path, "longer than ffill_limit=1", 3, nan_policy="ffill", ffill_limit=1)
+    assert "run of 2" in str(err)
+    # within a limit of 2 both are filled with the last close
+    df = load_ohlcv(path, nan_policy="ffill", ffill_limit=2)
+    assert df["close"].iloc[1:4].tolist() == [11.0, 11.0, 11.0]
+    # filled values are still checked for OHLC consistency (filled close 11 > high 10.8)
+    path = write_csv(tmp_path, replace_row(3, "2020-01-03,10.6,10.8,10.5,,11.1,300"))
+    assert_error(path, r"high < max\(open, close\)", 3, nan_policy="ffill", ffill_limit=2)
+    # nothing to fill the first row from
+    path = write_csv(tmp_path, replace_row(1, "2020-01-01,10,11,9,,10.4,100"))
+    assert_error(path, "first row", 1, nan_policy="ffill", ffill_limit=3)
+
+
+def test_non_numeric_value(tmp_path):
+    path = write_csv(tmp_path, replace_row(2, "2020-01-02,10.5,12,10,abc,10.9,200"))
+    assert_error(path, "non-numeric value 'abc' in column 'close'", 2)
+
+
+def test_empty_files(tmp_path):
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    assert_error(empty, "empty file", None)
+    header_only = write_csv(tmp_path, [], name="header.csv")
+    assert_error(header_only, "empty file", None)
+
+
+def test_unknown_suffix(tmp_path):
+    path = tmp_path / "prices.xlsx"
+    path.write_text("whatever")
+    err = assert_error(path, "unknown file suffix", None)
+    assert ".parquet" in str(err) and ".csv" in str(err)
+
+
+def test_malformed_parquet_names_file_and_row(tmp_path):
+    src = gbm(20, seed=3)
+    src.iloc[6, src.columns.get_loc("high")] = src["low"].iloc[6] * 0.5
+    path = tmp_path / "bad.parquet"
+    src.to_parquet(path)
+    err = assert_error(path, "high < low", 7)
+    assert str(src.index[6]) in str(err)
+
+
+def test_validate_in_memory_frame_names_source():
+    src = gbm(10, seed=0)
+    src.iloc[4, 0] = np.nan
+    with pytest.raises(DataError, match=r"mine: data row 5 .*NaN in column 'open'"):
+        validate_ohlcv(src, source="mine")
+
+
+# ----------------------------------------------------------------------------- bundled data
+
+
+def test_load_googl():
+    df = load_dataset("googl")
+    assert len(df) == 2335
+    assert df.index.is_monotonic_increasing and df.index.is_unique
+    assert df.index[0] == pd.Timestamp("2009-05-22")
+    assert df.index[-1] == pd.Timestamp("2018-08-29")
+    assert df["close"].iloc[0] == pytest.approx(196.946945)
+
+
+def test_load_eurusd_is_day_first():
+    df = load_dataset("EURUSD")
+    assert len(df) == 6225
+    assert df.index.is_monotonic_increasing and df.index.is_unique
+    assert df.index[0] == pd.Timestamp("2017-01-01 22:00")
+    assert df.index[-1] == pd.Timestamp("2017-12-29 21:00")
+    # the auto-detected format agrees with the explicit one (day-first dotted dates)
+    pd.testing.assert_frame_equal(load_ohlcv(dataset_path("eurusd")), df)
+
+
+def test_unknown_dataset_lists_names():
+    with pytest.raises(ValueError, match=r"\['eurusd', 'googl'\]"):
+        load_dataset("spx")
+
+
+def test_dataset_path_does_not_import_gym_anytrading():
+    # importing gym_anytrading registers envs in gymnasium's global registry: avoid it
+    if "gym_anytrading" in sys.modules:
+        pytest.skip("gym_anytrading was imported elsewhere in this process")
+    load_dataset("googl")
+    assert dataset_path("eurusd").is_file()
+    assert "gym_anytrading" not in sys.modules
+
+
+# ----------------------------------------------------------------------------- splits
+
+
+@pytest.fixture(scope="module")
+def googl() -> pd.DataFrame:
+    return load_dataset("googl")
+
+
+def _assert_ordered_disjoint(*parts: pd.DataFrame) -> None:
+    for a, b in itertools.pairwise(parts):
+        assert len(a) and len(b)
+        assert a.index[-1] < b.index[0]
+        assert a.index.intersection(b.index).empty
+
+
+def test_split_by_date(googl):
+    s = split_by_date(googl, "2016-01-01", "2017-06-01")
+    _assert_ordered_disjoint(s.train, s.val, s.test)
+    assert len(s.train) + len(s.val) + len(s.test) == len(googl)
+    assert s.train.index[-1] < pd.Timestamp("2016-01-01") <= s.val.index[0]
+    assert s.val.index[-1] < pd.Timestamp("2017-06-01") <= s.test.index[0]
+    with pytest.raises(ValueError, match="before"):
+        split_by_date(googl, "2017-01-01", "2016-01-01")
+    with pytest.raises(ValueError, match="test part"):
+        split_by_date(googl, "2016-01-01", "2030-01-01")
+
+
+def test_default_split_fractions(googl):
+    s = default_split(googl)
+    _assert_ordered_disjoint(s.train, s.val, s.test)
+    n = len(googl)
+    assert len(s.train) == int(0.7 * n) and len(s.train) + len(s.val) + len(s.test) == n
+    assert abs(len(s.val) - 0.15 * n) <= 1
+    with pytest.raises(ValueError, match="fractions"):
+        default_split(googl, (0.5, 0.5, 0.5))
+
+
+def test_index_range_maps_parts_to_positions(googl):
+    s = default_split(googl)
+    for part in s:
+        lo, hi = index_range(googl, part)
+        assert googl.iloc[lo:hi].equals(part)
+    with pytest.raises(ValueError, match="contiguous"):
+        index_range(googl, pd.concat([s.train.iloc[:5], s.test.iloc[:5]]))
+
+
+def test_walk_forward_windows(googl):
+    folds = list(walk_forward(googl, n_folds=4, train_size=500, test_size=100))
+    assert len(folds) == 4
+    for k, (train, test) in enumerate(folds):
+        assert len(train) == 500 and len(test) == 100
+        _assert_ordered_disjoint(train, test)
+        assert googl.index.get_loc(test.index[0]) == googl.index.get_loc(train.index[-1]) + 1
+        if k:
+            prev_test = folds[k - 1].test
+            _assert_ordered_disjoint(prev_test, test)  # test windows tile without overlap
+            assert (
+                googl.index.get_loc(test.index[0]) == googl.index.get_loc(prev_test.index[-1]) + 1
+            )
+    assert folds[-1].test.index[-1] == googl.index[-1]  # aligned to the end of the data
+
+    anchored = list(walk_forward(googl, 3, 500, 100, anchored=True))
+    assert [len(f.train) for f in anchored] == [500, 600, 700]
+    assert len({f.train.index[0] for f in anchored}) == 1
+    with pytest.raises(ValueError, match="needs"):
+        list(walk_forward(googl, 100, 500, 100))
