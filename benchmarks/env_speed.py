@@ -9,6 +9,7 @@ pre-sampled from a local RNG so that sampling is not timed. Prints one row per c
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import time
 from typing import Any
@@ -54,7 +55,8 @@ def main(argv: list[str] | None = None) -> None:
     ]
     print(
         f"TradingEnv on {args.dataset} ({len(df)} bars), {args.steps} steps, best of "
-        f"{args.repeats}; python {platform.python_version()}, {platform.processor() or '?'}"
+        f"{args.repeats}; python {platform.python_version()}, {platform.machine()}, "
+        f"{os.cpu_count()} CPUs"
     )
     print(f"{'configuration':<26}{'obs dim':>8}{'steps/s':>12}{'target':>10}")
     for name, kwargs, actions in configs:

@@ -3,12 +3,14 @@
 Every loader returns the same canonical frame::
 
     columns  open, high, low, close, volume      (float64, in this order)
-    index    DatetimeIndex named "timestamp"      (tz-naive, strictly increasing)
+    index    DatetimeIndex named "timestamp"      (datetime64[ns], tz-naive UTC, strictly
+                                                  increasing)
 
 and every problem in the input raises :class:`DataError` whose message names the source (file
 path), the row and the problem, e.g.::
 
-    DataError: /data/x.csv: data row 7 (timestamp 2017-01-09 00:00:00): high (9.5) < low (10.0)
+    DataError: /data/x.csv: data row 7 (timestamp 2017-01-09 00:00:00): high < low (open=9.8,
+    high=9.5, low=10.0, close=9.9, volume=1200.0)
 
 Row numbers are **1-based data rows** (the header is not counted; in a CSV without blank lines,
 data row ``n`` is file line ``n + 1``). They always refer to the row as it appears in the file,
@@ -255,11 +257,20 @@ def _read_csv(p: Path) -> pd.DataFrame:
     try:
         # Everything as text: numbers are converted (and bad cells reported) by us, and the
         # time column is never guessed by pandas.
-        return pd.read_csv(p, dtype=str, skipinitialspace=True, keep_default_na=True)
+        raw = pd.read_csv(p, dtype=str, skipinitialspace=True, keep_default_na=True)
     except pd.errors.EmptyDataError:
         raise DataError(str(p), "empty file (no header, no data rows)") from None
     except (pd.errors.ParserError, UnicodeDecodeError) as e:
+        m = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", str(e))
+        if m:  # pandas counts file lines from 1, header included
+            want, line, saw = (int(g) for g in m.groups())
+            problem = f"{saw} fields, expected {want} (file line {line})"
+            raise DataError(str(p), problem, row=line - 1) from None
         raise DataError(str(p), f"cannot parse as CSV: {e}") from None
+    if not isinstance(raw.index, pd.RangeIndex):
+        # pandas turns the extra leading fields of over-long rows into an index
+        raise DataError(str(p), f"more fields than the {len(raw.columns)} header columns", row=1)
+    return raw
 
 
 def _read_parquet(p: Path) -> pd.DataFrame:

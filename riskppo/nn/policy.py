@@ -21,7 +21,7 @@ from torch import Tensor, nn
 
 from riskppo.config import PolicyConfig
 from riskppo.nn.distributions import ActionDistribution, ActionHead
-from riskppo.nn.recurrent import LSTMState, MaskedLSTM
+from riskppo.nn.recurrent import LSTMState, MaskedLSTM, run_lstms
 
 _ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "gelu": nn.GELU}
 
@@ -176,14 +176,23 @@ class RecurrentActorCritic(nn.Module):
                 raise ValueError("lstm_sharing='all' needs the actor latent")
             return self.critic_heads([actor_latent]), (), {t: () for t in capture}
         wanted = list(capture)
-        latents, finals, per_lstm = [], [], []
-        for lstm, state in zip(self.critic_lstms, vf_state):
-            out, final, captured = lstm(obs, state, episode_starts, wanted)
-            latents.append(out)
-            finals.append(final)
-            per_lstm.append(captured)
-        captured_all = {t: tuple(c[t] for c in per_lstm) for t in wanted}
-        return self.critic_heads(latents), tuple(finals), captured_all
+        results = run_lstms(list(self.critic_lstms), obs, vf_state, episode_starts, wanted)  # type: ignore[arg-type]
+        latents = [r[0] for r in results]
+        captured_all = {t: tuple(r[2][t] for r in results) for t in wanted}
+        return self.critic_heads(latents), tuple(r[1] for r in results), captured_all
+
+    def evaluate_sequences(
+        self, obs: Tensor, episode_starts: Tensor, state: RecurrentState
+    ) -> tuple[ActionDistribution, Tensor]:
+        """Training forward pass over ``[T, B, D]`` chunks: actor and critic LSTMs in one fused
+        recurrence. Returns the action distribution over the ``T*B`` steps and critic outputs
+        ``[C, T, B, K]``."""
+        lstms = [self.actor_lstm, *self.critic_lstms]
+        results = run_lstms(lstms, obs, [state.pi, *state.vf], episode_starts)  # type: ignore[list-item]
+        latent = results[0][0]
+        dist = self.action_head(self.actor_mlp(latent.reshape(-1, latent.shape[-1])))
+        critic_latents = [r[0] for r in results[1:]] or [latent]
+        return dist, self.critic_heads(critic_latents)
 
     def critic_step(
         self,
@@ -197,12 +206,10 @@ class RecurrentActorCritic(nn.Module):
             if actor_latent is None:
                 raise ValueError("lstm_sharing='all' needs the actor latent")
             return self.critic_heads([actor_latent]), ()
-        latents, states = [], []
-        for lstm, state in zip(self.critic_lstms, vf_state):
-            out, new = lstm.step(obs, state, episode_start)
-            latents.append(out)
-            states.append(new)
-        return self.critic_heads(latents), tuple(states)
+        results = run_lstms(
+            list(self.critic_lstms), obs.unsqueeze(0), vf_state, episode_start.unsqueeze(0)  # type: ignore[arg-type]
+        )
+        return self.critic_heads([r[0][0] for r in results]), tuple(r[1] for r in results)
 
     def lstm_modules(self) -> dict[str, MaskedLSTM]:
         """Named LSTMs, for per-module gradient norms and hidden-state stats (R-MON)."""

@@ -3,18 +3,20 @@
 The state entering step ``t`` is multiplied by ``1 - episode_start[t]`` before the cell runs, so a
 replay of a stored sequence that crosses episode boundaries reproduces the rollout exactly.
 
-For speed (R-ALG-15) a sequence is cut only at the time indices where *some* sequence of the batch
-starts an episode; between two such indices no state is reset, so PyTorch's fused ``nn.LSTM`` runs
-the whole stretch in one call. The result is the same as a step-by-step loop with masking.
+For speed (R-ALG-15) the recurrence of several LSTMs that read the same input (actor and critics)
+runs as one fused loop with a hand-written backward (:mod:`riskppo.nn.lstm_kernel`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import math
+from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 import torch
 from torch import Tensor, nn
+
+from riskppo.nn.lstm_kernel import masked_lstm_recurrence
 
 
 class LSTMState(NamedTuple):
@@ -33,24 +35,37 @@ class LSTMState(NamedTuple):
         return LSTMState(self.h * k, self.c * k)
 
 
-def stack_states(states: list[LSTMState], dim: int = 1) -> LSTMState:
-    return LSTMState(
-        torch.cat([s.h for s in states], dim=dim), torch.cat([s.c for s in states], dim=dim)
-    )
-
-
 class MaskedLSTM(nn.Module):
     """Time-major LSTM whose state is reset where ``episode_starts`` is 1.
 
-    Shapes: ``x`` ``[T, B, in]``, ``episode_starts`` ``[T, B]`` (bool or 0/1 float),
-    ``state`` :class:`LSTMState` ``[L, B, H]``. Returns ``out`` ``[T, B, H]`` and the final state.
+    Parameters follow ``torch.nn.LSTM`` (names, gate order ``[i, f, g, o]``, uniform init in
+    ``±1/sqrt(H)``); the recurrence runs in :mod:`riskppo.nn.lstm_kernel`. Shapes: ``x``
+    ``[T, B, in]``, ``episode_starts`` ``[T, B]``, state :class:`LSTMState` ``[L, B, H]``.
     """
 
     def __init__(self, input_size: int, hidden_size: int, n_layers: int = 1) -> None:
         super().__init__()
+        self.input_size = input_size
         self.hidden_size = hidden_size
         self.n_layers = n_layers
-        self.lstm = nn.LSTM(input_size, hidden_size, n_layers)
+        bound = 1.0 / math.sqrt(hidden_size)
+        for layer in range(n_layers):
+            in_size = input_size if layer == 0 else hidden_size
+            for name, shape in [
+                (f"weight_ih_l{layer}", (4 * hidden_size, in_size)),
+                (f"weight_hh_l{layer}", (4 * hidden_size, hidden_size)),
+                (f"bias_ih_l{layer}", (4 * hidden_size,)),
+                (f"bias_hh_l{layer}", (4 * hidden_size,)),
+            ]:
+                self.register_parameter(
+                    name, nn.Parameter(torch.empty(shape).uniform_(-bound, bound))
+                )
+
+    def layer_params(self, layer: int) -> tuple[Tensor, Tensor, Tensor]:
+        """``(W_ih [4H, in], W_hh [4H, H], b [4H])`` of one layer (both biases summed)."""
+        p = dict(self.named_parameters())
+        bias = p[f"bias_ih_l{layer}"] + p[f"bias_hh_l{layer}"]
+        return p[f"weight_ih_l{layer}"], p[f"weight_hh_l{layer}"], bias
 
     def initial_state(self, batch: int, device: torch.device | None = None) -> LSTMState:
         z = torch.zeros(self.n_layers, batch, self.hidden_size, device=device)
@@ -63,39 +78,63 @@ class MaskedLSTM(nn.Module):
         episode_starts: Tensor,
         capture: Iterable[int] = (),
     ) -> tuple[Tensor, LSTMState, dict[int, LSTMState]]:
-        """Run the sequence and return ``(out, final_state, captured)``.
-
-        ``captured[t]`` is the state *entering* step ``t`` before the episode-start mask, i.e. the
-        state after processing step ``t - 1`` (``t == T`` gives the final state). The rollout
-        stores such states as chunk initial states, and the time-limit bootstrap evaluates a
-        truncated episode's final observation with them (R-ALG-6).
-        """
-        T = x.shape[0]
-        if episode_starts.shape != x.shape[:2]:
-            raise ValueError(
-                f"episode_starts shape {tuple(episode_starts.shape)} != x[:2] {tuple(x.shape[:2])}"
-            )
-        keep = 1.0 - episode_starts.to(x.dtype)
-        wanted = set(capture)
-        any_start = episode_starts.reshape(T, -1).bool().any(dim=1)
-        cuts = set(torch.nonzero(any_start).flatten().tolist()) | {0} | (wanted - {T})
-        bounds = [*sorted(cuts), T]
-        outs: list[Tensor] = []
-        captured: dict[int, LSTMState] = {}
-        h, c = state
-        for a, b in zip(bounds[:-1], bounds[1:]):
-            if a in wanted:
-                captured[a] = LSTMState(h, c)
-            k = keep[a].view(1, -1, 1)
-            out, (h, c) = self.lstm(x[a:b], (h * k, c * k))
-            outs.append(out)
-        final = LSTMState(h, c)
-        if T in wanted:
-            captured[T] = final
-        return torch.cat(outs, dim=0) if len(outs) > 1 else outs[0], final, captured
+        """Run the sequence and return ``(out, final_state, captured)`` (see :func:`run_lstms`)."""
+        return run_lstms([self], x, [state], episode_starts, capture)[0]
 
     def step(self, x: Tensor, state: LSTMState, episode_start: Tensor) -> tuple[Tensor, LSTMState]:
         """One step for a batch: ``x`` ``[B, in]``, ``episode_start`` ``[B]`` → ``[B, H]``."""
-        k = (1.0 - episode_start.to(x.dtype)).view(1, -1, 1)
-        out, (h, c) = self.lstm(x.unsqueeze(0), (state.h * k, state.c * k))
-        return out[0], LSTMState(h, c)
+        out, final, _ = self(x.unsqueeze(0), state, episode_start.unsqueeze(0))
+        return out[0], final
+
+
+def run_lstms(
+    lstms: Sequence[MaskedLSTM],
+    x: Tensor,
+    states: Sequence[LSTMState],
+    episode_starts: Tensor,
+    capture: Iterable[int] = (),
+) -> list[tuple[Tensor, LSTMState, dict[int, LSTMState]]]:
+    """Run several independent LSTMs over the same input sequence in one fused recurrence.
+
+    Per LSTM returns ``(out [T, B, H], final_state, captured)`` where ``captured[t]`` is the
+    state *entering* step ``t`` before the episode-start mask — the state after step ``t - 1``
+    (``t == T`` gives the final state). Rollouts store such states as chunk initial states, and
+    the time-limit bootstrap evaluates a truncated episode's final observation with them
+    (R-ALG-6). All LSTMs must have the same hidden size and number of layers.
+    """
+    T, B = x.shape[:2]
+    if episode_starts.shape != (T, B):
+        raise ValueError(
+            f"episode_starts shape {tuple(episode_starts.shape)} != x[:2] {(T, B)}"
+        )
+    K = len(lstms)
+    keep = 1.0 - episode_starts.to(x.dtype)
+    layer_in: Tensor | None = None  # [K, T, B, H] input of layers > 0
+    hs_layers, cs_layers = [], []
+    for layer in range(lstms[0].n_layers):
+        w_ih, w_hh, bias = zip(*(m.layer_params(layer) for m in lstms))
+        if layer_in is None:  # shared input: one matmul for all K LSTMs
+            proj = x.reshape(T * B, -1) @ torch.cat(w_ih).T + torch.cat(bias)
+            xproj = proj.reshape(T, B, K, -1).permute(2, 0, 1, 3)
+        else:
+            xproj = torch.matmul(layer_in, torch.stack(w_ih).transpose(1, 2).unsqueeze(1))
+            xproj = xproj + torch.stack(bias).view(K, 1, 1, -1)
+        h0 = torch.stack([s.h[layer] for s in states])
+        c0 = torch.stack([s.c[layer] for s in states])
+        hs, cs = masked_lstm_recurrence(xproj, torch.stack(w_hh), h0, c0, keep)
+        hs_layers.append(hs)
+        cs_layers.append(cs)
+        layer_in = hs
+    hs_all = torch.stack(hs_layers, dim=1)  # [K, L, T, B, H]
+    cs_all = torch.stack(cs_layers, dim=1)
+    results = []
+    for k, state in enumerate(states):
+        captured = {}
+        for t in capture:
+            if t == 0:
+                captured[0] = state
+            else:
+                captured[t] = LSTMState(hs_all[k, :, t - 1], cs_all[k, :, t - 1])
+        final = LSTMState(hs_all[k, :, -1], cs_all[k, :, -1])
+        results.append((hs_all[k, -1], final, captured))
+    return results

@@ -443,7 +443,8 @@ def _tb_dir(cfg: Config) -> Path | None:
 def _optimizer_kwargs(cfg: Config) -> dict[str, Any]:
     o = cfg.optim
     if o.optimizer in ("adam", "adamw"):
-        return {"eps": o.eps}
+        # fused kernels: one call for all parameters instead of a per-tensor Python loop
+        return {"eps": o.eps, "fused": True}
     if o.optimizer in ("upgd", "adaptive_upgd"):
         return {"beta_utility": o.beta_utility, "sigma": o.sigma, "seed": cfg.seed + 3}
     return {}

@@ -53,13 +53,27 @@ class UpdateContext:
     ent_coef: float
     vgs: Any | None = None  # riskppo.optim.VarianceGradientScaler
     consecutive_skips: int = 0
+    groups: dict[str, list[nn.Parameter]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.groups = param_groups(self.policy)
 
 
-def _grad_norm(params: list[nn.Parameter]) -> float:
-    grads = [p.grad for p in params if p.grad is not None]
-    if not grads:
-        return 0.0
-    return float(torch.linalg.vector_norm(torch.stack([g.norm() for g in grads])))
+def group_grad_norms(groups: dict[str, list[nn.Parameter]]) -> dict[str, float]:
+    """L2 norm of each group's gradients, with one fused ``_foreach_norm`` call."""
+    flat = [(name, p.grad) for name, ps in groups.items() for p in ps if p.grad is not None]
+    if not flat:
+        return {name: 0.0 for name in groups}
+    norms = torch._foreach_norm([g for _, g in flat])
+    sq: dict[str, Tensor] = {name: torch.zeros(()) for name in groups}
+    for (name, _), n in zip(flat, norms):
+        sq[name] = sq[name] + n.double() ** 2
+    return {name: float(v.sqrt()) for name, v in sq.items()}
+
+
+def total_grad_norm(grads: list[Tensor]) -> Tensor:
+    """Global L2 norm of ``grads`` (non-finite if any entry is)."""
+    return torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
 
 
 def param_groups(policy: RecurrentActorCritic) -> dict[str, list[nn.Parameter]]:
@@ -79,7 +93,7 @@ def minibatch_loss(ctx: UpdateContext, mb: ChunkBatch) -> tuple[Tensor, dict[str
     """Loss of one (micro-)batch and its stats; also the count of non-finite log-ratios."""
     cfg, policy, critic = ctx.cfg, ctx.policy, ctx.critic
     p = cfg.ppo
-    dist, latent, _ = policy.actor_sequence(mb.obs, mb.episode_starts, mb.state.pi)
+    dist, out = policy.evaluate_sequences(mb.obs, mb.episode_starts, mb.state)
     flat_actions = mb.actions.reshape(-1, *mb.actions.shape[2:])
     log_prob = dist.log_prob(flat_actions)
     adv = mb.advantages.reshape(-1)
@@ -87,9 +101,6 @@ def minibatch_loss(ctx: UpdateContext, mb: ChunkBatch) -> tuple[Tensor, dict[str
         log_prob, mb.old_log_probs.reshape(-1), adv, p.clip_range, p.log_ratio_clip
     )
     entropy = dist.entropy().mean()
-    out, _, _ = policy.critic_sequence(
-        mb.obs, mb.episode_starts, mb.state.vf, actor_latent=latent
-    )
     K = out.shape[-1]
     target = mb.targets.reshape(-1)
     per_critic = [
@@ -159,24 +170,25 @@ def apply_minibatch(ctx: UpdateContext, mb: ChunkBatch, m: UpdateMetrics) -> dic
     if nonfinite:
         m.n_skipped_nonfinite_ratio += 1
         return _skip(ctx, m)
-    params = [q for q in policy.parameters() if q.grad is not None]
-    grads_finite = all(bool(torch.isfinite(q.grad).all()) for q in params)  # type: ignore[arg-type]
-    if not math.isfinite(loss_value) or not grads_finite:
+    grads = [q.grad for q in policy.parameters() if q.grad is not None]
+    # R-REL-6: check before the VGS sees the gradients, so its statistics are never polluted.
+    if not math.isfinite(loss_value) or not torch.isfinite(total_grad_norm(grads)):
         m.n_skipped_nonfinite_loss += 1
         return _skip(ctx, m)
     ctx.consecutive_skips = 0
     out = {k: float(v) for k, v in stats_sum.items()}
     out["loss"] = loss_value
     m.max_loss = max(m.max_loss, abs(loss_value))
-    groups = param_groups(policy)
-    norms = {k: _grad_norm(v) for k, v in groups.items()}
     if ctx.vgs is not None:
         ctx.vgs.scale_()  # R-OPT-2: before clipping, so clipping still bounds the final norm
-    pre = float(nn.utils.clip_grad_norm_(params, cfg.ppo.max_grad_norm))
-    out["grad_norm_pre_clip"] = pre
-    out["grad_norm_post_clip"] = min(pre, cfg.ppo.max_grad_norm)
-    for k, v in norms.items():
+    for k, v in group_grad_norms(ctx.groups).items():
         out[f"{k}_grad_norm"] = v
+    # R-ALG-14: clip the (scaled) gradients at max_grad_norm; optimizer step afterwards.
+    pre = total_grad_norm(grads)
+    coef = (cfg.ppo.max_grad_norm / (pre + 1e-6)).clamp(max=1.0)
+    torch._foreach_mul_(grads, coef)
+    out["grad_norm_pre_clip"] = float(pre)
+    out["grad_norm_post_clip"] = float(pre * coef)
     ctx.optimizer.step()
     return out
 

@@ -211,6 +211,13 @@ def test_non_numeric_value(tmp_path):
     assert_error(path, "non-numeric value 'abc' in column 'close'", 2)
 
 
+def test_wrong_field_counts(tmp_path):
+    path = write_csv(tmp_path, replace_row(3, "2020-01-03,11,11.5,10.5,11.2,11.1,300,999"))
+    assert_error(path, "8 fields, expected 7", 3)
+    path = write_csv(tmp_path, replace_row(1, "2020-01-01,10,11,9,10.5,10.4,100,999"))
+    assert_error(path, "more fields than the 7 header columns", 1)
+
+
 def test_empty_files(tmp_path):
     empty = tmp_path / "empty.csv"
     empty.write_text("")

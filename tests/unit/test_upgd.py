@@ -209,22 +209,27 @@ def test_float32_close_to_float64() -> None:
 
 
 # ------------------------------------------------------------------------------- reproducibility
-def _train_noisy(opt_cls, seed, steps, params=None, opt=None):
-    torch.manual_seed(99)  # the model init is fixed; only the optimizer seed varies
+def _make_noisy(opt_cls, seed, init_seed=99):
+    torch.manual_seed(init_seed)
     model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
-    if params is not None:
-        with torch.no_grad():
-            for p, q in zip(model.parameters(), params):
-                p.copy_(q)
-    if opt is None:
-        opt = opt_cls(
-            model.parameters(), lr=1e-2, weight_decay=1e-3, beta_utility=0.9, sigma=0.1, seed=seed
-        )
+    opt = opt_cls(
+        model.parameters(), lr=1e-2, weight_decay=1e-3, beta_utility=0.9, sigma=0.1, seed=seed
+    )
+    return model, opt
+
+
+def _fit(model, opt, steps):
     x = torch.linspace(-1, 1, 32).reshape(8, 4)
     for _ in range(steps):
         opt.zero_grad()
         model(x).pow(2).mean().backward()
         opt.step()
+
+
+def _train_noisy(opt_cls, seed, steps):
+    """Fixed model init; only the optimizer seed varies."""
+    model, opt = _make_noisy(opt_cls, seed)
+    _fit(model, opt, steps)
     return model, opt
 
 
@@ -282,25 +287,33 @@ def test_state_dict_roundtrip_continues_bit_identically(opt_cls) -> None:
     half, opt = _train_noisy(opt_cls, seed=3, steps=5)
     sd = _safetensors_roundtrip(opt.state_dict())
     assert sd["generator_state"].dtype == torch.uint8 and sd["step"] == 5
-    # a fresh model/optimizer (different seed) restored from the checkpoint
-    snapshot = [p.detach().clone() for p in half.parameters()]
-    torch.manual_seed(1234)
-    model2 = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
-    opt2 = opt_cls(
-        model2.parameters(), lr=1e-2, weight_decay=1e-3, beta_utility=0.9, sigma=0.1, seed=999
-    )
+    # a fresh model/optimizer (other init, other seed) restored from the checkpoint
+    model2, opt2 = _make_noisy(opt_cls, seed=999, init_seed=1234)
     opt2.load_state_dict(sd)
     with torch.no_grad():
-        for p, q in zip(model2.parameters(), snapshot):
+        for p, q in zip(model2.parameters(), half.parameters()):
             p.copy_(q)
-    x = torch.linspace(-1, 1, 32).reshape(8, 4)
-    for _ in range(5):
-        opt2.zero_grad()
-        model2(x).pow(2).mean().backward()
-        opt2.step()
+    _fit(model2, opt2, 5)
     for pf, pr in zip(full.parameters(), model2.parameters()):
         assert torch.equal(pf, pr)
     assert opt2.state_dict()["step"] == 10
+
+
+def test_foreign_generator_state_reseeds_deterministically_with_warning() -> None:
+    """A state from another device type (e.g. a 16-byte CUDA Philox state) cannot be set on a
+    CPU generator: warn and reseed deterministically from it."""
+    runs = []
+    for _ in range(2):
+        p = torch.nn.Parameter(torch.zeros(4))
+        opt = UPGD([p], lr=1.0, sigma=1.0, seed=0)
+        sd = opt.state_dict()
+        sd["generator_state"] = torch.arange(16, dtype=torch.uint8)
+        with pytest.warns(RuntimeWarning, match="reseeding"):
+            opt.load_state_dict(sd)
+        p.grad = torch.zeros(4)
+        opt.step()
+        runs.append(p.detach().clone())
+    assert torch.equal(runs[0], runs[1]) and torch.isfinite(runs[0]).all()
 
 
 # ---------------------------------------------------------------------------------- guards

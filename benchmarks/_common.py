@@ -1,0 +1,49 @@
+"""Shared helpers for the benchmark scripts: run a worker in a fresh process, print tables."""
+
+from __future__ import annotations
+
+import json
+import platform
+import resource
+import subprocess
+import sys
+from typing import Any
+
+
+def peak_rss_mb() -> float:
+    """Peak resident set size of this process (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def run_worker(script: str, args: list[str], timeout: float = 3600) -> dict[str, Any]:
+    """Run ``python script --worker ...`` in a fresh process; it prints one JSON line last."""
+    proc = subprocess.run(
+        [sys.executable, script, "--worker", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"worker {args} failed:\n{proc.stderr[-3000:]}")
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def machine() -> str:
+    import os
+
+    import torch
+
+    return (
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}, torch {torch.__version__}, "
+        f"{torch.get_num_threads()} torch thread(s) in workers unless said"
+    )
+
+
+def table(rows: list[list[str]], header: list[str]) -> str:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    line = "| " + " | ".join(h.ljust(w) for h, w in zip(header, widths)) + " |"
+    sep = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
+    body = ["| " + " | ".join(str(c).ljust(w) for c, w in zip(r, widths)) + " |" for r in rows]
+    return "\n".join([line, sep, *body])

@@ -1,0 +1,141 @@
+"""Training throughput: riskppo vs sb3-contrib RecurrentPPO (and SB3 PPO for context), SPEC §10.
+
+Every trainer runs in its own fresh process (so peak RSS is its own), one after another, with
+the same settings: LSTM 64, n_envs 8, n_steps 128, batch 256, 4 epochs; riskppo with twin
+quantile critics (and a single scalar critic, to measure the distributional + twin overhead).
+Steps/s are measured after a warm-up update. Prints ratios against RecurrentPPO.
+
+    python benchmarks/throughput.py                      # CartPole-v1 and Pendulum-v1
+    python benchmarks/throughput.py --steps 8192 --envs CartPole-v1
+    python benchmarks/throughput.py --device cuda --n-envs 256 --batch-size 8192   # GPU run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from _common import machine, peak_rss_mb, run_worker, table
+
+SETTINGS = dict(n_envs=8, n_steps=128, batch_size=256, n_epochs=4, lstm=64)
+
+
+def worker(a: argparse.Namespace) -> None:
+    import torch
+
+    torch.set_num_threads(a.threads)
+    warm = a.n_envs * a.n_steps
+    if a.algo.startswith("riskppo"):
+        from riskppo import DistributionalPPO
+
+        critic, twin = ("quantile", True) if a.algo == "riskppo" else ("scalar", False)
+        model = DistributionalPPO(
+            a.env,
+            seed=0,
+            n_envs=a.n_envs,
+            n_steps=a.n_steps,
+            batch_size=a.batch_size,
+            bptt_len=a.bptt_len,
+            n_epochs=a.n_epochs,
+            lstm_hidden_size=a.lstm,
+            net_arch=[64],
+            critic=critic,
+            twin_critics=twin,
+            device=a.device,
+            num_threads=a.threads,
+        )
+        model.learn(warm)
+        t = time.perf_counter()
+        model.learn(a.steps, reset_num_timesteps=False)
+    elif a.algo == "RecurrentPPO":
+        from sb3_contrib import RecurrentPPO
+
+        model = RecurrentPPO(
+            "MlpLstmPolicy",
+            _vec(a),
+            n_steps=a.n_steps,
+            batch_size=a.batch_size,
+            n_epochs=a.n_epochs,
+            seed=0,
+            device=a.device,
+            policy_kwargs=dict(lstm_hidden_size=a.lstm, net_arch=[64]),
+        )
+        model.learn(warm)
+        t = time.perf_counter()
+        model.learn(a.steps, reset_num_timesteps=False)
+    else:  # SB3 feed-forward PPO, for context
+        from stable_baselines3 import PPO
+
+        model = PPO(
+            "MlpPolicy",
+            _vec(a),
+            n_steps=a.n_steps,
+            batch_size=a.batch_size,
+            n_epochs=a.n_epochs,
+            seed=0,
+            device=a.device,
+            policy_kwargs=dict(net_arch=[64, 64]),
+        )
+        model.learn(warm)
+        t = time.perf_counter()
+        model.learn(a.steps, reset_num_timesteps=False)
+    fps = a.steps / (time.perf_counter() - t)
+    print(json.dumps({"fps": fps, "rss_mb": peak_rss_mb()}))
+
+
+def _vec(a: argparse.Namespace):  # noqa: ANN202
+    from stable_baselines3.common.env_util import make_vec_env
+
+    return make_vec_env(a.env, n_envs=a.n_envs, seed=0)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--algo", default="riskppo")
+    p.add_argument("--env", default="CartPole-v1")
+    p.add_argument("--envs", nargs="+", default=["CartPole-v1", "Pendulum-v1"])
+    p.add_argument("--steps", type=int, default=16384, help="timed steps per trainer")
+    p.add_argument("--n-envs", type=int, default=SETTINGS["n_envs"])
+    p.add_argument("--n-steps", type=int, default=SETTINGS["n_steps"])
+    p.add_argument("--batch-size", type=int, default=SETTINGS["batch_size"])
+    p.add_argument("--n-epochs", type=int, default=SETTINGS["n_epochs"])
+    p.add_argument("--lstm", type=int, default=SETTINGS["lstm"])
+    p.add_argument("--bptt-len", type=int, default=32, help="riskppo chunk length (0 = whole)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads in every worker")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--algos", nargs="+", default=["riskppo", "riskppo-scalar", "RecurrentPPO", "PPO"])
+    a = p.parse_args()
+    a.bptt_len = a.bptt_len or None
+    if a.worker:
+        worker(a)
+        return
+    common = [
+        f"--steps={a.steps}", f"--n-envs={a.n_envs}", f"--n-steps={a.n_steps}",
+        f"--batch-size={a.batch_size}", f"--n-epochs={a.n_epochs}", f"--lstm={a.lstm}",
+        f"--bptt-len={a.bptt_len or 0}", f"--threads={a.threads}", f"--device={a.device}",
+    ]  # fmt: skip
+    print(f"machine: {machine()}")
+    print(
+        f"settings: n_envs={a.n_envs} n_steps={a.n_steps} batch={a.batch_size} "
+        f"epochs={a.n_epochs} lstm={a.lstm} riskppo bptt_len={a.bptt_len or 'whole'} "
+        f"threads={a.threads} device={a.device}, {a.steps} timed steps each"
+    )
+    rows = []
+    for env in a.envs:
+        res = {algo: run_worker(__file__, [f"--algo={algo}", f"--env={env}", *common])
+               for algo in a.algos}  # fmt: skip
+        base = res.get("RecurrentPPO")
+        for algo, r in res.items():
+            ratio = f"{r['fps'] / base['fps']:.2f}×" if base else "-"
+            rss = f"{r['rss_mb'] / base['rss_mb']:.2f}" if base else "-"
+            rows.append([env, algo, f"{r['fps']:,.0f}", ratio, f"{r['rss_mb']:.0f}", rss])
+        if "riskppo" in res and "riskppo-scalar" in res:
+            over = res["riskppo-scalar"]["fps"] / res["riskppo"]["fps"] - 1
+            rows.append([env, "distributional+twin overhead", f"{over:+.1%}", "", "", ""])
+    print(table(rows, ["env", "trainer", "steps/s", "vs RecurrentPPO", "peak RSS MB", "RSS ratio"]))
+
+
+if __name__ == "__main__":
+    main()
