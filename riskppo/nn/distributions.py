@@ -31,7 +31,7 @@ class CategoricalDist:
     """Categorical over ``n`` actions from logits ``[B, n]``; actions ``[B]`` (int64)."""
 
     def __init__(self, logits: Tensor) -> None:
-        self.logits = logits - logits.logsumexp(dim=-1, keepdim=True)
+        self.logits = torch.log_softmax(logits, dim=-1)
 
     def log_prob(self, actions: Tensor) -> Tensor:
         return self.logits.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
@@ -41,7 +41,12 @@ class CategoricalDist:
         return -(p * self.logits).sum(-1)
 
     def sample(self, generator: torch.Generator | None) -> Tensor:
-        return torch.multinomial(self.logits.exp(), 1, generator=generator).squeeze(-1)
+        # Inverse-CDF sampling: one uniform per row (cheaper than torch.multinomial).
+        cdf = self.logits.exp().cumsum(-1)
+        u = torch.rand(
+            (*cdf.shape[:-1], 1), generator=generator, dtype=cdf.dtype, device=cdf.device
+        ) * cdf[..., -1:]
+        return torch.searchsorted(cdf, u).clamp_(max=cdf.shape[-1] - 1).squeeze(-1)
 
     def mode(self) -> Tensor:
         return self.logits.argmax(-1)

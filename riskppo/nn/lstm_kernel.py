@@ -24,6 +24,42 @@ from torch import Tensor
 from torch.autograd.function import FunctionCtx, once_differentiable
 
 
+def _recurrence(
+    xproj: Tensor,
+    w_hh: Tensor,
+    h0: Tensor,
+    c0: Tensor,
+    keep: Tensor,
+    save: bool,
+) -> tuple[Tensor, Tensor, Tensor | None, Tensor | None]:
+    """Forward loop; time-major ``[T, K, B, ·]`` buffers written in place (``out=``) to keep the
+    number of ops per step small. Returns ``hs, cs`` and, when ``save``, the gate activations and
+    ``tanh(c)`` needed by the backward pass."""
+    T, K, B, G = xproj.shape
+    H = G // 4
+    w_t = w_hh.transpose(1, 2)  # [K, H, 4H]
+    hs = xproj.new_empty(T, K, B, H)
+    cs = xproj.new_empty(T, K, B, H)
+    acts = xproj.new_empty(T, K, B, G) if save else None
+    tanh_c = xproj.new_empty(T, K, B, H) if save else None
+    z = xproj.new_empty(K, B, G)
+    a_buf = xproj.new_empty(K, B, G)
+    resets = (keep < 1).any(dim=1).tolist()
+    h, c = h0, c0
+    for t in range(T):
+        if resets[t]:
+            k = keep[t].view(1, B, 1)
+            h, c = h * k, c * k
+        torch.baddbmm(xproj[t], h, w_t, out=z)
+        a = acts[t] if acts is not None else a_buf
+        torch.sigmoid(z, out=a)
+        torch.tanh(z[..., 2 * H : 3 * H], out=a[..., 2 * H : 3 * H])
+        c = torch.addcmul(a[..., H : 2 * H] * c, a[..., :H], a[..., 2 * H : 3 * H], out=cs[t])
+        tc = torch.tanh(c, out=tanh_c[t]) if tanh_c is not None else torch.tanh(c)
+        h = torch.mul(a[..., 3 * H :], tc, out=hs[t])
+    return hs, cs, acts, tanh_c
+
+
 class _MaskedLSTMRecurrence(torch.autograd.Function):
     @staticmethod
     def forward(  # type: ignore[override]
@@ -34,31 +70,8 @@ class _MaskedLSTMRecurrence(torch.autograd.Function):
         c0: Tensor,
         keep: Tensor,
     ) -> tuple[Tensor, Tensor]:
-        K, T, B, G = xproj.shape
-        H = G // 4
-        w_t = w_hh.transpose(1, 2)  # [K, H, 4H]
-        acts = xproj.new_empty(K, T, B, G)
-        hs = xproj.new_empty(K, T, B, H)
-        cs = xproj.new_empty(K, T, B, H)
-        h_prev_m = xproj.new_empty(K, T, B, H)
-        c_prev_m = xproj.new_empty(K, T, B, H)
-        h, c = h0, c0
-        for t in range(T):
-            k = keep[t].view(1, B, 1)
-            h = h * k
-            c = c * k
-            h_prev_m[:, t] = h
-            c_prev_m[:, t] = c
-            z = torch.baddbmm(xproj[:, t], h, w_t)
-            a = torch.sigmoid(z)
-            a[..., 2 * H : 3 * H] = torch.tanh(z[..., 2 * H : 3 * H])
-            i, f, g, o = a.split(H, dim=-1)
-            c = torch.addcmul(f * c, i, g)
-            h = o * torch.tanh(c)
-            acts[:, t] = a
-            hs[:, t] = h
-            cs[:, t] = c
-        ctx.save_for_backward(acts, cs, h_prev_m, c_prev_m, w_hh, keep)
+        hs, cs, acts, tanh_c = _recurrence(xproj, w_hh, h0, c0, keep, save=True)
+        ctx.save_for_backward(hs, cs, acts, tanh_c, h0, c0, w_hh, keep)
         ctx.mark_non_differentiable(keep)
         return hs, cs
 
@@ -67,30 +80,36 @@ class _MaskedLSTMRecurrence(torch.autograd.Function):
     def backward(  # type: ignore[override]
         ctx: Any, d_hs: Tensor | None, d_cs: Tensor | None
     ) -> tuple[Tensor, Tensor, Tensor, Tensor, None]:
-        acts, cs, h_prev_m, c_prev_m, w_hh, keep = ctx.saved_tensors
-        K, T, B, G = acts.shape
+        hs, cs, acts, tanh_c, h0, c0, w_hh, keep = ctx.saved_tensors
+        T, K, B, G = acts.shape
         H = G // 4
+        k4 = keep.view(T, 1, B, 1)
+        # States entering each step after the mask (vectorised over T).
+        h_prev = torch.cat([h0.unsqueeze(0), hs[:-1]]) * k4
+        c_prev = torch.cat([c0.unsqueeze(0), cs[:-1]]) * k4
         i, f, g, o = acts.split(H, dim=-1)
-        tanh_c = torch.tanh(cs)
-        # Derivatives of the activations w.r.t. their pre-activations, for all steps at once.
+        # Everything that does not depend on the backward recursion, for all steps at once.
         d_act = torch.cat([i * (1 - i), f * (1 - f), 1 - g * g, o * (1 - o)], dim=-1)
-        dz = acts.new_empty(K, T, B, G)
+        o_dtanh = o * (1 - tanh_c * tanh_c)  # ∂h/∂c
+        gci = torch.stack([g, c_prev, i], dim=3)  # [T, K, B, 3, H]: ∂c/∂(i, f, g)
+        f_keep = f * k4
+        dz = acts.new_empty(T, K, B, G)
         dh = acts.new_zeros(K, B, H)
         dc = acts.new_zeros(K, B, H)
         for t in range(T - 1, -1, -1):
-            dh_t = dh if d_hs is None else dh + d_hs[:, t]
-            dc_t = dc if d_cs is None else dc + d_cs[:, t]
-            dc_t = dc_t + dh_t * o[:, t] * (1 - tanh_c[:, t] * tanh_c[:, t])
-            da = torch.cat(
-                [dc_t * g[:, t], dc_t * c_prev_m[:, t], dc_t * i[:, t], dh_t * tanh_c[:, t]],
-                dim=-1,
-            )
-            dz_t = da * d_act[:, t]
-            dz[:, t] = dz_t
-            k = keep[t].view(1, B, 1)
-            dh = torch.bmm(dz_t, w_hh) * k
-            dc = dc_t * f[:, t] * k
-        d_w_hh = torch.bmm(dz.reshape(K, T * B, G).transpose(1, 2), h_prev_m.reshape(K, T * B, H))
+            dh_t = dh if d_hs is None else dh + d_hs[t]
+            dc_t = dc if d_cs is None else dc + d_cs[t]
+            dc_t = torch.addcmul(dc_t, dh_t, o_dtanh[t])
+            dz_t = dz[t]
+            torch.mul(dc_t.unsqueeze(2), gci[t], out=dz_t[..., : 3 * H].view(K, B, 3, H))
+            torch.mul(dh_t, tanh_c[t], out=dz_t[..., 3 * H :])
+            dz_t.mul_(d_act[t])
+            dh = torch.bmm(dz_t, w_hh) * k4[t]
+            dc = dc_t * f_keep[t]
+        d_w_hh = torch.bmm(
+            dz.transpose(0, 1).reshape(K, T * B, G).transpose(1, 2),
+            h_prev.transpose(0, 1).reshape(K, T * B, H),
+        )
         return dz, d_w_hh, dh, dc, None
 
 
@@ -100,41 +119,17 @@ def masked_lstm_recurrence(
     """Run ``K`` LSTM recurrences with per-step state masking.
 
     Args:
-        xproj: ``[K, T, B, 4H]`` input projections ``x W_ihᵀ + b_ih + b_hh`` per group.
+        xproj: ``[T, K, B, 4H]`` input projections ``x W_ihᵀ + b_ih + b_hh`` per group.
         w_hh: ``[K, 4H, H]`` recurrent weights per group.
         h0, c0: ``[K, B, H]`` states entering step 0 (before the step-0 mask).
         keep: ``[T, B]`` 1 to keep the state entering step t, 0 to reset it (episode start).
 
     Returns:
-        ``(hs, cs)``: ``[K, T, B, H]`` hidden and cell states after every step.
+        ``(hs, cs)``: ``[T, K, B, H]`` hidden and cell states after every step.
     """
     keep = keep.to(xproj.dtype)
-    if torch.is_grad_enabled() and any(
-        x.requires_grad for x in (xproj, w_hh, h0, c0)
-    ):
+    if torch.is_grad_enabled() and any(x.requires_grad for x in (xproj, w_hh, h0, c0)):
         out: tuple[Tensor, Tensor] = _MaskedLSTMRecurrence.apply(xproj, w_hh, h0, c0, keep)  # type: ignore[no-untyped-call]
         return out
-    return _forward_only(xproj, w_hh, h0, c0, keep)
-
-
-def _forward_only(
-    xproj: Tensor, w_hh: Tensor, h0: Tensor, c0: Tensor, keep: Tensor
-) -> tuple[Tensor, Tensor]:
-    """Same recurrence without saving anything for backward (rollouts, evaluation)."""
-    K, T, B, G = xproj.shape
-    H = G // 4
-    w_t = w_hh.transpose(1, 2)
-    hs = xproj.new_empty(K, T, B, H)
-    cs = xproj.new_empty(K, T, B, H)
-    h, c = h0, c0
-    for t in range(T):
-        k = keep[t].view(1, B, 1)
-        z = torch.baddbmm(xproj[:, t], h * k, w_t)
-        a = torch.sigmoid(z)
-        a[..., 2 * H : 3 * H] = torch.tanh(z[..., 2 * H : 3 * H])
-        i, f, g, o = a.split(H, dim=-1)
-        c = torch.addcmul(f * (c * k), i, g)
-        h = o * torch.tanh(c)
-        hs[:, t] = h
-        cs[:, t] = c
+    hs, cs, _, _ = _recurrence(xproj, w_hh, h0, c0, keep, save=False)
     return hs, cs

@@ -63,9 +63,10 @@ class MaskedLSTM(nn.Module):
 
     def layer_params(self, layer: int) -> tuple[Tensor, Tensor, Tensor]:
         """``(W_ih [4H, in], W_hh [4H, H], b [4H])`` of one layer (both biases summed)."""
-        p = dict(self.named_parameters())
-        bias = p[f"bias_ih_l{layer}"] + p[f"bias_hh_l{layer}"]
-        return p[f"weight_ih_l{layer}"], p[f"weight_hh_l{layer}"], bias
+        w_ih: Tensor = getattr(self, f"weight_ih_l{layer}")
+        w_hh: Tensor = getattr(self, f"weight_hh_l{layer}")
+        bias = getattr(self, f"bias_ih_l{layer}") + getattr(self, f"bias_hh_l{layer}")
+        return w_ih, w_hh, bias
 
     def initial_state(self, batch: int, device: torch.device | None = None) -> LSTMState:
         z = torch.zeros(self.n_layers, batch, self.hidden_size, device=device)
@@ -82,9 +83,24 @@ class MaskedLSTM(nn.Module):
         return run_lstms([self], x, [state], episode_starts, capture)[0]
 
     def step(self, x: Tensor, state: LSTMState, episode_start: Tensor) -> tuple[Tensor, LSTMState]:
-        """One step for a batch: ``x`` ``[B, in]``, ``episode_start`` ``[B]`` → ``[B, H]``."""
-        out, final, _ = self(x.unsqueeze(0), state, episode_start.unsqueeze(0))
-        return out[0], final
+        """One step for a batch: ``x`` ``[B, in]``, ``episode_start`` ``[B]`` → ``[B, H]``.
+
+        The rollout hot path: PyTorch's fused ``lstm_cell`` per layer (same gate equations as
+        the sequence kernel; results agree to float rounding).
+        """
+        h0, c0 = state
+        if bool(episode_start.any()):
+            keep = (1.0 - episode_start.to(x.dtype)).view(1, -1, 1)
+            h0, c0 = h0 * keep, c0 * keep
+        hs, cs = [], []
+        inp = x
+        for layer in range(self.n_layers):
+            w_ih, w_hh = getattr(self, f"weight_ih_l{layer}"), getattr(self, f"weight_hh_l{layer}")
+            b_ih, b_hh = getattr(self, f"bias_ih_l{layer}"), getattr(self, f"bias_hh_l{layer}")
+            inp, c = torch.lstm_cell(inp, (h0[layer], c0[layer]), w_ih, w_hh, b_ih, b_hh)
+            hs.append(inp)
+            cs.append(c)
+        return inp, LSTMState(torch.stack(hs), torch.stack(cs))
 
 
 def run_lstms(
@@ -109,24 +125,22 @@ def run_lstms(
         )
     K = len(lstms)
     keep = 1.0 - episode_starts.to(x.dtype)
-    layer_in: Tensor | None = None  # [K, T, B, H] input of layers > 0
+    layer_in: Tensor | None = None  # [T, K, B, H] input of layers > 0
     hs_layers, cs_layers = [], []
     for layer in range(lstms[0].n_layers):
         w_ih, w_hh, bias = zip(*(m.layer_params(layer) for m in lstms))
         if layer_in is None:  # shared input: one matmul for all K LSTMs
-            proj = x.reshape(T * B, -1) @ torch.cat(w_ih).T + torch.cat(bias)
-            xproj = proj.reshape(T, B, K, -1).permute(2, 0, 1, 3)
+            proj = torch.addmm(torch.cat(bias), x.reshape(T * B, -1), torch.cat(w_ih).T)
+            xproj = proj.view(T, B, K, -1).transpose(1, 2).contiguous()
         else:
-            xproj = torch.matmul(layer_in, torch.stack(w_ih).transpose(1, 2).unsqueeze(1))
-            xproj = xproj + torch.stack(bias).view(K, 1, 1, -1)
+            xproj = torch.matmul(layer_in.transpose(0, 1), torch.stack(w_ih).transpose(1, 2).unsqueeze(1))
+            xproj = (xproj + torch.stack(bias).view(K, 1, 1, -1)).transpose(0, 1).contiguous()
         h0 = torch.stack([s.h[layer] for s in states])
         c0 = torch.stack([s.c[layer] for s in states])
         hs, cs = masked_lstm_recurrence(xproj, torch.stack(w_hh), h0, c0, keep)
         hs_layers.append(hs)
         cs_layers.append(cs)
         layer_in = hs
-    hs_all = torch.stack(hs_layers, dim=1)  # [K, L, T, B, H]
-    cs_all = torch.stack(cs_layers, dim=1)
     results = []
     for k, state in enumerate(states):
         captured = {}
@@ -134,7 +148,11 @@ def run_lstms(
             if t == 0:
                 captured[0] = state
             else:
-                captured[t] = LSTMState(hs_all[k, :, t - 1], cs_all[k, :, t - 1])
-        final = LSTMState(hs_all[k, :, -1], cs_all[k, :, -1])
-        results.append((hs_all[k, -1], final, captured))
+                captured[t] = _state_at(hs_layers, cs_layers, t - 1, k)
+        results.append((hs_layers[-1][:, k], _state_at(hs_layers, cs_layers, T - 1, k), captured))
     return results
+
+
+def _state_at(hs: list[Tensor], cs: list[Tensor], t: int, k: int) -> LSTMState:
+    """State of LSTM ``k`` after step ``t`` from per-layer ``[T, K, B, H]`` trajectories."""
+    return LSTMState(torch.stack([h[t, k] for h in hs]), torch.stack([c[t, k] for c in cs]))
