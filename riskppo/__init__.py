@@ -1,15 +1,34 @@
 """riskppo — risk-aware recurrent distributional PPO.
 
 See SPEC §1 for the public surface: :class:`DistributionalPPO`, :mod:`riskppo.core` pure functions,
-:mod:`riskppo.envs` trading environments and the ``riskppo`` command line.
+:mod:`riskppo.envs` trading environments and the ``riskppo`` command line. Heavy modules are
+imported on first use (PEP 562), so ``import riskppo.envs`` does not pull in the trainer.
 """
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
 
-from riskppo.config import Config, ConfigError  # noqa: E402
-from riskppo.train.checkpoint import CheckpointError  # noqa: E402
-from riskppo.train.trainer import DistributionalPPO  # noqa: E402
+_LAZY = {
+    "DistributionalPPO": "riskppo.train.trainer",
+    "CheckpointError": "riskppo.train.checkpoint",
+    "Config": "riskppo.config",
+    "ConfigError": "riskppo.config",
+}
 
-__all__ = ["CheckpointError", "Config", "ConfigError", "DistributionalPPO", "__version__"]
+__all__ = [*sorted(_LAZY), "__version__"]
+
+if TYPE_CHECKING:
+    from riskppo.config import Config, ConfigError
+    from riskppo.train.checkpoint import CheckpointError
+    from riskppo.train.trainer import DistributionalPPO
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'riskppo' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

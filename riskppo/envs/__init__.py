@@ -1,57 +1,52 @@
-"""Trading environments and market data (R-TRADE): loaders, synthetic data, features, TradingEnv."""
+"""Trading environments and market data (R-TRADE): loaders, synthetic data, features, TradingEnv.
+
+Names are imported lazily (PEP 562), so ``import riskppo.envs`` stays cheap until one is used.
+"""
 
 from __future__ import annotations
 
-from riskppo.envs.data import (
-    DATASETS,
-    OHLCV_COLUMNS,
-    DataError,
-    DatasetInfo,
-    Fold,
-    Split,
-    dataset_path,
-    default_split,
-    index_range,
-    load_dataset,
-    load_ohlcv,
-    split_by_date,
-    validate_ohlcv,
-    walk_forward,
-)
-from riskppo.envs.features import DEFAULT_FEATURES, FeatureMatrix, compute_features
-from riskppo.envs.synthetic import (
-    DEFAULT_REGIMES,
-    DEFAULT_TRANSITIONS,
-    Regime,
-    gbm,
-    regime_switching,
-    regime_switching_with_states,
-)
-from riskppo.envs.trading import TradingEnv
+import importlib
+from typing import Any
 
-__all__ = [
-    "DATASETS",
-    "DEFAULT_FEATURES",
-    "DEFAULT_REGIMES",
-    "DEFAULT_TRANSITIONS",
-    "OHLCV_COLUMNS",
-    "DataError",
-    "DatasetInfo",
-    "FeatureMatrix",
-    "Fold",
-    "Regime",
-    "Split",
-    "TradingEnv",
-    "compute_features",
-    "dataset_path",
-    "default_split",
-    "gbm",
-    "index_range",
-    "load_dataset",
-    "load_ohlcv",
-    "regime_switching",
-    "regime_switching_with_states",
-    "split_by_date",
-    "validate_ohlcv",
-    "walk_forward",
-]
+_LAZY: dict[str, str] = {
+    "DATASETS": "riskppo.envs.data",
+    "DEFAULT_FEATURES": "riskppo.envs.features",
+    "DEFAULT_REGIMES": "riskppo.envs.synthetic",
+    "DEFAULT_TRANSITIONS": "riskppo.envs.synthetic",
+    "DataError": "riskppo.envs.data",
+    "DatasetInfo": "riskppo.envs.data",
+    "FeatureMatrix": "riskppo.envs.features",
+    "Fold": "riskppo.envs.data",
+    "OHLCV_COLUMNS": "riskppo.envs.data",
+    "Regime": "riskppo.envs.synthetic",
+    "Split": "riskppo.envs.data",
+    "TRADING_ID": "riskppo.envs.registration",
+    "TradingEnv": "riskppo.envs.trading",
+    "compute_features": "riskppo.envs.features",
+    "dataset_path": "riskppo.envs.data",
+    "default_split": "riskppo.envs.data",
+    "gbm": "riskppo.envs.synthetic",
+    "index_range": "riskppo.envs.data",
+    "load_dataset": "riskppo.envs.data",
+    "load_ohlcv": "riskppo.envs.data",
+    "make_trading_env": "riskppo.envs.factory",
+    "regime_switching": "riskppo.envs.synthetic",
+    "regime_switching_with_states": "riskppo.envs.synthetic",
+    "register_envs": "riskppo.envs.registration",
+    "split_by_date": "riskppo.envs.data",
+    "validate_ohlcv": "riskppo.envs.data",
+    "walk_forward": "riskppo.envs.data",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'riskppo.envs' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+def __dir__() -> list[str]:
+    return __all__

@@ -1,7 +1,8 @@
 """Masked-velocity control tasks: observations without velocities, so memory is needed.
 
-Registered ids: ``riskppo/MaskedVelocityCartPole-v1`` (x, θ only) and
-``riskppo/MaskedVelocityPendulum-v1`` (cos θ, sin θ only), as in sb3-contrib's benchmarks.
+Registered (:mod:`riskppo.envs.registration`) as ``riskppo/MaskedVelocityCartPole-v1`` (x, θ
+only) and ``riskppo/MaskedVelocityPendulum-v1`` (cos θ, sin θ only), as in sb3-contrib's
+benchmarks.
 """
 
 from __future__ import annotations
@@ -33,12 +34,3 @@ class MaskVelocityWrapper(gym.ObservationWrapper):
 
 def make_masked(base_id: str, **kwargs: Any) -> gym.Env:
     return MaskVelocityWrapper(gym.make(base_id, **kwargs), _KEEP[base_id])
-
-
-def register_masked_envs() -> None:
-    for base, name in [
-        ("CartPole-v1", "riskppo/MaskedVelocityCartPole-v1"),
-        ("Pendulum-v1", "riskppo/MaskedVelocityPendulum-v1"),
-    ]:
-        if name not in gym.registry:
-            gym.register(name, entry_point=make_masked, kwargs={"base_id": base})

@@ -29,7 +29,7 @@ from riskppo.train.estimate import Estimates, ReturnScaling, estimate, initial_s
 from riskppo.train.monitor import Monitor, check_alerts
 from riskppo.train.progress import TrainingProgress
 from riskppo.train.update import UpdateContext, UpdateMetrics, ppo_update
-from riskppo.train.vec_env import EnvSpec, build_vec_env
+from riskppo.train.vec_env import EnvSpec, build_vec_env, find_normalizer
 
 # SB3-style keyword → config path. Anything else must name a field unambiguously.
 KEYWORDS: dict[str, str] = {
@@ -91,7 +91,9 @@ class DistributionalPPO:
         if isinstance(env, str):
             self.config = cfg = config_from_keywords(cfg, id=env)
         self.device = torch.device(cfg.device)
-        self.env: VecEnv | None = build_vec_env(env, cfg.env, cfg.seed) if env is not None else None
+        self.env: VecEnv | None = (
+            build_vec_env(env, cfg.env, cfg.seed, cfg.data) if env is not None else None
+        )
         if self.env is not None:
             obs_space, act_space = self.env.observation_space, self.env.action_space
             self.n_envs = self.env.num_envs
@@ -364,11 +366,32 @@ class DistributionalPPO:
         values = q.cpu().numpy()
         return taus.numpy(), (values if seq else values[0])
 
+    def make_eval_env(
+        self, part: str = "test", n_envs: int = 1, env: EnvSpec | None = None
+    ) -> VecEnv:
+        """A fresh VecEnv for evaluation: the configured env (for trading, the ``part`` period run
+        start to end), with this model's observation statistics frozen (never updated)."""
+        venv = build_vec_env(
+            env if env is not None else self.config.env.id,
+            self.config.env,
+            self.config.seed + 10_000,
+            self.config.data,
+            part=part,
+            n_envs=n_envs,
+        )
+        target = find_normalizer(venv)
+        source = find_normalizer(self.env) if self.env is not None else self._obs_rms_loaded
+        if target is not None:
+            target.training = False
+            if source is not None:
+                target.obs_rms = source.obs_rms.copy()
+        return venv
+
     def evaluate(
         self, n_episodes: int = 10, deterministic: bool = True, env: EnvSpec | None = None
     ) -> dict[str, float]:
         """Run ``n_episodes`` full episodes; mean/std/CVaR_α of their returns (undiscounted)."""
-        venv = self.env if env is None else build_vec_env(env, self.config.env, self.config.seed)
+        venv = self.env if env is None else self.make_eval_env(env=env)
         if venv is None:
             raise RuntimeError("evaluate() needs an environment: pass env= or load with env=")
         returns = run_episodes(self, venv, n_episodes, deterministic)

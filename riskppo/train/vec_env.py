@@ -20,7 +20,8 @@ from stable_baselines3.common.vec_env import (
     VecNormalize,
 )
 
-from riskppo.config import EnvConfig
+from riskppo.config import DataConfig, EnvConfig
+from riskppo.envs.registration import TRADING_ID, register_envs
 
 EnvSpec = str | Callable[[], gym.Env] | VecEnv
 
@@ -83,15 +84,38 @@ class VecFiniteGuard(VecEnvWrapper):
         return self._check_obs(obs[None], field)[0]
 
 
-def build_vec_env(env: EnvSpec, cfg: EnvConfig, seed: int) -> VecEnv:
-    """Make the training VecEnv from an id, a factory or a ready VecEnv (seeded per env)."""
+def env_kwargs(env: EnvSpec, cfg: EnvConfig, data: DataConfig | None, part: str) -> dict[str, Any]:
+    """Keyword arguments for the env factory; the trading env also gets its data and split."""
+    kwargs = dict(cfg.kwargs)
+    if env == TRADING_ID and data is not None:
+        kwargs.update(dataset=data.dataset, path=data.path, split=tuple(data.split), part=part)
+    return kwargs
+
+
+def build_vec_env(
+    env: EnvSpec,
+    cfg: EnvConfig,
+    seed: int,
+    data: DataConfig | None = None,
+    *,
+    part: str = "train",
+    n_envs: int | None = None,
+) -> VecEnv:
+    """Make a VecEnv from an id, a factory or a ready VecEnv (seeded per env).
+
+    ``part`` selects the train / val / test period of the trading env (ignored elsewhere).
+    """
     if isinstance(env, VecEnv):
         venv: VecEnv = env
     else:
-        _register_builtin_envs()
+        register_envs()
         vec_cls = SubprocVecEnv if cfg.vec_env == "subproc" else DummyVecEnv
         venv = make_vec_env(
-            env, n_envs=cfg.n_envs, seed=seed, vec_env_cls=vec_cls, env_kwargs=cfg.kwargs or None
+            env,
+            n_envs=n_envs or cfg.n_envs,
+            seed=seed,
+            vec_env_cls=vec_cls,
+            env_kwargs=env_kwargs(env, cfg, data, part) or None,
         )
     venv = VecFiniteGuard(venv, cfg.nonfinite_policy)
     if cfg.normalize_obs:
@@ -105,9 +129,3 @@ def find_normalizer(venv: VecEnv) -> VecNormalize | None:
             return venv
         venv = venv.venv
     return None
-
-
-def _register_builtin_envs() -> None:
-    from riskppo.envs.masked import register_masked_envs
-
-    register_masked_envs()

@@ -1,0 +1,56 @@
+"""The trading env factory behind the ``riskppo/Trading-v0`` id: one part of a dataset's split."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any
+
+import pandas as pd
+
+from riskppo.envs.data import DATASETS, default_split, index_range, load_dataset, load_ohlcv
+from riskppo.envs.trading import TradingEnv
+
+SPLIT_PARTS = ("train", "val", "test")
+
+
+@lru_cache(maxsize=8)
+def _frame(dataset: str | None, path: str | None) -> pd.DataFrame:
+    if path is not None:
+        return load_ohlcv(path)
+    if dataset is None:
+        raise ValueError("trading env: set data.dataset ('googl' | 'eurusd') or data.path")
+    return load_dataset(dataset)
+
+
+def trading_range(
+    dataset: str | None,
+    path: str | None,
+    split: Sequence[float],
+    part: str,
+) -> tuple[pd.DataFrame, int, int]:
+    """The full frame and the ``[lo, hi)`` bar range of ``part`` of the time split."""
+    if part not in SPLIT_PARTS:
+        raise ValueError(f"trading env: part must be one of {SPLIT_PARTS}, got {part!r}")
+    df = _frame(dataset, path)
+    parts = default_split(df, tuple(split))
+    lo, hi = index_range(df, getattr(parts, part))
+    return df, lo, hi
+
+
+def make_trading_env(
+    *,
+    dataset: str | None = "googl",
+    path: str | None = None,
+    split: Sequence[float] = (0.7, 0.15, 0.15),
+    part: str = "train",
+    **env_kwargs: Any,
+) -> TradingEnv:
+    """A :class:`TradingEnv` trading only inside ``part``; evaluation parts run start to end."""
+    env_kwargs.pop("render_mode", None)  # SB3's make_vec_env asks for rgb_array; nothing to render
+    df, lo, hi = trading_range(dataset, path, split, part)
+    if dataset is not None and path is None:
+        env_kwargs.setdefault("bars_per_year", DATASETS[dataset].bars_per_year)
+    if part != "train":
+        env_kwargs.setdefault("random_start", False)
+    return TradingEnv(df, start=lo, end=hi, **env_kwargs)

@@ -1,0 +1,29 @@
+"""Gymnasium ids for riskppo's environments, so configs and the CLI can name them.
+
+Registration is cheap (string entry points): nothing heavy is imported until an env is made.
+
+* ``riskppo/Trading-v0`` — :class:`~riskppo.envs.trading.TradingEnv` on one part (train / val /
+  test) of a dataset, features warmed up on the bars before that part
+  (:func:`riskppo.envs.factory.make_trading_env`);
+* ``riskppo/MaskedVelocityCartPole-v1``, ``riskppo/MaskedVelocityPendulum-v1``
+  (:mod:`riskppo.envs.masked`).
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+
+TRADING_ID = "riskppo/Trading-v0"
+MASKED_IDS = {
+    "riskppo/MaskedVelocityCartPole-v1": "CartPole-v1",
+    "riskppo/MaskedVelocityPendulum-v1": "Pendulum-v1",
+}
+
+
+def register_envs() -> None:
+    """Register riskppo's env ids with Gymnasium (idempotent)."""
+    if TRADING_ID not in gym.registry:
+        gym.register(TRADING_ID, entry_point="riskppo.envs.factory:make_trading_env")
+    for name, base in MASKED_IDS.items():
+        if name not in gym.registry:
+            gym.register(name, entry_point="riskppo.envs.masked:make_masked", kwargs={"base_id": base})
