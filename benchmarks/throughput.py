@@ -84,7 +84,7 @@ def worker(a: argparse.Namespace) -> None:
     print(json.dumps({"fps": fps, "rss_mb": peak_rss_mb()}))
 
 
-def _vec(a: argparse.Namespace):  # noqa: ANN202
+def _vec(a: argparse.Namespace):
     from stable_baselines3.common.env_util import make_vec_env
 
     return make_vec_env(a.env, n_envs=a.n_envs, seed=0)
@@ -105,7 +105,9 @@ def main() -> None:
     p.add_argument("--bptt-len", type=int, default=32, help="riskppo chunk length (0 = whole)")
     p.add_argument("--threads", type=int, default=1, help="torch threads in every worker")
     p.add_argument("--device", default="cpu")
-    p.add_argument("--algos", nargs="+", default=["riskppo", "riskppo-scalar", "RecurrentPPO", "PPO"])
+    p.add_argument(
+        "--algos", nargs="+", default=["riskppo", "riskppo-scalar", "RecurrentPPO", "PPO"]
+    )
     a = p.parse_args()
     a.bptt_len = a.bptt_len or None
     if a.worker:

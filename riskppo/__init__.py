@@ -19,7 +19,7 @@ _LAZY = {
     "ConfigError": "riskppo.config",
 }
 
-__all__ = [*sorted(_LAZY), "__version__"]
+__all__ = ["CheckpointError", "Config", "ConfigError", "DistributionalPPO", "__version__"]
 
 if TYPE_CHECKING:
     from riskppo.config import Config, ConfigError

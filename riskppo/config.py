@@ -18,7 +18,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 
 class ConfigError(ValueError):
-    """An invalid configuration value: the message names the field, the value and what is allowed."""
+    """An invalid configuration value; the message names the field, the value and what is allowed.
+
+    A subclass of ``ValueError``.
+    """
 
 
 class _Section(BaseModel):

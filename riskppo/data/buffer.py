@@ -90,7 +90,7 @@ class ChunkBatch:
             targets=self.targets[:, idx],
             old_critic=self.old_critic[:, :, idx],
             episode_starts=self.episode_starts[:, idx],
-            state=self.state.index(idx),
+            state=self.state.select(idx),
             raw_advantages=self.raw_advantages[:, idx],
         )
 

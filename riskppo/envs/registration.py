@@ -26,4 +26,6 @@ def register_envs() -> None:
         gym.register(TRADING_ID, entry_point="riskppo.envs.factory:make_trading_env")
     for name, base in MASKED_IDS.items():
         if name not in gym.registry:
-            gym.register(name, entry_point="riskppo.envs.masked:make_masked", kwargs={"base_id": base})
+            gym.register(
+                name, entry_point="riskppo.envs.masked:make_masked", kwargs={"base_id": base}
+            )

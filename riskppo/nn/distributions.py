@@ -43,9 +43,12 @@ class CategoricalDist:
     def sample(self, generator: torch.Generator | None) -> Tensor:
         # Inverse-CDF sampling: one uniform per row (cheaper than torch.multinomial).
         cdf = self.logits.exp().cumsum(-1)
-        u = torch.rand(
-            (*cdf.shape[:-1], 1), generator=generator, dtype=cdf.dtype, device=cdf.device
-        ) * cdf[..., -1:]
+        u = (
+            torch.rand(
+                (*cdf.shape[:-1], 1), generator=generator, dtype=cdf.dtype, device=cdf.device
+            )
+            * cdf[..., -1:]
+        )
         return torch.searchsorted(cdf, u).clamp_(max=cdf.shape[-1] - 1).squeeze(-1)
 
     def mode(self) -> Tensor:
@@ -79,7 +82,10 @@ class MultiCategoricalDist:
 
 
 class DiagGaussianDist:
-    """Diagonal Gaussian: ``mean`` ``[B, D]``, ``log_std`` ``[B, D]`` or ``[D]``; actions ``[B, D]``."""
+    """Diagonal Gaussian: ``mean`` ``[B, D]``, ``log_std`` ``[B, D]`` or ``[D]``.
+
+    Actions are ``[B, D]``.
+    """
 
     def __init__(self, mean: Tensor, log_std: Tensor) -> None:
         self.mean = mean

@@ -62,7 +62,7 @@ def _recurrence(
 
 class _MaskedLSTMRecurrence(torch.autograd.Function):
     @staticmethod
-    def forward(  # type: ignore[override]
+    def forward(
         ctx: FunctionCtx,
         xproj: Tensor,
         w_hh: Tensor,
@@ -71,13 +71,14 @@ class _MaskedLSTMRecurrence(torch.autograd.Function):
         keep: Tensor,
     ) -> tuple[Tensor, Tensor]:
         hs, cs, acts, tanh_c = _recurrence(xproj, w_hh, h0, c0, keep, save=True)
+        assert acts is not None and tanh_c is not None
         ctx.save_for_backward(hs, cs, acts, tanh_c, h0, c0, w_hh, keep)
         ctx.mark_non_differentiable(keep)
         return hs, cs
 
     @staticmethod
     @once_differentiable
-    def backward(  # type: ignore[override]
+    def backward(
         ctx: Any, d_hs: Tensor | None, d_cs: Tensor | None
     ) -> tuple[Tensor, Tensor, Tensor, Tensor, None]:
         hs, cs, acts, tanh_c, h0, c0, w_hh, keep = ctx.saved_tensors
@@ -129,7 +130,7 @@ def masked_lstm_recurrence(
     """
     keep = keep.to(xproj.dtype)
     if torch.is_grad_enabled() and any(x.requires_grad for x in (xproj, w_hh, h0, c0)):
-        out: tuple[Tensor, Tensor] = _MaskedLSTMRecurrence.apply(xproj, w_hh, h0, c0, keep)  # type: ignore[no-untyped-call]
+        out: tuple[Tensor, Tensor] = _MaskedLSTMRecurrence.apply(xproj, w_hh, h0, c0, keep)
         return out
     hs, cs, _, _ = _recurrence(xproj, w_hh, h0, c0, keep, save=False)
     return hs, cs

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import numpy as np
 import torch
@@ -35,8 +35,8 @@ class RecurrentState(NamedTuple):
     def masked(self, keep: Tensor) -> RecurrentState:
         return RecurrentState(self.pi.masked(keep), tuple(s.masked(keep) for s in self.vf))
 
-    def index(self, idx: Tensor | slice) -> RecurrentState:
-        return RecurrentState(self.pi.index(idx), tuple(s.index(idx) for s in self.vf))
+    def select(self, idx: Tensor | slice) -> RecurrentState:
+        return RecurrentState(self.pi.select(idx), tuple(s.select(idx) for s in self.vf))
 
 
 class ActStep(NamedTuple):
@@ -58,7 +58,9 @@ def mlp(in_dim: int, sizes: list[int], activation: str) -> tuple[nn.Sequential, 
 
 def flat_obs_dim(space: spaces.Space) -> int:
     if not isinstance(space, spaces.Box):
-        raise ValueError(f"observation space must be a Box (flatten Dict spaces first), got {space}")
+        raise ValueError(
+            f"observation space must be a Box (flatten Dict spaces first), got {space}"
+        )
     return int(np.prod(space.shape))
 
 
@@ -118,9 +120,18 @@ class RecurrentActorCritic(nn.Module):
             nn.init.orthogonal_(out.weight, 1.0)
             nn.init.zeros_(out.bias)
 
+    @property
+    def critic_lstm_list(self) -> list[MaskedLSTM]:
+        return [cast(MaskedLSTM, m) for m in self.critic_lstms]
+
+    @property
+    def critic_out_layers(self) -> list[nn.Linear]:
+        """The critics' linear output layers (rescaled by PopArt, R-ALG-8)."""
+        return [cast(nn.Linear, m) for m in self.critic_outs]
+
     # ---- state ---------------------------------------------------------------------------
     def initial_state(self, batch: int, device: torch.device | None = None) -> RecurrentState:
-        vf = tuple(lstm.initial_state(batch, device) for lstm in self.critic_lstms)  # type: ignore[attr-defined]
+        vf = tuple(lstm.initial_state(batch, device) for lstm in self.critic_lstm_list)
         return RecurrentState(self.actor_lstm.initial_state(batch, device), vf)
 
     # ---- actor ---------------------------------------------------------------------------
@@ -176,7 +187,7 @@ class RecurrentActorCritic(nn.Module):
                 raise ValueError("lstm_sharing='all' needs the actor latent")
             return self.critic_heads([actor_latent]), (), {t: () for t in capture}
         wanted = list(capture)
-        results = run_lstms(list(self.critic_lstms), obs, vf_state, episode_starts, wanted)  # type: ignore[arg-type]
+        results = run_lstms(self.critic_lstm_list, obs, vf_state, episode_starts, wanted)
         latents = [r[0] for r in results]
         captured_all = {t: tuple(r[2][t] for r in results) for t in wanted}
         return self.critic_heads(latents), tuple(r[1] for r in results), captured_all
@@ -187,8 +198,8 @@ class RecurrentActorCritic(nn.Module):
         """Training forward pass over ``[T, B, D]`` chunks: actor and critic LSTMs in one fused
         recurrence. Returns the action distribution over the ``T*B`` steps and critic outputs
         ``[C, T, B, K]``."""
-        lstms = [self.actor_lstm, *self.critic_lstms]
-        results = run_lstms(lstms, obs, [state.pi, *state.vf], episode_starts)  # type: ignore[list-item]
+        lstms = [self.actor_lstm, *self.critic_lstm_list]
+        results = run_lstms(lstms, obs, [state.pi, *state.vf], episode_starts)
         latent = results[0][0]
         dist = self.action_head(self.actor_mlp(latent.reshape(-1, latent.shape[-1])))
         critic_latents = [r[0] for r in results[1:]] or [latent]
@@ -207,13 +218,16 @@ class RecurrentActorCritic(nn.Module):
                 raise ValueError("lstm_sharing='all' needs the actor latent")
             return self.critic_heads([actor_latent]), ()
         results = run_lstms(
-            list(self.critic_lstms), obs.unsqueeze(0), vf_state, episode_start.unsqueeze(0)  # type: ignore[arg-type]
+            self.critic_lstm_list,
+            obs.unsqueeze(0),
+            vf_state,
+            episode_start.unsqueeze(0),
         )
         return self.critic_heads([r[0][0] for r in results]), tuple(r[1] for r in results)
 
     def lstm_modules(self) -> dict[str, MaskedLSTM]:
         """Named LSTMs, for per-module gradient norms and hidden-state stats (R-MON)."""
         named = {"actor": self.actor_lstm}
-        for i, lstm in enumerate(self.critic_lstms):
-            named[f"critic{i + 1}" if len(self.critic_lstms) > 1 else "critic"] = lstm  # type: ignore[assignment]
+        for i, lstm in enumerate(self.critic_lstm_list):
+            named[f"critic{i + 1}" if len(self.critic_lstms) > 1 else "critic"] = lstm
         return named

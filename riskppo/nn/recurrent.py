@@ -25,7 +25,7 @@ class LSTMState(NamedTuple):
     h: Tensor
     c: Tensor
 
-    def index(self, idx: Tensor | slice) -> LSTMState:
+    def select(self, idx: Tensor | slice) -> LSTMState:
         """Select batch entries (dim 1)."""
         return LSTMState(self.h[:, idx], self.c[:, idx])
 
@@ -120,9 +120,7 @@ def run_lstms(
     """
     T, B = x.shape[:2]
     if episode_starts.shape != (T, B):
-        raise ValueError(
-            f"episode_starts shape {tuple(episode_starts.shape)} != x[:2] {(T, B)}"
-        )
+        raise ValueError(f"episode_starts shape {tuple(episode_starts.shape)} != x[:2] {(T, B)}")
     K = len(lstms)
     keep = 1.0 - episode_starts.to(x.dtype)
     layer_in: Tensor | None = None  # [T, K, B, H] input of layers > 0
@@ -133,7 +131,9 @@ def run_lstms(
             proj = torch.addmm(torch.cat(bias), x.reshape(T * B, -1), torch.cat(w_ih).T)
             xproj = proj.view(T, B, K, -1).transpose(1, 2).contiguous()
         else:
-            xproj = torch.matmul(layer_in.transpose(0, 1), torch.stack(w_ih).transpose(1, 2).unsqueeze(1))
+            xproj = torch.matmul(
+                layer_in.transpose(0, 1), torch.stack(w_ih).transpose(1, 2).unsqueeze(1)
+            )
             xproj = (xproj + torch.stack(bias).view(K, 1, 1, -1)).transpose(0, 1).contiguous()
         h0 = torch.stack([s.h[layer] for s in states])
         c0 = torch.stack([s.c[layer] for s in states])

@@ -21,7 +21,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
@@ -146,8 +146,10 @@ def save_checkpoint(model: DistributionalPPO, path: Path) -> Path:
 
 
 def _write_files(model: DistributionalPPO, d: Path) -> None:
-    save_file({k: v.detach().cpu().contiguous().clone() for k, v in model.policy.state_dict().items()},
-              str(d / "model.safetensors"))
+    save_file(
+        {k: v.detach().cpu().contiguous().clone() for k, v in model.policy.state_dict().items()},
+        str(d / "model.safetensors"),
+    )
     opt_tensors: dict[str, torch.Tensor] = {}
     opt_json = split_tensors(model.optimizer.state_dict(), "optimizer", opt_tensors)
     save_file(opt_tensors, str(d / "optimizer.safetensors"))
@@ -158,7 +160,7 @@ def _write_files(model: DistributionalPPO, d: Path) -> None:
     }
     vn = find_normalizer(model.env) if model.env is not None else model._obs_rms_loaded
     if vn is not None:
-        rms = vn.obs_rms
+        rms: Any = vn.obs_rms
         norm["obs/mean"] = torch.as_tensor(np.asarray(rms.mean, dtype=np.float64))
         norm["obs/var"] = torch.as_tensor(np.asarray(rms.var, dtype=np.float64))
         norm["obs/count"] = torch.tensor(float(rms.count), dtype=torch.float64)
@@ -292,7 +294,7 @@ def _restore_counters(
         rms.count = float(norm["obs/count"])
         vn = find_normalizer(model.env) if model.env is not None else None
         if vn is not None:
-            vn.obs_rms = rms
+            vn.obs_rms = cast(Any, rms)
         model._obs_rms_loaded = _RmsHolder(rms)
     rng = tensors["rng.safetensors"]
     model.sample_gen.set_state(rng["sample"])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -37,15 +38,16 @@ class EpisodeStats:
     lengths: list[int] = field(default_factory=list)
 
 
-def obs_tensor(obs: np.ndarray, device: torch.device) -> torch.Tensor:
+def obs_tensor(obs: Any, device: torch.device) -> torch.Tensor:
+    """VecEnv observations (Box spaces) → ``[N, D]`` float32 tensor."""
     return torch.as_tensor(np.asarray(obs, dtype=np.float32), device=device).reshape(len(obs), -1)
 
 
-def env_actions(actions: torch.Tensor, space: spaces.Space) -> np.ndarray:
+def env_actions(actions: torch.Tensor, space: spaces.Space[Any]) -> np.ndarray:
     """Policy actions → what the env receives (Box actions clipped to the bounds, like SB3)."""
-    a = actions.cpu().numpy()
+    a: np.ndarray = actions.cpu().numpy()
     if isinstance(space, spaces.Box):
-        return np.clip(a.reshape(len(a), *space.shape), space.low, space.high)
+        return np.asarray(np.clip(a.reshape(len(a), *space.shape), space.low, space.high))
     return a
 
 
@@ -92,7 +94,7 @@ def collect_rollout(
             dones[t] = done
             if latents is not None:
                 latents[t] = step.latent
-            for i in np.flatnonzero(done):
+            for i in (int(j) for j in np.flatnonzero(done)):
                 info = infos[i]
                 if info.get("TimeLimit.truncated", False):
                     truncs[t, i] = True
@@ -101,7 +103,7 @@ def collect_rollout(
                     if share_all:
                         latent_f, _ = policy.actor_lstm.step(
                             obs_tensor(final_obs[-1][None], device),
-                            step.pi_state.index(slice(int(i), int(i) + 1)),
+                            step.pi_state.select(slice(int(i), int(i) + 1)),
                             torch.zeros(1, device=device),
                         )
                         final_latent.append(latent_f[0])

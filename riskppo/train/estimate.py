@@ -100,7 +100,10 @@ def critic_values(
             t_idx, env_idx = rollout.final_index[:, 0], rollout.final_index[:, 1]
             states = tuple(
                 cat_states(
-                    [captured[int(t) + 1][k].index(slice(int(i), int(i) + 1)) for t, i in zip(t_idx, env_idx)]
+                    [
+                        captured[int(t) + 1][k].select(slice(int(i), int(i) + 1))
+                        for t, i in zip(t_idx, env_idx)
+                    ]
                 )
                 for k in range(len(final))
             )
@@ -113,14 +116,16 @@ def critic_values(
 
 def _pi_after(policy: RecurrentActorCritic, rollout: Rollout) -> LSTMState:
     """Actor state after the last step (recomputed; only needed for ``lstm_sharing='all'``)."""
-    _, _, final = policy.actor_sequence(
-        rollout.obs, rollout.episode_starts, rollout.start_state.pi
-    )
+    _, _, final = policy.actor_sequence(rollout.obs, rollout.episode_starts, rollout.start_state.pi)
     return final
 
 
 def update_scaling(
-    cfg: Config, scaling: ReturnScaling, returns: Tensor, output_layers: list[nn.Linear], popart: bool
+    cfg: Config,
+    scaling: ReturnScaling,
+    returns: Tensor,
+    output_layers: list[nn.Linear],
+    popart: bool,
 ) -> tuple[ReturnScaling, float]:
     """Update return statistics with this rollout (before its targets are normalised, R-ALG-8).
 
@@ -160,9 +165,7 @@ def estimate(
     """
     p = cfg.ppo
     L = p.bptt_len or p.n_steps
-    out, values, next_values, final, vf_chunks = critic_values(
-        policy, critic, scaling, rollout, L
-    )
+    out, values, next_values, final, vf_chunks = critic_values(policy, critic, scaling, rollout, L)
     adv, returns = core.gae(
         rollout.rewards,
         values,
@@ -175,7 +178,11 @@ def estimate(
     old_pred = critic.old_prediction(out)
     popart = cfg.critic.popart and critic.supports_popart
     new_scaling, uncapped = update_scaling(
-        cfg, scaling, returns, list(policy.critic_outs), popart  # type: ignore[arg-type]
+        cfg,
+        scaling,
+        returns,
+        policy.critic_out_layers,
+        popart,
     )
     if critic.supports_popart:
         old_pred = new_scaling.to_norm(scaling.to_raw(old_pred))
@@ -204,6 +211,4 @@ def estimate(
     )
     var_ret = returns.var()
     ev = float(1 - (returns - values).var() / var_ret) if var_ret > 0 else float("nan")
-    return Estimates(
-        data, values, returns, adv, out, final, adv_stats, new_scaling, uncapped, ev
-    )
+    return Estimates(data, values, returns, adv, out, final, adv_stats, new_scaling, uncapped, ev)

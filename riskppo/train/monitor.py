@@ -116,5 +116,6 @@ def check_alerts(mon: Monitor, thresholds: Any, metrics: dict[str, float], discr
     if g("bc_loss_ratio", 0.0) > t.bc_loss_ratio:
         mon.alert(
             "bc_loss_ratio",
-            f"behaviour-cloning loss is {g('bc_loss_ratio'):.2f} of the total (> {t.bc_loss_ratio})",
+            f"behaviour-cloning loss is {g('bc_loss_ratio'):.2f} of the total "
+            f"(> {t.bc_loss_ratio})",
         )

@@ -91,8 +91,10 @@ def _finish(model: DistributionalPPO, run_dir: Path, cfg: Config) -> Distributio
     save_run_checkpoint(model, run_dir, cfg.checkpoint.keep_last)
     stats = model.evaluate(n_episodes=10, deterministic=True)
     (run_dir / "eval.json").write_text(json.dumps(stats, indent=2))
-    print(f"riskppo: evaluation over 10 episodes: mean {stats['mean']:.2f} ± {stats['std']:.2f}, "
-          f"CVaR_{cfg.risk.cvar_alpha} {stats['cvar']:.2f}")
+    print(
+        f"riskppo: evaluation over 10 episodes: mean {stats['mean']:.2f} ± {stats['std']:.2f}, "
+        f"CVaR_{cfg.risk.cvar_alpha} {stats['cvar']:.2f}"
+    )
     if model.monitor is not None:
         print(model.monitor.summary())
     model.close()

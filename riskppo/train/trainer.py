@@ -1,4 +1,4 @@
-"""``DistributionalPPO``: recurrent, distributional, twin-critic PPO with an SB3-like API (SPEC §1.1).
+"""``DistributionalPPO``: recurrent, distributional, twin-critic PPO, SB3-like API (SPEC §1.1).
 
 The training loop reads like the algorithm (SPEC §11)::
 
@@ -249,7 +249,7 @@ class DistributionalPPO:
         if self.vgs is not None:
             for name, f in self.vgs.last_factors.items():
                 mon.record(f"train/vgs_scale/{name}", f)
-        for name, lstm in self.policy.lstm_modules().items():
+        for name in self.policy.lstm_modules():
             state = self._carry.state if self._carry else None
             if state is None:
                 break
@@ -301,7 +301,7 @@ class DistributionalPPO:
     # ---- inference ----------------------------------------------------------------------
     def predict(
         self,
-        observation: np.ndarray,
+        observation: Any,
         state: Any = None,
         episode_start: np.ndarray | None = None,
         deterministic: bool = False,
@@ -312,7 +312,7 @@ class DistributionalPPO:
         marks envs whose episode just started (state reset inside the LSTM).
         """
         obs = np.asarray(observation, dtype=np.float32)
-        single = obs.shape == tuple(self.observation_space.shape)
+        single = obs.shape == tuple(self.observation_space.shape or ())
         if single:
             obs = obs[None]
         obs_t = obs_tensor(obs, self.device)

@@ -136,9 +136,7 @@ def minibatch_loss(ctx: UpdateContext, mb: ChunkBatch) -> tuple[Tensor, dict[str
         bc_loss = -(weights * log_prob).mean()
         loss = loss + cfg.bc.bc_coef * bc_loss
         stats["bc_loss"] = bc_loss.detach()
-        stats["bc_loss_ratio"] = (
-            (cfg.bc.bc_coef * bc_loss.abs()) / (loss.abs() + 1e-8)
-        ).detach()
+        stats["bc_loss_ratio"] = ((cfg.bc.bc_coef * bc_loss.abs()) / (loss.abs() + 1e-8)).detach()
     return loss, stats, int(pg.n_nonfinite)
 
 
@@ -149,7 +147,9 @@ def split_micro(mb: ChunkBatch, n: int) -> list[ChunkBatch]:
     return [mb.select(i) for i in idx]
 
 
-def apply_minibatch(ctx: UpdateContext, mb: ChunkBatch, m: UpdateMetrics) -> dict[str, float] | None:
+def apply_minibatch(
+    ctx: UpdateContext, mb: ChunkBatch, m: UpdateMetrics
+) -> dict[str, float] | None:
     """Accumulate gradients over micro-batches, guard, scale, clip and step. ``None`` = skipped."""
     cfg, policy = ctx.cfg, ctx.policy
     ctx.optimizer.zero_grad(set_to_none=True)
@@ -169,26 +169,28 @@ def apply_minibatch(ctx: UpdateContext, mb: ChunkBatch, m: UpdateMetrics) -> dic
             stats_sum[k] = stats_sum[k] + v * share
     if nonfinite:
         m.n_skipped_nonfinite_ratio += 1
-        return _skip(ctx, m)
-    grads = [q.grad for q in policy.parameters() if q.grad is not None]
+        _skip(ctx, m)
+        return None
+    grads: list[Tensor] = [q.grad for q in policy.parameters() if q.grad is not None]
     # R-REL-6: check before the VGS sees the gradients, so its statistics are never polluted.
     if not math.isfinite(loss_value) or not torch.isfinite(total_grad_norm(grads)):
         m.n_skipped_nonfinite_loss += 1
-        return _skip(ctx, m)
+        _skip(ctx, m)
+        return None
     ctx.consecutive_skips = 0
     out = {k: float(v) for k, v in stats_sum.items()}
     out["loss"] = loss_value
     m.max_loss = max(m.max_loss, abs(loss_value))
     if ctx.vgs is not None:
         ctx.vgs.scale_()  # R-OPT-2: before clipping, so clipping still bounds the final norm
-    for k, v in group_grad_norms(ctx.groups).items():
-        out[f"{k}_grad_norm"] = v
+    for group, norm in group_grad_norms(ctx.groups).items():
+        out[f"{group}_grad_norm"] = norm
     # R-ALG-14: clip the (scaled) gradients at max_grad_norm; optimizer step afterwards.
-    pre = total_grad_norm(grads)
-    coef = (cfg.ppo.max_grad_norm / (pre + 1e-6)).clamp(max=1.0)
+    pre_norm = total_grad_norm(grads)
+    coef = (cfg.ppo.max_grad_norm / (pre_norm + 1e-6)).clamp(max=1.0)
     torch._foreach_mul_(grads, coef)
-    out["grad_norm_pre_clip"] = float(pre)
-    out["grad_norm_post_clip"] = float(pre * coef)
+    out["grad_norm_pre_clip"] = float(pre_norm)
+    out["grad_norm_post_clip"] = float(pre_norm * coef)
     ctx.optimizer.step()
     return out
 
@@ -203,7 +205,6 @@ def _skip(ctx: UpdateContext, m: UpdateMetrics) -> None:
             "or gradients and were skipped (ppo.max_nonfinite_updates="
             f"{ctx.cfg.ppo.max_nonfinite_updates}); lower the learning rate or check the env"
         )
-    return None
 
 
 def ppo_update(ctx: UpdateContext, data: ChunkBatch) -> UpdateMetrics:

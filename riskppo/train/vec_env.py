@@ -66,7 +66,7 @@ class VecFiniteGuard(VecEnvWrapper):
                 info["terminal_observation"] = self._fix(np.asarray(term), "terminal observation")
         return obs, rewards, dones, infos
 
-    def _check_obs(self, obs: np.ndarray, field: str) -> np.ndarray:
+    def _check_obs(self, obs: Any, field: str) -> Any:
         flat = np.asarray(obs).reshape(len(obs), -1)
         finite = np.isfinite(flat)
         if finite.all():

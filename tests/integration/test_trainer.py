@@ -27,7 +27,7 @@ def rollout_and_estimates(model):
     model._carry = model._reset_carry()
     cfg = model.config
     L = cfg.ppo.bptt_len or cfg.ppo.n_steps
-    rollout, carry, _ = collect_rollout(
+    rollout, _, _ = collect_rollout(
         model.policy, model.env, model._carry, cfg.ppo.n_steps, L, model.sample_gen
     )
     est = estimate(cfg, model.policy, model.critic, model.scaling, rollout)
@@ -39,7 +39,7 @@ def rollout_and_estimates(model):
 def test_replay_reproduces_rollout_logprobs_and_values(sharing, critic):
     """R-ALG-1: replaying stored chunks gives the rollout's log-probs and values (≤1e-5)."""
     model = make(critic=critic, lstm_sharing=sharing)
-    rollout, est = rollout_and_estimates(model)
+    _, est = rollout_and_estimates(model)
     data = est.data
     # episode boundaries inside chunks (not only at chunk starts) must be present
     assert bool(data.episode_starts[1:].any())
@@ -81,8 +81,14 @@ def test_gradient_accumulation_equals_full_batch():
     grads = []
     for accum in (1, 4):
         ctx = UpdateContext(
-            model.config.model_copy(update={"ppo": model.config.ppo.model_copy(update={"grad_accum_steps": accum})}),
-            model.policy, model.critic, model.optimizer, model.shuffle_gen, 0.01,
+            model.config.model_copy(
+                update={"ppo": model.config.ppo.model_copy(update={"grad_accum_steps": accum})}
+            ),
+            model.policy,
+            model.critic,
+            model.optimizer,
+            model.shuffle_gen,
+            0.01,
         )
         model.policy.zero_grad()
         from riskppo.train.update import split_micro
@@ -106,16 +112,22 @@ def test_twin_critics_clip_against_their_own_old_predictions():
     old = mb.old_critic.clone()
     old[1] = old[1] + 1.0
     mb.old_critic = old
-    ctx = UpdateContext(model.config, model.policy, model.critic, model.optimizer, model.shuffle_gen, 0.0)
+    ctx = UpdateContext(
+        model.config, model.policy, model.critic, model.optimizer, model.shuffle_gen, 0.0
+    )
     with torch.no_grad():
         _, stats, _ = minibatch_loss(ctx, mb)
         _, latent, _ = model.policy.actor_sequence(mb.obs, mb.episode_starts, mb.state.pi)
-        out, _, _ = model.policy.critic_sequence(mb.obs, mb.episode_starts, mb.state.vf, actor_latent=latent)
+        out, _, _ = model.policy.critic_sequence(
+            mb.obs, mb.episode_starts, mb.state.vf, actor_latent=latent
+        )
         K = out.shape[-1]
         tgt = mb.targets.reshape(-1)
 
         def loss_of(c, old_c):
-            return model.critic.value_loss(out[c].reshape(-1, K), old_c.reshape(-1, K), tgt, 0.05, "per_quantile")[0]
+            return model.critic.value_loss(
+                out[c].reshape(-1, K), old_c.reshape(-1, K), tgt, 0.05, "per_quantile"
+            )[0]
 
         own = 0.5 * (loss_of(0, old[0]) + loss_of(1, old[1]))
         swapped = 0.5 * (loss_of(0, old[1]) + loss_of(1, old[0]))
@@ -132,7 +144,9 @@ def test_gaussian_entropy_sums_dims_once():
     assert d.entropy().shape == (5,)
     torch.testing.assert_close(d.entropy(), ref)
     a = torch.randn(5, 3)
-    torch.testing.assert_close(d.log_prob(a), torch.distributions.Normal(mean, log_std.exp()).log_prob(a).sum(-1))
+    torch.testing.assert_close(
+        d.log_prob(a), torch.distributions.Normal(mean, log_std.exp()).log_prob(a).sum(-1)
+    )
 
 
 @pytest.mark.parametrize("sharing", ["none", "critics", "all"])
@@ -151,7 +165,12 @@ def test_lstm_gradient_norms_count_each_parameter_once(sharing):
 def test_truncation_bootstraps_from_final_obs_with_post_step_state():
     """R-ALG-6 (audit finding #8): V(final obs | state after the last step), not the reset."""
     model = DistributionalPPO(
-        "CartPole-v1", seed=1, n_envs=2, n_steps=16, batch_size=32, lstm_hidden_size=16,
+        "CartPole-v1",
+        seed=1,
+        n_envs=2,
+        n_steps=16,
+        batch_size=32,
+        lstm_hidden_size=16,
         kwargs={"max_episode_steps": 5},
     )
     rollout, est = rollout_and_estimates(model)
@@ -164,17 +183,25 @@ def test_truncation_bootstraps_from_final_obs_with_post_step_state():
     T, N = rollout.rewards.shape
     with torch.no_grad():
         for i in range(N):
-            vf = tuple(LSTMState(s.h[:, i:i + 1], s.c[:, i:i + 1]) for s in rollout.start_state.vf)
+            vf = tuple(
+                LSTMState(s.h[:, i : i + 1], s.c[:, i : i + 1]) for s in rollout.start_state.vf
+            )
             for t in range(T):
-                out, vf = pol.critic_step(rollout.obs[t, i:i + 1], vf, rollout.episode_starts[t, i:i + 1])
+                out, vf = pol.critic_step(
+                    rollout.obs[t, i : i + 1], vf, rollout.episode_starts[t, i : i + 1]
+                )
                 v = sc.to_raw(crit.mean(out).min(0).values)[0]
                 assert float(v) == pytest.approx(float(values[t, i]), abs=1e-5)
                 if rollout.truncated[t, i]:
-                    k = int(((rollout.final_index[:, 0] == t) & (rollout.final_index[:, 1] == i)).nonzero()[0])
-                    f_out, _ = pol.critic_step(rollout.final_obs[k:k + 1], vf, torch.zeros(1))
+                    k = int(
+                        (
+                            (rollout.final_index[:, 0] == t) & (rollout.final_index[:, 1] == i)
+                        ).nonzero()[0]
+                    )
+                    f_out, _ = pol.critic_step(rollout.final_obs[k : k + 1], vf, torch.zeros(1))
                     expected = sc.to_raw(crit.mean(f_out).min(0).values)[0]
                     # recompute GAE's bootstrap term from est: δ uses next_values
-                    reset_out, _ = pol.critic_step(rollout.final_obs[k:k + 1], vf, torch.ones(1))
+                    reset_out, _ = pol.critic_step(rollout.final_obs[k : k + 1], vf, torch.ones(1))
                     wrong = sc.to_raw(crit.mean(reset_out).min(0).values)[0]
                     adv = est.advantages[t, i]
                     gamma = model.config.ppo.gamma
@@ -220,16 +247,22 @@ def test_save_load_roundtrip_predicts_identically(tmp_path):
     model = make()
     model.learn(256)
     path = model.save(tmp_path / "ckpt")
-    assert {"manifest.json", "config.json", "state.json", "model.safetensors",
-            "optimizer.safetensors", "normalizer.safetensors"} <= {p.name for p in path.iterdir()}
+    assert {
+        "manifest.json",
+        "config.json",
+        "state.json",
+        "model.safetensors",
+        "optimizer.safetensors",
+        "normalizer.safetensors",
+    } <= {p.name for p in path.iterdir()}
     loaded = DistributionalPPO.load(path)  # no env: predict only
     obs = np.random.default_rng(0).normal(size=(3, 4)).astype(np.float32)
     a1, s1 = model.predict(obs, deterministic=True)
     a2, s2 = loaded.predict(obs, deterministic=True)
     np.testing.assert_array_equal(a1, a2)
     torch.testing.assert_close(s1.pi.h, s2.pi.h)
-    t1, v1 = model.value_distribution(obs)
-    t2, v2 = loaded.value_distribution(obs)
+    _, v1 = model.value_distribution(obs)
+    _, v2 = loaded.value_distribution(obs)
     np.testing.assert_allclose(v1, v2, rtol=1e-6)
     assert loaded.num_timesteps == model.num_timesteps
 
@@ -258,7 +291,11 @@ class MultiDiscreteEnv(gym.Env):
     [("Pendulum-v1", "quantile"), ("Pendulum-v1", "scalar"), (MultiDiscreteEnv, "categorical")],
 )
 def test_other_action_spaces_and_critics_train(env, critic):
-    model = make(env=env, critic=critic, state_dependent_std=True) if env == "Pendulum-v1" else make(env=env, critic=critic)
+    model = (
+        make(env=env, critic=critic, state_dependent_std=True)
+        if env == "Pendulum-v1"
+        else make(env=env, critic=critic)
+    )
     model.learn(512)
     assert model.num_timesteps == 512
     assert all(torch.isfinite(p).all() for p in model.policy.parameters())
@@ -275,7 +312,12 @@ def test_exploding_learning_rate_fires_alerts():
     model = make(learning_rate=1.0, max_grad_norm=1e6, n_epochs=8, max_nonfinite_updates=1000)
     model.learn(1024)
     fired = set(model.monitor.alerts)
-    assert fired & {"log_ratio_clamp", "grad_norm_pre_clip", "loss_out_of_range", "entropy_collapse"}, fired
+    assert fired & {
+        "log_ratio_clamp",
+        "grad_norm_pre_clip",
+        "loss_out_of_range",
+        "entropy_collapse",
+    }, fired
     assert "alerts during training" in model.monitor.summary()
 
 
@@ -293,5 +335,7 @@ def test_non_finite_reward_names_env_and_step():
     model = make(env=BadEnv)
     from riskppo.train.vec_env import NonFiniteInputError
 
-    with pytest.raises(NonFiniteInputError, match=r"env \d+ returned a non-finite reward .* step 7"):
+    with pytest.raises(
+        NonFiniteInputError, match=r"env \d+ returned a non-finite reward .* step 7"
+    ):
         model.learn(256)

@@ -39,7 +39,8 @@ def test_matches_nn_lstm_with_resets(layers, grad):
     torch.testing.assert_close(final.h, h.detach(), rtol=0, atol=1e-12)
     torch.testing.assert_close(final.c, c.detach(), rtol=0, atol=1e-12)
     # captured[t] is the (pre-mask) state after step t-1
-    ref_out4, (h4, c4) = reference(lstm, x[:4], state, starts[:4])
+    _, (h4, c4) = reference(lstm, x[:4], state, starts[:4])
+    torch.testing.assert_close(captured[4].c, c4.detach(), rtol=0, atol=1e-12)
     torch.testing.assert_close(captured[4].h, h4.detach(), rtol=0, atol=1e-12)
     assert captured[0] is state
     # single-step path (rollouts) agrees with the sequence path

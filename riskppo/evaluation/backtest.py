@@ -1,0 +1,425 @@
+"""Backtest a trained trading agent against baselines on one part of its split (R-TRADE-3).
+
+:func:`backtest` runs the agent deterministically over the whole ``train`` / ``val`` / ``test``
+period of its config (one env, start to end, observation statistics frozen), records every bar,
+asks the critic for its predicted return distribution along the same observation sequence, and
+runs the baselines (buy-and-hold, SMA crossover) through the same :class:`TradingEnv` — same
+period, fees, borrow costs and fill-at-``t+1`` timing.
+
+:func:`backtest_run` does it for a run directory's latest checkpoint and writes
+``RUN_DIR/backtest_<split>/``::
+
+    metrics.json       {"agent": {...}, "buy_and_hold": {...}, "sma_crossover": {...}}; each with
+                       sharpe, sortino, max_drawdown, calmar, cvar_95, annual_return, turnover
+                       (SPEC §1.4) plus extras (see StrategyMetrics); undefined values are null
+    run_info.json      dataset, split, period, checkpoint, env costs, key config
+    equity.csv         per bar: close, agent position, equity and drawdown of every strategy
+    critic.csv         per decision bar: critic-predicted return-to-go quantiles, VaR/CVaR, realised
+    report.html        one self-contained page (plots embedded)
+    equity.png  position.png  returns.png  critic.png
+
+:func:`cmd_backtest` is the ``riskppo backtest RUN_DIR --split test`` command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from riskppo import core
+from riskppo.config import Config
+from riskppo.envs.factory import SPLIT_PARTS, make_trading_env
+from riskppo.envs.registration import TRADING_ID
+from riskppo.envs.trading import TradingEnv
+from riskppo.evaluation.baselines import (
+    run_policy,
+    sma_crossover_policy,
+    buy_and_hold_policy,
+    strategy_frame,
+)
+from riskppo.evaluation.metrics import (
+    MetricValue,
+    StrategyMetrics,
+    dumps_metrics,
+    strategy_metrics,
+)
+
+if TYPE_CHECKING:
+    from riskppo.train.trainer import DistributionalPPO
+
+__all__ = [
+    "CRITIC_LEVELS",
+    "STRATEGIES",
+    "BacktestArtifacts",
+    "BacktestResult",
+    "backtest",
+    "backtest_run",
+    "cmd_backtest",
+]
+
+STRATEGIES: tuple[str, ...] = ("agent", "buy_and_hold", "sma_crossover")
+CRITIC_LEVELS: tuple[float, ...] = (0.05, 0.25, 0.5, 0.75, 0.95)
+
+
+@dataclass
+class BacktestResult:
+    """Everything a backtest produced (per-bar frames, metrics, the critic's forecasts).
+
+    Attributes:
+        part: ``"train"``, ``"val"`` or ``"test"``.
+        dataset: dataset name (``"googl"``) or the data file's name.
+        start: timestamp of the first decision bar (every equity curve starts at 1 here).
+        end: timestamp of the last bar of the period.
+        bars_per_year: annualisation factor used for the metrics.
+        frames: strategy → per-bar frame (see :func:`~riskppo.evaluation.baselines.strategy_frame`;
+            indexed by the bar at which each return is realised).
+        metrics: strategy → :class:`StrategyMetrics`.
+        critic: per decision bar (indexed by the bar observed when deciding): quantiles of the
+            critic's predicted **discounted return-to-go** in log-return units (columns ``q05``,
+            ``q25``, ``q50``, ``q75``, ``q95``), its ``mean``, ``var`` and ``cvar`` at
+            ``cvar_alpha``, and ``realised``: the realised discounted return-to-go
+            ``Σ_k γ^k r_{t+k}``, bootstrapped at the period end with the critic's mean.
+        cvar_alpha: the run's ``risk.cvar_alpha``.
+        gamma: the run's discount ``ppo.gamma`` (the critic's horizon).
+        env_settings: fee, borrow rate, positions, ... of the env all strategies ran in.
+        config: the model's config.
+        num_timesteps: environment steps the agent was trained for.
+        sma: SMA-crossover parameters used.
+    """
+
+    part: str
+    dataset: str
+    start: pd.Timestamp
+    end: pd.Timestamp
+    bars_per_year: float
+    frames: dict[str, pd.DataFrame]
+    metrics: dict[str, StrategyMetrics]
+    critic: pd.DataFrame
+    cvar_alpha: float
+    gamma: float
+    env_settings: dict[str, Any]
+    config: Config
+    num_timesteps: int
+    sma: dict[str, Any] = field(default_factory=dict)
+
+    def metrics_dict(self) -> dict[str, dict[str, MetricValue]]:
+        """``{strategy: metrics.to_dict()}`` — the content of ``metrics.json``."""
+        return {name: self.metrics[name].to_dict() for name in STRATEGIES}
+
+    def equity_frame(self) -> pd.DataFrame:
+        """Per bar (with a first row at :attr:`start`, equity 1): close, agent position and the
+        equity and drawdown of each strategy — the content of ``equity.csv``."""
+        agent = self.frames["agent"]
+        out = pd.DataFrame(
+            {"close": agent["close"], "agent_position": agent["position"]}, index=agent.index
+        )
+        for name in STRATEGIES:
+            out[f"{name}_equity"] = self.frames[name]["equity"]
+            out[f"{name}_drawdown"] = self.frames[name]["drawdown"]
+        first = pd.DataFrame(
+            {c: [1.0 if c.endswith("_equity") else 0.0] for c in out.columns}, index=[self.start]
+        )
+        first["close"] = self.env_settings["start_close"]
+        out = pd.concat([first, out])
+        out.index.name = "timestamp"
+        return out
+
+    def info(self) -> dict[str, Any]:
+        """JSON-ready description of the backtest (``run_info.json``)."""
+        cfg = self.config
+        return {
+            "dataset": self.dataset,
+            "split": self.part,
+            "split_fractions": list(cfg.data.split),
+            "start": self.start.isoformat(),
+            "end": self.end.isoformat(),
+            "n_bars": len(self.frames["agent"]),
+            "bars_per_year": self.bars_per_year,
+            "num_timesteps": self.num_timesteps,
+            "seed": cfg.seed,
+            "env": {k: v for k, v in self.env_settings.items() if k != "start_close"},
+            "critic": {
+                "kind": cfg.critic.kind,
+                "twin": cfg.critic.twin,
+                "n_quantiles": cfg.critic.n_quantiles,
+                "n_atoms": cfg.critic.n_atoms,
+            },
+            "risk": {"cvar_alpha": cfg.risk.cvar_alpha, "cvar_limit": cfg.risk.cvar_limit},
+            "gamma": self.gamma,
+            "sma": self.sma,
+        }
+
+
+@dataclass(frozen=True)
+class BacktestArtifacts:
+    """What :func:`backtest_run` wrote, and the result it wrote it from."""
+
+    result: BacktestResult
+    out_dir: Path
+    metrics: Path
+    report: Path
+    equity_csv: Path
+    plots: dict[str, Path]
+    checkpoint: Path
+
+
+def backtest(
+    model: DistributionalPPO,
+    part: str = "test",
+    *,
+    sma_fast: int = 20,
+    sma_slow: int = 50,
+    sma_allow_short: bool = False,
+) -> BacktestResult:
+    """Backtest ``model`` on ``part`` of its data split against buy-and-hold and SMA crossover.
+
+    The agent acts deterministically from the first decision bar of the period to its end (one
+    env, recurrent state carried, observation normalisation frozen at the model's statistics).
+    Returns are the env's unscaled net log returns ``gross_return - costs`` (``reward_scale``
+    does not enter). Raises ``ValueError`` if the model was not trained on the trading env.
+    """
+    cfg = model.config
+    if cfg.env.id != TRADING_ID:
+        raise ValueError(f"backtest needs a model trained on {TRADING_ID!r}, not {cfg.env.id!r}")
+    if part not in SPLIT_PARTS:
+        raise ValueError(f"part must be one of {SPLIT_PARTS}, got {part!r}")
+    factory = _eval_env_factory(cfg, part)
+    env = factory(**cfg.env.kwargs)  # baselines: the same env, without observation normalisation
+    close = env.df["close"]
+    agent_frame, obs_seq, bootstrap = _run_agent(model, factory, part, close)
+    policies = {
+        "buy_and_hold": buy_and_hold_policy(),
+        "sma_crossover": sma_crossover_policy(
+            close, sma_fast, sma_slow, allow_short=sma_allow_short
+        ),
+    }
+    frames = {"agent": agent_frame}
+    frames.update({name: run_policy(env, policy) for name, policy in policies.items()})
+    for name, frame in frames.items():
+        if not frame.index.equals(agent_frame.index):
+            raise RuntimeError(  # e.g. the agent was ruined (ruin_equity) and stopped early
+                f"{name} ran over bars {frame.index[0]}..{frame.index[-1]} but the agent over "
+                f"{agent_frame.index[0]}..{agent_frame.index[-1]}"
+            )
+    first_bar, last_bar = env.trading_range
+    start = pd.Timestamp(env.df.index[first_bar])
+    decision_index = pd.DatetimeIndex([start, *agent_frame.index[:-1]], name="timestamp")
+    critic = _critic_forecast(
+        model,
+        obs_seq,
+        bootstrap,
+        agent_frame["log_return"].to_numpy(),
+        decision_index,
+        reward_scale=env.reward_scale,
+    )
+    bpy = env.bars_per_year
+    metrics = {
+        name: strategy_metrics(f["log_return"], f["position"], bars_per_year=bpy)
+        for name, f in frames.items()
+    }
+    return BacktestResult(
+        part=part,
+        dataset=cfg.data.dataset or Path(cfg.data.path or "data").name,
+        start=start,
+        end=pd.Timestamp(env.df.index[last_bar]),
+        bars_per_year=bpy,
+        frames=frames,
+        metrics=metrics,
+        critic=critic,
+        cvar_alpha=cfg.risk.cvar_alpha,
+        gamma=cfg.ppo.gamma,
+        env_settings={
+            "fee": env.fee,
+            "borrow_rate": env.borrow_rate,
+            "positions": list(env.positions) if not env.continuous else "continuous [-1, 1]",
+            "window": env.window,
+            "reward_scale": env.reward_scale,
+            "bars_per_year": bpy,
+            "start_close": float(close.iloc[first_bar]),
+        },
+        config=cfg,
+        num_timesteps=int(model.num_timesteps),
+        sma={"fast": sma_fast, "slow": sma_slow, "allow_short": sma_allow_short},
+    )
+
+
+def _eval_env_factory(cfg: Config, part: str) -> Callable[..., TradingEnv]:
+    """``factory(**env_kwargs)`` making the env of ``part`` that runs the whole period."""
+
+    def factory(**kwargs: Any) -> TradingEnv:
+        kwargs.pop("render_mode", None)
+        kwargs["random_start"] = False  # the whole period, also for part="train"
+        return make_trading_env(
+            dataset=cfg.data.dataset,
+            path=cfg.data.path,
+            split=tuple(cfg.data.split),
+            part=part,
+            **kwargs,
+        )
+
+    return factory
+
+
+def _run_agent(
+    model: DistributionalPPO, factory: Callable[..., TradingEnv], part: str, close: pd.Series
+) -> tuple[pd.DataFrame, np.ndarray, np.ndarray | None]:
+    """One deterministic episode of the agent over the period.
+
+    Returns its strategy frame, the ``[T, D]`` observations it decided on (as the policy saw
+    them, i.e. normalised) and the final observation (``None`` if the episode was terminated).
+    """
+    venv = model.make_eval_env(part, n_envs=1, env=factory)
+    try:
+        obs = venv.reset()
+        state = None
+        starts = np.ones(1, dtype=bool)
+        seen: list[np.ndarray] = []
+        infos: list[dict[str, Any]] = []
+        while True:
+            seen.append(np.array(obs[0], dtype=np.float32))
+            actions, state = model.predict(obs, state, starts, deterministic=True)
+            obs, _, dones, step_infos = venv.step(actions)
+            infos.append(step_infos[0])
+            starts = dones
+            if dones[0]:
+                break
+    finally:
+        venv.close()
+    last = infos[-1]
+    terminal = last.get("terminal_observation")
+    truncated = bool(last.get("TimeLimit.truncated", True))
+    bootstrap = np.asarray(terminal, dtype=np.float32) if terminal is not None else None
+    if not truncated:
+        bootstrap = None  # ruin: no return after the end
+    return strategy_frame(infos, close), np.stack(seen), bootstrap
+
+
+def _critic_forecast(
+    model: DistributionalPPO,
+    obs_seq: np.ndarray,
+    bootstrap: np.ndarray | None,
+    log_returns: np.ndarray,
+    index: pd.DatetimeIndex,
+    *,
+    reward_scale: float,
+) -> pd.DataFrame:
+    """Critic-predicted return-to-go quantiles along the agent's observation sequence."""
+    seq = obs_seq if bootstrap is None else np.concatenate([obs_seq, bootstrap[None]])
+    episode_start = np.zeros((len(seq), 1), dtype=np.float32)
+    episode_start[0] = 1.0
+    taus, values = model.value_distribution(seq[:, None, :], episode_start=episode_start)
+    q = np.sort(np.asarray(values, dtype=np.float64)[:, 0, :], axis=-1) / reward_scale  # [T(+1), K]
+    taus = np.asarray(taus, dtype=np.float64)
+    n = len(obs_seq)
+    tail_value = float(q[n].mean()) if bootstrap is not None else 0.0
+    gamma = model.config.ppo.gamma
+    realised = np.empty(n)
+    acc = tail_value
+    for t in range(n - 1, -1, -1):  # G_t = r_t + γ G_{t+1}
+        acc = float(log_returns[t]) + gamma * acc
+        realised[t] = acc
+    q = q[:n]
+    alpha = model.config.risk.cvar_alpha
+    qt = torch.from_numpy(q)
+    out = {
+        f"q{round(level * 100):02d}": np.array([np.interp(level, taus, row) for row in q])
+        for level in CRITIC_LEVELS
+    }
+    out["mean"] = q.mean(axis=1)
+    out["var"] = core.var_from_quantiles(qt, alpha).numpy()
+    out["cvar"] = core.cvar_from_quantiles(qt, alpha).numpy()
+    out["realised"] = realised
+    return pd.DataFrame(out, index=index)
+
+
+def backtest_run(
+    run_dir: str | Path,
+    split: str = "test",
+    *,
+    out_dir: str | Path | None = None,
+    sma_fast: int = 20,
+    sma_slow: int = 50,
+    sma_allow_short: bool = False,
+) -> BacktestArtifacts:
+    """Backtest the latest checkpoint of ``run_dir`` on ``split``; write the files listed in the
+    module docstring into ``out_dir`` (default ``RUN_DIR/backtest_<split>``).
+
+    The agent is deterministic and the evaluation env has no randomness, so one run dir gives
+    one result; to report over seeds, backtest one run dir per seed and combine the
+    ``metrics.json`` files with :func:`~riskppo.evaluation.metrics.aggregate_metrics`.
+    """
+    from riskppo.evaluation.plots import save_plots
+    from riskppo.evaluation.report import write_report
+    from riskppo.train.runner import latest_checkpoint
+    from riskppo.train.trainer import DistributionalPPO
+
+    run_dir = Path(run_dir)
+    ckpt = latest_checkpoint(run_dir)
+    model = DistributionalPPO.load(ckpt)
+    try:
+        result = backtest(
+            model, split, sma_fast=sma_fast, sma_slow=sma_slow, sma_allow_short=sma_allow_short
+        )
+    finally:
+        model.close()
+    out = Path(out_dir) if out_dir is not None else run_dir / f"backtest_{split}"
+    out.mkdir(parents=True, exist_ok=True)
+    metrics_path = out / "metrics.json"
+    metrics_path.write_text(dumps_metrics(result.metrics_dict()))
+    info = result.info() | {"run_dir": str(run_dir), "checkpoint": ckpt.name}
+    (out / "run_info.json").write_text(json.dumps(info, indent=2, allow_nan=False) + "\n")
+    equity_csv = out / "equity.csv"
+    result.equity_frame().to_csv(equity_csv, float_format="%.10g")
+    result.critic.to_csv(out / "critic.csv", float_format="%.10g")
+    plots = save_plots(result, out)
+    report = write_report(result, out / "report.html", images=plots, info=info)
+    return BacktestArtifacts(result, out, metrics_path, report, equity_csv, plots, ckpt)
+
+
+def cmd_backtest(args: argparse.Namespace) -> int:
+    """``riskppo backtest RUN_DIR --split test``: write the report, print a metrics table.
+
+    Reads ``args.run_dir`` and ``args.split`` (``train`` | ``val`` | ``test``, default test).
+    Returns the exit status (2 on a missing/bad run directory or checkpoint).
+    """
+    from riskppo.train.checkpoint import CheckpointError
+
+    split = getattr(args, "split", None) or "test"
+    try:
+        art = backtest_run(args.run_dir, split)
+    except (CheckpointError, FileNotFoundError, ValueError) as exc:
+        print(f"riskppo backtest: {exc}", file=sys.stderr)
+        return 2
+    print_metrics_table(art.result)
+    print(f"report: {art.report}")
+    return 0
+
+
+def print_metrics_table(result: BacktestResult) -> None:
+    """A compact metrics table (rich) of all strategies on stdout."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from riskppo.evaluation.report import METRIC_ROWS, STRATEGY_LABELS, format_value
+
+    r = result
+    table = Table(
+        title=f"{r.dataset} · {r.part} · {r.start:%Y-%m-%d} → {r.end:%Y-%m-%d} "
+        f"({len(r.frames['agent'])} bars, after costs)"
+    )
+    table.add_column("metric")
+    for name in STRATEGIES:
+        table.add_column(STRATEGY_LABELS[name], justify="right")
+    metrics = r.metrics_dict()
+    for row in METRIC_ROWS:
+        table.add_row(row.label, *(format_value(metrics[s][row.key], row.fmt) for s in STRATEGIES))
+    Console(soft_wrap=True).print(table)

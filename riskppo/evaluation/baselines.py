@@ -1,0 +1,175 @@
+"""Baseline strategies, run through the same :class:`~riskppo.envs.TradingEnv` as the agent.
+
+A baseline is a **policy function** ``bar -> target position``: given the position in the env's
+frame of the bar just observed (``info["bar"]``), it returns the position to hold from that close
+to the next one. :func:`run_policy` steps a ``TradingEnv`` with it, so a baseline pays the same
+fees and borrow costs and gets the same fill-at-``t+1`` timing as the agent — the comparison is
+apples to apples. On an env with discrete positions the target is mapped to the nearest allowed
+position (ties: the first in the env's list); on a continuous env it is clipped to ``[-1, 1]``.
+
+* :func:`buy_and_hold_policy` — long (target 1) from the first decision bar on; it pays the fee
+  of entering once.
+* :func:`sma_crossover_policy` — long when the fast simple moving average of the close is above
+  the slow one, else flat (or short with ``allow_short``). Causal: the target decided at bar
+  ``t`` uses closes ``<= t`` only; before the slow average has ``slow`` closes it is flat.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from riskppo.envs.trading import TradingEnv
+
+__all__ = [
+    "BASELINES",
+    "Policy",
+    "buy_and_hold_policy",
+    "nearest_action",
+    "run_policy",
+    "sma_crossover_policy",
+    "sma_crossover_targets",
+    "strategy_frame",
+]
+
+Policy = Callable[[int], float]
+"""Maps the index (position in the env's frame) of the observed bar to a target position."""
+
+# Columns of a per-bar strategy frame (see strategy_frame).
+FRAME_COLUMNS: tuple[str, ...] = (
+    "position",
+    "log_return",
+    "gross_return",
+    "costs",
+    "equity",
+    "drawdown",
+    "close",
+)
+
+
+def buy_and_hold_policy() -> Policy:
+    """Target position 1 (fully long) at every bar."""
+
+    def policy(bar: int) -> float:
+        return 1.0
+
+    return policy
+
+
+def sma_crossover_targets(
+    close: pd.Series | np.ndarray, fast: int = 20, slow: int = 50, *, allow_short: bool = False
+) -> np.ndarray:
+    """Target position per bar: 1 where SMA_fast > SMA_slow, else 0 (or -1 with ``allow_short``).
+
+    ``SMA_w[t]`` is the mean of closes ``t-w+1 .. t`` (causal); bars with fewer than ``slow``
+    closes get 0 (flat). Returns a ``[n]`` float64 array aligned with ``close``.
+    """
+    for name, w in (("fast", fast), ("slow", slow)):
+        if not isinstance(w, int | np.integer) or w < 1:
+            raise ValueError(f"sma_crossover: {name}={w!r} must be an int >= 1")
+    if fast >= slow:
+        raise ValueError(f"sma_crossover: fast={fast} must be < slow={slow}")
+    c = np.asarray(close, dtype=np.float64)
+    if c.ndim != 1 or not np.all(np.isfinite(c)):
+        raise ValueError("sma_crossover: close must be a 1-d array of finite prices")
+    fast_ma, slow_ma = _sma(c, fast), _sma(c, slow)
+    targets = np.zeros(len(c), dtype=np.float64)
+    valid = np.isfinite(slow_ma)
+    up = valid & (fast_ma > slow_ma)
+    targets[up] = 1.0
+    if allow_short:
+        targets[valid & ~up] = -1.0
+    return targets
+
+
+def sma_crossover_policy(
+    close: pd.Series | np.ndarray, fast: int = 20, slow: int = 50, *, allow_short: bool = False
+) -> Policy:
+    """SMA-crossover policy over a frame's closes (see :func:`sma_crossover_targets`)."""
+    targets = sma_crossover_targets(close, fast, slow, allow_short=allow_short)
+
+    def policy(bar: int) -> float:
+        return float(targets[bar])
+
+    return policy
+
+
+def nearest_action(env: TradingEnv, target: float) -> Any:
+    """The env action reaching ``target``: nearest allowed discrete position, or clipped box."""
+    if env.continuous:
+        return np.array([np.clip(target, -1.0, 1.0)], dtype=np.float32)
+    allowed = np.asarray(env.positions, dtype=np.float64)
+    return int(np.argmin(np.abs(allowed - target)))
+
+
+def run_policy(env: TradingEnv, policy: Policy, **reset_kwargs: Any) -> pd.DataFrame:
+    """Run ``policy`` for one episode of ``env`` (reset first); its per-bar strategy frame.
+
+    With an evaluation env (``random_start=False``) the episode covers the whole trading range.
+    """
+    _, info = env.reset(**reset_kwargs)
+    infos: list[dict[str, Any]] = []
+    done = False
+    while not done:
+        action = nearest_action(env, policy(int(info["bar"])))
+        _, _, terminated, truncated, info = env.step(action)
+        infos.append(info)
+        done = terminated or truncated
+    return strategy_frame(infos, env.df["close"])
+
+
+def strategy_frame(infos: list[dict[str, Any]], close: pd.Series) -> pd.DataFrame:
+    """Per-bar frame from the ``info`` dicts of consecutive ``TradingEnv`` steps.
+
+    Indexed by the timestamp of the bar at which each step's return is realised (the bar observed
+    after the step, ``info["timestamp"]``); columns :data:`FRAME_COLUMNS`:
+
+    * ``position`` — position held over the bar (decided at the previous close);
+    * ``log_return`` — net log return ``gross_return - costs`` (unscaled, so ``reward_scale``
+      cannot distort it; ``exp(cumsum)`` is the equity);
+    * ``gross_return``, ``costs`` — its parts; ``equity``, ``drawdown`` — as the env reports them;
+    * ``close`` — the bar's close price.
+    """
+    if not infos:
+        raise ValueError("strategy_frame: no steps were taken")
+    ts = np.fromiter((int(i["timestamp"]) for i in infos), dtype=np.int64, count=len(infos))
+    index = pd.DatetimeIndex(pd.to_datetime(ts, unit="ns"), name="timestamp")
+    bars = np.fromiter((int(i["bar"]) for i in infos), dtype=np.int64, count=len(infos))
+
+    def col(key: str) -> np.ndarray:
+        return np.fromiter((float(i[key]) for i in infos), dtype=np.float64, count=len(infos))
+
+    gross, costs = col("gross_return"), col("costs")
+    return pd.DataFrame(
+        {
+            "position": col("position"),
+            "log_return": gross - costs,
+            "gross_return": gross,
+            "costs": costs,
+            "equity": col("equity"),
+            "drawdown": col("drawdown"),
+            "close": np.asarray(close, dtype=np.float64)[bars],
+        },
+        index=index,
+    )
+
+
+BASELINES: dict[str, Callable[..., Policy]] = {
+    "buy_and_hold": lambda close, **_: buy_and_hold_policy(),
+    "sma_crossover": lambda close, fast=20, slow=50, allow_short=False: sma_crossover_policy(
+        close, fast, slow, allow_short=allow_short
+    ),
+}
+"""Registry: baseline name → ``factory(close, **options) -> Policy``."""
+
+
+def _sma(c: np.ndarray, w: int) -> np.ndarray:
+    """Trailing mean of ``w`` values ending at each index (NaN for the first ``w - 1``)."""
+    out = np.full(len(c), np.nan)
+    if len(c) >= w:
+        cs = np.concatenate(([0.0], np.cumsum(c)))
+        out[w - 1 :] = (cs[w:] - cs[:-w]) / w
+    return out

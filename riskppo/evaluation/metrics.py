@@ -1,0 +1,225 @@
+"""Backtest metrics of one strategy, computed through ``empyrical`` (R-TRADE-3).
+
+Inputs are per-bar **net log returns** (after costs) and the **position held** over each bar, both
+indexed by the timestamp of the bar at which the return is realised. ``empyrical`` works on simple
+returns, so ``r = exp(log_return) - 1`` is what it sees; every annualised quantity uses
+``annualization=bars_per_year`` (252 for daily stock bars, 6240 for the hourly EURUSD file).
+
+Undefined values (a Sharpe ratio of a series with zero volatility, a Calmar ratio without a
+drawdown, a hit rate without a single bar in the market, ...) are ``None`` — ``null`` in JSON —
+never NaN or ±inf; :meth:`StrategyMetrics.to_dict` and :func:`dumps_metrics` guarantee it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import empyrical
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "METRIC_KEYS",
+    "SPEC_METRIC_KEYS",
+    "StrategyMetrics",
+    "aggregate_metrics",
+    "dumps_metrics",
+    "strategy_metrics",
+]
+
+# Keys every strategy entry of metrics.json carries (SPEC §1.4); the rest are extras.
+SPEC_METRIC_KEYS: tuple[str, ...] = (
+    "sharpe",
+    "sortino",
+    "max_drawdown",
+    "calmar",
+    "cvar_95",
+    "annual_return",
+    "turnover",
+)
+
+MetricValue = float | int | None
+
+
+@dataclass(frozen=True)
+class StrategyMetrics:
+    """Performance of one strategy over one backtest period (net of costs).
+
+    Attributes:
+        annual_return: compound annual growth rate, ``final_equity ** (1 / years) - 1``
+            with ``years = n_bars / bars_per_year`` (empyrical ``annual_return``).
+        annual_volatility: sample std (ddof=1) of simple per-bar returns × √bars_per_year.
+        sharpe: mean / std (ddof=1) of simple per-bar returns × √bars_per_year, risk-free rate 0.
+        sortino: mean per-bar return × bars_per_year / annualised downside deviation (target 0).
+        max_drawdown: largest peak-to-trough fall of equity as a **negative** fraction
+            (``-0.25`` = a 25 % drawdown; empyrical's sign convention; ``0.0`` = never below a
+            previous peak).
+        calmar: ``annual_return / |max_drawdown|``; ``None`` without a drawdown.
+        cvar_95: historical CVaR (expected shortfall) at 95 %: the mean of the worst 5 % of simple
+            per-bar returns (empyrical ``conditional_value_at_risk(r, cutoff=0.05)``: the lowest
+            ``int((n - 1) * 0.05) + 1`` returns). A per-bar return, typically negative.
+        var_95: historical 5 % quantile of simple per-bar returns (empyrical ``value_at_risk``).
+        turnover: **annualised** turnover, ``mean_t |p_t - p_{t-1}| × bars_per_year`` with
+            ``p_{-1} = 0`` (the strategy starts flat, so entering counts): the number of full
+            position changes per year (a round trip flat→long→flat is 2).
+        hit_rate: fraction of bars with a positive net return among the bars with a non-zero
+            position; ``None`` if the strategy never held a position.
+        n_bars: number of bars (returns) in the period.
+        final_equity: ``exp(Σ log returns)``, equity at the end starting from 1.
+        total_return: ``final_equity - 1``.
+
+    Every float field is ``None`` where the quantity is undefined (see the module docstring).
+    """
+
+    annual_return: float | None
+    annual_volatility: float | None
+    sharpe: float | None
+    sortino: float | None
+    max_drawdown: float | None
+    calmar: float | None
+    cvar_95: float | None
+    var_95: float | None
+    turnover: float | None
+    hit_rate: float | None
+    n_bars: int
+    final_equity: float | None
+    total_return: float | None
+
+    def to_dict(self) -> dict[str, MetricValue]:
+        """Plain JSON-ready dict: SPEC keys first, then the extras; non-finite values → None."""
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        ordered = {k: values.pop(k) for k in SPEC_METRIC_KEYS}
+        ordered.update(values)
+        return {k: (v if isinstance(v, int) else _finite_or_none(v)) for k, v in ordered.items()}
+
+
+# All keys of a strategy entry, in metrics.json order (SPEC keys first, as in to_dict()).
+METRIC_KEYS: tuple[str, ...] = (
+    *SPEC_METRIC_KEYS,
+    *(f.name for f in dataclasses.fields(StrategyMetrics) if f.name not in SPEC_METRIC_KEYS),
+)
+
+
+def strategy_metrics(
+    log_returns: pd.Series, positions: pd.Series, *, bars_per_year: float
+) -> StrategyMetrics:
+    """Metrics of a strategy from its per-bar net log returns and positions (see the class).
+
+    Args:
+        log_returns: ``[n]`` net log return of each bar (after costs), indexed by timestamp.
+        positions: ``[n]`` position held over each bar (the one that earned that bar's return),
+            same index as ``log_returns``.
+        bars_per_year: bars in a year, for annualisation (``> 0``).
+
+    Raises:
+        ValueError: on mismatched lengths/indexes, non-finite inputs or ``bars_per_year <= 0``.
+    """
+    if not (math.isfinite(bars_per_year) and bars_per_year > 0):
+        raise ValueError(f"bars_per_year={bars_per_year!r} must be finite and > 0")
+    lr = _as_array(log_returns, "log_returns")
+    pos = _as_array(positions, "positions")
+    if lr.shape != pos.shape:
+        raise ValueError(
+            f"log_returns ({lr.shape[0]} bars) and positions ({pos.shape[0]} bars) differ in length"
+        )
+    if (
+        isinstance(log_returns, pd.Series)
+        and isinstance(positions, pd.Series)
+        and not log_returns.index.equals(positions.index)
+    ):
+        raise ValueError("log_returns and positions must share the same index")
+    n = lr.shape[0]
+    simple = np.expm1(lr)
+    ann = float(bars_per_year)
+    dpos = np.abs(np.diff(pos, prepend=0.0))
+    in_market = pos != 0.0
+
+    def metric(fn: Any, *args: Any, **kwargs: Any) -> float | None:
+        if n == 0:
+            return None
+        with np.errstate(all="ignore"):
+            return _finite_or_none(fn(simple, *args, **kwargs))
+
+    log_total = float(lr.sum())
+    return StrategyMetrics(
+        annual_return=metric(empyrical.annual_return, annualization=ann),
+        annual_volatility=metric(empyrical.annual_volatility, annualization=ann),
+        sharpe=metric(empyrical.sharpe_ratio, annualization=ann),
+        sortino=metric(empyrical.sortino_ratio, annualization=ann),
+        max_drawdown=metric(empyrical.max_drawdown),
+        calmar=metric(empyrical.calmar_ratio, annualization=ann),
+        cvar_95=metric(empyrical.conditional_value_at_risk, cutoff=0.05),
+        var_95=metric(empyrical.value_at_risk, cutoff=0.05),
+        turnover=_finite_or_none(dpos.mean() * ann) if n else None,
+        hit_rate=(_finite_or_none(np.mean(lr[in_market] > 0.0)) if in_market.any() else None),
+        n_bars=int(n),
+        final_equity=_finite_or_none(math.exp(log_total)) if n else 1.0,
+        total_return=_finite_or_none(math.expm1(log_total)) if n else 0.0,
+    )
+
+
+def dumps_metrics(metrics: Mapping[str, StrategyMetrics | Mapping[str, Any]]) -> str:
+    """``metrics.json`` text: ``{strategy: {metric: value}}``, strictly valid JSON.
+
+    Raises ``ValueError`` (``allow_nan=False``) rather than ever writing NaN/Infinity.
+    """
+    plain = {
+        name: (m.to_dict() if isinstance(m, StrategyMetrics) else dict(m))
+        for name, m in metrics.items()
+    }
+    return json.dumps(plain, indent=2, allow_nan=False) + "\n"
+
+
+def aggregate_metrics(
+    runs: Sequence[Mapping[str, Mapping[str, MetricValue]]],
+) -> dict[str, dict[str, dict[str, float | int | None]]]:
+    """Mean, sample std and count over runs (e.g. seeds) per strategy and metric.
+
+    ``runs`` are parsed ``metrics.json`` objects. ``None`` values are left out of a metric's
+    statistics (``n`` says how many runs defined it); std is ``None`` for fewer than 2 values.
+    Returns ``{strategy: {metric: {"mean", "std", "n"}}}``.
+    """
+    out: dict[str, dict[str, dict[str, float | int | None]]] = {}
+    for run in runs:
+        for strategy, values in run.items():
+            for key in values:
+                out.setdefault(strategy, {}).setdefault(key, {})
+    for strategy, keys in out.items():
+        for key in keys:
+            xs = np.array(
+                [
+                    float(v)
+                    for run in runs
+                    if (v := run.get(strategy, {}).get(key)) is not None and math.isfinite(float(v))
+                ],
+                dtype=np.float64,
+            )
+            keys[key] = {
+                "mean": float(xs.mean()) if len(xs) else None,
+                "std": float(xs.std(ddof=1)) if len(xs) > 1 else None,
+                "n": int(len(xs)),
+            }
+    return out
+
+
+def _as_array(x: pd.Series | np.ndarray | Sequence[float], name: str) -> np.ndarray:
+    a = np.asarray(x, dtype=np.float64)
+    if a.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional, got shape {a.shape}")
+    bad = np.flatnonzero(~np.isfinite(a))
+    if len(bad):
+        where = x.index[bad[0]] if isinstance(x, pd.Series) else int(bad[0])
+        raise ValueError(f"{name} has a non-finite value ({a[bad[0]]}) at {where}")
+    return a
+
+
+def _finite_or_none(v: Any) -> float | None:
+    if v is None:
+        return None
+    f = float(v)
+    return f if math.isfinite(f) else None

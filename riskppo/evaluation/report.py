@@ -1,0 +1,333 @@
+"""The backtest report: one self-contained HTML file (inline CSS, PNGs as base64 data URIs).
+
+No external assets, fonts or JavaScript: the file can be mailed, archived or opened offline.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import math
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+
+if TYPE_CHECKING:
+    from riskppo.evaluation.backtest import BacktestResult
+
+__all__ = [
+    "METRIC_ROWS",
+    "STRATEGY_LABELS",
+    "MetricRow",
+    "format_value",
+    "render_report",
+    "write_report",
+]
+
+Fmt = Literal["pct", "pct2", "ratio", "num1", "num3", "int"]
+
+
+class MetricRow(NamedTuple):
+    """One row of the metrics table."""
+
+    key: str
+    label: str
+    fmt: Fmt
+    better: Literal["higher", "lower"] | None  # None: no "best" (e.g. turnover is a cost driver)
+    help: str
+
+
+METRIC_ROWS: tuple[MetricRow, ...] = (
+    MetricRow("annual_return", "Annual return (CAGR)", "pct", "higher", "compound annual growth"),
+    MetricRow("total_return", "Total return", "pct", "higher", "final equity − 1"),
+    MetricRow("annual_volatility", "Annual volatility", "pct", "lower", "std of bar returns, ann."),
+    MetricRow("sharpe", "Sharpe ratio", "ratio", "higher", "mean / std of bar returns, ann."),
+    MetricRow("sortino", "Sortino ratio", "ratio", "higher", "mean / downside deviation, ann."),
+    MetricRow("max_drawdown", "Max drawdown", "pct", "higher", "worst peak-to-trough fall"),
+    MetricRow("calmar", "Calmar ratio", "ratio", "higher", "annual return / |max drawdown|"),
+    MetricRow("cvar_95", "CVaR 95% (per bar)", "pct2", "higher", "mean of the worst 5% of bars"),
+    MetricRow("var_95", "VaR 95% (per bar)", "pct2", "higher", "5% quantile of bar returns"),
+    MetricRow("hit_rate", "Hit rate", "pct", "higher", "positive bars / bars in the market"),
+    MetricRow("turnover", "Turnover (per year)", "num1", None, "Σ|Δposition| per year"),
+    MetricRow("n_bars", "Bars", "int", None, "bars in the period"),
+)
+
+STRATEGY_LABELS: dict[str, str] = {
+    "agent": "Agent",
+    "buy_and_hold": "Buy & hold",
+    "sma_crossover": "SMA crossover",
+}
+
+_PLOT_CAPTIONS: dict[str, tuple[str, str]] = {
+    "equity": (
+        "Equity and drawdown",
+        "Equity of each strategy, starting at 1 on the first decision bar, after fees and "
+        "borrow costs; below, the drawdown from the running peak.",
+    ),
+    "position": (
+        "Agent positions",
+        "Close price with the bars the agent held long (green) or short (red), and its "
+        "position over time. A position decided at a close is held until the next close.",
+    ),
+    "returns": (
+        "Distribution of per-bar returns",
+        "Net simple returns per bar of the agent (filled) and buy-and-hold (outline). The "
+        "dashed and solid red lines are the agent's historical VaR and CVaR at 95%.",
+    ),
+    "critic": (
+        "What the critic expected",
+        "Quantiles of the critic's predicted discounted return-to-go at each decision bar "
+        "(the distribution it learned, not a per-bar forecast), its CVaR at the run's α, and "
+        "the realised discounted return-to-go (bootstrapped with the critic's mean at the "
+        "period end). A realised line often outside the bands means a miscalibrated critic.",
+    ),
+}
+
+
+def format_value(value: float | int | None, fmt: Fmt) -> str:
+    """Human-readable metric value; ``—`` for undefined (``None``/non-finite)."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "—"
+    if fmt == "pct":
+        return f"{value:.1%}"
+    if fmt == "pct2":
+        return f"{value:.2%}"
+    if fmt == "ratio":
+        return f"{value:.2f}"
+    if fmt == "num1":
+        return f"{value:.1f}"
+    if fmt == "num3":
+        return f"{value:.3f}"
+    return f"{int(value):d}"
+
+
+def _best(values: list[float | int | None], better: str | None) -> set[int]:
+    """Indexes of the best value(s) of a row; none if fewer than two are defined or all tie."""
+    defined = [(i, float(v)) for i, v in enumerate(values) if v is not None and math.isfinite(v)]
+    if better is None or len(defined) < 2:
+        return set()
+    pick = max if better == "higher" else min
+    best = pick(v for _, v in defined)
+    winners = {i for i, v in defined if math.isclose(v, best, rel_tol=1e-9, abs_tol=1e-12)}
+    return set() if len(winners) == len(defined) else winners
+
+
+def _metrics_table(metrics: Mapping[str, Mapping[str, Any]], strategies: list[str]) -> str:
+    head = "".join(
+        f'<th class="num">{html.escape(STRATEGY_LABELS.get(s, s))}</th>' for s in strategies
+    )
+    rows = []
+    for row in METRIC_ROWS:
+        values = [metrics[s].get(row.key) for s in strategies]
+        best = _best(values, row.better)
+        cells = "".join(
+            f'<td class="num{" best" if i in best else ""}"'
+            + (' title="undefined (e.g. zero volatility or no drawdown)"' if v is None else "")
+            + f">{html.escape(format_value(v, row.fmt))}</td>"
+            for i, v in enumerate(values)
+        )
+        rows.append(
+            f'<tr><th scope="row">{html.escape(row.label)}'
+            f'<span class="hint">{html.escape(row.help)}</span></th>{cells}</tr>'
+        )
+    return (
+        '<table class="metrics" id="metrics-table"><thead><tr><th>Metric</th>'
+        f"{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
+def _kv_grid(items: list[tuple[str, str]]) -> str:
+    cells = "".join(
+        f'<div class="kv"><span class="k">{html.escape(k)}</span>'
+        f'<span class="v">{html.escape(v)}</span></div>'
+        for k, v in items
+    )
+    return f'<div class="grid">{cells}</div>'
+
+
+def _config_items(result: BacktestResult, info: Mapping[str, Any]) -> list[tuple[str, str]]:
+    cfg = result.config
+    env = result.env_settings
+    critic = f"{cfg.critic.kind}{' ×2 (twin)' if cfg.critic.twin else ''}"
+    if cfg.critic.kind == "quantile":
+        critic += f", {cfg.critic.n_quantiles} quantiles"
+    elif cfg.critic.kind == "categorical":
+        critic += f", {cfg.critic.n_atoms} atoms"
+    limit = cfg.risk.cvar_limit
+    positions = env["positions"]
+    pos_text = ", ".join(f"{p:g}" for p in positions) if isinstance(positions, list) else positions
+    items = [
+        ("Checkpoint", f"{info.get('checkpoint', '—')} ({result.num_timesteps:,} env steps)"),
+        ("Seed", str(cfg.seed)),
+        ("Critic", critic),
+        (
+            "CVaR α / limit",
+            f"{cfg.risk.cvar_alpha:g} / {'none' if limit is None else f'{limit:g}'}",
+        ),
+        ("Discount γ", f"{result.gamma:g}"),
+        ("LSTM hidden size", str(cfg.policy.lstm_hidden_size)),
+        ("Fee", f"{env['fee'] * 1e4:g} bp × |Δposition|"),
+        ("Borrow cost (shorts)", f"{env['borrow_rate']:.2%} per year"),
+        ("Positions", pos_text),
+        ("Bars per year", f"{result.bars_per_year:g}"),
+        (
+            "SMA baseline",
+            f"{result.sma.get('fast')}/{result.sma.get('slow')}"
+            + (" long/short" if result.sma.get("allow_short") else " long/flat"),
+        ),
+        ("Split (train/val/test)", " / ".join(f"{f:.0%}" for f in cfg.data.split)),
+    ]
+    return items
+
+
+def _split_note(part: str) -> str:
+    if part == "test":
+        return (
+            "This is the <b>held-out test period</b>: the agent was trained on the train part "
+            "only, and nothing in this run (training, hyper-parameters, checkpoint choice) looked "
+            "at these bars. Repeating backtests on it and keeping the best run would break that."
+        )
+    if part == "val":
+        return (
+            "This is the <b>validation period</b>: not trained on, but possibly used to choose "
+            "hyper-parameters or checkpoints, so it is optimistic for such choices."
+        )
+    return (
+        "This is the <b>training period</b> (in-sample): the agent was fitted on these bars, so "
+        "the numbers are optimistic and say little about out-of-sample performance."
+    )
+
+
+_CSS = """
+*{box-sizing:border-box}
+body{margin:0;background:#f4f6f9;color:#1d2330;
+ font:15px/1.5 -apple-system,BlinkMacSystemFont,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif}
+main{max-width:1080px;margin:0 auto;padding:28px 24px 48px}
+header{background:#14213d;color:#fff;padding:26px 28px;border-radius:10px;margin-bottom:22px}
+header h1{margin:0 0 4px;font-size:26px;font-weight:650;letter-spacing:.2px}
+header .sub{color:#c9d3e6;font-size:15px}
+header .badges{margin-top:12px}
+.badge{display:inline-block;background:rgba(255,255,255,.12);border-radius:999px;
+ padding:2px 11px;margin:0 6px 4px 0;font-size:13px}
+section{background:#fff;border:1px solid #e1e5ec;border-radius:10px;padding:20px 24px;
+ margin-bottom:20px}
+h2{font-size:18px;margin:0 0 14px;color:#14213d}
+.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(230px,1fr));gap:10px 18px}
+.kv{display:flex;flex-direction:column;border-left:3px solid #d5dcea;padding-left:10px}
+.kv .k{font-size:12px;text-transform:uppercase;letter-spacing:.5px;color:#6b7486}
+.kv .v{font-weight:600}
+table.metrics{width:100%;border-collapse:collapse;font-variant-numeric:tabular-nums}
+table.metrics th,table.metrics td{padding:8px 12px;border-bottom:1px solid #eceff4;text-align:left}
+table.metrics thead th{font-size:13px;text-transform:uppercase;letter-spacing:.5px;color:#6b7486;
+ border-bottom:2px solid #d5dcea}
+table.metrics td.num,table.metrics th.num{text-align:right}
+table.metrics tbody th{font-weight:600}
+table.metrics .hint{display:block;font-weight:400;font-size:12px;color:#8a92a3}
+table.metrics td.best{background:#e5f4ea;color:#17613a;font-weight:700}
+table.metrics tbody tr:hover{background:#fafbfd}
+.legend{font-size:13px;color:#6b7486;margin-top:10px}
+.legend .swatch{display:inline-block;width:12px;height:12px;background:#e5f4ea;
+ border:1px solid #b9e0c6;vertical-align:-1px;margin-right:5px}
+figure{margin:0 0 26px}
+figure:last-child{margin-bottom:0}
+figure img{width:100%;height:auto;border:1px solid #eceff4;border-radius:6px}
+figcaption{font-size:14px;color:#4a5263;margin-top:6px}
+figcaption b{color:#1d2330}
+.notes li{margin-bottom:6px}
+.notes code{background:#f0f2f6;padding:1px 5px;border-radius:4px;font-size:13px}
+footer{color:#8a92a3;font-size:12px;text-align:center;margin-top:10px}
+"""
+
+
+def render_report(
+    result: BacktestResult,
+    images: Mapping[str, bytes | Path],
+    info: Mapping[str, Any] | None = None,
+) -> str:
+    """The report as an HTML string; ``images`` maps plot names to PNG bytes or PNG files."""
+    from riskppo.evaluation.backtest import STRATEGIES
+
+    info = dict(info or {})
+    r = result
+    metrics = r.metrics_dict()
+    strategies = list(STRATEGIES)
+    n_bars = len(r.frames["agent"])
+    title = f"Backtest — {r.dataset.upper()} · {r.part} split"
+    period = f"{r.start:%Y-%m-%d} → {r.end:%Y-%m-%d}"
+    badges = "".join(
+        f'<span class="badge">{html.escape(b)}</span>'
+        for b in (
+            f"{n_bars:,} bars",
+            f"{r.config.critic.kind} critic",
+            f"CVaR α = {r.cvar_alpha:g}",
+            f"fee {r.env_settings['fee'] * 1e4:g} bp",
+            "after costs",
+        )
+    )
+    figures = []
+    for name, data in images.items():
+        raw = data.read_bytes() if isinstance(data, Path) else bytes(data)
+        b64 = base64.b64encode(raw).decode("ascii")
+        heading, caption = _PLOT_CAPTIONS.get(name, (name, ""))
+        figures.append(
+            f'<figure><img alt="{html.escape(heading)}" src="data:image/png;base64,{b64}">'
+            f"<figcaption><b>{html.escape(heading)}.</b> {html.escape(caption)}</figcaption>"
+            "</figure>"
+        )
+    fee_bp = r.env_settings["fee"] * 1e4
+    notes = f"""
+<ul class="notes">
+<li>{_split_note(r.part)}</li>
+<li><b>Same market, same costs.</b> The agent and both baselines run through the same trading
+environment over the same bars: a position decided at the close of bar t is filled at bar t+1
+(never at the close it has just seen), pays a fee of {fee_bp:g} bp × |Δposition| and, for shorts,
+a borrow cost of {r.env_settings["borrow_rate"]:.2%} a year. All numbers are <b>after costs</b>.
+The agent acts deterministically (its most likely action); buy-and-hold pays the entry fee once.</li>
+<li><b>Metrics</b> (computed with <code>empyrical</code> on simple per-bar returns, annualised with
+{r.bars_per_year:g} bars a year, risk-free rate 0): Sharpe = mean/std × √bars; Sortino uses the
+downside deviation below 0; max drawdown is the worst fall from a running peak (negative);
+Calmar = annual return / |max drawdown|; CVaR 95% = mean of the worst 5% of per-bar returns
+(historical expected shortfall), VaR 95% its threshold; turnover = mean |Δposition| per bar ×
+bars per year (full position changes a year); hit rate = share of positive bars among bars with a
+position. <b>—</b> marks an undefined value (e.g. a Sharpe ratio with zero volatility) and is
+<code>null</code> in <code>metrics.json</code>. Green cells are the best of a row.</li>
+<li><b>One run is one sample.</b> A single seed on one period says little; compare several seeds
+(and periods) before drawing conclusions.</li>
+</ul>"""
+    generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    run_dir = info.get("run_dir")
+    footer = f"Generated by riskppo on {generated}" + (
+        f" · run <code>{html.escape(str(run_dir))}</code>" if run_dir else ""
+    )
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width,initial-scale=1">
+<title>{html.escape(title)}</title>
+<style>{_CSS}</style></head>
+<body><main>
+<header><h1>{html.escape(title)}</h1>
+<div class="sub">{html.escape(period)} · agent vs buy-and-hold vs SMA crossover</div>
+<div class="badges">{badges}</div></header>
+<section><h2>Metrics</h2>{_metrics_table(metrics, strategies)}
+<div class="legend"><span class="swatch"></span>best value of the row ·
+per-bar figures are simple returns of one bar · all after costs</div></section>
+<section><h2>Run configuration</h2>{_kv_grid(_config_items(r, info))}</section>
+<section><h2>Charts</h2>{"".join(figures)}</section>
+<section><h2>How to read this</h2>{notes}</section>
+<footer>{footer}</footer>
+</main></body></html>
+"""
+
+
+def write_report(
+    result: BacktestResult,
+    path: str | Path,
+    *,
+    images: Mapping[str, bytes | Path],
+    info: Mapping[str, Any] | None = None,
+) -> Path:
+    """Write :func:`render_report` to ``path``; returns the path."""
+    path = Path(path)
+    path.write_text(render_report(result, images, info), encoding="utf-8")
+    return path
