@@ -1,4 +1,4 @@
-"""A non-stationary control task for plasticity experiments: CartPole whose semantics change by phase.
+"""A non-stationary task for plasticity experiments: CartPole whose semantics change by phase.
 
 :class:`NonStationaryCartPole` is Gymnasium's CartPole (same physics, same +1 per step, pole
 angle / cart position termination) with a **phase** index ``k`` that changes what the agent sees

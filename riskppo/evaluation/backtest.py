@@ -41,9 +41,9 @@ from riskppo.envs.factory import SPLIT_PARTS, make_trading_env
 from riskppo.envs.registration import TRADING_ID
 from riskppo.envs.trading import TradingEnv
 from riskppo.evaluation.baselines import (
+    buy_and_hold_policy,
     run_policy,
     sma_crossover_policy,
-    buy_and_hold_policy,
     strategy_frame,
 )
 from riskppo.evaluation.metrics import (
@@ -279,7 +279,7 @@ def _run_agent(
     """
     venv = model.make_eval_env(part, n_envs=1, env=factory)
     try:
-        obs = venv.reset()
+        obs: Any = venv.reset()
         state = None
         starts = np.ones(1, dtype=bool)
         seen: list[np.ndarray] = []

@@ -202,7 +202,7 @@ def aggregate_metrics(
             keys[key] = {
                 "mean": float(xs.mean()) if len(xs) else None,
                 "std": float(xs.std(ddof=1)) if len(xs) > 1 else None,
-                "n": int(len(xs)),
+                "n": len(xs),
             }
     return out
 

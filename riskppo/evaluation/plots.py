@@ -163,7 +163,7 @@ def plot_return_distribution(result: BacktestResult) -> Figure:
     lo, hi = float(both.min()), float(both.max())
     if hi - lo < 1e-12:
         lo, hi = lo - 1e-3, hi + 1e-3
-    bins = np.linspace(lo, hi, 61)
+    bins = np.linspace(lo, hi, 61).tolist()
     ax.hist(
         bh,
         bins=bins,

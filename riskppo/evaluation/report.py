@@ -283,7 +283,8 @@ def render_report(
 environment over the same bars: a position decided at the close of bar t is filled at bar t+1
 (never at the close it has just seen), pays a fee of {fee_bp:g} bp × |Δposition| and, for shorts,
 a borrow cost of {r.env_settings["borrow_rate"]:.2%} a year. All numbers are <b>after costs</b>.
-The agent acts deterministically (its most likely action); buy-and-hold pays the entry fee once.</li>
+The agent acts deterministically (its most likely action); buy-and-hold pays the entry fee
+once.</li>
 <li><b>Metrics</b> (computed with <code>empyrical</code> on simple per-bar returns, annualised with
 {r.bars_per_year:g} bars a year, risk-free rate 0): Sharpe = mean/std × √bars; Sortino uses the
 downside deviation below 0; max drawdown is the worst fall from a running peak (negative);
