@@ -248,6 +248,10 @@ class Config(_Section):
                 f"ppo.grad_accum_steps={p.grad_accum_steps} must divide the number of sequences "
                 f"per minibatch ({p.batch_size // bptt})"
             )
+        if self.risk.cvar_limit is not None and self.critic.kind == "scalar":
+            raise ValueError(
+                "risk.cvar_limit needs a distributional critic (critic.kind quantile|categorical)"
+            )
         if self.ppo.vf_clip_mode == "per_quantile" and self.critic.kind != "quantile":
             raise ValueError("ppo.vf_clip_mode='per_quantile' requires critic.kind='quantile'")
         return self

@@ -41,6 +41,7 @@ from riskppo.core.scaling import (
     update_moments,
     value_target_scale,
 )
+from riskppo.core.segments import SegmentInfo, cvar_advantage, segment_returns
 from riskppo.core.schedules import (
     EntropyScheduleConfig,
     EntropyScheduleState,
@@ -49,6 +50,9 @@ from riskppo.core.schedules import (
 )
 
 __all__ = [
+    "SegmentInfo",
+    "cvar_advantage",
+    "segment_returns",
     "VF_CLIP_MODES",
     "AdvantageStats",
     "EntropyScheduleConfig",

@@ -72,6 +72,7 @@ class ChunkBatch:
     episode_starts: Tensor  # [L, B] bool
     state: RecurrentState  # state entering each chunk (pre-mask), batch B
     raw_advantages: Tensor  # [L, B] advantages before normalisation (AWR weights)
+    risk_targets: Tensor | None = None  # [L, B] segment return-to-go targets (NaN: unfinished)
 
     @property
     def n_samples(self) -> int:
@@ -92,6 +93,7 @@ class ChunkBatch:
             episode_starts=self.episode_starts[:, idx],
             state=self.state.select(idx),
             raw_advantages=self.raw_advantages[:, idx],
+            risk_targets=None if self.risk_targets is None else self.risk_targets[:, idx],
         )
 
     def minibatches(

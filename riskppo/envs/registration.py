@@ -5,6 +5,7 @@ Registration is cheap (string entry points): nothing heavy is imported until an 
 * ``riskppo/Trading-v0`` — :class:`~riskppo.envs.trading.TradingEnv` on one part (train / val /
   test) of a dataset, features warmed up on the bars before that part
   (:func:`riskppo.envs.factory.make_trading_env`);
+* ``riskppo/RiskyChoice-v0``, ``riskppo/Chain-v0`` (:mod:`riskppo.envs.risk_envs`);
 * ``riskppo/MaskedVelocityCartPole-v1``, ``riskppo/MaskedVelocityPendulum-v1``
   (:mod:`riskppo.envs.masked`).
 """
@@ -14,6 +15,10 @@ from __future__ import annotations
 import gymnasium as gym
 
 TRADING_ID = "riskppo/Trading-v0"
+SIMPLE_IDS = {
+    "riskppo/RiskyChoice-v0": "riskppo.envs.risk_envs:RiskyChoiceEnv",
+    "riskppo/Chain-v0": "riskppo.envs.risk_envs:ChainEnv",
+}
 MASKED_IDS = {
     "riskppo/MaskedVelocityCartPole-v1": "CartPole-v1",
     "riskppo/MaskedVelocityPendulum-v1": "Pendulum-v1",
@@ -24,6 +29,9 @@ def register_envs() -> None:
     """Register riskppo's env ids with Gymnasium (idempotent)."""
     if TRADING_ID not in gym.registry:
         gym.register(TRADING_ID, entry_point="riskppo.envs.factory:make_trading_env")
+    for name, entry in SIMPLE_IDS.items():
+        if name not in gym.registry:
+            gym.register(name, entry_point=entry)
     for name, base in MASKED_IDS.items():
         if name not in gym.registry:
             gym.register(

@@ -186,7 +186,7 @@ def plot_return_distribution(result: BacktestResult) -> Figure:
     ax.set_title(
         f"Distribution of per-bar returns{note}\n{_subtitle(result)}", fontsize=11, loc="left"
     )
-    ax.legend(loc="upper left", frameon=False)
+    ax.legend(loc="upper right", frameon=False)
     _style(ax)
     return fig
 
@@ -220,7 +220,7 @@ def plot_critic_quantiles(result: BacktestResult) -> Figure:
         fontsize=11,
         loc="left",
     )
-    ax.legend(loc="best", frameon=False, ncols=3, fontsize=9)
+    fig.legend(loc="outside lower center", frameon=False, ncols=5, fontsize=9)
     _style(ax)
     _date_axis(ax)
     return fig

@@ -215,7 +215,7 @@ section{background:#fff;border:1px solid #e1e5ec;border-radius:10px;padding:20px
 h2{font-size:18px;margin:0 0 14px;color:#14213d}
 .grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(230px,1fr));gap:10px 18px}
 .kv{display:flex;flex-direction:column;border-left:3px solid #d5dcea;padding-left:10px}
-.kv .k{font-size:12px;text-transform:uppercase;letter-spacing:.5px;color:#6b7486}
+.kv .k{font-size:13px;color:#6b7486}
 .kv .v{font-weight:600}
 table.metrics{width:100%;border-collapse:collapse;font-variant-numeric:tabular-nums}
 table.metrics th,table.metrics td{padding:8px 12px;border-bottom:1px solid #eceff4;text-align:left}

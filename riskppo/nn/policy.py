@@ -69,6 +69,9 @@ class RecurrentActorCritic(nn.Module):
 
     Critic outputs are raw (normalised units): quantiles ``[.., Nq]``, atom logits ``[.., N]``
     or a scalar ``[.., 1]`` — their meaning is the critic's (:mod:`riskppo.nn.critics`).
+    With ``risk_head`` one more head (index ``n_critics`` of every critic output) predicts
+    ``critic_out`` quantiles of the *segment* return-to-go for the CVaR constraint (R-RISK-2); it
+    reads the first critic's LSTM.
     """
 
     def __init__(
@@ -79,12 +82,14 @@ class RecurrentActorCritic(nn.Module):
         *,
         n_critics: int,
         critic_out: int,
+        risk_head: bool = False,
     ) -> None:
         super().__init__()
         obs_dim = flat_obs_dim(observation_space)
         hidden = cfg.lstm_hidden_size
         self.sharing = cfg.lstm_sharing
         self.n_critics = n_critics
+        self.has_risk_head = risk_head
         self.actor_lstm = MaskedLSTM(obs_dim, hidden, cfg.n_lstm_layers)
         n_vf_lstms = {"none": n_critics, "critics": 1, "all": 0}[cfg.lstm_sharing]
         self.critic_lstms = nn.ModuleList(
@@ -99,7 +104,7 @@ class RecurrentActorCritic(nn.Module):
         )
         self.critic_mlps = nn.ModuleList()
         self.critic_outs = nn.ModuleList()
-        for _ in range(n_critics):
+        for _ in range(n_critics + int(risk_head)):
             body, latent_v = mlp(hidden, cfg.net_arch, cfg.activation)
             self.critic_mlps.append(body)
             self.critic_outs.append(nn.Linear(latent_v, critic_out))
@@ -127,7 +132,14 @@ class RecurrentActorCritic(nn.Module):
     @property
     def critic_out_layers(self) -> list[nn.Linear]:
         """The critics' linear output layers (rescaled by PopArt, R-ALG-8)."""
-        return [cast(nn.Linear, m) for m in self.critic_outs]
+        return [cast(nn.Linear, m) for m in self.critic_outs[: self.n_critics]]
+
+    @property
+    def risk_out_layer(self) -> nn.Linear:
+        """Output layer of the risk head (segment return-to-go quantiles, R-RISK-2)."""
+        if not self.has_risk_head:
+            raise ValueError("this policy has no risk head (no cvar_limit configured)")
+        return cast(nn.Linear, self.critic_outs[self.n_critics])
 
     # ---- state ---------------------------------------------------------------------------
     def initial_state(self, batch: int, device: torch.device | None = None) -> RecurrentState:
@@ -160,9 +172,11 @@ class RecurrentActorCritic(nn.Module):
 
     # ---- critics -------------------------------------------------------------------------
     def critic_heads(self, latents: list[Tensor]) -> Tensor:
-        """Apply each critic head to its LSTM output (``[..., H]``) → ``[C, ..., K]``."""
+        """Apply each head to its LSTM output (``[..., H]``) → ``[C (+1 risk), ..., K]``."""
         if len(latents) == 1:
-            latents = latents * self.n_critics
+            latents = latents * len(self.critic_outs)
+        elif self.has_risk_head:
+            latents = [*latents, latents[0]]
         return torch.stack(
             [out(body(x)) for body, out, x in zip(self.critic_mlps, self.critic_outs, latents)]
         )

@@ -20,6 +20,7 @@ from riskppo.data.buffer import ChunkBatch, Rollout, cat_states, chunk_critic, t
 from riskppo.nn.critics import Critic
 from riskppo.nn.policy import RecurrentActorCritic, RecurrentState
 from riskppo.nn.recurrent import LSTMState
+from riskppo.train.risk import RiskEstimate, RiskState, risk_estimate
 
 
 @dataclass
@@ -58,6 +59,7 @@ class Estimates:
     scaling: ReturnScaling  # updated statistics
     uncapped_scale: float
     explained_variance: float
+    risk: RiskEstimate | None = None  # the CVaR constraint's part (when configured)
 
 
 def critic_values(
@@ -84,7 +86,7 @@ def critic_values(
             actor_latent=rollout.actor_latent,
             capture=sorted(chunk_starts | trunc_next),
         )
-        values = scaling.to_raw(critic.mean(out).min(dim=0).values)  # twin: min of means (R-ALG-4)
+        values = scaling.to_raw(_twin_min(critic, policy, out))  # twin: min of means (R-ALG-4)
         next_values = torch.empty_like(values)
         next_values[:-1] = values[1:]
         last_latent = None
@@ -95,7 +97,7 @@ def critic_values(
         last_out, _ = policy.critic_step(
             rollout.last_obs, final, rollout.last_episode_start, last_latent
         )
-        next_values[-1] = scaling.to_raw(critic.mean(last_out).min(dim=0).values)
+        next_values[-1] = scaling.to_raw(_twin_min(critic, policy, last_out))
         if len(rollout.final_index):
             t_idx, env_idx = rollout.final_index[:, 0], rollout.final_index[:, 1]
             states = tuple(
@@ -109,9 +111,14 @@ def critic_values(
             )
             no_reset = torch.zeros(len(t_idx), device=values.device)
             f_out, _ = policy.critic_step(rollout.final_obs, states, no_reset, rollout.final_latent)
-            next_values[t_idx, env_idx] = scaling.to_raw(critic.mean(f_out).min(dim=0).values)
+            next_values[t_idx, env_idx] = scaling.to_raw(_twin_min(critic, policy, f_out))
     chunks = [captured[t] for t in sorted(chunk_starts)]
     return out, values, next_values, final, chunks
+
+
+def _twin_min(critic: Critic, policy: RecurrentActorCritic, out: Tensor) -> Tensor:
+    """Min over the main critics of their means (normalised units), risk head excluded."""
+    return critic.mean(out[: policy.n_critics]).min(dim=0).values
 
 
 def _pi_after(policy: RecurrentActorCritic, rollout: Rollout) -> LSTMState:
@@ -156,12 +163,13 @@ def estimate(
     critic: Critic,
     scaling: ReturnScaling,
     rollout: Rollout,
-    extra_advantage: Tensor | None = None,
+    risk_state: RiskState | None = None,
 ) -> Estimates:
     """Turn a rollout into training chunks (see module docstring for the order of operations).
 
-    ``extra_advantage`` ``[T, N]`` (e.g. λ·A_cvar of the CVaR constraint, R-RISK-2) is added to
-    the normalised advantages the policy loss sees.
+    With ``risk_state`` (a CVaR constraint is configured) the constraint's ``λ·A_cvar`` is added to
+    the advantages the policy loss sees, in the same units (divided by the advantage std used for
+    normalisation), and the risk head gets its segment return-to-go targets (R-RISK-2).
     """
     p = cfg.ppo
     L = p.bptt_len or p.n_steps
@@ -175,7 +183,8 @@ def estimate(
         p.gamma,
         p.gae_lambda,
     )
-    old_pred = critic.old_prediction(out)
+    main_out = out[: policy.n_critics]
+    old_pred = critic.old_prediction(main_out)
     popart = cfg.critic.popart and critic.supports_popart
     new_scaling, uncapped = update_scaling(
         cfg,
@@ -194,8 +203,14 @@ def estimate(
         adv_stats = core.AdvantageStats(
             float(adv.mean()), float(adv.std()), float(adv.abs().max()), False
         )
-    if extra_advantage is not None:
-        adv_norm = adv_norm + extra_advantage
+    risk = None
+    if risk_state is not None:
+        dones = rollout.terminated | rollout.truncated
+        risk = risk_estimate(
+            cfg, risk_state, rollout.rewards, dones, out[policy.n_critics], policy.risk_out_layer
+        )
+        std = adv_stats.std if (p.normalize_advantage and not adv_stats.floor_hit) else 1.0
+        adv_norm = adv_norm + (risk.extra_advantage / max(std, 1e-8)).to(adv_norm.dtype)
     pi_chunks = cat_states(rollout.pi_chunk_states)
     vf_chunk_states = tuple(cat_states([c[k] for c in vf_chunks]) for k in range(len(final)))
     data = ChunkBatch(
@@ -208,7 +223,10 @@ def estimate(
         episode_starts=to_chunks(rollout.episode_starts, L),
         state=RecurrentState(pi_chunks, vf_chunk_states),
         raw_advantages=to_chunks(adv, L),
+        risk_targets=None if risk is None else to_chunks(risk.targets, L),
     )
     var_ret = returns.var()
     ev = float(1 - (returns - values).var() / var_ret) if var_ret > 0 else float("nan")
-    return Estimates(data, values, returns, adv, out, final, adv_stats, new_scaling, uncapped, ev)
+    return Estimates(
+        data, values, returns, adv, out, final, adv_stats, new_scaling, uncapped, ev, risk
+    )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+import warnings
 from collections import deque
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from riskppo.train.collect import CollectorState, collect_rollout, env_actions, 
 from riskppo.train.estimate import Estimates, ReturnScaling, estimate, initial_scaling
 from riskppo.train.monitor import Monitor, check_alerts
 from riskppo.train.progress import TrainingProgress
+from riskppo.train.risk import RiskState, initial_risk_state
 from riskppo.train.update import UpdateContext, UpdateMetrics, ppo_update
 from riskppo.train.vec_env import EnvSpec, build_vec_env, find_normalizer
 
@@ -111,6 +113,7 @@ class DistributionalPPO:
                 cfg.policy,
                 n_critics=2 if cfg.critic.twin else 1,
                 critic_out=self.critic.n_out,
+                risk_head=cfg.risk.cvar_limit is not None,
             ).to(self.device)
         self.optimizer = build_optimizer(
             cfg.optim.optimizer,
@@ -123,6 +126,10 @@ class DistributionalPPO:
         self.sample_gen = torch.Generator().manual_seed(cfg.seed + 1)
         self.shuffle_gen = torch.Generator().manual_seed(cfg.seed + 2)
         self.scaling: ReturnScaling = initial_scaling(cfg)
+        self.risk_state: RiskState | None = (
+            initial_risk_state(cfg, self.n_envs) if self.policy.has_risk_head else None
+        )
+        _warn_alpha_resolution(cfg, self.critic.n_out)
         self.ent_state = core.EntropyScheduleState()
         self.ent_coef = cfg.ppo.ent_coef
         self.num_timesteps = 0
@@ -192,7 +199,9 @@ class DistributionalPPO:
         self.num_timesteps += cfg.ppo.n_steps * self.n_envs
         self.ep_returns.extend(episodes.returns)
         self.ep_lengths.extend(episodes.lengths)
-        est = estimate(cfg, self.policy, self.critic, self.scaling, rollout)
+        est = estimate(cfg, self.policy, self.critic, self.scaling, rollout, self.risk_state)
+        if est.risk is not None:
+            self.risk_state = est.risk.state
         self._carry = dataclasses.replace(carry, state=RecurrentState(carry.state.pi, est.vf_state))
         self.scaling = est.scaling
         ctx = UpdateContext(
@@ -289,14 +298,19 @@ class DistributionalPPO:
         """R-RISK-1: critic-predicted CVaR per state and empirical CVaR of episode returns."""
         mon, alpha = self.monitor, self.config.risk.cvar_alpha
         assert mon is not None
-        taus = core.quantile_midpoints(32)
-        q = self.critic.quantiles(est.critic_out.min(dim=0).values, taus)
-        q_raw = est.scaling.to_raw(q)
-        mon.record("risk/cvar_pred", float(core.cvar_from_quantiles(q_raw, alpha).mean()))
+        taus = core.quantile_midpoints(max(self.critic.n_out, 32))
+        per_critic = [
+            core.cvar_from_quantiles(est.scaling.to_raw(self.critic.quantiles(o, taus)), alpha)
+            for o in est.critic_out[: self.policy.n_critics]
+        ]  # each critic's CVaR per state, then the pessimistic one (twin critics)
+        cvar_states = torch.stack(per_critic).min(dim=0).values
+        mon.record("risk/cvar_pred", float(cvar_states.mean()))
+        if est.risk is not None:
+            mon.record_many("", est.risk.metrics)
         if len(self.ep_returns) >= 2:
             cvar, var = core.empirical_cvar(torch.tensor(list(self.ep_returns)), alpha)
             mon.record("risk/cvar_empirical", float(cvar))
-            mon.record("risk/var", float(var))
+            mon.record("risk/var_empirical", float(var))
 
     # ---- inference ----------------------------------------------------------------------
     def predict(
@@ -357,6 +371,7 @@ class DistributionalPPO:
             if self.policy.sharing == "all":
                 _, latent, _ = self.policy.actor_sequence(x, starts, state.pi)
             out, _, _ = self.policy.critic_sequence(x, starts, state.vf, actor_latent=latent)
+            out = out[: self.policy.n_critics]
             n_levels = self.critic.n_out if self.config.critic.kind == "quantile" else 32
             taus = core.quantile_midpoints(n_levels)
             means = self.critic.mean(out)  # [C, T, B]
@@ -453,6 +468,17 @@ def run_episodes(
             acc[i] = 0.0
         starts = dones
     return out
+
+
+def _warn_alpha_resolution(cfg: Config, n_levels: int) -> None:
+    """R-RISK-1: CVaR_α of an N-quantile distribution cannot resolve tails finer than 1/N."""
+    if cfg.risk.cvar_alpha < 1.0 / n_levels:
+        warnings.warn(
+            f"risk.cvar_alpha={cfg.risk.cvar_alpha} < 1/{n_levels}: the critic's {n_levels} "
+            "quantiles cannot resolve a tail that small; the predicted CVaR is then the lowest "
+            "quantile. Use more quantiles/atoms or a larger alpha.",
+            stacklevel=3,
+        )
 
 
 def _vf_index(name: str) -> int:

@@ -86,6 +86,12 @@ def param_groups(policy: RecurrentActorCritic) -> dict[str, list[nn.Parameter]]:
         if len(policy.critic_lstms) == policy.n_critics:
             own += list(policy.critic_lstms[i].parameters())
         groups[f"critic{i + 1}"] = own
+    if policy.has_risk_head:
+        c = policy.n_critics
+        groups["risk_head"] = [
+            *policy.critic_mlps[c].parameters(),
+            *policy.critic_outs[c].parameters(),
+        ]
     return groups
 
 
@@ -111,12 +117,22 @@ def minibatch_loss(ctx: UpdateContext, mb: ChunkBatch) -> tuple[Tensor, dict[str
             p.clip_range_vf,
             p.vf_clip_mode,
         )
-        for c in range(out.shape[0])
+        for c in range(policy.n_critics)
     ]
     # R-ALG-4: the value loss is the average of the critics' losses, each clipped against its own
     # old prediction.
     vf_loss = torch.stack([lc[0] for lc in per_critic]).mean()
     vf_clip = torch.stack([lc[1] for lc in per_critic]).mean()
+    if mb.risk_targets is not None:  # R-RISK-2: risk head ← segment return-to-go quantiles
+        y = mb.risk_targets.reshape(-1)
+        done = torch.isfinite(y)
+        q = out[policy.n_critics].reshape(-1, K)[done]
+        risk_loss = (
+            core.quantile_huber_loss(q, y[done].unsqueeze(-1), kappa=cfg.critic.kappa).mean()
+            if bool(done.any())
+            else q.sum() * 0.0
+        )
+        vf_loss = vf_loss + risk_loss
     loss = pg_loss + p.vf_coef * vf_loss - ctx.ent_coef * entropy
     stats = {
         "policy_loss": pg_loss.detach(),

@@ -87,6 +87,8 @@ class VecFiniteGuard(VecEnvWrapper):
 def env_kwargs(env: EnvSpec, cfg: EnvConfig, data: DataConfig | None, part: str) -> dict[str, Any]:
     """Keyword arguments for the env factory; the trading env also gets its data and split."""
     kwargs = dict(cfg.kwargs)
+    if isinstance(env, str):
+        kwargs.setdefault("render_mode", None)  # SB3 would ask for rgb_array frames otherwise
     if env == TRADING_ID and data is not None:
         kwargs.update(dataset=data.dataset, path=data.path, split=tuple(data.split), part=part)
     return kwargs

@@ -1,0 +1,216 @@
+"""Backtest and report of a briefly trained agent on the bundled GOOGL data (R-TRADE-3).
+
+Real env, real data, a real (briefly) trained model; no mocks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from riskppo import DistributionalPPO
+from riskppo.config import Config
+from riskppo.envs.data import load_dataset
+from riskppo.envs.factory import make_trading_env, trading_range
+from riskppo.envs.trading import TradingEnv
+from riskppo.evaluation.backtest import STRATEGIES, backtest, backtest_run, cmd_backtest
+from riskppo.evaluation.baselines import (
+    buy_and_hold_policy,
+    nearest_action,
+    run_policy,
+    sma_crossover_policy,
+    sma_crossover_targets,
+)
+from riskppo.evaluation.metrics import SPEC_METRIC_KEYS
+from riskppo.train.runner import train_run
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+FEE = 0.0005  # TradingEnv default, used by the run below
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """Train 2048 steps on GOOGL (train part), then backtest the test part."""
+    run_dir = tmp_path_factory.mktemp("run")
+    cfg = Config.build(
+        {
+            "seed": 0,
+            "total_timesteps": 2048,
+            "env": {"id": "riskppo/Trading-v0", "n_envs": 4},
+            "ppo": {"n_steps": 64, "batch_size": 64, "bptt_len": 16, "n_epochs": 2},
+            "policy": {"lstm_hidden_size": 32},
+            "data": {"dataset": "googl"},
+        }
+    )
+    train_run(cfg, run_dir, progress_bar=False)
+    return backtest_run(run_dir, "test")
+
+
+def test_metrics_json_has_three_strategies_with_spec_keys(run):
+    def reject(token):
+        raise AssertionError(f"metrics.json holds {token}")
+
+    data = json.loads(run.metrics.read_text(), parse_constant=reject)
+    assert run.metrics == run.out_dir / "metrics.json"
+    assert run.out_dir.name == "backtest_test"
+    assert set(data) == {"agent", "buy_and_hold", "sma_crossover"}
+    for name, entry in data.items():
+        assert set(SPEC_METRIC_KEYS) <= set(entry), name
+        for key, value in entry.items():
+            assert value is None or (isinstance(value, int | float) and math.isfinite(value)), (
+                name,
+                key,
+                value,
+            )
+    # buy-and-hold on a rising test period with real volatility: everything is defined
+    assert all(data["buy_and_hold"][k] is not None for k in SPEC_METRIC_KEYS)
+
+
+def test_backtest_covers_exactly_the_test_period(run):
+    df, lo, hi = trading_range("googl", None, (0.7, 0.15, 0.15), "test")
+    r = run.result
+    assert r.start == df.index[lo] and r.end == df.index[hi - 1]
+    for name in STRATEGIES:
+        frame = r.frames[name]
+        assert frame.index.equals(pd.DatetimeIndex(df.index[lo + 1 : hi]))
+        assert r.metrics[name].n_bars == hi - lo - 1
+
+
+def test_buy_and_hold_equity_matches_close_prices_minus_entry_fee(run):
+    bh = run.result.frames["buy_and_hold"]
+    assert (bh["position"] == 1.0).all()
+    np.testing.assert_allclose(bh["equity"], np.exp(np.cumsum(bh["log_return"])), rtol=1e-12)
+    df, lo, hi = trading_range("googl", None, (0.7, 0.15, 0.15), "test")
+    close = df["close"].to_numpy()
+    direct = close[lo + 1 : hi] / close[lo] * math.exp(-FEE)  # entering long once costs the fee
+    np.testing.assert_allclose(bh["equity"], direct, rtol=1e-10)
+    csv = pd.read_csv(run.equity_csv, index_col="timestamp", parse_dates=True)
+    assert csv["buy_and_hold_equity"].iloc[0] == 1.0  # the start row
+    np.testing.assert_allclose(csv["buy_and_hold_equity"].iloc[1:], bh["equity"], rtol=1e-9)
+    np.testing.assert_allclose(csv["close"].iloc[1:], close[lo + 1 : hi], rtol=1e-9)
+
+
+def test_agent_frame_is_consistent_with_env_accounting(run):
+    a = run.result.frames["agent"]
+    assert set(np.unique(a["position"])) <= {-1.0, 0.0, 1.0}
+    np.testing.assert_allclose(a["log_return"], a["gross_return"] - a["costs"], atol=1e-15)
+    np.testing.assert_allclose(a["equity"], np.exp(np.cumsum(a["log_return"])), rtol=1e-12)
+    # gross = position held × the bar's log return of the close
+    df, lo, hi = trading_range("googl", None, (0.7, 0.15, 0.15), "test")
+    logret = np.diff(np.log(df["close"].to_numpy()))[lo : hi - 1]
+    np.testing.assert_allclose(a["gross_return"], a["position"] * logret, atol=1e-15)
+    dpos = np.abs(np.diff(a["position"].to_numpy(), prepend=0.0))
+    borrow = 0.01 / 252 * np.maximum(-a["position"].to_numpy(), 0.0)
+    np.testing.assert_allclose(a["costs"], FEE * dpos + borrow, atol=1e-15)
+
+
+def test_critic_forecast_is_finite_and_ordered(run):
+    c = run.result.critic
+    assert len(c) == len(run.result.frames["agent"])
+    assert c.index[0] == run.result.start
+    assert np.isfinite(c.to_numpy()).all()
+    assert (c["q05"] <= c["q25"]).all() and (c["q25"] <= c["q50"]).all()
+    assert (c["q50"] <= c["q75"]).all() and (c["q75"] <= c["q95"]).all()
+    assert (c["cvar"] <= c["var"] + 1e-12).all()
+
+
+def test_report_is_self_contained_and_has_the_metrics_table(run):
+    text = run.report.read_text(encoding="utf-8")
+    assert run.report.name == "report.html"
+    assert "http://" not in text and "https://" not in text
+    assert "<script" not in text.lower() and "<link" not in text.lower()
+    sources = re.findall(r"""(?:src|href)\s*=\s*["']([^"']*)""", text, flags=re.IGNORECASE)
+    assert len(sources) >= 4 and all(s.startswith("data:image/png;base64,") for s in sources)
+    assert 'id="metrics-table"' in text
+    for label in ("Agent", "Buy &amp; hold", "SMA crossover", "Sharpe ratio", "CVaR 95%"):
+        assert label in text
+    assert "GOOGL" in text and "test split" in text
+
+
+def test_plots_are_valid_pngs(run):
+    assert set(run.plots) == {"equity", "position", "returns", "critic"}
+    for path in run.plots.values():
+        data = path.read_bytes()
+        assert data[:8] == PNG_MAGIC and len(data) > 10_000, path
+
+
+def test_cmd_backtest_prints_table_and_report_path(run, capsys):
+    run_dir = run.out_dir.parent
+    rc = cmd_backtest(argparse.Namespace(run_dir=str(run_dir), split="val"))
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "Sharpe ratio" in out and "Buy & hold" in out
+    assert str(run_dir / "backtest_val" / "report.html") in out
+    data = json.loads((run_dir / "backtest_val" / "metrics.json").read_text())
+    assert set(data) == set(STRATEGIES)
+
+
+def test_cmd_backtest_reports_a_missing_run(tmp_path, capsys):
+    assert cmd_backtest(argparse.Namespace(run_dir=str(tmp_path), split="test")) == 2
+    assert "checkpoint" in capsys.readouterr().err
+
+
+def test_sma_crossover_is_causal():
+    """Changing closes after bar k changes no target decided at a bar <= k (nor any position)."""
+    df = load_dataset("googl")
+    _, lo, hi = trading_range("googl", None, (0.7, 0.15, 0.15), "test")
+    k = lo + 120
+    rng = np.random.default_rng(0)
+    changed = df.copy()
+    factor = np.exp(rng.normal(0.0, 0.05, size=len(df) - k - 1))
+    for col in ("open", "high", "low", "close"):
+        changed.iloc[k + 1 :, changed.columns.get_loc(col)] *= factor
+    before = sma_crossover_targets(df["close"])
+    after = sma_crossover_targets(changed["close"])
+    np.testing.assert_array_equal(before[: k + 1], after[: k + 1])
+    assert (before[k + 1 :] != after[k + 1 :]).any()  # the future did change
+
+    # through the env: the positions held up to bar k+1 were decided at bars <= k
+    frames = [
+        run_policy(
+            TradingEnv(d, start=lo, end=hi, random_start=False), sma_crossover_policy(d["close"])
+        )
+        for d in (df, changed)
+    ]
+    cut = df.index[k + 1]
+    np.testing.assert_array_equal(
+        frames[0].loc[:cut, "position"].to_numpy(), frames[1].loc[:cut, "position"].to_numpy()
+    )
+
+
+def test_sma_crossover_targets_by_hand():
+    close = np.array([1.0, 2.0, 3.0, 4.0, 3.0, 1.0, 1.0])
+    # fast=2, slow=3: SMA2 = [-, 1.5, 2.5, 3.5, 3.5, 2, 1], SMA3 = [-, -, 2, 3, 3.33, 2.67, 1.67]
+    np.testing.assert_array_equal(sma_crossover_targets(close, 2, 3), [0, 0, 1, 1, 1, 0, 0])
+    np.testing.assert_array_equal(
+        sma_crossover_targets(close, 2, 3, allow_short=True), [0, 0, 1, 1, 1, -1, -1]
+    )
+    with pytest.raises(ValueError, match="fast"):
+        sma_crossover_targets(close, 3, 3)
+
+
+def test_baselines_map_to_the_nearest_allowed_position():
+    env = make_trading_env(dataset="googl", part="test", positions=(-0.5, 0.0, 0.5))
+    frame = run_policy(env, buy_and_hold_policy())
+    assert (frame["position"] == 0.5).all()
+    assert (
+        frame["costs"].iloc[0] == pytest.approx(FEE * 0.5) and (frame["costs"].iloc[1:] == 0).all()
+    )
+    cont = make_trading_env(dataset="googl", part="test", continuous=True)
+    np.testing.assert_array_equal(nearest_action(cont, 1.0), np.array([1.0], np.float32))
+    assert nearest_action(env, -0.2) == 1 and nearest_action(env, -0.3) == 0
+
+
+def test_backtest_rejects_a_non_trading_model():
+    model = DistributionalPPO("CartPole-v1", n_envs=1, n_steps=8, batch_size=8)
+    try:
+        with pytest.raises(ValueError, match="Trading-v0"):
+            backtest(model, "test")
+    finally:
+        model.close()
