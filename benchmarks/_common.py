@@ -37,7 +37,7 @@ def machine() -> str:
     return (
         f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
         f"Python {platform.python_version()}, torch {torch.__version__}, "
-        f"{torch.get_num_threads()} torch thread(s) in workers unless said"
+        "torch threads per worker as set by each benchmark's --threads"
     )
 
 

@@ -16,7 +16,8 @@ phase; "end" is the last of these, "adapt" their mean (area under the phase's le
 i.e. adaptation speed). Each run is a fresh process, one at a time.
 
     python benchmarks/plasticity.py --quick                      # smoke test, ~1 min
-    python benchmarks/plasticity.py                              # 3 seeds × 6 phases × 16k steps
+    python benchmarks/plasticity.py                              # 3 seeds × 6 phases × 16k steps,
+                                                                 # 4 optimizers: ~13 min, 2 cores
     python benchmarks/plasticity.py --seeds 5 --phases 8 --plot plasticity.png --json out.json
 """
 

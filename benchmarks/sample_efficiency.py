@@ -25,7 +25,7 @@ from _common import machine, run_worker, table
 HP = dict(n_envs=8, n_steps=128, batch_size=256, n_epochs=4, lr=1e-3, gamma=0.99, gae=0.95)
 
 
-def _eval_sb3(model, env_id: str, episodes: int, seed: int) -> float:  # noqa: ANN001
+def _eval_sb3(model, env_id: str, episodes: int, seed: int) -> float:
     from stable_baselines3.common.env_util import make_vec_env
 
     import riskppo.envs  # noqa: F401
@@ -137,7 +137,9 @@ def main() -> None:
     jobs = [(algo, seed) for seed in range(a.seeds) for algo in a.algos]
     with ThreadPoolExecutor(a.jobs) as pool:
         futures = {
-            job: pool.submit(run_worker, __file__, [f"--algo={job[0]}", f"--seed={job[1]}", *common])
+            job: pool.submit(
+                run_worker, __file__, [f"--algo={job[0]}", f"--seed={job[1]}", *common]
+            )
             for job in jobs
         }
         results = {job: f.result()["curve"] for job, f in futures.items()}

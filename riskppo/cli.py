@@ -59,6 +59,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_backtest(args: argparse.Namespace) -> int:
+    from riskppo.evaluation.backtest import cmd_backtest as run
+
+    return run(args)
+
+
 def cmd_not_yet(args: argparse.Namespace) -> int:
     print(
         f"riskppo {args.command}: not yet available in this version "
@@ -90,8 +96,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--episodes", type=int, default=10)
     p.set_defaults(func=cmd_eval)
 
+    p = sub.add_parser(
+        "backtest", help="backtest a trained trading agent against buy-and-hold and SMA"
+    )
+    p.add_argument("run_dir")
+    p.add_argument("--split", choices=("train", "val", "test"), default="test")
+    p.set_defaults(func=cmd_backtest)
+
     for name, help_ in [
-        ("backtest", "backtest a trained trading agent"),
         ("pbt", "population-based training"),
         ("bench", "benchmarks against RecurrentPPO"),
     ]:

@@ -41,24 +41,22 @@ from riskppo.core.scaling import (
     update_moments,
     value_target_scale,
 )
-from riskppo.core.segments import SegmentInfo, cvar_advantage, segment_returns
 from riskppo.core.schedules import (
     EntropyScheduleConfig,
     EntropyScheduleState,
     entropy_coef_step,
     ls_slope,
 )
+from riskppo.core.segments import SegmentInfo, cvar_advantage, segment_returns
 
 __all__ = [
-    "SegmentInfo",
-    "cvar_advantage",
-    "segment_returns",
     "VF_CLIP_MODES",
     "AdvantageStats",
     "EntropyScheduleConfig",
     "EntropyScheduleState",
     "PolicyLossStats",
     "RunningMoments",
+    "SegmentInfo",
     "TwinValueLoss",
     "VfClipMode",
     "awr_weights",
@@ -68,6 +66,7 @@ __all__ = [
     "categorical_value_loss",
     "clip_categorical",
     "clip_quantiles",
+    "cvar_advantage",
     "cvar_from_categorical",
     "cvar_from_quantiles",
     "cvar_violation",
@@ -86,6 +85,7 @@ __all__ = [
     "quantile_midpoints",
     "quantile_value_loss",
     "scalar_to_categorical",
+    "segment_returns",
     "twin_categorical_value_loss",
     "twin_quantile_value_loss",
     "twin_value_loss",

@@ -152,6 +152,7 @@ def _write_files(model: DistributionalPPO, d: Path) -> None:
     )
     opt_tensors: dict[str, torch.Tensor] = {}
     opt_json = split_tensors(model.optimizer.state_dict(), "optimizer", opt_tensors)
+    vgs_json = split_tensors(model.vgs.state_dict(), "vgs", opt_tensors) if model.vgs else None
     save_file(opt_tensors, str(d / "optimizer.safetensors"))
     norm = {
         "ret/mean": model.scaling.moments.mean.clone(),
@@ -181,6 +182,8 @@ def _write_files(model: DistributionalPPO, d: Path) -> None:
         "action_space": space_to_json(model.action_space),
         "n_envs": model.n_envs,
         "optimizer": opt_json,
+        "vgs": vgs_json,
+        "risk": _risk_json(model),
     }
     (d / "state.json").write_text(json.dumps(state, indent=1))
     (d / "config.json").write_text(model.config.to_json())
@@ -272,7 +275,46 @@ def load_checkpoint(
     except (RuntimeError, KeyError, ValueError) as exc:
         raise CheckpointError(f"{path}: state does not fit the model: {exc}") from None
     _restore_counters(model, state, tensors)
+    if model.vgs is not None and state.get("vgs") is not None:
+        model.vgs.load_state_dict(join_tensors(state["vgs"], tensors["optimizer.safetensors"]))
+    if model.risk_state is not None and state.get("risk") is not None:
+        _restore_risk(model, state["risk"])
     return model
+
+
+def _risk_json(model: DistributionalPPO) -> dict[str, Any] | None:
+    """The CVaR constraint's state (λ, open segments, risk-head scaling) as plain JSON."""
+    rs = model.risk_state
+    if rs is None:
+        return None
+    m = rs.moments
+    return {
+        "lam": rs.lam,
+        "acc": rs.acc.tolist(),
+        "length": rs.length.tolist(),
+        "moments": [float(m.mean), float(m.var), float(m.count)],
+        "scale": rs.scale,
+        "mean": rs.mean,
+        "recent": list(rs.recent),
+    }
+
+
+def _restore_risk(model: DistributionalPPO, d: dict[str, Any]) -> None:
+    from collections import deque
+
+    from riskppo.train.risk import RiskState
+
+    mean, var, count = (torch.tensor(v, dtype=torch.float64) for v in d["moments"])
+    state = RiskState(
+        float(d["lam"]),
+        torch.tensor(d["acc"], dtype=torch.float64),
+        torch.tensor(d["length"], dtype=torch.long),
+        RunningMoments(mean, var, count),
+        float(d["scale"]),
+        float(d["mean"]),
+    )
+    state.recent = deque(d["recent"], maxlen=state.recent.maxlen)
+    model.risk_state = state
 
 
 def _restore_counters(

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from riskppo.config import Config
+from riskppo.envs.registration import TRADING_ID
 from riskppo.train.checkpoint import CheckpointError
 from riskppo.train.trainer import DistributionalPPO
 
@@ -98,6 +99,11 @@ def _finish(model: DistributionalPPO, run_dir: Path, cfg: Config) -> Distributio
     if model.monitor is not None:
         print(model.monitor.summary())
     model.close()
+    if cfg.env.id == TRADING_ID:  # the main job ends with the backtest report (SPEC §1.3)
+        from riskppo.evaluation.backtest import backtest_run
+
+        artifacts = backtest_run(run_dir, split="test")
+        print(f"riskppo: backtest report → {artifacts.report}")
     return model
 
 

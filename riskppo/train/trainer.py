@@ -93,6 +93,8 @@ class DistributionalPPO:
         if isinstance(env, str):
             self.config = cfg = config_from_keywords(cfg, id=env)
         self.device = torch.device(cfg.device)
+        # What evaluation envs are made from: the id, or the user's factory / VecEnv.
+        self._env_spec: EnvSpec = env if env is not None else cfg.env.id
         self.env: VecEnv | None = (
             build_vec_env(env, cfg.env, cfg.seed, cfg.data) if env is not None else None
         )
@@ -386,8 +388,11 @@ class DistributionalPPO:
     ) -> VecEnv:
         """A fresh VecEnv for evaluation: the configured env (for trading, the ``part`` period run
         start to end), with this model's observation statistics frozen (never updated)."""
+        spec = env if env is not None else self._env_spec
+        if isinstance(spec, VecEnv):
+            return spec  # a user's VecEnv cannot be cloned: evaluate on it as it is
         venv = build_vec_env(
-            env if env is not None else self.config.env.id,
+            spec,
             self.config.env,
             self.config.seed + 10_000,
             self.config.data,
@@ -403,18 +408,29 @@ class DistributionalPPO:
         return venv
 
     def evaluate(
-        self, n_episodes: int = 10, deterministic: bool = True, env: EnvSpec | None = None
+        self,
+        n_episodes: int = 10,
+        deterministic: bool = True,
+        env: EnvSpec | None = None,
+        part: str = "val",
     ) -> dict[str, float]:
-        """Run ``n_episodes`` full episodes; mean/std/CVaR_α of their returns (undiscounted)."""
-        venv = self.env if env is None else self.make_eval_env(env=env)
-        if venv is None:
-            raise RuntimeError("evaluate() needs an environment: pass env= or load with env=")
-        returns = run_episodes(self, venv, n_episodes, deterministic)
+        """Mean/std/CVaR_α of the raw returns of ``n_episodes`` full episodes.
+
+        Runs on a fresh evaluation env (``make_eval_env``: the configured env, or ``env``; for
+        trading the ``part`` period) with frozen observation statistics, so the training env
+        and its normaliser are untouched.
+        """
+        venv = self.make_eval_env(part=part, n_envs=min(n_episodes, 4), env=env)
+        try:
+            returns = run_episodes(self, venv, n_episodes, deterministic)
+        finally:
+            if venv is not self.env:
+                venv.close()
+            else:  # a user-supplied VecEnv was used for evaluation: start training afresh
+                self._carry = None
         r = torch.tensor(returns, dtype=torch.float64)
         alpha = self.config.risk.cvar_alpha
         cvar, _ = core.empirical_cvar(r, alpha) if len(r) else (torch.tensor(math.nan),) * 2
-        if env is None and self._carry is not None:
-            self._carry = None  # the training env was reset by evaluation
         return {
             "mean": float(r.mean()),
             "std": float(r.std()) if len(r) > 1 else 0.0,
@@ -451,20 +467,24 @@ class DistributionalPPO:
 def run_episodes(
     model: DistributionalPPO, venv: VecEnv, n_episodes: int, deterministic: bool
 ) -> list[float]:
-    """Play until ``n_episodes`` episodes have finished across the envs; their raw returns."""
+    """Raw returns of ``n_episodes`` episodes, with a fixed quota per env (like SB3's
+    ``evaluate_policy``) so that envs with short episodes are not over-represented."""
     obs = venv.reset()
     n = venv.num_envs
+    quota = np.array([(n_episodes + i) // n for i in range(n)])  # sums to n_episodes
     state = None
     starts = np.ones(n, dtype=bool)
     acc = np.zeros(n)
+    counts = np.zeros(n, dtype=int)
     out: list[float] = []
-    while len(out) < n_episodes:
+    while (counts < quota).any():
         actions, state = model.predict(obs, state, starts, deterministic)
         obs, rewards, dones, _ = venv.step(actions)
         acc += rewards
         for i in np.flatnonzero(dones):
-            if len(out) < n_episodes:
+            if counts[i] < quota[i]:
                 out.append(float(acc[i]))
+                counts[i] += 1
             acc[i] = 0.0
         starts = dones
     return out
@@ -472,7 +492,7 @@ def run_episodes(
 
 def _warn_alpha_resolution(cfg: Config, n_levels: int) -> None:
     """R-RISK-1: CVaR_α of an N-quantile distribution cannot resolve tails finer than 1/N."""
-    if cfg.risk.cvar_alpha < 1.0 / n_levels:
+    if cfg.critic.kind != "scalar" and cfg.risk.cvar_alpha < 1.0 / n_levels:
         warnings.warn(
             f"risk.cvar_alpha={cfg.risk.cvar_alpha} < 1/{n_levels}: the critic's {n_levels} "
             "quantiles cannot resolve a tail that small; the predicted CVaR is then the lowest "
@@ -494,8 +514,15 @@ def _optimizer_kwargs(cfg: Config) -> dict[str, Any]:
     if o.optimizer in ("adam", "adamw"):
         # fused kernels: one call for all parameters instead of a per-tensor Python loop
         return {"eps": o.eps, "fused": True}
-    if o.optimizer in ("upgd", "adaptive_upgd"):
+    if o.optimizer == "upgd":
         return {"beta_utility": o.beta_utility, "sigma": o.sigma, "seed": cfg.seed + 3}
+    if o.optimizer == "adaptive_upgd":
+        return {
+            "beta_utility": o.beta_utility,
+            "sigma": o.sigma,
+            "seed": cfg.seed + 3,
+            "eps": o.eps,
+        }
     return {}
 
 
