@@ -108,7 +108,13 @@ class CriticConfig(_Section):
     n_atoms: int = Field(51, ge=2)
     v_min: float = -1.0
     v_max: float = 1.0
-    kappa: float = Field(1.0, ge=0)
+    kappa: float = Field(
+        0.02,
+        ge=0,
+        description="quantile Huber threshold in *normalised* return units, where targets have "
+        "std ≈ 1/ret_clip: κ must be small against that, or the quantiles shrink towards the "
+        "mean (expectile-like); 0 = pure quantile loss",
+    )
     ret_clip: float = Field(5.0, gt=0, description="normalised targets: (G-mean)/(ret_clip*std)")
     std_floor: float = Field(1e-2, gt=0)
     scale_cap: float = Field(100.0, gt=0)

@@ -13,7 +13,7 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -23,7 +23,7 @@ from gymnasium import spaces
 class RiskyChoiceEnv(gym.Env[np.ndarray, np.int64]):
     """One-step bandit with a safe and a risky arm (see the module docstring)."""
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
+    metadata = {"render_modes": []}  # noqa: RUF012 (gymnasium declares it as an attribute)
 
     def __init__(
         self,
@@ -59,7 +59,7 @@ class RiskyChoiceEnv(gym.Env[np.ndarray, np.int64]):
 class ChainEnv(gym.Env[np.ndarray, np.int64]):
     """Deterministic walk over ``length`` states, Bernoulli(½) reward per step (see module doc)."""
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
+    metadata = {"render_modes": []}  # noqa: RUF012 (gymnasium declares it as an attribute)
 
     def __init__(self, length: int = 5, render_mode: str | None = None) -> None:
         if length < 1:

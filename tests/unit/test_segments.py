@@ -47,7 +47,9 @@ def test_segment_returns_match_plain_loop(horizon):
 def test_open_segment_carries_over_between_rollouts():
     rewards = torch.ones(6, 1)
     dones = torch.zeros(6, 1, dtype=torch.bool)
-    first = segment_returns(rewards[:3], dones[:3], 4, torch.zeros(1), torch.zeros(1, dtype=torch.long))
+    first = segment_returns(
+        rewards[:3], dones[:3], 4, torch.zeros(1), torch.zeros(1, dtype=torch.long)
+    )
     second = segment_returns(rewards[3:], dones[3:], 4, first.acc_after, first.len_after)
     assert torch.isnan(first.seg_return).all()  # the 4-step segment has not ended yet
     assert float(second.seg_return[0, 0]) == 4.0  # ends at the 4th step overall
