@@ -32,9 +32,7 @@ def test_cvar_limit_moves_the_policy_from_risky_to_safe(seed):
     assert free.evaluate(200)["cvar"] < LIMIT
 
     lams: list[float] = []
-    constrained = DistributionalPPO(
-        "riskppo/RiskyChoice-v0", seed=seed, cvar_limit=LIMIT, **RISKY
-    )
+    constrained = DistributionalPPO("riskppo/RiskyChoice-v0", seed=seed, cvar_limit=LIMIT, **RISKY)
     constrained.learn(
         30_000, callback=lambda m, _: lams.append(m.monitor.latest["risk/lambda"]) or True
     )
