@@ -139,10 +139,10 @@ class RiskConfig(_Section):
 
 
 class BCConfig(_Section):
-    """AWR behaviour-cloning auxiliary loss (R-ALG-12)."""
+    """AWR behaviour-cloning auxiliary loss (R-ALG-12) on the agent's own rollouts: each action
+    is cloned with weight exp(min(A/β, log max_weight)), so the best actions dominate."""
 
     bc_coef: float = Field(0.0, ge=0)
-    source: Literal["rollout", "demonstrations"] = "rollout"
     beta: float = Field(5.0, gt=0)
     max_weight: float = Field(100.0, gt=1)
 

@@ -74,6 +74,7 @@ class _MaskedLSTMRecurrence(torch.autograd.Function):
         assert acts is not None and tanh_c is not None
         ctx.save_for_backward(hs, cs, acts, tanh_c, h0, c0, w_hh, keep)
         ctx.mark_non_differentiable(keep)
+        ctx.set_materialize_grads(False)  # unused outputs (usually ``cs``) get None, not zeros
         return hs, cs
 
     @staticmethod
@@ -94,6 +95,7 @@ class _MaskedLSTMRecurrence(torch.autograd.Function):
         o_dtanh = o * (1 - tanh_c * tanh_c)  # ∂h/∂c
         gci = torch.stack([g, c_prev, i], dim=3)  # [T, K, B, 3, H]: ∂c/∂(i, f, g)
         f_keep = f * k4
+        resets = (keep < 1).any(dim=1).tolist()
         dz = acts.new_empty(T, K, B, G)
         dh = acts.new_zeros(K, B, H)
         dc = acts.new_zeros(K, B, H)
@@ -105,7 +107,9 @@ class _MaskedLSTMRecurrence(torch.autograd.Function):
             torch.mul(dc_t.unsqueeze(2), gci[t], out=dz_t[..., : 3 * H].view(K, B, 3, H))
             torch.mul(dh_t, tanh_c[t], out=dz_t[..., 3 * H :])
             dz_t.mul_(d_act[t])
-            dh = torch.bmm(dz_t, w_hh) * k4[t]
+            dh = torch.bmm(dz_t, w_hh)
+            if resets[t]:
+                dh = dh * k4[t]
             dc = dc_t * f_keep[t]
         d_w_hh = torch.bmm(
             dz.transpose(0, 1).reshape(K, T * B, G).transpose(1, 2),

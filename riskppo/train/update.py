@@ -150,9 +150,12 @@ def minibatch_loss(ctx: UpdateContext, mb: ChunkBatch) -> tuple[Tensor, dict[str
             mb.raw_advantages.reshape(-1), beta=cfg.bc.beta, max_weight=cfg.bc.max_weight
         )
         bc_loss = -(weights * log_prob).mean()
-        loss = loss + cfg.bc.bc_coef * bc_loss
+        bc_term = cfg.bc.bc_coef * bc_loss
+        # Share of the BC term in the loss magnitude (R-ALG-12 alert above 0.8).
+        others = pg_loss.abs() + p.vf_coef * vf_loss.abs() + ctx.ent_coef * entropy.abs()
         stats["bc_loss"] = bc_loss.detach()
-        stats["bc_loss_ratio"] = ((cfg.bc.bc_coef * bc_loss.abs()) / (loss.abs() + 1e-8)).detach()
+        stats["bc_loss_ratio"] = (bc_term.abs() / (others + bc_term.abs() + 1e-8)).detach()
+        loss = loss + bc_term
     return loss, stats, int(pg.n_nonfinite)
 
 

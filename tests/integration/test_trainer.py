@@ -339,3 +339,29 @@ def test_non_finite_reward_names_env_and_step():
         NonFiniteInputError, match=r"env \d+ returned a non-finite reward .* step 7"
     ):
         model.learn(256)
+
+
+def test_awr_behaviour_cloning_is_logged_and_alerts_when_dominant():
+    """R-ALG-12: the AWR BC loss is trained and logged; a dominating BC term fires the alert."""
+    mild = make(bc_coef=0.01)
+    mild.learn(256)
+    assert math.isfinite(mild.monitor.latest["train/bc_loss"])
+    assert 0.0 <= mild.monitor.latest["train/bc_loss_ratio"] < 0.8
+    assert "bc_loss_ratio" not in mild.monitor.alerts
+    heavy = make(bc_coef=1000.0)
+    heavy.learn(256)
+    assert heavy.monitor.latest["train/bc_loss_ratio"] > 0.8
+    assert "bc_loss_ratio" in heavy.monitor.alerts
+
+
+@pytest.mark.parametrize("critic", ["quantile", "categorical"])
+def test_cvar_constraint_runs_with_both_critics_and_segments(critic):
+    """R-RISK-2 with either critic, a recurrent policy and fixed-horizon segments."""
+    model = make(critic=critic, cvar_limit=10.0, cvar_alpha=0.1, cvar_horizon=8)
+    model.learn(512)
+    latest = model.monitor.latest
+    for key in ("risk/lambda", "risk/cvar_pred_segment", "risk/var", "risk/cvar_violation"):
+        assert math.isfinite(latest[key]), key
+    assert latest["risk/lambda"] > 0.0  # CartPole 8-step segments return ≤ 8 < the limit 10
+    assert model.last_estimates is not None and model.last_estimates.risk is not None
+    assert float(model.last_estimates.risk.extra_advantage.abs().sum()) > 0.0
