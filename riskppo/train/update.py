@@ -192,7 +192,8 @@ def apply_minibatch(
         return None
     grads: list[Tensor] = [q.grad for q in policy.parameters() if q.grad is not None]
     # R-REL-6: check before the VGS sees the gradients, so its statistics are never polluted.
-    if not math.isfinite(loss_value) or not torch.isfinite(total_grad_norm(grads)):
+    pre_norm = total_grad_norm(grads)
+    if not math.isfinite(loss_value) or not torch.isfinite(pre_norm):
         m.n_skipped_nonfinite_loss += 1
         _skip(ctx, m)
         return None
@@ -202,10 +203,10 @@ def apply_minibatch(
     m.max_loss = max(m.max_loss, abs(loss_value))
     if ctx.vgs is not None:
         ctx.vgs.scale_()  # R-OPT-2: before clipping, so clipping still bounds the final norm
+        pre_norm = total_grad_norm(grads)
     for group, norm in group_grad_norms(ctx.groups).items():
         out[f"{group}_grad_norm"] = norm
     # R-ALG-14: clip the (scaled) gradients at max_grad_norm; optimizer step afterwards.
-    pre_norm = total_grad_norm(grads)
     coef = (cfg.ppo.max_grad_norm / (pre_norm + 1e-6)).clamp(max=1.0)
     torch._foreach_mul_(grads, coef)
     out["grad_norm_pre_clip"] = float(pre_norm)
