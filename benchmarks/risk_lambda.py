@@ -1,6 +1,6 @@
 """λ dynamics of the CVaR constraint on riskppo/RiskyChoice-v0, as a plot for docs/risk.md.
 
-    python benchmarks/risk_lambda.py --out docs/img/risk_lambda.png --seeds 0 1 2
+python benchmarks/risk_lambda.py --out docs/img/risk_lambda.png --seeds 0 1 2
 """
 
 from __future__ import annotations

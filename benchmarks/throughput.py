@@ -102,7 +102,7 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=SETTINGS["batch_size"])
     p.add_argument("--n-epochs", type=int, default=SETTINGS["n_epochs"])
     p.add_argument("--lstm", type=int, default=SETTINGS["lstm"])
-    p.add_argument("--bptt-len", type=int, default=32, help="riskppo chunk length (0 = whole)")
+    p.add_argument("--bptt-len", type=int, default=0, help="riskppo chunk length (0 = auto: 16)")
     p.add_argument("--threads", type=int, default=1, help="torch threads in every worker")
     p.add_argument("--device", default="cpu")
     p.add_argument(
@@ -121,7 +121,7 @@ def main() -> None:
     print(f"machine: {machine()}")
     print(
         f"settings: n_envs={a.n_envs} n_steps={a.n_steps} batch={a.batch_size} "
-        f"epochs={a.n_epochs} lstm={a.lstm} riskppo bptt_len={a.bptt_len or 'whole'} "
+        f"epochs={a.n_epochs} lstm={a.lstm} riskppo bptt_len={a.bptt_len or 'auto (16)'} "
         f"threads={a.threads} device={a.device}, {a.steps} timed steps each"
     )
     rows = []

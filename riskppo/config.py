@@ -48,8 +48,20 @@ class PPOConfig(_Section):
     n_steps: int = Field(128, ge=1)
     batch_size: int = Field(256, ge=1, description="transitions per minibatch")
     bptt_len: int | None = Field(
-        None, ge=1, description="chunk length for truncated BPTT; None = whole env sequences"
+        None,
+        ge=1,
+        description="chunk length for truncated BPTT (the LSTM still sees the whole history "
+        "through the stored chunk initial states); None = auto: the largest length <= 16 that "
+        "divides n_steps and batch_size; set it to n_steps for whole env sequences",
     )
+
+    @property
+    def chunk_len(self) -> int:
+        """The BPTT chunk length in use (``bptt_len``, or the automatic choice)."""
+        if self.bptt_len is not None:
+            return self.bptt_len
+        return max(d for d in range(1, 17) if self.n_steps % d == 0 and self.batch_size % d == 0)
+
     n_epochs: int = Field(4, ge=1)
     gamma: float = Field(0.99, ge=0, le=1)
     gae_lambda: float = Field(0.95, ge=0, le=1)
@@ -236,13 +248,13 @@ class Config(_Section):
     def _check_batching(self) -> Config:
         p, n = self.ppo, self.env.n_envs
         rollout = p.n_steps * n
-        bptt = p.bptt_len or p.n_steps
+        bptt = p.chunk_len
         if p.n_steps % bptt:
             raise ValueError(f"ppo.bptt_len={bptt} must divide ppo.n_steps={p.n_steps}")
         if p.batch_size % bptt:
             raise ValueError(
                 f"ppo.batch_size={p.batch_size} must be a multiple of the sequence length "
-                f"{bptt} (ppo.bptt_len, or ppo.n_steps when bptt_len is None)"
+                f"{bptt} (ppo.bptt_len)"
             )
         if rollout % p.batch_size:
             raise ValueError(

@@ -172,7 +172,7 @@ def estimate(
     normalisation), and the risk head gets its segment return-to-go targets (R-RISK-2).
     """
     p = cfg.ppo
-    L = p.bptt_len or p.n_steps
+    L = p.chunk_len
     out, values, next_values, final, vf_chunks = critic_values(policy, critic, scaling, rollout, L)
     adv, returns = core.gae(
         rollout.rewards,

@@ -194,7 +194,7 @@ class DistributionalPPO:
         assert self.env is not None and self._carry is not None and self.monitor is not None
         cfg = self.config
         self._apply_lr_schedule()
-        chunk_len = cfg.ppo.bptt_len or cfg.ppo.n_steps
+        chunk_len = cfg.ppo.chunk_len
         rollout, carry, episodes = collect_rollout(
             self.policy, self.env, self._carry, cfg.ppo.n_steps, chunk_len, self.sample_gen
         )

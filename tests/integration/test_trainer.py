@@ -26,7 +26,7 @@ def make(env="CartPole-v1", seed=0, **kw):
 def rollout_and_estimates(model):
     model._carry = model._reset_carry()
     cfg = model.config
-    L = cfg.ppo.bptt_len or cfg.ppo.n_steps
+    L = cfg.ppo.chunk_len
     rollout, _, _ = collect_rollout(
         model.policy, model.env, model._carry, cfg.ppo.n_steps, L, model.sample_gen
     )
