@@ -10,9 +10,9 @@ import argparse
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-from riskppo import DistributionalPPO  # noqa: E402
+from riskppo import DistributionalPPO
 
 SETTINGS = dict(
     n_envs=8, n_steps=32, batch_size=64, bptt_len=8, cvar_alpha=0.1, cvar_limit=0.0,
