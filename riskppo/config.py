@@ -171,7 +171,12 @@ class VGSConfig(_Section):
 
 
 class OptimConfig(_Section):
-    """Optimizer choice (R-OPT-1)."""
+    """Optimizer choice (R-OPT-1).
+
+    ``upgd`` takes SGD-like steps (gradient × gate, no normalisation): it needs a far larger
+    ``ppo.learning_rate`` than Adam (about 1.0 in benchmarks/plasticity.py, where 1e-2 did not
+    learn). ``adaptive_upgd`` gates Adam-normalised steps and works at Adam-like rates.
+    """
 
     optimizer: Literal["adam", "adamw", "sgd", "upgd", "adaptive_upgd"] = "adam"
     weight_decay: float = Field(0.0, ge=0)
