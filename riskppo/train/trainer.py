@@ -169,13 +169,13 @@ class DistributionalPPO:
         self._total_for_schedule = target
         if self.config.num_threads is not None:
             torch.set_num_threads(self.config.num_threads)
-        if self._carry is None:
-            self._carry = self._reset_carry()
         if self.monitor is None:
             self.monitor = Monitor(self.run_dir, tensorboard=self.run_dir is not None)
         start_steps = self.num_timesteps
         with TrainingProgress(total_timesteps, enabled=progress_bar) as bar:
             while self.num_timesteps < target:
+                if self._carry is None:
+                    self._carry = self._reset_carry()
                 t0 = time.perf_counter()
                 metrics = self.train_one_update()
                 fps = self.config.ppo.n_steps * self.n_envs / (time.perf_counter() - t0)
@@ -183,7 +183,14 @@ class DistributionalPPO:
                 bar.update(self.num_timesteps - start_steps, fps, self._mean_return())
                 if self.n_updates % self.config.monitor.log_interval == 0:
                     self.monitor.dump(self.num_timesteps)
-                if callback is not None and callback(self, metrics) is False:
+                stop = callback is not None and callback(self, metrics) is False
+                if self._at_checkpoint_boundary():
+                    # R-REL-4: the envs are re-seeded and reset after every checkpoint (after the
+                    # callback that saves it), so a run resumed from that checkpoint continues
+                    # exactly like this one. The last rollout was already bootstrapped from its
+                    # final observation, like a time-limit truncation.
+                    self._carry = None
+                if stop:
                     break
         if self.config.monitor.verbose:
             print(self.monitor.summary())
@@ -219,8 +226,14 @@ class DistributionalPPO:
             )
         return metrics
 
+    def _at_checkpoint_boundary(self) -> bool:
+        every = self.config.checkpoint.every_updates
+        return bool(every) and self.n_updates % every == 0
+
     def _reset_carry(self) -> CollectorState:
+        """Reset every env with seeds derived from (seed, update count) and zero the LSTMs."""
         assert self.env is not None
+        self.env.seed(self.config.seed + self.n_updates)
         obs = obs_tensor(self.env.reset(), self.device)
         n = obs.shape[0]
         return CollectorState(
