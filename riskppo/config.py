@@ -206,7 +206,12 @@ class MonitorConfig(_Section):
 
 
 class CheckpointConfig(_Section):
-    """Periodic checkpoints during ``learn`` (R-REL-2)."""
+    """Periodic checkpoints during ``learn`` (R-REL-2).
+
+    After each periodic checkpoint the envs are re-seeded (seed + update count) and reset, in
+    the uninterrupted run and in a run resumed from that checkpoint alike, which makes the
+    resumed run bit-identical on CPU (R-REL-4).
+    """
 
     every_updates: int | None = Field(None, ge=1)
     keep_last: int = Field(3, ge=1)

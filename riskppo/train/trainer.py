@@ -228,7 +228,7 @@ class DistributionalPPO:
 
     def _at_checkpoint_boundary(self) -> bool:
         every = self.config.checkpoint.every_updates
-        return bool(every) and self.n_updates % every == 0
+        return every is not None and self.n_updates % every == 0
 
     def _reset_carry(self) -> CollectorState:
         """Reset every env with seeds derived from (seed, update count) and zero the LSTMs."""
