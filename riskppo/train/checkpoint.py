@@ -139,6 +139,12 @@ def save_checkpoint(model: DistributionalPPO, path: Path) -> Path:
         _write_files(model, tmp)
         _write_manifest(tmp)
         _replace_dir(tmp, path)
+    except OSError as exc:  # e.g. ENOSPC: nothing half-written is left behind
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise CheckpointError(
+            f"cannot write checkpoint {path}: {exc.strerror or exc}; the previous checkpoint "
+            "is untouched"
+        ) from exc
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

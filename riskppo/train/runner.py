@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import warnings
 from pathlib import Path
 from typing import Any
 
 from riskppo.config import Config
 from riskppo.envs.registration import TRADING_ID
-from riskppo.train.checkpoint import CheckpointError
+from riskppo.train.checkpoint import CheckpointError, verify_checkpoint
 from riskppo.train.trainer import DistributionalPPO
 
 
@@ -36,8 +38,6 @@ def save_run_checkpoint(model: DistributionalPPO, run_dir: Path, keep_last: int)
     old = sorted(p for p in ckpts.glob("ckpt-*") if p.is_dir())
     for p in old[:-keep_last]:
         if p.name != path.name:
-            import shutil
-
             shutil.rmtree(p, ignore_errors=True)
     return path
 
@@ -48,6 +48,24 @@ def latest_checkpoint(run_dir: Path) -> Path:
     if not pointer.is_file():
         raise CheckpointError(f"{run_dir}: no checkpoints/latest pointer (no completed checkpoint)")
     return ckpts / pointer.read_text().strip()
+
+
+def latest_good_checkpoint(run_dir: Path) -> Path:
+    """The newest checkpoint that verifies (R-REL-3): ``latest`` first, then older ones, each
+    fallback announced with a warning naming what was wrong."""
+    ckpts = checkpoint_dir(run_dir)
+    candidates: list[Path] = []
+    if (ckpts / "latest").is_file():
+        candidates.append(latest_checkpoint(run_dir))
+    older = sorted((p for p in ckpts.glob("ckpt-*") if p.is_dir()), reverse=True)
+    candidates += [p for p in older if p not in candidates]
+    for path in candidates:
+        try:
+            verify_checkpoint(path)
+            return path
+        except CheckpointError as exc:
+            warnings.warn(f"skipping bad checkpoint: {exc}", stacklevel=2)
+    raise CheckpointError(f"{run_dir}: no usable checkpoint in {ckpts}")
 
 
 def _periodic(run_dir: Path, cfg: Config) -> Any:
@@ -73,7 +91,7 @@ def train_run(cfg: Config, run_dir: Path, *, progress_bar: bool = True) -> Distr
 
 def resume_run(run_dir: Path, *, progress_bar: bool = True) -> DistributionalPPO:
     """Continue ``run_dir`` from its latest checkpoint up to the config's total_timesteps."""
-    path = latest_checkpoint(run_dir)
+    path = latest_good_checkpoint(run_dir)
     cfg = Config.from_yaml(run_dir / "config.yaml")
     model = DistributionalPPO.load(path, env=cfg.env.id, run_dir=run_dir)
     remaining = cfg.total_timesteps - model.num_timesteps
