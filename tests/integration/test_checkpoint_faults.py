@@ -58,7 +58,7 @@ def test_truncated_file_is_refused(trained, tmp_path, name):
     path = copy(trained[1], tmp_path)
     data = (path / name).read_bytes()
     (path / name).write_bytes(data[: len(data) // 2])
-    with pytest.raises(CheckpointError, match=f"{name}.*corrupted"):
+    with pytest.raises(CheckpointError, match=rf"{re.escape(name)}.*corrupted"):
         DistributionalPPO.load(path)
 
 
