@@ -74,7 +74,7 @@ def test_bit_flip_is_refused(trained, tmp_path):
 def test_missing_manifest_is_refused(trained, tmp_path):
     path = copy(trained[1], tmp_path)
     (path / "manifest.json").unlink()
-    with pytest.raises(CheckpointError, match="manifest.json missing"):
+    with pytest.raises(CheckpointError, match=r"manifest\.json missing"):
         DistributionalPPO.load(path)
 
 
