@@ -84,6 +84,41 @@ class VecFiniteGuard(VecEnvWrapper):
         return self._check_obs(obs[None], field)[0]
 
 
+class ObservationCheck(gym.Wrapper):
+    """Refuse observations whose shape does not match the declared space (R-REL-5).
+
+    Without it a wrong shape surfaces as a numpy broadcasting error deep inside the VecEnv.
+    """
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        space = env.observation_space
+        if not isinstance(space, gym.spaces.Box):
+            raise ValueError(
+                f"{env}: observation space must be a Box (flatten Dict spaces first), got {space}"
+            )
+        self._shape = tuple(space.shape)
+
+    def _check(self, obs: Any, where: str) -> Any:
+        shape = np.shape(obs)
+        if shape != self._shape:
+            raise ValueError(
+                f"{self.env}: {where} returned an observation of shape {shape}, but its "
+                f"observation_space has shape {self._shape}"
+            )
+        if not np.issubdtype(np.asarray(obs).dtype, np.number):
+            raise ValueError(f"{self.env}: {where} returned a non-numeric observation")
+        return obs
+
+    def reset(self, **kwargs: Any) -> Any:
+        obs, info = self.env.reset(**kwargs)
+        return self._check(obs, "reset()"), info
+
+    def step(self, action: Any) -> Any:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return self._check(obs, "step()"), reward, terminated, truncated, info
+
+
 def env_kwargs(env: EnvSpec, cfg: EnvConfig, data: DataConfig | None, part: str) -> dict[str, Any]:
     """Keyword arguments for the env factory; the trading env also gets its data and split."""
     kwargs = dict(cfg.kwargs)
@@ -118,6 +153,7 @@ def build_vec_env(
             seed=seed,
             vec_env_cls=vec_cls,
             env_kwargs=env_kwargs(env, cfg, data, part) or None,
+            wrapper_class=ObservationCheck,
         )
     venv = VecFiniteGuard(venv, cfg.nonfinite_policy)
     if cfg.normalize_obs:

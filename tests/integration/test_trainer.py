@@ -365,3 +365,40 @@ def test_cvar_constraint_runs_with_both_critics_and_segments(critic):
     assert latest["risk/lambda"] > 0.0  # CartPole 8-step segments return ≤ 8 < the limit 10
     assert model.last_estimates is not None and model.last_estimates.risk is not None
     assert float(model.last_estimates.risk.extra_advantage.abs().sum()) > 0.0
+
+
+class WrongShapeEnv(gym.Env):
+    observation_space = spaces.Box(-1.0, 1.0, (4,), np.float32)
+    action_space = spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(3, np.float32), {}
+
+    def step(self, action):
+        return np.zeros(3, np.float32), 0.0, False, False, {}
+
+
+class OldApiEnv:
+    """A pre-Gymnasium env: reset() returns obs only, step() a 4-tuple."""
+
+    observation_space = spaces.Box(-1.0, 1.0, (2,), np.float32)
+    action_space = spaces.Discrete(2)
+
+    def reset(self):
+        return np.zeros(2, np.float32)
+
+    def step(self, action):
+        return np.zeros(2, np.float32), 0.0, False, {}
+
+
+def test_wrong_observation_shape_is_a_clear_error_before_training():
+    model = make(env=WrongShapeEnv)
+    with pytest.raises(ValueError, match=r"shape \(3,\), but its observation_space has shape"):
+        model.learn(64)  # raised at the first reset, before any update
+    assert model.n_updates == 0
+
+
+def test_old_api_env_is_refused_before_training():
+    with pytest.raises((ValueError, TypeError), match=r"(?i)gymnasium|gym"):
+        make(env=OldApiEnv)
