@@ -164,6 +164,9 @@ def _write_files(model: DistributionalPPO, d: Path) -> None:
         "ret/mean": model.scaling.moments.mean.clone(),
         "ret/var": model.scaling.moments.var.clone(),
         "ret/count": model.scaling.moments.count.clone(),
+        "ret/scale": torch.tensor(model.scaling.scale, dtype=torch.float64),  # PopArt σ⁻¹
+        "ret/shift": torch.tensor(model.scaling.mean, dtype=torch.float64),  # PopArt μ
+        **_risk_tensors(model),
     }
     vn = find_normalizer(model.env) if model.env is not None else model._obs_rms_loaded
     if vn is not None:
@@ -182,14 +185,11 @@ def _write_files(model: DistributionalPPO, d: Path) -> None:
         "n_updates": model.n_updates,
         "ent_coef": model.ent_coef,
         "ent_state": {**model.ent_state.__dict__, "history": list(model.ent_state.history)},
-        "return_scale": model.scaling.scale,
-        "return_mean": model.scaling.mean,
         "observation_space": space_to_json(model.observation_space),
         "action_space": space_to_json(model.action_space),
         "n_envs": model.n_envs,
         "optimizer": opt_json,
         "vgs": vgs_json,
-        "risk": _risk_json(model),
     }
     (d / "state.json").write_text(json.dumps(state, indent=1))
     (d / "config.json").write_text(model.config.to_json())
@@ -283,43 +283,44 @@ def load_checkpoint(
     _restore_counters(model, state, tensors)
     if model.vgs is not None and state.get("vgs") is not None:
         model.vgs.load_state_dict(join_tensors(state["vgs"], tensors["optimizer.safetensors"]))
-    if model.risk_state is not None and state.get("risk") is not None:
-        _restore_risk(model, state["risk"])
+    if model.risk_state is not None and "risk/lambda" in tensors["normalizer.safetensors"]:
+        _restore_risk(model, tensors["normalizer.safetensors"])
     return model
 
 
-def _risk_json(model: DistributionalPPO) -> dict[str, Any] | None:
-    """The CVaR constraint's state (λ, open segments, risk-head scaling) as plain JSON."""
+def _risk_tensors(model: DistributionalPPO) -> dict[str, torch.Tensor]:
+    """The CVaR constraint's state — λ, open segments, the risk head's scaling — as tensors."""
     rs = model.risk_state
     if rs is None:
-        return None
-    m = rs.moments
+        return {}
+    f64 = torch.float64
     return {
-        "lam": rs.lam,
-        "acc": rs.acc.tolist(),
-        "length": rs.length.tolist(),
-        "moments": [float(m.mean), float(m.var), float(m.count)],
-        "scale": rs.scale,
-        "mean": rs.mean,
-        "recent": list(rs.recent),
+        "risk/lambda": torch.tensor(rs.lam, dtype=f64),
+        "risk/acc": rs.acc.clone(),
+        "risk/length": rs.length.clone(),
+        "risk/mean": rs.moments.mean.clone(),
+        "risk/var": rs.moments.var.clone(),
+        "risk/count": rs.moments.count.clone(),
+        "risk/scale": torch.tensor(rs.scale, dtype=f64),
+        "risk/shift": torch.tensor(rs.mean, dtype=f64),
+        "risk/recent": torch.tensor(list(rs.recent), dtype=f64),
     }
 
 
-def _restore_risk(model: DistributionalPPO, d: dict[str, Any]) -> None:
+def _restore_risk(model: DistributionalPPO, t: dict[str, torch.Tensor]) -> None:
     from collections import deque
 
     from riskppo.train.risk import RiskState
 
-    mean, var, count = (torch.tensor(v, dtype=torch.float64) for v in d["moments"])
     state = RiskState(
-        float(d["lam"]),
-        torch.tensor(d["acc"], dtype=torch.float64),
-        torch.tensor(d["length"], dtype=torch.long),
-        RunningMoments(mean, var, count),
-        float(d["scale"]),
-        float(d["mean"]),
+        float(t["risk/lambda"]),
+        t["risk/acc"],
+        t["risk/length"],
+        RunningMoments(t["risk/mean"], t["risk/var"], t["risk/count"]),
+        float(t["risk/scale"]),
+        float(t["risk/shift"]),
     )
-    state.recent = deque(d["recent"], maxlen=state.recent.maxlen)
+    state.recent = deque(t["risk/recent"].tolist(), maxlen=state.recent.maxlen)
     model.risk_state = state
 
 
@@ -331,8 +332,8 @@ def _restore_counters(
     norm = tensors["normalizer.safetensors"]
     model.scaling = ReturnScaling(
         RunningMoments(norm["ret/mean"], norm["ret/var"], norm["ret/count"]),
-        float(state["return_scale"]),
-        float(state["return_mean"]),
+        float(norm["ret/scale"]),
+        float(norm["ret/shift"]),
     )
     if "obs/mean" in norm:
         from stable_baselines3.common.running_mean_std import RunningMeanStd

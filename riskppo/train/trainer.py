@@ -235,6 +235,9 @@ class DistributionalPPO:
         assert self.env is not None
         self.env.seed(self.config.seed + self.n_updates)
         obs = obs_tensor(self.env.reset(), self.device)
+        if self.risk_state is not None:  # the reset ends every open CVaR segment
+            self.risk_state.acc.zero_()
+            self.risk_state.length.zero_()
         n = obs.shape[0]
         return CollectorState(
             obs,
