@@ -402,3 +402,55 @@ def test_wrong_observation_shape_is_a_clear_error_before_training():
 def test_old_api_env_is_refused_before_training():
     with pytest.raises((ValueError, TypeError), match=r"(?i)gymnasium|gym"):
         make(env=OldApiEnv)
+
+
+class NaNObsEnv(gym.Wrapper):
+    """CartPole whose 5th step returns a NaN observation."""
+
+    def __init__(self):
+        super().__init__(gym.make("CartPole-v1"))
+        self.n = 0
+
+    def step(self, a):
+        obs, r, term, trunc, info = self.env.step(a)
+        self.n += 1
+        if self.n == 5:
+            obs = obs.copy()
+            obs[2] = np.nan
+        return obs, r, term, trunc, info
+
+
+def test_nan_observation_raises_naming_env_step_and_field():
+    from riskppo.train.vec_env import NonFiniteInputError
+
+    model = make(env=NaNObsEnv, normalize_obs=True)
+    with pytest.raises(NonFiniteInputError, match=r"env \d+ .*observation \(element 2 = nan\)"):
+        model.learn(256)
+
+
+def test_skip_policy_keeps_normaliser_and_weights_finite():
+    from riskppo.train.vec_env import VecFiniteGuard, find_normalizer
+
+    model = make(env=NaNObsEnv, normalize_obs=True, nonfinite_policy="skip")
+    model.learn(512)
+    rms = find_normalizer(model.env).obs_rms
+    assert np.isfinite(rms.mean).all() and np.isfinite(rms.var).all()
+    assert all(torch.isfinite(p).all() for p in model.policy.parameters())
+    guard = model.env.venv
+    assert isinstance(guard, VecFiniteGuard) and guard.n_skipped > 0
+
+
+def test_non_finite_gradients_skip_the_update_then_stop():
+    """R-REL-6: NaN gradients → update skipped (parameters unchanged), counted, then a clear stop."""
+    from riskppo.train.update import NonFiniteTrainingError
+
+    model = make(max_nonfinite_updates=3)
+    # PopArt legitimately rescales the critics' output layers every rollout: leave them out.
+    popart = {id(p) for layer in model.policy.critic_out_layers for p in layer.parameters()}
+    params = [p for p in model.policy.parameters() if id(p) not in popart]
+    before = [p.detach().clone() for p in params]
+    params[0].register_hook(lambda g: g * float("nan"))
+    with pytest.raises(NonFiniteTrainingError, match="3 consecutive minibatches"):
+        model.learn(1024)
+    for p, b in zip(params, before):
+        assert torch.equal(p.detach(), b)  # no optimizer step was applied
