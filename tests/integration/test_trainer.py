@@ -441,7 +441,7 @@ def test_skip_policy_keeps_normaliser_and_weights_finite():
 
 
 def test_non_finite_gradients_skip_the_update_then_stop():
-    """R-REL-6: NaN gradients → update skipped (parameters unchanged), counted, then a clear stop."""
+    """R-REL-6: NaN gradients → the update is skipped (nothing applied), then a clear stop."""
     from riskppo.train.update import NonFiniteTrainingError
 
     model = make(max_nonfinite_updates=3)
