@@ -15,22 +15,20 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from typing import Any
 
 from _common import machine, peak_rss_mb, run_worker, table
 
 SETTINGS = dict(n_envs=8, n_steps=128, batch_size=256, n_epochs=4, lstm=64)
 
 
-def worker(a: argparse.Namespace) -> None:
-    import torch
-
-    torch.set_num_threads(a.threads)
-    warm = a.n_envs * a.n_steps
+def build(a: argparse.Namespace) -> Any:
+    """The trainer named by ``a.algo`` with the shared settings."""
     if a.algo.startswith("riskppo"):
         from riskppo import DistributionalPPO
 
         critic, twin = ("quantile", True) if a.algo == "riskppo" else ("scalar", False)
-        model = DistributionalPPO(
+        return DistributionalPPO(
             a.env,
             seed=0,
             n_envs=a.n_envs,
@@ -45,41 +43,26 @@ def worker(a: argparse.Namespace) -> None:
             device=a.device,
             num_threads=a.threads,
         )
-        model.learn(warm)
-        t = time.perf_counter()
-        model.learn(a.steps, reset_num_timesteps=False)
-    elif a.algo == "RecurrentPPO":
+    sb3 = dict(n_steps=a.n_steps, batch_size=a.batch_size, n_epochs=a.n_epochs, seed=0)
+    if a.algo == "RecurrentPPO":
         from sb3_contrib import RecurrentPPO
 
-        model = RecurrentPPO(
-            "MlpLstmPolicy",
-            _vec(a),
-            n_steps=a.n_steps,
-            batch_size=a.batch_size,
-            n_epochs=a.n_epochs,
-            seed=0,
-            device=a.device,
-            policy_kwargs=dict(lstm_hidden_size=a.lstm, net_arch=[64]),
-        )
-        model.learn(warm)
-        t = time.perf_counter()
-        model.learn(a.steps, reset_num_timesteps=False)
-    else:  # SB3 feed-forward PPO, for context
-        from stable_baselines3 import PPO
+        kwargs = dict(lstm_hidden_size=a.lstm, net_arch=[64])
+        return RecurrentPPO("MlpLstmPolicy", _vec(a), device=a.device, policy_kwargs=kwargs, **sb3)
+    from stable_baselines3 import PPO  # feed-forward, for context
 
-        model = PPO(
-            "MlpPolicy",
-            _vec(a),
-            n_steps=a.n_steps,
-            batch_size=a.batch_size,
-            n_epochs=a.n_epochs,
-            seed=0,
-            device=a.device,
-            policy_kwargs=dict(net_arch=[64, 64]),
-        )
-        model.learn(warm)
-        t = time.perf_counter()
-        model.learn(a.steps, reset_num_timesteps=False)
+    kwargs = dict(net_arch=[64, 64])
+    return PPO("MlpPolicy", _vec(a), device=a.device, policy_kwargs=kwargs, **sb3)
+
+
+def worker(a: argparse.Namespace) -> None:
+    import torch
+
+    torch.set_num_threads(a.threads)
+    model = build(a)
+    model.learn(a.n_envs * a.n_steps)  # warm-up update, not timed
+    t = time.perf_counter()
+    model.learn(a.steps, reset_num_timesteps=False)
     fps = a.steps / (time.perf_counter() - t)
     print(json.dumps({"fps": fps, "rss_mb": peak_rss_mb()}))
 
