@@ -38,6 +38,7 @@ class Rollout:
     actor_latent: Tensor | None  # [T, N, H] (lstm_sharing='all')
     last_obs: Tensor  # [N, D] observation after the last step
     last_episode_start: Tensor  # [N] bool
+    last_pi_state: LSTMState  # actor state after the last step
     costs_fraction: Tensor  # [T, N] info["reward_costs_fraction"] (NaN where absent/invalid)
 
 

@@ -32,7 +32,7 @@ from safetensors.torch import load_file, save_file
 import riskppo
 from riskppo.config import Config, ConfigError
 from riskppo.core.scaling import RunningMoments
-from riskppo.train.estimate import ReturnScaling
+from riskppo.train.scaling import ReturnScaling
 from riskppo.train.vec_env import find_normalizer
 
 if TYPE_CHECKING:
@@ -298,11 +298,11 @@ def _risk_tensors(model: DistributionalPPO) -> dict[str, torch.Tensor]:
         "risk/lambda": torch.tensor(rs.lam, dtype=f64),
         "risk/acc": rs.acc.clone(),
         "risk/length": rs.length.clone(),
-        "risk/mean": rs.moments.mean.clone(),
-        "risk/var": rs.moments.var.clone(),
-        "risk/count": rs.moments.count.clone(),
-        "risk/scale": torch.tensor(rs.scale, dtype=f64),
-        "risk/shift": torch.tensor(rs.mean, dtype=f64),
+        "risk/mean": rs.scaling.moments.mean.clone(),
+        "risk/var": rs.scaling.moments.var.clone(),
+        "risk/count": rs.scaling.moments.count.clone(),
+        "risk/scale": torch.tensor(rs.scaling.scale, dtype=f64),
+        "risk/shift": torch.tensor(rs.scaling.mean, dtype=f64),
         "risk/recent": torch.tensor(list(rs.recent), dtype=f64),
     }
 
@@ -316,9 +316,11 @@ def _restore_risk(model: DistributionalPPO, t: dict[str, torch.Tensor]) -> None:
         float(t["risk/lambda"]),
         t["risk/acc"],
         t["risk/length"],
-        RunningMoments(t["risk/mean"], t["risk/var"], t["risk/count"]),
-        float(t["risk/scale"]),
-        float(t["risk/shift"]),
+        ReturnScaling(
+            RunningMoments(t["risk/mean"], t["risk/var"], t["risk/count"]),
+            float(t["risk/scale"]),
+            float(t["risk/shift"]),
+        ),
     )
     state.recent = deque(t["risk/recent"].tolist(), maxlen=state.recent.maxlen)
     model.risk_state = state

@@ -138,6 +138,7 @@ def collect_rollout(
         actor_latent=latents,
         last_obs=obs,
         last_episode_start=ep_start,
+        last_pi_state=pi_state,
         costs_fraction=torch.as_tensor(costs, device=device),
     )
     new_carry = CollectorState(obs, ep_start, RecurrentState(pi_state, carry.state.vf))

@@ -11,38 +11,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from riskppo import core
 from riskppo.config import Config
-from riskppo.core.scaling import RunningMoments
 from riskppo.data.buffer import ChunkBatch, Rollout, cat_states, chunk_critic, to_chunks
 from riskppo.nn.critics import Critic
 from riskppo.nn.policy import RecurrentActorCritic, RecurrentState
 from riskppo.nn.recurrent import LSTMState
 from riskppo.train.risk import RiskEstimate, RiskState, risk_estimate
-
-
-@dataclass
-class ReturnScaling:
-    """Return statistics and the critic's normalisation: ``v_raw = v_norm / scale + mean``."""
-
-    moments: RunningMoments
-    scale: float
-    mean: float
-
-    def to_raw(self, x: Tensor) -> Tensor:
-        return x / self.scale + self.mean
-
-    def to_norm(self, x: Tensor) -> Tensor:
-        return (x - self.mean) * self.scale
-
-
-def initial_scaling(cfg: Config) -> ReturnScaling:
-    scale, _ = core.value_target_scale(
-        1.0, ret_clip=cfg.critic.ret_clip, std_floor=cfg.critic.std_floor, cap=cfg.critic.scale_cap
-    )
-    return ReturnScaling(core.init_moments(), scale, 0.0)
+from riskppo.train.scaling import ReturnScaling, update_scaling
 
 
 @dataclass
@@ -92,7 +70,7 @@ def critic_values(
         last_latent = None
         if policy.sharing == "all":
             last_latent, _ = policy.actor_lstm.step(
-                rollout.last_obs, _pi_after(policy, rollout), rollout.last_episode_start
+                rollout.last_obs, rollout.last_pi_state, rollout.last_episode_start
             )
         last_out, _ = policy.critic_step(
             rollout.last_obs, final, rollout.last_episode_start, last_latent
@@ -119,42 +97,6 @@ def critic_values(
 def _twin_min(critic: Critic, policy: RecurrentActorCritic, out: Tensor) -> Tensor:
     """Min over the main critics of their means (normalised units), risk head excluded."""
     return critic.mean(out[: policy.n_critics]).min(dim=0).values
-
-
-def _pi_after(policy: RecurrentActorCritic, rollout: Rollout) -> LSTMState:
-    """Actor state after the last step (recomputed; only needed for ``lstm_sharing='all'``)."""
-    _, _, final = policy.actor_sequence(rollout.obs, rollout.episode_starts, rollout.start_state.pi)
-    return final
-
-
-def update_scaling(
-    cfg: Config,
-    scaling: ReturnScaling,
-    returns: Tensor,
-    output_layers: list[nn.Linear],
-    popart: bool,
-) -> tuple[ReturnScaling, float]:
-    """Update return statistics with this rollout (before its targets are normalised, R-ALG-8).
-
-    With PopArt (van Hasselt et al. 2016) the critics' linear output layers are rescaled in place
-    so that their de-normalised outputs are unchanged. Returns the new scaling and the uncapped
-    scale (for ``warn/excessive_return_scaling``).
-    """
-    moments = core.update_moments(scaling.moments, returns.reshape(-1))
-    std = float(moments.var.sqrt())
-    scale, uncapped = core.value_target_scale(
-        std, ret_clip=cfg.critic.ret_clip, std_floor=cfg.critic.std_floor, cap=cfg.critic.scale_cap
-    )
-    new = ReturnScaling(moments, scale, float(moments.mean))
-    if popart:
-        with torch.no_grad():
-            for layer in output_layers:
-                w, b = core.popart_rescale(
-                    layer.weight, layer.bias, scaling.mean, scaling.scale, new.mean, new.scale
-                )
-                layer.weight.copy_(w)
-                layer.bias.copy_(b)
-    return new, uncapped
 
 
 def estimate(

@@ -23,7 +23,7 @@ from torch import Tensor
 
 from riskppo import core
 from riskppo.config import Config
-from riskppo.core.scaling import RunningMoments
+from riskppo.train.scaling import ReturnScaling, initial_scaling, update_scaling
 
 
 @dataclass
@@ -33,16 +33,8 @@ class RiskState:
     lam: float
     acc: Tensor  # [N] return accumulated in each env's open segment
     length: Tensor  # [N] its length
-    moments: RunningMoments  # statistics of segment return-to-go targets
-    scale: float = 1.0
-    mean: float = 0.0
+    scaling: ReturnScaling  # normalisation of the risk head (segment return-to-go, PopArt)
     recent: deque[float] = field(default_factory=lambda: deque(maxlen=500))
-
-    def to_raw(self, x: Tensor) -> Tensor:
-        return x / self.scale + self.mean
-
-    def to_norm(self, x: Tensor) -> Tensor:
-        return (x - self.mean) * self.scale
 
 
 def initial_risk_state(cfg: Config, n_envs: int) -> RiskState:
@@ -50,7 +42,7 @@ def initial_risk_state(cfg: Config, n_envs: int) -> RiskState:
         lam=cfg.risk.lambda_init,
         acc=torch.zeros(n_envs, dtype=torch.float64),
         length=torch.zeros(n_envs, dtype=torch.long),
-        moments=core.init_moments(),
+        scaling=initial_scaling(cfg),
     )
 
 
@@ -76,7 +68,7 @@ def risk_estimate(
     r = cfg.risk
     alpha = r.cvar_alpha
     info = core.segment_returns(rewards, dones, r.cvar_horizon, state.acc, state.length)
-    q_rtg = state.to_raw(risk_out.double().sort(dim=-1).values)  # [T, N, K] raw units
+    q_rtg = state.scaling.to_raw(risk_out.double().sort(dim=-1).values)  # [T, N, K] raw units
     # Predicted distribution of R: pooled quantiles at the segment-start states (acc = 0).
     pooled = q_rtg[info.starts].reshape(-1)
     if pooled.numel() == 0:
@@ -92,27 +84,15 @@ def risk_estimate(
     if r.cvar_limit is not None:
         # Relative violation: in units of the limit, or of the segment-return spread when the
         # limit is near 0, so lambda_lr means the same for returns of any scale.
-        spread = float(state.moments.var.sqrt()) if state.moments.count > 1 else 1.0
+        moments = state.scaling.moments
+        spread = float(moments.var.sqrt()) if moments.count > 1 else 1.0
         violation = (r.cvar_limit - float(cvar_pred)) / max(abs(r.cvar_limit), spread, 1e-8)
         lam = core.lagrange_step(state.lam, violation, r.lambda_lr, r.lambda_max)
-    # Risk-head targets: segment return-to-go, y_t = R − acc_t, on finished segments only.
+    # Risk-head targets: segment return-to-go, y_t = R − acc_t, on finished segments only;
+    # statistics updated (and the head PopArt-rescaled) exactly as for the value critics.
     y = info.seg_return - info.acc_before
-    complete = torch.isfinite(y)
-    moments = core.update_moments(state.moments, y[complete]) if complete.any() else state.moments
-    scale, _ = core.value_target_scale(
-        float(moments.var.sqrt()),
-        ret_clip=cfg.critic.ret_clip,
-        std_floor=cfg.critic.std_floor,
-        cap=cfg.critic.scale_cap,
-    )
-    new_state = RiskState(lam, info.acc_after, info.len_after, moments, scale, float(moments.mean))
-    new_state.recent = recent
-    with torch.no_grad():  # PopArt on the risk head: its raw predictions are unchanged
-        w, b = core.popart_rescale(
-            risk_layer.weight, risk_layer.bias, state.mean, state.scale, new_state.mean, scale
-        )
-        risk_layer.weight.copy_(w)
-        risk_layer.bias.copy_(b)
+    scaling, _ = update_scaling(cfg, state.scaling, y[torch.isfinite(y)], [risk_layer], True)
+    new_state = RiskState(lam, info.acc_after, info.len_after, scaling, recent)
     metrics = {
         "risk/lambda": lam,
         "risk/cvar_violation": violation,
@@ -124,4 +104,4 @@ def risk_estimate(
     if len(recent) >= 2:
         emp, _ = core.empirical_cvar(torch.tensor(list(recent), dtype=torch.float64), alpha)
         metrics["risk/cvar_empirical_segment"] = float(emp)
-    return RiskEstimate(extra, new_state.to_norm(y).float(), new_state, metrics)
+    return RiskEstimate(extra, scaling.to_norm(y).float(), new_state, metrics)

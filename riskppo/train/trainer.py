@@ -26,10 +26,11 @@ from riskppo.nn.critics import Critic, build_critic
 from riskppo.nn.policy import RecurrentActorCritic, RecurrentState
 from riskppo.optim import build_optimizer
 from riskppo.train.collect import CollectorState, collect_rollout, env_actions, obs_tensor
-from riskppo.train.estimate import Estimates, ReturnScaling, estimate, initial_scaling
+from riskppo.train.estimate import Estimates, estimate
 from riskppo.train.monitor import Monitor, check_alerts
 from riskppo.train.progress import TrainingProgress
 from riskppo.train.risk import RiskState, initial_risk_state
+from riskppo.train.scaling import ReturnScaling, initial_scaling
 from riskppo.train.update import UpdateContext, UpdateMetrics, ppo_update
 from riskppo.train.vec_env import EnvSpec, build_vec_env, find_normalizer
 

@@ -1,0 +1,67 @@
+"""Return statistics and the critics' normalisation with PopArt (R-ALG-8).
+
+Shared by the value critics (λ-returns) and the CVaR risk head (segment return-to-go).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from riskppo import core
+from riskppo.config import Config
+from riskppo.core.scaling import RunningMoments
+
+
+@dataclass
+class ReturnScaling:
+    """Return statistics and the critic's normalisation: ``v_raw = v_norm / scale + mean``."""
+
+    moments: RunningMoments
+    scale: float
+    mean: float
+
+    def to_raw(self, x: Tensor) -> Tensor:
+        return x / self.scale + self.mean
+
+    def to_norm(self, x: Tensor) -> Tensor:
+        return (x - self.mean) * self.scale
+
+
+def initial_scaling(cfg: Config) -> ReturnScaling:
+    scale, _ = core.value_target_scale(
+        1.0, ret_clip=cfg.critic.ret_clip, std_floor=cfg.critic.std_floor, cap=cfg.critic.scale_cap
+    )
+    return ReturnScaling(core.init_moments(), scale, 0.0)
+
+
+def update_scaling(
+    cfg: Config,
+    scaling: ReturnScaling,
+    returns: Tensor,
+    output_layers: list[nn.Linear],
+    popart: bool,
+) -> tuple[ReturnScaling, float]:
+    """Update return statistics with this rollout (before its targets are normalised, R-ALG-8).
+
+    With PopArt (van Hasselt et al. 2016) the critics' linear output layers are rescaled in place
+    so that their de-normalised outputs are unchanged. Returns the new scaling and the uncapped
+    scale (for ``warn/excessive_return_scaling``).
+    """
+    moments = core.update_moments(scaling.moments, returns.reshape(-1))
+    std = float(moments.var.sqrt())
+    scale, uncapped = core.value_target_scale(
+        std, ret_clip=cfg.critic.ret_clip, std_floor=cfg.critic.std_floor, cap=cfg.critic.scale_cap
+    )
+    new = ReturnScaling(moments, scale, float(moments.mean))
+    if popart:
+        with torch.no_grad():
+            for layer in output_layers:
+                w, b = core.popart_rescale(
+                    layer.weight, layer.bias, scaling.mean, scaling.scale, new.mean, new.scale
+                )
+                layer.weight.copy_(w)
+                layer.bias.copy_(b)
+    return new, uncapped
