@@ -19,6 +19,7 @@ from pathlib import Path
 from riskppo.config import Config, ConfigError, apply_overrides
 
 DEFAULT_CONFIG = "default.yaml"
+DEFAULT_PBT_CONFIG = "pbt_trading.yaml"
 
 
 def preset_path(name: str) -> Path:
@@ -26,15 +27,17 @@ def preset_path(name: str) -> Path:
     return Path(str(resources.files("riskppo") / "configs" / name))
 
 
-def load_config(path: str | None, overrides: Sequence[str]) -> Config:
-    cfg = Config.from_yaml(path or preset_path(DEFAULT_CONFIG))
+def load_config(
+    path: str | None, overrides: Sequence[str], default: str = DEFAULT_CONFIG
+) -> Config:
+    cfg = Config.from_yaml(path or preset_path(default))
     return apply_overrides(cfg, list(overrides))
 
 
-def default_run_dir(cfg: Config) -> Path:
+def default_run_dir(cfg: Config, prefix: str = "") -> Path:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     name = cfg.env.id.replace("/", "_")
-    return Path("runs") / f"{stamp}-{name}-s{cfg.seed}"
+    return Path("runs") / f"{stamp}-{prefix + '-' if prefix else ''}{name}-s{cfg.seed}"
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -63,6 +66,23 @@ def cmd_backtest(args: argparse.Namespace) -> int:
     from riskppo.evaluation.backtest import cmd_backtest as run
 
     return run(args)
+
+
+def cmd_pbt(args: argparse.Namespace) -> int:
+    from riskppo.pbt import run_pbt
+
+    overrides = list(args.set or [])
+    if args.backend:
+        overrides.append(f"pbt.backend={args.backend}")
+    cfg = load_config(args.config, overrides, default=DEFAULT_PBT_CONFIG)
+    run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(cfg, prefix="pbt")
+    summary = run_pbt(cfg, run_dir, progress_bar=not args.no_progress)
+    if cfg.env.id == "riskppo/Trading-v0":  # the best member's held-out test backtest
+        from riskppo.evaluation.backtest import backtest_run
+
+        artifacts = backtest_run(Path(summary["best_dir"]), split="test")
+        print(f"riskppo pbt: best member's test backtest report → {artifacts.report}")
+    return 0
 
 
 def cmd_not_yet(args: argparse.Namespace) -> int:
@@ -103,13 +123,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", choices=("train", "val", "test"), default="test")
     p.set_defaults(func=cmd_backtest)
 
-    for name, help_ in [
-        ("pbt", "population-based training"),
-        ("bench", "benchmarks against RecurrentPPO"),
-    ]:
-        p = sub.add_parser(name, help=help_ + " (not yet available)")
-        p.add_argument("rest", nargs=argparse.REMAINDER)
-        p.set_defaults(func=cmd_not_yet)
+    p = sub.add_parser("pbt", help="population-based training (default: the trading PBT config)")
+    p.add_argument(
+        "--config", help=f"YAML config with a pbt section (default: {DEFAULT_PBT_CONFIG})"
+    )
+    p.add_argument(
+        "--set", action="append", metavar="KEY=VALUE", help="override a config key (repeatable)"
+    )
+    p.add_argument("--run-dir", help="run directory (default: runs/<time>-pbt-<env>-s<seed>)")
+    p.add_argument("--backend", choices=("local", "ray"), help="overrides pbt.backend")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_pbt)
+
+    p = sub.add_parser("bench", help="benchmarks against RecurrentPPO (not yet available)")
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p.set_defaults(func=cmd_not_yet)
     return parser
 
 

@@ -231,6 +231,100 @@ class DataConfig(_Section):
         return self
 
 
+class AdversarialConfig(_Section):
+    """State-adversarial regulariser (SA-PPO, Zhang et al. 2020; R-ADV).
+
+    Adds ``kappa * max_{|ŝ-s|_inf <= eps} KL(π(·|s) ‖ π(·|ŝ))`` to the policy loss, the max
+    approximated by ``pgd_steps`` signed-gradient steps in *normalised* observation space. ε ramps
+    linearly from 0 to ``eps`` over ``eps_warmup_updates`` updates. ``kappa = 0`` switches it off.
+    """
+
+    kappa: float = Field(0.0, ge=0)
+    eps: float = Field(0.05, ge=0)
+    eps_warmup_updates: int = Field(0, ge=0)
+    pgd_steps: int = Field(3, ge=1)
+    pgd_step_size: float | None = Field(
+        None, gt=0, description="PGD step in units of eps per step; None = 2.5*eps/pgd_steps"
+    )
+
+
+# Hyperparameters PBT may tune (R-PBT-1): dotted config paths.
+TUNABLE = (
+    "ppo.learning_rate",
+    "ppo.ent_coef",
+    "ppo.clip_range",
+    "ppo.vf_coef",
+    "ppo.gae_lambda",
+    "risk.cvar_limit",
+    "risk.lambda_lr",
+    "adversarial.kappa",
+    "adversarial.eps",
+)
+
+
+class HyperparamSpec(_Section):
+    """Bounds of one tuned hyperparameter. ``log``: resampled log-uniformly (needs low > 0)."""
+
+    low: float
+    high: float
+    log: bool = True
+
+    @model_validator(mode="after")
+    def _check(self) -> HyperparamSpec:
+        if self.high <= self.low:
+            raise ValueError(f"high={self.high} must be > low={self.low}")
+        if self.log and self.low <= 0:
+            raise ValueError(f"log=true needs low > 0 (got low={self.low}); set log: false")
+        return self
+
+
+def _default_pbt_space() -> dict[str, HyperparamSpec]:
+    return {
+        "ppo.learning_rate": HyperparamSpec(low=1e-5, high=3e-3),
+        "ppo.ent_coef": HyperparamSpec(low=1e-4, high=5e-2),
+    }
+
+
+class PBTConfig(_Section):
+    """Population-based training (R-PBT; Jaderberg et al. 2017), used by ``riskppo pbt``.
+
+    Every ``ready_updates`` updates each member is evaluated (``metric``); the bottom
+    ``quantile`` of the population copies a member of the top ``quantile`` (exploit) and perturbs
+    its hyperparameters (explore: × one of ``perturb_factors``, or with ``resample_prob`` a fresh
+    draw), always within the declared bounds. ``quantile: 0`` never exploits — the same budget
+    as independent runs, the baseline PBT is compared with.
+    """
+
+    backend: Literal["local", "ray"] = "local"
+    population: int = Field(4, ge=2)
+    ready_updates: int = Field(5, ge=1)
+    quantile: float = Field(0.25, ge=0, le=0.5)
+    resample_prob: float = Field(0.25, ge=0, le=1)
+    perturb_factors: tuple[float, float] = (0.8, 1.2)
+    optimizer_strategy: Literal["copy", "reset"] = "copy"
+    metric: Literal[
+        "auto", "mean_return", "cvar", "sharpe", "sortino", "calmar", "cvar_95", "annual_return"
+    ] = Field(
+        "auto",
+        description="auto: validation-period Sharpe for trading, mean evaluation return otherwise",
+    )
+    eval_episodes: int = Field(10, ge=1)
+    workers: int | None = Field(None, ge=1, description="parallel members; None = min(pop, cores)")
+    max_failures: int = Field(2, ge=0, description="Ray backend: restarts of a failed trial")
+    hyperparams: dict[str, HyperparamSpec] = Field(default_factory=_default_pbt_space)
+
+    @model_validator(mode="after")
+    def _check(self) -> PBTConfig:
+        unknown = sorted(set(self.hyperparams) - set(TUNABLE))
+        if unknown:
+            raise ValueError(f"cannot tune {unknown}; tunable: {list(TUNABLE)}")
+        if not self.hyperparams:
+            raise ValueError("hyperparams must name at least one tunable hyperparameter")
+        if min(self.perturb_factors) <= 0:
+            raise ValueError(f"perturb_factors={self.perturb_factors} must be positive")
+        return self
+
+
 class Config(_Section):
     """All hyper-parameters of one run."""
 
@@ -253,6 +347,8 @@ class Config(_Section):
     monitor: MonitorConfig = Field(default_factory=MonitorConfig)
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
     data: DataConfig = Field(default_factory=DataConfig)
+    adversarial: AdversarialConfig = Field(default_factory=AdversarialConfig)
+    pbt: PBTConfig = Field(default_factory=PBTConfig)
 
     @model_validator(mode="after")
     def _check_batching(self) -> Config:
@@ -282,6 +378,8 @@ class Config(_Section):
             )
         if self.ppo.vf_clip_mode == "per_quantile" and self.critic.kind != "quantile":
             raise ValueError("ppo.vf_clip_mode='per_quantile' requires critic.kind='quantile'")
+        if "risk.cvar_limit" in self.pbt.hyperparams and self.risk.cvar_limit is None:
+            raise ValueError("pbt.hyperparams tunes risk.cvar_limit but risk.cvar_limit is None")
         return self
 
     # ---- construction helpers -------------------------------------------------------------

@@ -1,0 +1,40 @@
+"""Population-based training (R-PBT): member logic, the local scheduler, the Ray Tune backend.
+
+``run_pbt(cfg, run_dir)`` runs ``cfg.pbt.backend`` ("local" by default, or "ray").
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from riskppo.config import Config
+from riskppo.pbt.member import (
+    PopulationMember,
+    exploit,
+    explore,
+    member_score,
+    sample_hyperparams,
+    truncation_selection,
+)
+
+__all__ = [
+    "PopulationMember",
+    "exploit",
+    "explore",
+    "member_score",
+    "run_pbt",
+    "sample_hyperparams",
+    "truncation_selection",
+]
+
+
+def run_pbt(cfg: Config, run_dir: Path, *, progress_bar: bool = True) -> dict[str, Any]:
+    """Run the population of ``cfg.pbt`` into ``run_dir``; returns the summary dict."""
+    if cfg.pbt.backend == "ray":
+        from riskppo.pbt.ray_backend import run_pbt_ray
+
+        return run_pbt_ray(cfg, run_dir, progress_bar=progress_bar)
+    from riskppo.pbt.local import run_pbt_local
+
+    return run_pbt_local(cfg, run_dir, progress_bar=progress_bar)

@@ -15,6 +15,7 @@ Writes go to a temporary sibling directory that is renamed into place (R-REL-2).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -27,7 +28,8 @@ import numpy as np
 import torch
 from gymnasium import spaces
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load as load_bytes
+from safetensors.torch import save_file
 
 import riskppo
 from riskppo.config import Config, ConfigError
@@ -221,50 +223,84 @@ def _replace_dir(tmp: Path, path: Path) -> None:
 
 
 # ---- load --------------------------------------------------------------------------------------
-def verify_checkpoint(path: Path) -> dict[str, Any]:
-    """Check presence and SHA-256 of every file; returns the manifest. Raises CheckpointError."""
+@dataclasses.dataclass(frozen=True)
+class CheckpointData:
+    """The verified contents of a checkpoint directory, parsed (no model built yet)."""
+
+    path: Path
+    config: Config
+    state: dict[str, Any]
+    tensors: dict[str, dict[str, torch.Tensor]]  # file name → tensors
+
+
+def _read_verified(path: Path) -> tuple[dict[str, Any], dict[str, bytes]]:
+    """Read the manifest and every file it lists, each checked against its SHA-256.
+
+    The bytes that are hashed are the bytes that get parsed, so a checkpoint that is being
+    written or replaced meanwhile is never read half-way: any file from another version fails
+    its hash, a missing manifest or file raises (R-PBT-1, R-REL-3).
+    """
     if not path.is_dir():
         raise CheckpointError(f"{path}: not a checkpoint directory")
     mf = path / "manifest.json"
-    if not mf.is_file():
-        raise CheckpointError(f"{path}: manifest.json missing (incomplete or foreign checkpoint)")
     try:
-        manifest = json.loads(mf.read_text())
+        manifest = json.loads(mf.read_bytes())
         files = manifest["files"]
+    except FileNotFoundError:
+        raise CheckpointError(
+            f"{path}: manifest.json missing (incomplete or foreign checkpoint)"
+        ) from None
     except (ValueError, KeyError, TypeError) as exc:
         raise CheckpointError(f"{path}: manifest.json unreadable: {exc}") from None
     for name in REQUIRED:
         if name not in files:
             raise CheckpointError(f"{path}: manifest does not list required file {name}")
+    contents: dict[str, bytes] = {}
     for name, digest in files.items():
-        f = path / name
-        if not f.is_file():
-            raise CheckpointError(f"{path}: {name} listed in the manifest is missing")
-        if sha256(f) != digest:
+        try:
+            data = (path / name).read_bytes()
+        except OSError:
+            raise CheckpointError(f"{path}: {name} listed in the manifest is missing") from None
+        if hashlib.sha256(data).hexdigest() != digest:
             raise CheckpointError(f"{path}: {name} is corrupted (SHA-256 mismatch)")
-    return dict(manifest)
+        contents[name] = data
+    return dict(manifest), contents
 
 
-def _load_tensors(path: Path, name: str) -> dict[str, torch.Tensor]:
+def verify_checkpoint(path: Path) -> dict[str, Any]:
+    """Check presence and SHA-256 of every file; returns the manifest. Raises CheckpointError."""
+    return _read_verified(path)[0]
+
+
+def read_checkpoint(path: Path) -> CheckpointData:
+    """Verify and parse a checkpoint directory (``CheckpointError`` on any defect)."""
+    path = Path(path)
+    _, contents = _read_verified(path)
     try:
-        return load_file(str(path / name))
-    except (SafetensorError, OSError, ValueError) as exc:
-        raise CheckpointError(f"{path}: {name} is not a valid safetensors file: {exc}") from None
+        cfg = Config.build(json.loads(contents["config.json"]))
+        state = json.loads(contents["state.json"])
+    except (ConfigError, ValueError) as exc:
+        raise CheckpointError(f"{path}: config/state unreadable: {exc}") from None
+    tensors: dict[str, dict[str, torch.Tensor]] = {}
+    for name in REQUIRED:
+        if name.endswith(".safetensors"):
+            try:
+                tensors[name] = load_bytes(contents[name])
+            except (SafetensorError, ValueError) as exc:
+                raise CheckpointError(
+                    f"{path}: {name} is not a valid safetensors file: {exc}"
+                ) from None
+    return CheckpointData(path, cfg, state, tensors)
 
 
 def load_checkpoint(
     cls: type[DistributionalPPO], path: Path, env: Any = None, **overrides: Any
 ) -> DistributionalPPO:
     """Validate everything, build a model, then load the state into it."""
-    verify_checkpoint(path)
-    try:
-        cfg = Config.build(json.loads((path / "config.json").read_text()))
-        state = json.loads((path / "state.json").read_text())
-    except (ConfigError, ValueError) as exc:
-        raise CheckpointError(f"{path}: config/state unreadable: {exc}") from None
-    tensors = {n: _load_tensors(path, n) for n in REQUIRED if n.endswith(".safetensors")}
+    ck = read_checkpoint(path)
+    state = ck.state
     spaces_ = (space_from_json(state["observation_space"]), space_from_json(state["action_space"]))
-    model = cls(env, config=cfg, _spaces=spaces_, **overrides)
+    model = cls(env, config=ck.config, _spaces=spaces_, **overrides)
     if env is not None and (
         model.observation_space.shape != spaces_[0].shape
         or type(model.action_space) is not type(spaces_[1])
@@ -273,19 +309,56 @@ def load_checkpoint(
             f"{path}: env spaces {model.observation_space}/{model.action_space} do not match the "
             f"checkpoint's {spaces_[0]}/{spaces_[1]}"
         )
-    try:
-        model.policy.load_state_dict(tensors["model.safetensors"], strict=True)
-        model.optimizer.load_state_dict(
-            optimizer_state_from_json(state["optimizer"], tensors["optimizer.safetensors"])
-        )
-    except (RuntimeError, KeyError, ValueError) as exc:
-        raise CheckpointError(f"{path}: state does not fit the model: {exc}") from None
-    _restore_counters(model, state, tensors)
-    if model.vgs is not None and state.get("vgs") is not None:
-        model.vgs.load_state_dict(join_tensors(state["vgs"], tensors["optimizer.safetensors"]))
-    if model.risk_state is not None and "risk/lambda" in tensors["normalizer.safetensors"]:
-        _restore_risk(model, tensors["normalizer.safetensors"])
+    restore_weights(model, ck)
+    restore_optimizer(model, ck)
+    restore_normalizers(model, ck)
+    _restore_counters(model, state, ck.tensors)
     return model
+
+
+def restore_weights(model: DistributionalPPO, ck: CheckpointData) -> None:
+    """Load the policy parameters (``CheckpointError`` if they do not fit the model)."""
+    try:
+        model.policy.load_state_dict(ck.tensors["model.safetensors"], strict=True)
+    except (RuntimeError, KeyError, ValueError) as exc:
+        raise CheckpointError(f"{ck.path}: state does not fit the model: {exc}") from None
+
+
+def restore_optimizer(model: DistributionalPPO, ck: CheckpointData) -> None:
+    """Load the optimizer (and VGS) state, learning rates included, as saved."""
+    opt = ck.tensors["optimizer.safetensors"]
+    try:
+        model.optimizer.load_state_dict(optimizer_state_from_json(ck.state["optimizer"], opt))
+    except (RuntimeError, KeyError, ValueError) as exc:
+        raise CheckpointError(f"{ck.path}: state does not fit the model: {exc}") from None
+    if model.vgs is not None and ck.state.get("vgs") is not None:
+        model.vgs.load_state_dict(join_tensors(ck.state["vgs"], opt))
+
+
+def restore_normalizers(model: DistributionalPPO, ck: CheckpointData) -> None:
+    """Return scaling (PopArt), observation statistics and the CVaR constraint's state.
+
+    The observation statistics go into the model's ``VecNormalize`` (if it has an env) and are
+    kept for evaluation envs of a predict-only model.
+    """
+    norm = ck.tensors["normalizer.safetensors"]
+    model.scaling = ReturnScaling(
+        RunningMoments(norm["ret/mean"], norm["ret/var"], norm["ret/count"]),
+        float(norm["ret/scale"]),
+        float(norm["ret/shift"]),
+    )
+    if "obs/mean" in norm:
+        from stable_baselines3.common.running_mean_std import RunningMeanStd
+
+        rms = RunningMeanStd(shape=tuple(norm["obs/mean"].shape))
+        rms.mean, rms.var = norm["obs/mean"].numpy().copy(), norm["obs/var"].numpy().copy()
+        rms.count = float(norm["obs/count"])
+        vn = find_normalizer(model.env) if model.env is not None else None
+        if vn is not None:
+            vn.obs_rms = cast(Any, rms)
+        model._obs_rms_loaded = _RmsHolder(rms)
+    if model.risk_state is not None and "risk/lambda" in norm:
+        _restore_risk(model, norm)
 
 
 def _risk_tensors(model: DistributionalPPO) -> dict[str, torch.Tensor]:
@@ -331,22 +404,6 @@ def _restore_counters(
 ) -> None:
     from riskppo.core.schedules import EntropyScheduleState
 
-    norm = tensors["normalizer.safetensors"]
-    model.scaling = ReturnScaling(
-        RunningMoments(norm["ret/mean"], norm["ret/var"], norm["ret/count"]),
-        float(norm["ret/scale"]),
-        float(norm["ret/shift"]),
-    )
-    if "obs/mean" in norm:
-        from stable_baselines3.common.running_mean_std import RunningMeanStd
-
-        rms = RunningMeanStd(shape=tuple(norm["obs/mean"].shape))
-        rms.mean, rms.var = norm["obs/mean"].numpy(), norm["obs/var"].numpy()
-        rms.count = float(norm["obs/count"])
-        vn = find_normalizer(model.env) if model.env is not None else None
-        if vn is not None:
-            vn.obs_rms = cast(Any, rms)
-        model._obs_rms_loaded = _RmsHolder(rms)
     rng = tensors["rng.safetensors"]
     model.sample_gen.set_state(rng["sample"])
     model.shuffle_gen.set_state(rng["shuffle"])

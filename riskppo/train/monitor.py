@@ -18,6 +18,14 @@ from stable_baselines3.common.logger import JSONOutputFormat, KVWriter, Logger
 log = logging.getLogger("riskppo")
 
 
+class _AppendJSON(JSONOutputFormat):
+    """SB3's JSON lines writer, appending: a resumed run (or a PBT member trained interval by
+    interval) keeps the lines written before, instead of truncating them."""
+
+    def __init__(self, path: Path) -> None:
+        self.file = open(path, "a")  # noqa: SIM115  (closed by KVWriter.close)
+
+
 class Monitor:
     """Collects scalars for one update, dumps them, and keeps the alert counts."""
 
@@ -26,7 +34,7 @@ class Monitor:
         self.run_dir = Path(run_dir) if run_dir is not None else None
         if self.run_dir is not None:
             self.run_dir.mkdir(parents=True, exist_ok=True)
-            formats.append(JSONOutputFormat(str(self.run_dir / "metrics.jsonl")))
+            formats.append(_AppendJSON(self.run_dir / "metrics.jsonl"))
             if tensorboard:
                 from stable_baselines3.common.logger import TensorBoardOutputFormat
 

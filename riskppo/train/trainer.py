@@ -21,7 +21,7 @@ from gymnasium import spaces
 from stable_baselines3.common.vec_env import VecEnv
 
 from riskppo import core
-from riskppo.config import Config, ConfigError
+from riskppo.config import Config, ConfigError, set_by_path
 from riskppo.nn.critics import Critic, build_critic
 from riskppo.nn.policy import RecurrentActorCritic, RecurrentState
 from riskppo.optim import build_optimizer
@@ -118,14 +118,7 @@ class DistributionalPPO:
                 critic_out=self.critic.n_out,
                 risk_head=cfg.risk.cvar_limit is not None,
             ).to(self.device)
-        self.optimizer = build_optimizer(
-            cfg.optim.optimizer,
-            self.policy.parameters(),
-            lr=cfg.ppo.learning_rate,
-            weight_decay=cfg.optim.weight_decay,
-            **_optimizer_kwargs(cfg),
-        )
-        self.vgs = _build_vgs(cfg, self.policy)
+        self.reset_optimizer()
         self.sample_gen = torch.Generator().manual_seed(cfg.seed + 1)
         self.shuffle_gen = torch.Generator().manual_seed(cfg.seed + 2)
         self.scaling: ReturnScaling = initial_scaling(cfg)
@@ -226,6 +219,41 @@ class DistributionalPPO:
                 _ent_schedule(cfg), self.ent_state, metrics.means["entropy"]
             )
         return metrics
+
+    def reset_optimizer(self) -> None:
+        """A fresh optimizer (and VGS) for the policy, at the config's learning rate."""
+        cfg = self.config
+        self.optimizer = build_optimizer(
+            cfg.optim.optimizer,
+            self.policy.parameters(),
+            lr=cfg.ppo.learning_rate,
+            weight_decay=cfg.optim.weight_decay,
+            **_optimizer_kwargs(cfg),
+        )
+        self.vgs = _build_vgs(cfg, self.policy)
+
+    def set_hyperparams(self, values: dict[str, float]) -> None:
+        """Apply hyperparameters given as dotted config paths (e.g. ``{"ppo.learning_rate":
+        1e-4}``) so that the very next update uses them (R-PBT-1).
+
+        The config is re-validated; the learning rate goes into every optimizer param group
+        (and is what the lr schedule starts from); a new ``ppo.ent_coef`` restarts the entropy
+        schedule from it.
+        """
+        data = self.config.to_dict()
+        for path, value in values.items():
+            set_by_path(data, path, value)
+        self.config = Config.build(data)
+        self._apply_lr_schedule()
+        if "ppo.ent_coef" in values:
+            self.ent_coef = self.config.ppo.ent_coef
+            self.ent_state = core.EntropyScheduleState()
+
+    def reset_rollout(self) -> None:
+        """Start fresh episodes with zero recurrent states at the next update (envs re-seeded
+        from seed + update count), e.g. after the weights were replaced (PBT exploit)."""
+        self._carry = None
+        self.last_estimates = None
 
     def _at_checkpoint_boundary(self) -> bool:
         every = self.config.checkpoint.every_updates

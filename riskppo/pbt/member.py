@@ -1,0 +1,286 @@
+"""Engine-agnostic population member logic (R-PBT-1), shared by the local and the Ray backend.
+
+Exploit/explore (Jaderberg et al. 2017, "Population Based Training of Neural Networks"):
+a weak member copies a strong member's *weights and statistics* and continues with perturbed
+hyperparameters. The failure modes this module makes impossible (SPEC §6):
+
+* the new learning rate never reaching the optimizer — ``exploit`` writes it into the config
+  the lr schedule reads *and* into every param group, for both optimizer strategies;
+* normalisation statistics out of sync with the copied weights — observation and return
+  statistics (and the CVaR multiplier) come from the source together with its weights;
+* hyperparameters stored in the source checkpoint overwriting the perturbed ones — the source's
+  config is never applied, only its tensors;
+* a half-written checkpoint being exploited — the source is read through
+  :func:`riskppo.train.checkpoint.read_checkpoint`, which parses only SHA-256-verified bytes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+
+from riskppo.config import Config, HyperparamSpec, PBTConfig, set_by_path
+from riskppo.envs.registration import TRADING_ID
+from riskppo.train.checkpoint import (
+    CheckpointData,
+    CheckpointError,
+    read_checkpoint,
+    restore_normalizers,
+    restore_optimizer,
+    restore_weights,
+)
+from riskppo.train.trainer import DistributionalPPO
+
+LR = "ppo.learning_rate"
+Strategy = Literal["copy", "reset"]
+# what must match between source and target for the source's tensors to mean the same thing
+_ARCHITECTURE = ("policy", "critic")
+
+
+@dataclasses.dataclass
+class PopulationMember:
+    """One member of the population (R-PBT-1): what a scheduler needs to know about it."""
+
+    id: int
+    hyperparams: dict[str, float]
+    performance: float | None = None
+    step: int = 0
+    checkpoint: Path | None = None
+    history: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+
+    @property
+    def normalizer(self) -> Path | None:
+        """The normaliser statistics that travel with the checkpoint's weights."""
+        return None if self.checkpoint is None else self.checkpoint / "normalizer.safetensors"
+
+
+# ---- exploit -----------------------------------------------------------------------------------
+def exploit(
+    target: DistributionalPPO,
+    source: str | Path | CheckpointData,
+    new_hyperparams: Mapping[str, float],
+    strategy: Strategy = "copy",
+) -> float:
+    """Make ``target`` continue from ``source``'s checkpoint with ``new_hyperparams``.
+
+    Loads the source's weights, normalisation statistics (observations, returns/PopArt, CVaR
+    multiplier) and counters; ``strategy="copy"`` also takes the source's optimizer moments,
+    ``"reset"`` starts a fresh optimizer. Then applies ``new_hyperparams`` (dotted config paths)
+    — never the source's stored hyperparameters — and resets the envs and recurrent states.
+    Without ``ppo.learning_rate`` in ``new_hyperparams`` the target's current lr is kept, with a
+    warning. Returns the learning rate now in every optimizer param group.
+    """
+    if strategy not in ("copy", "reset"):
+        raise ValueError(f"strategy must be 'copy' or 'reset', got {strategy!r}")
+    ck = source if isinstance(source, CheckpointData) else read_checkpoint(Path(source))
+    _check_compatible(target.config, ck)
+    new = dict(new_hyperparams)
+    if LR not in new:
+        current = float(target.optimizer.param_groups[0]["lr"])
+        warnings.warn(
+            f"exploit from {ck.path}: new hyperparameters have no {LR}; keeping the target's "
+            f"current learning rate {current:g}",
+            stacklevel=2,
+        )
+        new[LR] = current
+    restore_weights(target, ck)
+    restore_normalizers(target, ck)  # statistics in sync with the copied weights
+    target.num_timesteps = int(ck.state["num_timesteps"])
+    target.n_updates = int(ck.state["n_updates"])
+    if strategy == "copy":
+        restore_optimizer(target, ck)  # moments of the source; its lr is replaced just below
+    target.set_hyperparams(new)
+    if strategy == "reset":
+        target.reset_optimizer()
+    target.reset_rollout()  # fresh episodes and zero LSTM states: the old ones fit other weights
+    lrs = {float(g["lr"]) for g in target.optimizer.param_groups}
+    if len(lrs) != 1:  # cannot happen with the schedule above; an invariant worth a clear error
+        raise RuntimeError(f"optimizer param groups disagree on the learning rate: {sorted(lrs)}")
+    return lrs.pop()
+
+
+def _check_compatible(cfg: Config, ck: CheckpointData) -> None:
+    for section in _ARCHITECTURE:
+        mine, theirs = getattr(cfg, section), getattr(ck.config, section)
+        if mine != theirs:
+            raise CheckpointError(
+                f"{ck.path}: {section} settings differ from the target's ({theirs} vs {mine}); "
+                "PBT members must share one architecture"
+            )
+
+
+# ---- explore / select --------------------------------------------------------------------------
+def sample_hyperparams(space: Mapping[str, HyperparamSpec], rng: np.random.Generator) -> dict:
+    """One draw per hyperparameter: log-uniform (``log``) or uniform within its bounds."""
+    out: dict[str, float] = {}
+    for name, spec in space.items():
+        if spec.log:
+            out[name] = float(math.exp(rng.uniform(math.log(spec.low), math.log(spec.high))))
+        else:
+            out[name] = float(rng.uniform(spec.low, spec.high))
+    return out
+
+
+def explore(
+    hyperparams: Mapping[str, float],
+    space: Mapping[str, HyperparamSpec],
+    rng: np.random.Generator,
+    *,
+    factors: tuple[float, float] = (0.8, 1.2),
+    resample_prob: float = 0.25,
+) -> dict[str, float]:
+    """Perturb each hyperparameter by one of ``factors`` or, with ``resample_prob``, draw it
+    afresh; the result is clipped to the declared bounds (R-PBT-2)."""
+    out: dict[str, float] = {}
+    for name, spec in space.items():
+        if rng.random() < resample_prob:
+            value = sample_hyperparams({name: spec}, rng)[name]
+        else:
+            value = float(hyperparams[name]) * float(factors[int(rng.integers(len(factors)))])
+        out[name] = float(min(max(value, spec.low), spec.high))
+    return out
+
+
+def truncation_selection(
+    scores: Mapping[int, float], quantile: float, rng: np.random.Generator
+) -> list[tuple[int, int]]:
+    """Pairs ``(target, source)``: each of the bottom ``quantile`` members copies a random member
+    of the top ``quantile`` (R-PBT-2). Non-finite scores rank last; ties break by member id."""
+    if quantile <= 0 or len(scores) < 2:
+        return []
+    n = min(max(1, math.ceil(len(scores) * quantile)), len(scores) // 2)
+    ranked = sorted(scores, key=lambda m: (-_rankable(scores[m]), m))
+    top, bottom = ranked[:n], ranked[-n:]
+    return [(t, top[int(rng.integers(len(top)))]) for t in bottom]
+
+
+def _rankable(score: float) -> float:
+    return score if math.isfinite(score) else -math.inf
+
+
+# ---- selection metric --------------------------------------------------------------------------
+def resolve_metric(cfg: Config) -> str:
+    """R-PBT-4: validation Sharpe for trading, mean evaluation return otherwise (``auto``)."""
+    metric = cfg.pbt.metric
+    trading = cfg.env.id == TRADING_ID
+    if metric == "auto":
+        return "sharpe" if trading else "mean_return"
+    if metric not in ("mean_return", "cvar") and not trading:
+        raise ValueError(f"pbt.metric={metric!r} needs the trading env ({TRADING_ID})")
+    return metric
+
+
+def member_score(model: DistributionalPPO, pbt: PBTConfig) -> tuple[float, dict[str, float]]:
+    """The selection score on data the members do not train on (the validation period for
+    trading), and the figures it came from."""
+    metric = resolve_metric(model.config)
+    if metric in ("mean_return", "cvar"):
+        stats = model.evaluate(n_episodes=pbt.eval_episodes, deterministic=True, part="val")
+        key = "mean" if metric == "mean_return" else "cvar"
+        return float(stats[key]), {f"val_{k}": float(v) for k, v in stats.items()}
+    from riskppo.evaluation.backtest import backtest
+
+    agent = backtest(model, "val").metrics_dict()["agent"]
+    details = {f"val_{k}": float(v) for k, v in agent.items() if v is not None}
+    value = agent.get(metric)
+    if value is None or not math.isfinite(value):
+        # undefined ratio: a flat agent (no return, no risk) scores 0, anything else last
+        flat = not agent.get("annual_return")
+        return (0.0 if flat else -math.inf), details
+    return float(value), details
+
+
+# ---- one interval of one member (the unit of work of both backends) ----------------------------
+@dataclasses.dataclass(frozen=True)
+class IntervalTask:
+    """Train ``member`` for ``updates`` updates (after an exploit, if ``exploit_from``)."""
+
+    member: int
+    member_dir: str
+    config: dict[str, Any]  # the member's config (its seed and current hyperparams applied)
+    updates: int
+    exploit_from: str | None = None
+    strategy: Strategy = "copy"
+
+
+@dataclasses.dataclass(frozen=True)
+class IntervalResult:
+    member: int
+    step: int
+    checkpoint: str
+    score: float
+    details: dict[str, float]
+    applied_lr: float
+    checkpoint_after: str | None
+    seconds: float
+
+
+def member_config(base: Config, member: int, hyperparams: Mapping[str, float]) -> Config:
+    """The config member ``member`` trains with: its own seed, its hyperparameters, a checkpoint
+    at every ``ready`` boundary (so an interval resumed from disk equals an uninterrupted one)."""
+    data = base.to_dict()
+    data["seed"] = base.seed + 1000 * member
+    data["checkpoint"]["every_updates"] = base.pbt.ready_updates
+    data["checkpoint"]["keep_last"] = max(base.checkpoint.keep_last, 2)
+    data["monitor"]["tensorboard_log"] = None
+    for path, value in hyperparams.items():
+        set_by_path(data, path, value)
+    return Config.build(data)
+
+
+def run_interval(task: IntervalTask) -> IntervalResult:
+    """Load (or create) the member, exploit if told to, train ``updates`` updates, checkpoint,
+    score. Runs in a worker process (local backend) or a Ray trial; all state is on disk."""
+    from riskppo.train.runner import latest_good_checkpoint, save_run_checkpoint
+
+    t0 = time.perf_counter()
+    torch.set_num_threads(1)
+    cfg = Config.build(task.config)
+    mdir = Path(task.member_dir)
+    hyperparams = {p: _get(cfg, p) for p in cfg.pbt.hyperparams}
+    has_own = (mdir / "checkpoints" / "latest").is_file()
+    if has_own:
+        model = DistributionalPPO.load(latest_good_checkpoint(mdir), env=cfg.env.id, run_dir=mdir)
+        model.set_hyperparams(hyperparams)  # the scheduler's values, not the stored ones
+    else:
+        model = DistributionalPPO(config=cfg, run_dir=mdir)
+    try:
+        checkpoint_after = None
+        if task.exploit_from is not None:
+            exploit(model, task.exploit_from, hyperparams, task.strategy)
+            checkpoint_after = str(
+                model.save(mdir / "checkpoints" / f"exploit-{model.num_timesteps:012d}")
+            )
+        applied_lr = float(model.optimizer.param_groups[0]["lr"])
+        steps = task.updates * cfg.ppo.n_steps * cfg.env.n_envs
+        model.learn(steps, reset_num_timesteps=False)
+        path = save_run_checkpoint(model, mdir, model.config.checkpoint.keep_last)
+        model.config.to_yaml(mdir / "config.yaml")  # `riskppo eval/backtest` work on mdir
+        score, details = member_score(model, cfg.pbt)
+    finally:
+        model.close()
+    return IntervalResult(
+        task.member,
+        model.num_timesteps,
+        str(path),
+        score,
+        details,
+        applied_lr,
+        checkpoint_after,
+        time.perf_counter() - t0,
+    )
+
+
+def _get(cfg: Config, dotted: str) -> float:
+    node: Any = cfg
+    for key in dotted.split("."):
+        node = getattr(node, key)
+    return float(node)

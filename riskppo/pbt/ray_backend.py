@@ -1,0 +1,236 @@
+"""Ray Tune PBT backend (R-PBT-3): the same member logic inside a Ray Tune trainable.
+
+Ray's :class:`~ray.tune.schedulers.PopulationBasedTraining` decides who exploits whom and
+perturbs the hyperparameters (clipped to the declared bounds by ``custom_explore_fn``); it
+restarts an exploiting trial from the source trial's checkpoint with the new config. The
+trainable recognises that case (the checkpoint belongs to another trial) and calls
+:func:`riskppo.pbt.member.exploit` — weights, statistics, optimizer strategy, lr, recurrent
+reset — exactly as the local backend does, and appends the exploit to ``pbt_history.jsonl``.
+Checkpoints are directories (a riskppo checkpoint plus ``member.json``); failed trials are
+restarted from their last checkpoint (``FailureConfig``). Install with ``pip install
+"riskppo[ray]"``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import math
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from riskppo.config import Config
+from riskppo.pbt.local import json_safe, n_rounds
+from riskppo.pbt.member import exploit, member_config, member_score, resolve_metric
+
+_WORST = -1e30  # Ray reports must be finite: a failed evaluation ranks last
+
+
+def _flat(hp: dict[str, Any]) -> dict[str, float]:
+    return {k: float(v) for k, v in hp.items()}
+
+
+def _append_locked(path: Path, obj: dict[str, Any]) -> None:
+    """Append one JSON line; trials are separate processes, so take an exclusive lock."""
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            f.write(json.dumps(json_safe(obj)) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def member_trainable(config: dict[str, Any]) -> None:
+    """Ray Tune function trainable: one PBT member, reporting after every ``ready`` interval."""
+    import torch
+    from ray import tune
+
+    from riskppo.train.runner import save_run_checkpoint
+    from riskppo.train.trainer import DistributionalPPO
+
+    torch.set_num_threads(1)
+    base = Config.build(config["base"])
+    hp = _flat(config["hp"])
+    root = Path(config["run_dir"])
+    trial_id = tune.get_context().get_trial_id()
+    member = int(config["member"])
+    mdir = root / "members" / trial_id
+    cfg = member_config(base, member, hp)
+    model = DistributionalPPO(config=cfg, run_dir=mdir)
+    restored = tune.get_checkpoint()
+    if restored is not None:
+        with restored.as_directory() as d:
+            info = json.loads((Path(d) / "member.json").read_text())
+            if info["trial_id"] == trial_id:  # our own checkpoint: a restart after a failure
+                model.close()
+                model = DistributionalPPO.load(Path(d) / "model", env=cfg.env.id, run_dir=mdir)
+                model.set_hyperparams(hp)  # Ray's config, never the stored one
+            else:  # Ray's PBT exploit: continue from another trial with perturbed hp
+                _exploit_from(model, Path(d), info, trial_id, hp, root, mdir, restored.path)
+    interval = base.pbt.ready_updates * base.ppo.n_steps * base.env.n_envs
+    total = n_rounds(base) * interval
+    try:
+        while model.num_timesteps < total:
+            model.learn(interval, reset_num_timesteps=False)
+            score, details = member_score(model, base.pbt)
+            (mdir / "hyperparams.json").write_text(json.dumps(hp))
+            _append_locked(
+                root / "pbt_members.jsonl",
+                {
+                    "member": trial_id,
+                    "step": model.num_timesteps,
+                    "score": score,
+                    "hyperparams": hp,
+                    **details,
+                },
+            )
+            model.config.to_yaml(mdir / "config.yaml")
+            own = save_run_checkpoint(model, mdir, model.config.checkpoint.keep_last)
+            with tempfile.TemporaryDirectory(dir=mdir) as tmp:
+                shutil.copytree(own, Path(tmp) / "model")
+                info = {"trial_id": trial_id, "member": member, "hyperparams": hp}
+                (Path(tmp) / "member.json").write_text(json.dumps(info))
+                metrics = {
+                    "score": score if math.isfinite(score) else _WORST,
+                    "step": model.num_timesteps,
+                    "applied_lr": float(model.optimizer.param_groups[0]["lr"]),
+                    **{k: v for k, v in details.items() if math.isfinite(v)},
+                }
+                tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(tmp))
+    finally:
+        model.close()
+
+
+def _exploit_from(
+    model: Any,
+    ckpt_dir: Path,
+    info: dict[str, Any],
+    trial_id: str,
+    hp: dict[str, float],
+    root: Path,
+    mdir: Path,
+    source_path: str,
+) -> None:
+    old_file = mdir / "hyperparams.json"
+    old = json.loads(old_file.read_text()) if old_file.is_file() else None
+    applied = exploit(model, ckpt_dir / "model", hp, model.config.pbt.optimizer_strategy)
+    after = model.save(mdir / "checkpoints" / f"exploit-{model.num_timesteps:012d}")
+    _append_locked(
+        root / "pbt_history.jsonl",
+        {
+            "member": trial_id,
+            "step": model.num_timesteps,
+            "source": info["trial_id"],
+            "old_hyperparams": old,
+            "new_hyperparams": hp,
+            "applied_lr": applied,
+            "strategy": model.config.pbt.optimizer_strategy,
+            "source_checkpoint": source_path,
+            "checkpoint_after": str(after),
+        },
+    )
+
+
+def _mutations(cfg: Config) -> dict[str, Any]:
+    from ray import tune
+
+    return {
+        name: tune.loguniform(s.low, s.high) if s.log else tune.uniform(s.low, s.high)
+        for name, s in cfg.pbt.hyperparams.items()
+    }
+
+
+def run_pbt_ray(cfg: Config, run_dir: Path, *, progress_bar: bool = True) -> dict[str, Any]:
+    """Run the population with Ray Tune on the running Ray instance (or a local one)."""
+    try:
+        import ray
+        from ray import tune
+        from ray.tune.schedulers import PopulationBasedTraining
+    except ImportError:
+        raise RuntimeError('pbt.backend=ray needs Ray Tune: pip install "riskppo[ray]"') from None
+    from riskppo.pbt.local import initial_members
+
+    run_dir = run_dir.resolve()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    cfg.to_yaml(run_dir / "config.yaml")
+    p = cfg.pbt
+    bounds = {name: (s.low, s.high) for name, s in p.hyperparams.items()}
+
+    def clip_to_bounds(config: dict[str, Any]) -> dict[str, Any]:
+        for name, (low, high) in bounds.items():
+            config["hp"][name] = min(max(float(config["hp"][name]), low), high)
+        return config
+
+    scheduler = PopulationBasedTraining(
+        time_attr="training_iteration",
+        perturbation_interval=1,
+        hyperparam_mutations={"hp": _mutations(cfg)},
+        quantile_fraction=p.quantile,
+        resample_probability=p.resample_prob,
+        perturbation_factors=(max(p.perturb_factors), min(p.perturb_factors)),
+        custom_explore_fn=clip_to_bounds,
+        synch=True,
+    )
+    members = initial_members(cfg)  # the same initial draws as the local backend
+    param_space = {
+        "base": cfg.to_dict(),
+        "run_dir": str(run_dir),
+        "member": tune.grid_search([m.id for m in members]),
+        "hp": {name: tune.sample_from(_initial(members, name)) for name in p.hyperparams},
+    }
+    started = not ray.is_initialized()
+    if started:  # a local Ray instance; on a cluster, ray.init(address=...) beforehand
+        ray.init(num_cpus=p.workers or os.cpu_count(), include_dashboard=False)
+    tuner = tune.Tuner(
+        tune.with_resources(member_trainable, {"cpu": 1}),
+        param_space=param_space,
+        tune_config=tune.TuneConfig(scheduler=scheduler, metric="score", mode="max"),
+        run_config=tune.RunConfig(
+            name="ray",
+            storage_path=str(run_dir),
+            failure_config=tune.FailureConfig(max_failures=p.max_failures),
+            checkpoint_config=tune.CheckpointConfig(num_to_keep=4),
+            stop={"training_iteration": n_rounds(cfg)},  # no exploit after the last interval
+            verbose=1 if progress_bar else 0,
+        ),
+    )
+    try:
+        results = tuner.fit()
+    finally:
+        if started:
+            ray.shutdown()
+    best = results.get_best_result(metric="score", mode="max", scope="last")
+    last = best.metrics or {}
+    trial = str(last.get("trial_id"))
+    summary = {
+        "backend": "ray",
+        "metric": resolve_metric(cfg),
+        "best_member": trial,
+        "best_score": last.get("score"),
+        "best_hyperparams": (best.config or {}).get("hp"),
+        "best_dir": str(run_dir / "members" / trial),
+        "n_exploits": _count_lines(run_dir / "pbt_history.jsonl"),
+        "n_errors": len(results.errors),
+        "ray_results": str(run_dir / "ray"),
+    }
+    (run_dir / "pbt_summary.json").write_text(json.dumps(json_safe(summary), indent=2))
+    from riskppo.pbt.report import plot_population
+
+    plot_population(run_dir)
+    return summary
+
+
+def _initial(members: list[Any], name: str) -> Any:
+    def draw(config: dict[str, Any]) -> float:
+        return float(members[int(config["member"])].hyperparams[name])
+
+    return draw
+
+
+def _count_lines(path: Path) -> int:
+    return len(path.read_text().splitlines()) if path.is_file() else 0
