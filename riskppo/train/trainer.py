@@ -300,6 +300,7 @@ class DistributionalPPO:
         mon.record("train/ret_mean", est.scaling.mean)
         mon.record("train/ret_std", float(est.scaling.moments.var.sqrt()))
         mon.record("train/n_updates", self.n_updates)
+        mon.record("time/total_timesteps", self.num_timesteps)
         mon.record("error/log_ratio_nonfinite", m.n_skipped_nonfinite_ratio)
         mon.record("error/nonfinite_loss_or_grad", m.n_skipped_nonfinite_loss)
         if self.vgs is not None:

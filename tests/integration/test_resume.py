@@ -3,6 +3,7 @@ bit-identical to an uninterrupted run (parameters, optimizer state, normaliser s
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -72,3 +73,8 @@ def test_sigkill_then_resume_is_bit_identical(tmp_path: Path) -> None:
         assert a[name].keys() == b[name].keys(), name
         for key in a[name]:
             assert torch.equal(a[name][key], b[name][key]), f"{name}:{key} differs"
+
+    # the resumed run appends to metrics.jsonl: the lines logged before the kill are kept
+    logged = [json.loads(line)["time/total_timesteps"] for line in open(killed / "metrics.jsonl")]
+    assert logged[0] == 32 and logged[-1] == CONFIG["total_timesteps"]
+    assert len(logged) >= CONFIG["total_timesteps"] // 32

@@ -1,0 +1,94 @@
+"""PBT explore/select/sample (R-PBT-2): bounds, truncation selection, determinism."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from riskppo.config import Config, ConfigError, HyperparamSpec
+from riskppo.pbt import explore, sample_hyperparams, truncation_selection
+from riskppo.pbt.member import member_config, resolve_metric
+
+SPACE = {
+    "ppo.learning_rate": HyperparamSpec(low=1e-5, high=1e-2),
+    "ppo.clip_range": HyperparamSpec(low=0.1, high=0.3, log=False),
+}
+
+
+def test_samples_lie_within_bounds_and_cover_the_log_range() -> None:
+    rng = np.random.default_rng(0)
+    draws = [sample_hyperparams(SPACE, rng) for _ in range(2000)]
+    lrs = np.array([d["ppo.learning_rate"] for d in draws])
+    clips = np.array([d["ppo.clip_range"] for d in draws])
+    assert lrs.min() >= 1e-5 and lrs.max() <= 1e-2
+    assert clips.min() >= 0.1 and clips.max() <= 0.3
+    # log-uniform: each decade gets about a third of the draws; uniform: the mean is the middle
+    decades = np.histogram(np.log10(lrs), bins=[-5, -4, -3, -2])[0] / len(lrs)
+    assert np.allclose(decades, 1 / 3, atol=0.05)
+    assert abs(clips.mean() - 0.2) < 0.01
+
+
+def test_explore_perturbs_by_the_factors_or_resamples_and_clips() -> None:
+    rng = np.random.default_rng(1)
+    start = {"ppo.learning_rate": 1e-3, "ppo.clip_range": 0.2}
+    for _ in range(200):
+        new = explore(start, SPACE, rng, factors=(0.8, 1.2), resample_prob=0.0)
+        assert math.isclose(new["ppo.learning_rate"], 8e-4) or math.isclose(
+            new["ppo.learning_rate"], 1.2e-3
+        )
+    at_edge = {"ppo.learning_rate": 1e-2, "ppo.clip_range": 0.3}
+    ups = [explore(at_edge, SPACE, rng, resample_prob=0.0) for _ in range(100)]
+    assert max(u["ppo.learning_rate"] for u in ups) == 1e-2  # ×1.2 clipped to the bound
+    assert max(u["ppo.clip_range"] for u in ups) == 0.3
+    resampled = [explore(start, SPACE, rng, resample_prob=1.0) for _ in range(200)]
+    distinct = {round(r["ppo.learning_rate"], 12) for r in resampled}
+    assert len(distinct) > 150  # fresh draws, not ×0.8/×1.2
+    assert all(1e-5 <= r["ppo.learning_rate"] <= 1e-2 for r in resampled)
+
+
+def test_truncation_selection_bottom_copies_top() -> None:
+    scores = {0: 5.0, 1: -1.0, 2: 9.0, 3: 2.0, 4: 7.0, 5: 0.5, 6: 3.0, 7: 8.0}
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        pairs = truncation_selection(scores, 0.25, rng)
+        assert sorted(t for t, _ in pairs) == [1, 5]  # the two worst
+        assert all(s in (2, 7) for _, s in pairs)  # copy one of the two best
+
+
+def test_truncation_selection_ranks_non_finite_last_and_zero_quantile_never_exploits() -> None:
+    rng = np.random.default_rng(0)
+    pairs = truncation_selection({0: float("nan"), 1: 1.0, 2: 3.0, 3: 2.0}, 0.25, rng)
+    assert pairs == [(0, 2)]
+    assert truncation_selection({0: 1.0, 1: 2.0}, 0.0, rng) == []
+    # a quantile over half would make a member both source and target: capped at half
+    assert len(truncation_selection({i: float(i) for i in range(5)}, 0.5, rng)) == 2
+
+
+def test_member_config_sets_seed_hyperparams_and_ready_checkpoints() -> None:
+    base = Config.build({"seed": 3, "pbt": {"ready_updates": 7}})
+    cfg = member_config(base, 2, {"ppo.learning_rate": 5e-4, "ppo.ent_coef": 0.01})
+    assert cfg.seed == 2003
+    assert cfg.ppo.learning_rate == 5e-4 and cfg.ppo.ent_coef == 0.01
+    assert cfg.checkpoint.every_updates == 7
+
+
+def test_pbt_config_errors_name_the_problem() -> None:
+    with pytest.raises(ConfigError, match="cannot tune"):
+        Config.build({"pbt": {"hyperparams": {"ppo.n_steps": {"low": 1, "high": 2}}}})
+    with pytest.raises(ConfigError, match="log=true needs low > 0"):
+        Config.build({"pbt": {"hyperparams": {"risk.cvar_limit": {"low": -1, "high": 0}}}})
+    with pytest.raises(ConfigError, match="must be > low"):
+        Config.build({"pbt": {"hyperparams": {"ppo.ent_coef": {"low": 0.1, "high": 0.01}}}})
+    with pytest.raises(ConfigError, match="risk.cvar_limit is None"):
+        Config.build(
+            {"pbt": {"hyperparams": {"risk.cvar_limit": {"low": -1, "high": 0, "log": False}}}}
+        )
+
+
+def test_selection_metric_defaults() -> None:
+    assert resolve_metric(Config.build({"env": {"id": "CartPole-v1"}})) == "mean_return"
+    assert resolve_metric(Config.build({"env": {"id": "riskppo/Trading-v0"}})) == "sharpe"
+    with pytest.raises(ValueError, match="needs the trading env"):
+        resolve_metric(Config.build({"env": {"id": "CartPole-v1"}, "pbt": {"metric": "sharpe"}}))
