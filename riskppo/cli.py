@@ -55,11 +55,29 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from riskppo.train.runner import evaluate_run
+    from riskppo.train.runner import evaluate_run, robustness_run
 
+    if args.attack:
+        attacks = [a.strip() for a in args.attack.split(",") if a.strip()]
+        robustness_run(
+            Path(args.run_dir),
+            attacks,
+            parse_floats(args.eps, "--eps"),
+            n_episodes=args.episodes,
+            steps=args.pgd_steps,
+            split=args.split,
+        )
+        return 0
     stats = evaluate_run(Path(args.run_dir), n_episodes=args.episodes)
     print(json.dumps(stats, indent=2))
     return 0
+
+
+def parse_floats(text: str, option: str) -> list[float]:
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ConfigError(f"{option} expects comma-separated numbers, got {text!r}") from None
 
 
 def cmd_backtest(args: argparse.Namespace) -> int:
@@ -114,6 +132,17 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("eval", help="evaluate a trained run")
     p.add_argument("run_dir")
     p.add_argument("--episodes", type=int, default=10)
+    p.add_argument(
+        "--attack",
+        metavar="NAMES",
+        help="robustness evaluation under observation attacks: comma-separated from "
+        "random, pgd (MAD: max policy KL), critic (min predicted return)",
+    )
+    p.add_argument("--eps", default="0.01,0.05,0.1", help="attack radii (L∞, normalised obs)")
+    p.add_argument("--pgd-steps", type=int, default=10, help="PGD steps per attacked step")
+    p.add_argument(
+        "--split", choices=("train", "val", "test"), default="test", help="trading data period"
+    )
     p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser(

@@ -244,7 +244,7 @@ class AdversarialConfig(_Section):
     eps_warmup_updates: int = Field(0, ge=0)
     pgd_steps: int = Field(3, ge=1)
     pgd_step_size: float | None = Field(
-        None, gt=0, description="PGD step in units of eps per step; None = 2.5*eps/pgd_steps"
+        None, gt=0, description="PGD step as a fraction of eps; None = 2.5/pgd_steps"
     )
 
 

@@ -179,8 +179,12 @@ def backtest(
     sma_fast: int = 20,
     sma_slow: int = 50,
     sma_allow_short: bool = False,
+    agent: Any = None,
 ) -> BacktestResult:
     """Backtest ``model`` on ``part`` of its data split against buy-and-hold and SMA crossover.
+
+    ``agent`` (default: ``model``) is what acts: anything with ``model.predict``'s signature,
+    e.g. the model under an observation attack (R-ADV).
 
     The agent acts deterministically from the first decision bar of the period to its end (one
     env, recurrent state carried, observation normalisation frozen at the model's statistics).
@@ -195,7 +199,7 @@ def backtest(
     factory = _eval_env_factory(cfg, part)
     env = factory(**cfg.env.kwargs)  # baselines: the same env, without observation normalisation
     close = env.df["close"]
-    agent_frame, obs_seq, bootstrap = _run_agent(model, factory, part, close)
+    agent_frame, obs_seq, bootstrap = _run_agent(model, factory, part, close, agent or model)
     policies = {
         "buy_and_hold": buy_and_hold_policy(),
         "sma_crossover": sma_crossover_policy(
@@ -270,7 +274,11 @@ def _eval_env_factory(cfg: Config, part: str) -> Callable[..., TradingEnv]:
 
 
 def _run_agent(
-    model: DistributionalPPO, factory: Callable[..., TradingEnv], part: str, close: pd.Series
+    model: DistributionalPPO,
+    factory: Callable[..., TradingEnv],
+    part: str,
+    close: pd.Series,
+    agent: Any,
 ) -> tuple[pd.DataFrame, np.ndarray, np.ndarray | None]:
     """One deterministic episode of the agent over the period.
 
@@ -286,7 +294,7 @@ def _run_agent(
         infos: list[dict[str, Any]] = []
         while True:
             seen.append(np.array(obs[0], dtype=np.float32))
-            actions, state = model.predict(obs, state, starts, deterministic=True)
+            actions, state = agent.predict(obs, state, starts, deterministic=True)
             obs, _, dones, step_infos = venv.step(actions)
             infos.append(step_infos[0])
             starts = dones

@@ -10,7 +10,7 @@ dimensions of a Box action (and the components of a MultiDiscrete action) are su
 from __future__ import annotations
 
 import math
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -25,6 +25,7 @@ class ActionDistribution(Protocol):
     def entropy(self) -> Tensor: ...  # [B]
     def sample(self, generator: torch.Generator | None) -> Tensor: ...
     def mode(self) -> Tensor: ...
+    def kl_from(self, other: Any) -> Tensor: ...  # KL(other ‖ self), [B]
 
 
 class CategoricalDist:

@@ -132,3 +132,30 @@ def evaluate_run(run_dir: Path, n_episodes: int = 10) -> dict[str, float]:
         return model.evaluate(n_episodes=n_episodes, deterministic=True)
     finally:
         model.close()
+
+
+def robustness_run(
+    run_dir: Path,
+    attacks: list[str],
+    eps_values: list[float],
+    *,
+    n_episodes: int = 10,
+    steps: int = 10,
+    split: str = "test",
+) -> list[dict[str, Any]]:
+    """R-ADV: evaluate the run's latest checkpoint under each attack and ε; write
+    ``RUN_DIR/robustness/robustness.{json,png}`` and print the table."""
+    from riskppo.adversarial.robustness import format_rows, robustness_table, write_robustness
+
+    cfg = Config.from_yaml(run_dir / "config.yaml")
+    model = DistributionalPPO.load(latest_checkpoint(run_dir), env=cfg.env.id)
+    try:
+        rows = robustness_table(
+            model, attacks, eps_values, n_episodes=n_episodes, steps=steps, part=split
+        )
+    finally:
+        model.close()
+    png = write_robustness(rows, run_dir / "robustness", title=f"{cfg.env.id} — {run_dir.name}")
+    print(format_rows(rows))
+    print(f"riskppo: robustness table and plot → {png.parent}")
+    return rows

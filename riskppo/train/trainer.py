@@ -21,6 +21,7 @@ from gymnasium import spaces
 from stable_baselines3.common.vec_env import VecEnv
 
 from riskppo import core
+from riskppo.adversarial.regularizer import sa_eps
 from riskppo.config import Config, ConfigError, set_by_path
 from riskppo.nn.critics import Critic, build_critic
 from riskppo.nn.policy import RecurrentActorCritic, RecurrentState
@@ -43,6 +44,8 @@ KEYWORDS: dict[str, str] = {
     "verbose": "monitor.verbose",
     "optimizer": "optim.optimizer",
     "normalize_obs": "env.normalize_obs",
+    "sa_kappa": "adversarial.kappa",
+    "sa_eps": "adversarial.eps",
 }
 
 
@@ -207,8 +210,16 @@ class DistributionalPPO:
             self.risk_state = est.risk.state
         self._carry = dataclasses.replace(carry, state=RecurrentState(carry.state.pi, est.vf_state))
         self.scaling = est.scaling
+        a = cfg.adversarial
         ctx = UpdateContext(
-            cfg, self.policy, self.critic, self.optimizer, self.shuffle_gen, self.ent_coef, self.vgs
+            cfg,
+            self.policy,
+            self.critic,
+            self.optimizer,
+            self.shuffle_gen,
+            self.ent_coef,
+            self.vgs,
+            sa_eps=sa_eps(a.eps, a.eps_warmup_updates, self.n_updates) if a.kappa > 0 else 0.0,
         )
         metrics = ppo_update(ctx, est.data)
         self.n_updates += 1
@@ -291,6 +302,9 @@ class DistributionalPPO:
         assert mon is not None
         mon.record_many("train/", m.means)
         mon.record("train/ent_coef", self.ent_coef)
+        if cfg.adversarial.kappa > 0:
+            a = cfg.adversarial
+            mon.record("train/sa_eps", sa_eps(a.eps, a.eps_warmup_updates, self.n_updates - 1))
         mon.record("train/learning_rate", self.optimizer.param_groups[0]["lr"])
         mon.record("train/explained_variance", est.explained_variance)
         mon.record("train/advantages_norm_mean", est.adv_stats.mean)
@@ -510,11 +524,12 @@ class DistributionalPPO:
             self.monitor = None
 
 
-def run_episodes(
-    model: DistributionalPPO, venv: VecEnv, n_episodes: int, deterministic: bool
-) -> list[float]:
+def run_episodes(model: Any, venv: VecEnv, n_episodes: int, deterministic: bool) -> list[float]:
     """Raw returns of ``n_episodes`` episodes, with a fixed quota per env (like SB3's
-    ``evaluate_policy``) so that envs with short episodes are not over-represented."""
+    ``evaluate_policy``) so that envs with short episodes are not over-represented.
+
+    ``model`` is anything with ``DistributionalPPO.predict``'s signature (e.g. an attacked agent,
+    :class:`riskppo.adversarial.robustness.AttackedAgent`)."""
     obs = venv.reset()
     n = venv.num_envs
     quota = np.array([(n_episodes + i) // n for i in range(n)])  # sums to n_episodes

@@ -18,6 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from riskppo import core
+from riskppo.adversarial.regularizer import sa_regularizer
 from riskppo.config import Config
 from riskppo.data.buffer import ChunkBatch
 from riskppo.nn.critics import Critic
@@ -52,6 +53,7 @@ class UpdateContext:
     generator: torch.Generator
     ent_coef: float
     vgs: Any | None = None  # riskppo.optim.VarianceGradientScaler
+    sa_eps: float = 0.0  # current ε of the SA-PPO regulariser (R-ADV; 0 = off)
     consecutive_skips: int = 0
     groups: dict[str, list[nn.Parameter]] = field(default_factory=dict)
 
@@ -134,6 +136,20 @@ def minibatch_loss(ctx: UpdateContext, mb: ChunkBatch) -> tuple[Tensor, dict[str
         )
         vf_loss = vf_loss + risk_loss
     loss = pg_loss + p.vf_coef * vf_loss - ctx.ent_coef * entropy
+    sa = cfg.adversarial
+    if sa.kappa > 0 and ctx.sa_eps > 0:  # R-ADV: SA-PPO, κ · max_δ KL(π(s) ‖ π(s+δ))
+        sa_kl = sa_regularizer(
+            policy,
+            mb.obs,
+            mb.episode_starts,
+            mb.state.pi,
+            dist,
+            eps=ctx.sa_eps,
+            steps=sa.pgd_steps,
+            step_size=sa.pgd_step_size,
+            generator=ctx.generator,
+        )
+        loss = loss + sa.kappa * sa_kl
     stats = {
         "policy_loss": pg_loss.detach(),
         "value_loss": vf_loss.detach(),
@@ -145,6 +161,8 @@ def minibatch_loss(ctx: UpdateContext, mb: ChunkBatch) -> tuple[Tensor, dict[str
         "approx_kl_k3": pg.approx_kl_k3,
         "vf_clip_fraction": vf_clip.detach(),
     }
+    if sa.kappa > 0 and ctx.sa_eps > 0:
+        stats["sa_kl"] = sa_kl.detach()
     if cfg.bc.bc_coef > 0:
         weights = core.awr_weights(
             mb.raw_advantages.reshape(-1), beta=cfg.bc.beta, max_weight=cfg.bc.max_weight
