@@ -149,7 +149,7 @@ def test_checkpoint_being_written_is_never_read(source_ckpt: Path, tmp_path: Pat
     partial.mkdir()
     for name in ("config.json", "state.json", "model.safetensors"):
         shutil.copy(source_ckpt / name, partial / name)
-    with pytest.raises(CheckpointError, match="manifest.json missing"):
+    with pytest.raises(CheckpointError, match=r"manifest\.json missing"):
         exploit(target, partial, NEW)
     # ... or has rewritten the weights in place while the manifest still describes the old ones
     shutil.copy(source_ckpt / "manifest.json", partial / "manifest.json")
@@ -223,15 +223,17 @@ def test_local_pbt_smoke_run_writes_the_audit_trail(tmp_path: Path) -> None:
         for name, value in ex["new_hyperparams"].items():
             spec = cfg.pbt.hyperparams[name]
             assert spec.low <= value <= spec.high
-        after, source = read_checkpoint(Path(ex["checkpoint_after"])), read_checkpoint(
-            Path(ex["source_checkpoint"])
+        after, source = (
+            read_checkpoint(Path(ex["checkpoint_after"])),
+            read_checkpoint(Path(ex["source_checkpoint"])),
         )
         assert state_equal(after.tensors["model.safetensors"], source.tensors["model.safetensors"])
         assert after.config.ppo.learning_rate == ex["new_hyperparams"]["ppo.learning_rate"]
         assert after.config.ppo.clip_range == ex["new_hyperparams"]["ppo.clip_range"]
-        norm_a, norm_s = after.tensors["normalizer.safetensors"], source.tensors[
-            "normalizer.safetensors"
-        ]
+        norm_a, norm_s = (
+            after.tensors["normalizer.safetensors"],
+            source.tensors["normalizer.safetensors"],
+        )
         assert state_equal(norm_a, norm_s)
     members = [json.loads(x) for x in (run / "pbt_members.jsonl").read_text().splitlines()]
     assert len(members) == cfg.pbt.population * summary["rounds"]

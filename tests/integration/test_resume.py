@@ -75,6 +75,7 @@ def test_sigkill_then_resume_is_bit_identical(tmp_path: Path) -> None:
             assert torch.equal(a[name][key], b[name][key]), f"{name}:{key} differs"
 
     # the resumed run appends to metrics.jsonl: the lines logged before the kill are kept
-    logged = [json.loads(line)["time/total_timesteps"] for line in open(killed / "metrics.jsonl")]
+    lines = (killed / "metrics.jsonl").read_text().splitlines()
+    logged = [json.loads(line)["time/total_timesteps"] for line in lines]
     assert logged[0] == 32 and logged[-1] == CONFIG["total_timesteps"]
     assert len(logged) >= CONFIG["total_timesteps"] // 32

@@ -81,7 +81,7 @@ def test_pbt_config_errors_name_the_problem() -> None:
         Config.build({"pbt": {"hyperparams": {"risk.cvar_limit": {"low": -1, "high": 0}}}})
     with pytest.raises(ConfigError, match="must be > low"):
         Config.build({"pbt": {"hyperparams": {"ppo.ent_coef": {"low": 0.1, "high": 0.01}}}})
-    with pytest.raises(ConfigError, match="risk.cvar_limit is None"):
+    with pytest.raises(ConfigError, match=r"risk\.cvar_limit is None"):
         Config.build(
             {"pbt": {"hyperparams": {"risk.cvar_limit": {"low": -1, "high": 0, "log": False}}}}
         )
