@@ -110,9 +110,11 @@ class DiagGaussianDist:
         return self.mean
 
     def kl_from(self, other: DiagGaussianDist) -> Tensor:
-        var_ratio = torch.exp(2 * (other.log_std - self.log_std))
+        # 0.5·(σ₁²/σ₂² − 1 − log σ₁²/σ₂² + (μ₁−μ₂)²/σ₂²), with expm1 so that a tiny mean
+        # difference is not lost to float32 cancellation in (1 + t − 1)
+        d = 2 * (other.log_std - self.log_std)
         t = ((other.mean - self.mean) * torch.exp(-self.log_std)).pow(2)
-        return 0.5 * (var_ratio + t - 1 - 2 * (other.log_std - self.log_std)).sum(-1)
+        return 0.5 * (torch.expm1(d) - d + t).sum(-1)
 
 
 class ActionHead(nn.Module):
