@@ -55,7 +55,7 @@ def worker(arm: str, seed: int, steps: int, eps: list[float], out: Path) -> dict
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    p.add_argument("--steps", type=int, default=200_000)
+    p.add_argument("--steps", type=int, default=163_840)
     p.add_argument("--eps", type=float, nargs="+", default=[0.05, 0.1, 0.2])
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--out", default="runs/robustness")
