@@ -113,13 +113,35 @@ def cmd_pbt(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_not_yet(args: argparse.Namespace) -> int:
-    print(
-        f"riskppo {args.command}: not yet available in this version "
-        f"(see the project's issue tracker)",
-        file=sys.stderr,
-    )
-    return 2
+def benchmarks_dir() -> Path | None:
+    """The repository's ``benchmarks/`` (present in a source checkout, not in a wheel)."""
+    candidate = Path(__file__).resolve().parents[1] / "benchmarks"
+    return candidate if (candidate / "_common.py").is_file() else None
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    import subprocess
+
+    root = benchmarks_dir()
+    if root is None:
+        print(
+            "riskppo bench: the benchmark scripts live in the source repository's benchmarks/ "
+            "folder, which this installation does not have; clone the repository and "
+            "`pip install -e .` it",
+            file=sys.stderr,
+        )
+        return 2
+    names = sorted(p.stem for p in root.glob("*.py") if not p.stem.startswith("_"))
+    if args.name is None:
+        print("benchmarks (riskppo bench NAME [--help | options]):")
+        for name in names:
+            doc = (root / f"{name}.py").read_text().split('"""')[1].strip().splitlines()[0]
+            print(f"  {name:<18} {doc}")
+        return 0
+    if args.name not in names:
+        raise ConfigError(f"unknown benchmark {args.name!r}; choose from {names}")
+    cmd = [sys.executable, str(root / f"{args.name}.py"), *args.rest]
+    return subprocess.run(cmd, cwd=root, check=False).returncode
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -174,9 +196,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_pbt)
 
-    p = sub.add_parser("bench", help="benchmarks against RecurrentPPO (not yet available)")
-    p.add_argument("rest", nargs=argparse.REMAINDER)
-    p.set_defaults(func=cmd_not_yet)
+    p = sub.add_parser("bench", help="run a benchmark script from benchmarks/ (no NAME: list them)")
+    p.add_argument("name", nargs="?", help="e.g. throughput, sample_efficiency, robustness")
+    p.add_argument("rest", nargs=argparse.REMAINDER, help="options passed to the script")
+    p.set_defaults(func=cmd_bench)
     return parser
 
 
