@@ -61,16 +61,17 @@ def member_trainable(config: dict[str, Any]) -> None:
     member = int(config["member"])
     mdir = root / "members" / trial_id
     cfg = member_config(base, member, hp)
-    model = DistributionalPPO(config=cfg, run_dir=mdir)
     restored = tune.get_checkpoint()
-    if restored is not None:
+    if restored is None:
+        model = DistributionalPPO(config=cfg, run_dir=mdir)
+    else:
         with restored.as_directory() as d:
             info = json.loads((Path(d) / "member.json").read_text())
-            if info["trial_id"] == trial_id:  # our own checkpoint: a restart after a failure
-                model.close()
+            if info["trial_id"] == trial_id:  # own checkpoint: after a (synch PBT) pause or failure
                 model = DistributionalPPO.load(Path(d) / "model", env=cfg.env.id, run_dir=mdir)
                 model.set_hyperparams(hp)  # Ray's config, never the stored one
             else:  # Ray's PBT exploit: continue from another trial with perturbed hp
+                model = DistributionalPPO(config=cfg, run_dir=mdir)
                 _exploit_from(model, Path(d), info, trial_id, hp, root, mdir, restored.path)
     interval = base.pbt.ready_updates * base.ppo.n_steps * base.env.n_envs
     total = n_rounds(base) * interval
