@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import time
 from typing import Any
 
@@ -27,7 +28,7 @@ def build(a: argparse.Namespace) -> Any:
     if a.algo.startswith("riskppo"):
         from riskppo import DistributionalPPO
 
-        critic, twin = ("quantile", True) if a.algo == "riskppo" else ("scalar", False)
+        critic, twin = ("scalar", False) if a.algo == "riskppo-scalar" else ("quantile", True)
         return DistributionalPPO(
             a.env,
             seed=0,
@@ -40,6 +41,7 @@ def build(a: argparse.Namespace) -> Any:
             net_arch=[64],
             critic=critic,
             twin_critics=twin,
+            lstm_sharing="critics" if a.algo == "riskppo-shared" else "none",
             device=a.device,
             num_threads=a.threads,
         )
@@ -89,7 +91,17 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1, help="torch threads in every worker")
     p.add_argument("--device", default="cpu")
     p.add_argument(
-        "--algos", nargs="+", default=["riskppo", "riskppo-scalar", "RecurrentPPO", "PPO"]
+        "--algos",
+        nargs="+",
+        default=["riskppo", "riskppo-shared", "riskppo-scalar", "RecurrentPPO", "PPO"],
+        help="riskppo: twin quantile critics, each with its own LSTM; riskppo-shared: the twin "
+        "heads share one critic LSTM (lstm_sharing=critics); riskppo-scalar: one scalar critic",
+    )
+    p.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="interleaved rounds (every trainer once per round); the median is reported",
     )
     a = p.parse_args()
     a.bptt_len = a.bptt_len or None
@@ -107,18 +119,27 @@ def main() -> None:
         f"epochs={a.n_epochs} lstm={a.lstm} riskppo bptt_len={a.bptt_len or 'auto (16)'} "
         f"threads={a.threads} device={a.device}, {a.steps} timed steps each"
     )
+    print(f"{a.repeats} interleaved rounds; median steps/s (min–max), median peak RSS")
     rows = []
     for env in a.envs:
-        res = {algo: run_worker(__file__, [f"--algo={algo}", f"--env={env}", *common])
-               for algo in a.algos}  # fmt: skip
-        base = res.get("RecurrentPPO")
-        for algo, r in res.items():
-            ratio = f"{r['fps'] / base['fps']:.2f}×" if base else "-"
-            rss = f"{r['rss_mb'] / base['rss_mb']:.2f}" if base else "-"
-            rows.append([env, algo, f"{r['fps']:,.0f}", ratio, f"{r['rss_mb']:.0f}", rss])
-        if "riskppo" in res and "riskppo-scalar" in res:
-            over = res["riskppo-scalar"]["fps"] / res["riskppo"]["fps"] - 1
-            rows.append([env, "distributional+twin overhead", f"{over:+.1%}", "", "", ""])
+        runs: dict[str, list[dict[str, float]]] = {algo: [] for algo in a.algos}
+        for _ in range(a.repeats):  # interleaved, so slow phases of a noisy host hit everyone
+            for algo in a.algos:
+                runs[algo].append(run_worker(__file__, [f"--algo={algo}", f"--env={env}", *common]))
+        fps = {k: statistics.median(r["fps"] for r in v) for k, v in runs.items()}
+        rss = {k: statistics.median(r["rss_mb"] for r in v) for k, v in runs.items()}
+        base = "RecurrentPPO" if "RecurrentPPO" in fps else None
+        for algo in a.algos:
+            lo, hi = min(r["fps"] for r in runs[algo]), max(r["fps"] for r in runs[algo])
+            rows.append([
+                env, algo, f"{fps[algo]:,.0f} ({lo:,.0f}–{hi:,.0f})",
+                f"{fps[algo] / fps[base]:.2f}×" if base else "-", f"{rss[algo]:.0f}",
+                f"{rss[algo] / rss[base]:.2f}" if base else "-",
+            ])  # fmt: skip
+        for twin in ("riskppo", "riskppo-shared"):
+            if twin in fps and "riskppo-scalar" in fps:
+                over = fps["riskppo-scalar"] / fps[twin] - 1
+                rows.append([env, f"overhead {twin} vs scalar", f"{over:+.1%}", "", "", ""])
     print(table(rows, ["env", "trainer", "steps/s", "vs RecurrentPPO", "peak RSS MB", "RSS ratio"]))
 
 

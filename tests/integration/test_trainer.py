@@ -399,6 +399,20 @@ def test_wrong_observation_shape_is_a_clear_error_before_training():
     assert model.n_updates == 0
 
 
+class TextObsEnv(WrongShapeEnv):
+    """Right shape, but not numbers."""
+
+    def reset(self, *, seed=None, options=None):
+        gym.Env.reset(self, seed=seed)
+        return np.array(list("abcd")), {}
+
+
+def test_non_numeric_observation_is_a_clear_error():
+    model = make(env=TextObsEnv)
+    with pytest.raises(ValueError, match="reset\\(\\) returned a non-numeric observation"):
+        model.learn(64)
+
+
 def test_old_api_env_is_refused_before_training():
     with pytest.raises((ValueError, TypeError), match=r"(?i)gymnasium|gym"):
         make(env=OldApiEnv)
