@@ -62,15 +62,15 @@ class UpdateContext:
 
 
 def group_grad_norms(groups: dict[str, list[nn.Parameter]]) -> dict[str, float]:
-    """L2 norm of each group's gradients, with one fused ``_foreach_norm`` call."""
-    flat = [(name, p.grad) for name, ps in groups.items() for p in ps if p.grad is not None]
+    """L2 norm of each group's gradients: one fused ``_foreach_norm``, one ``index_add_``."""
+    names = list(groups)
+    flat = [(i, p.grad) for i, ps in enumerate(groups.values()) for p in ps if p.grad is not None]
     if not flat:
-        return {name: 0.0 for name in groups}
-    norms = torch._foreach_norm([g for _, g in flat])
-    sq: dict[str, Tensor] = {name: torch.zeros(()) for name in groups}
-    for (name, _), n in zip(flat, norms):
-        sq[name] = sq[name] + n.double() ** 2
-    return {name: float(v.sqrt()) for name, v in sq.items()}
+        return {name: 0.0 for name in names}
+    norms = torch.stack(torch._foreach_norm([g for _, g in flat])).double()
+    owner = torch.tensor([i for i, _ in flat])
+    sq = torch.zeros(len(names), dtype=torch.float64).index_add_(0, owner, norms * norms)
+    return dict(zip(names, sq.sqrt().tolist()))
 
 
 def total_grad_norm(grads: list[Tensor]) -> Tensor:

@@ -14,7 +14,7 @@ from riskppo import ConfigError, DistributionalPPO
 from riskppo.nn.distributions import DiagGaussianDist
 from riskppo.train.collect import collect_rollout
 from riskppo.train.estimate import estimate
-from riskppo.train.update import UpdateContext, minibatch_loss, param_groups
+from riskppo.train.update import UpdateContext, group_grad_norms, minibatch_loss, param_groups
 
 SMALL = dict(n_envs=4, n_steps=32, batch_size=64, bptt_len=16, n_epochs=2, lstm_hidden_size=16)
 
@@ -160,6 +160,18 @@ def test_lstm_gradient_norms_count_each_parameter_once(sharing):
         assert {id(p) for p in groups[f"lstm_{name}"]} == {id(p) for p in lstm.parameters()}
     all_ids = {id(p) for p in model.policy.parameters()}
     assert set(lstm_ids) <= all_ids
+
+
+def test_group_grad_norms_equal_a_per_group_reference():
+    model = make()
+    model.learn(64)
+    groups = param_groups(model.policy)
+    for p in model.policy.parameters():
+        p.grad = torch.randn_like(p)
+    got = group_grad_norms(groups)
+    for name, params in groups.items():
+        ref = math.sqrt(sum(float((p.grad.double() ** 2).sum()) for p in params))
+        assert got[name] == pytest.approx(ref, rel=1e-6)
 
 
 def test_truncation_bootstraps_from_final_obs_with_post_step_state():
