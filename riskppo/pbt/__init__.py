@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from riskppo.config import Config
+from riskppo.config import Config, ConfigError
 from riskppo.pbt.member import (
     PopulationMember,
     exploit,
@@ -31,6 +31,12 @@ __all__ = [
 
 def run_pbt(cfg: Config, run_dir: Path, *, progress_bar: bool = True) -> dict[str, Any]:
     """Run the population of ``cfg.pbt`` into ``run_dir``; returns the summary dict."""
+    if cfg.ppo.lr_schedule != "constant":
+        raise ConfigError(
+            f"ppo.lr_schedule={cfg.ppo.lr_schedule!r} with PBT: each member trains in "
+            "intervals, so a schedule would restart in every interval; PBT tunes the learning "
+            "rate itself — use ppo.lr_schedule: constant"
+        )
     if cfg.pbt.backend == "ray":
         from riskppo.pbt.ray_backend import run_pbt_ray
 

@@ -210,7 +210,6 @@ class DistributionalPPO:
             self.risk_state = est.risk.state
         self._carry = dataclasses.replace(carry, state=RecurrentState(carry.state.pi, est.vf_state))
         self.scaling = est.scaling
-        a = cfg.adversarial
         ctx = UpdateContext(
             cfg,
             self.policy,
@@ -219,7 +218,7 @@ class DistributionalPPO:
             self.shuffle_gen,
             self.ent_coef,
             self.vgs,
-            sa_eps=sa_eps(a.eps, a.eps_warmup_updates, self.n_updates) if a.kappa > 0 else 0.0,
+            sa_eps=self._sa_eps(self.n_updates),
         )
         metrics = ppo_update(ctx, est.data)
         self.n_updates += 1
@@ -230,6 +229,11 @@ class DistributionalPPO:
                 _ent_schedule(cfg), self.ent_state, metrics.means["entropy"]
             )
         return metrics
+
+    def _sa_eps(self, n_updates: int) -> float:
+        """ε of the SA-PPO regulariser at update ``n_updates`` (0 when it is off)."""
+        a = self.config.adversarial
+        return sa_eps(a.eps, a.eps_warmup_updates, n_updates) if a.kappa > 0 else 0.0
 
     def reset_optimizer(self) -> None:
         """A fresh optimizer (and VGS) for the policy, at the config's learning rate."""
@@ -303,8 +307,7 @@ class DistributionalPPO:
         mon.record_many("train/", m.means)
         mon.record("train/ent_coef", self.ent_coef)
         if cfg.adversarial.kappa > 0:
-            a = cfg.adversarial
-            mon.record("train/sa_eps", sa_eps(a.eps, a.eps_warmup_updates, self.n_updates - 1))
+            mon.record("train/sa_eps", self._sa_eps(self.n_updates - 1))
         mon.record("train/learning_rate", self.optimizer.param_groups[0]["lr"])
         mon.record("train/explained_variance", est.explained_variance)
         mon.record("train/advantages_norm_mean", est.adv_stats.mean)

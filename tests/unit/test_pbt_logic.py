@@ -92,3 +92,12 @@ def test_selection_metric_defaults() -> None:
     assert resolve_metric(Config.build({"env": {"id": "riskppo/Trading-v0"}})) == "sharpe"
     with pytest.raises(ValueError, match="needs the trading env"):
         resolve_metric(Config.build({"env": {"id": "CartPole-v1"}, "pbt": {"metric": "sharpe"}}))
+
+
+def test_pbt_refuses_an_lr_schedule(tmp_path) -> None:
+    from riskppo.pbt import run_pbt
+
+    cfg = Config.build({"ppo": {"lr_schedule": "linear"}})
+    with pytest.raises(ConfigError, match="lr_schedule='linear' with PBT"):
+        run_pbt(cfg, tmp_path / "run", progress_bar=False)
+    assert not (tmp_path / "run").exists()  # refused before anything was written
