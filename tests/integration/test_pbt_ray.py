@@ -8,11 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from riskppo.train.checkpoint import read_checkpoint
-
-pytest.importorskip("ray.tune", reason='Ray backend needs: pip install "riskppo[ray]"')
 
 SMOKE = Path(__file__).parents[2] / "riskppo/configs/pbt_smoke.yaml"
 
