@@ -53,7 +53,7 @@ def worker(a: argparse.Namespace) -> None:
 
     torch.set_num_threads(1)
     curve: list[tuple[int, float]] = []
-    if a.algo == "riskppo":
+    if a.algo.startswith("riskppo"):
         from riskppo import DistributionalPPO
 
         model = DistributionalPPO(
@@ -69,6 +69,7 @@ def worker(a: argparse.Namespace) -> None:
             bptt_len=a.bptt_len,
             lstm_hidden_size=64,
             net_arch=[64],
+            lstm_sharing="critics" if a.algo == "riskppo-shared" else "none",
         )
         evaluate = lambda: model.evaluate(a.eval_episodes, env=a.env)["mean"]  # noqa: E731
     else:
@@ -121,7 +122,12 @@ def main() -> None:
     p.add_argument("--seeds", type=int, default=5)
     p.add_argument("--bptt-len", type=int, default=16)
     p.add_argument("--jobs", type=int, default=1)
-    p.add_argument("--algos", nargs="+", default=["riskppo", "RecurrentPPO"])
+    p.add_argument(
+        "--algos",
+        nargs="+",
+        default=["riskppo", "RecurrentPPO"],
+        help="riskppo, riskppo-shared (twin heads on one critic LSTM), RecurrentPPO",
+    )
     p.add_argument("--stop-at-threshold", action="store_true", help="stop a run once it hits")
     a = p.parse_args()
     if a.worker:
