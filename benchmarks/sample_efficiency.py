@@ -69,7 +69,7 @@ def worker(a: argparse.Namespace) -> None:
             bptt_len=a.bptt_len,
             lstm_hidden_size=64,
             net_arch=[64],
-            lstm_sharing="critics" if a.algo == "riskppo-shared" else "none",
+            lstm_sharing="none" if a.algo == "riskppo-separate" else "critics",
         )
         evaluate = lambda: model.evaluate(a.eval_episodes, env=a.env)["mean"]  # noqa: E731
     else:
@@ -126,7 +126,7 @@ def main() -> None:
         "--algos",
         nargs="+",
         default=["riskppo", "RecurrentPPO"],
-        help="riskppo, riskppo-shared (twin heads on one critic LSTM), RecurrentPPO",
+        help="riskppo (default config), riskppo-separate (one LSTM per twin critic), RecurrentPPO",
     )
     p.add_argument("--stop-at-threshold", action="store_true", help="stop a run once it hits")
     a = p.parse_args()

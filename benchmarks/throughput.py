@@ -41,7 +41,7 @@ def build(a: argparse.Namespace) -> Any:
             net_arch=[64],
             critic=critic,
             twin_critics=twin,
-            lstm_sharing="critics" if a.algo == "riskppo-shared" else "none",
+            lstm_sharing="none" if a.algo == "riskppo-separate" else "critics",
             device=a.device,
             num_threads=a.threads,
         )
@@ -93,9 +93,10 @@ def main() -> None:
     p.add_argument(
         "--algos",
         nargs="+",
-        default=["riskppo", "riskppo-shared", "riskppo-scalar", "RecurrentPPO", "PPO"],
-        help="riskppo: twin quantile critics, each with its own LSTM; riskppo-shared: the twin "
-        "heads share one critic LSTM (lstm_sharing=critics); riskppo-scalar: one scalar critic",
+        default=["riskppo", "riskppo-separate", "riskppo-scalar", "RecurrentPPO", "PPO"],
+        help="riskppo: twin quantile critics, the default (the heads share one critic LSTM); "
+        "riskppo-separate: each twin critic has its own LSTM (lstm_sharing=none); "
+        "riskppo-scalar: one scalar critic",
     )
     p.add_argument(
         "--repeats",
@@ -136,7 +137,7 @@ def main() -> None:
                 f"{fps[algo] / fps[base]:.2f}×" if base else "-", f"{rss[algo]:.0f}",
                 f"{rss[algo] / rss[base]:.2f}" if base else "-",
             ])  # fmt: skip
-        for twin in ("riskppo", "riskppo-shared"):
+        for twin in ("riskppo", "riskppo-separate"):
             if twin in fps and "riskppo-scalar" in fps:
                 over = fps["riskppo-scalar"] / fps[twin] - 1
                 rows.append([env, f"overhead {twin} vs scalar", f"{over:+.1%}", "", "", ""])

@@ -100,9 +100,10 @@ class PolicyConfig(_Section):
     lstm_hidden_size: int = Field(64, ge=1)
     n_lstm_layers: int = Field(1, ge=1)
     lstm_sharing: Literal["none", "critics", "all"] = Field(
-        "none",
-        description="none: actor LSTM + one LSTM per critic; critics: twin critics share one LSTM; "
-        "all: a single LSTM feeds actor and critics",
+        "critics",
+        description="critics (default): an actor LSTM and one critic LSTM feeding the twin critic "
+        "heads (and the risk head); none: one LSTM per critic; all: a single LSTM feeds actor "
+        "and critics",
     )
     net_arch: list[int] = Field(default_factory=lambda: [64])
     activation: Literal["tanh", "relu", "gelu"] = "tanh"
