@@ -43,6 +43,7 @@ def pgd(
     steps: int,
     step_size: float | None = None,
     generator: torch.Generator | None = None,
+    device: torch.device | str | None = None,
 ) -> Tensor:
     """Maximise ``objective(δ)`` (a scalar, a sum over independent samples) over ``|δ|_∞ ≤ ε``.
 
@@ -51,9 +52,9 @@ def pgd(
     Only ``δ`` gets gradients (model parameters' ``.grad`` are untouched). Returns ``δ`` detached.
     """
     if eps <= 0:
-        return torch.zeros(shape)
+        return torch.zeros(shape, device=device)
     alpha = step_size if step_size is not None else 2.5 * eps / steps
-    delta = (torch.rand(shape, generator=generator) * 2 - 1) * eps
+    delta = ((torch.rand(shape, generator=generator) * 2 - 1) * eps).to(device)
     for _ in range(steps):
         delta.requires_grad_(True)
         with torch.enable_grad():
@@ -80,7 +81,7 @@ def predicted_return(inp: StepInput, obs: Tensor) -> Tensor:
 def random_attack(
     inp: StepInput, eps: float, steps: int, generator: torch.Generator | None = None
 ) -> Tensor:
-    sign = torch.rand(inp.obs.shape, generator=generator) < 0.5
+    sign = (torch.rand(inp.obs.shape, generator=generator) < 0.5).to(inp.obs.device)
     return torch.where(sign, eps, -eps) * torch.ones_like(inp.obs)
 
 
@@ -93,7 +94,7 @@ def pgd_kl_attack(
     def kl(delta: Tensor) -> Tensor:
         return actor_dist(inp, inp.obs + delta).kl_from(clean).sum()
 
-    return pgd(kl, inp.obs.shape, eps, steps, generator=generator)
+    return pgd(kl, inp.obs.shape, eps, steps, generator=generator, device=inp.obs.device)
 
 
 def critic_attack(
@@ -102,7 +103,7 @@ def critic_attack(
     def neg_value(delta: Tensor) -> Tensor:
         return -predicted_return(inp, inp.obs + delta).sum()
 
-    return pgd(neg_value, inp.obs.shape, eps, steps, generator=generator)
+    return pgd(neg_value, inp.obs.shape, eps, steps, generator=generator, device=inp.obs.device)
 
 
 Attack = Callable[[StepInput, float, int, "torch.Generator | None"], Tensor]

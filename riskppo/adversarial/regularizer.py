@@ -53,6 +53,6 @@ def sa_regularizer(
         return dist.kl_from(target).sum()
 
     step = None if step_size is None else step_size * eps
-    delta = pgd(kl_sum, obs.shape, eps, steps, step, generator)
+    delta = pgd(kl_sum, obs.shape, eps, steps, step, generator, obs.device)
     adv, _, _ = policy.actor_sequence(obs + delta, episode_starts, pi_state)
     return adv.kl_from(clean).mean()

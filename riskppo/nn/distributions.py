@@ -20,6 +20,12 @@ from torch import Tensor, nn
 _LOG_2PI_E_HALF = 0.5 * math.log(2 * math.pi * math.e)
 
 
+def _gen_device(generator: torch.Generator | None) -> torch.device | None:
+    """Random numbers are drawn where the generator lives (the trainer's generators are CPU
+    generators, so runs and checkpoints are the same on any device) and then moved."""
+    return generator.device if generator is not None else None
+
+
 class ActionDistribution(Protocol):
     def log_prob(self, actions: Tensor) -> Tensor: ...  # [B]
     def entropy(self) -> Tensor: ...  # [B]
@@ -46,8 +52,11 @@ class CategoricalDist:
         cdf = self.logits.exp().cumsum(-1)
         u = (
             torch.rand(
-                (*cdf.shape[:-1], 1), generator=generator, dtype=cdf.dtype, device=cdf.device
-            )
+                (*cdf.shape[:-1], 1),
+                generator=generator,
+                dtype=cdf.dtype,
+                device=_gen_device(generator),
+            ).to(cdf.device)
             * cdf[..., -1:]
         )
         return torch.searchsorted(cdf, u).clamp_(max=cdf.shape[-1] - 1).squeeze(-1)
@@ -102,8 +111,11 @@ class DiagGaussianDist:
 
     def sample(self, generator: torch.Generator | None) -> Tensor:
         noise = torch.randn(
-            self.mean.shape, generator=generator, dtype=self.mean.dtype, device=self.mean.device
-        )
+            self.mean.shape,
+            generator=generator,
+            dtype=self.mean.dtype,
+            device=_gen_device(generator),
+        ).to(self.mean.device)
         return self.mean + noise * self.log_std.exp()
 
     def mode(self) -> Tensor:

@@ -68,8 +68,8 @@ def group_grad_norms(groups: dict[str, list[nn.Parameter]]) -> dict[str, float]:
     if not flat:
         return {name: 0.0 for name in names}
     norms = torch.stack(torch._foreach_norm([g for _, g in flat])).double()
-    owner = torch.tensor([i for i, _ in flat])
-    sq = torch.zeros(len(names), dtype=torch.float64).index_add_(0, owner, norms * norms)
+    owner = torch.tensor([i for i, _ in flat], device=norms.device)
+    sq = norms.new_zeros(len(names)).index_add_(0, owner, norms * norms)
     return dict(zip(names, sq.sqrt().tolist()))
 
 
