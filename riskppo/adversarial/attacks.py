@@ -82,7 +82,7 @@ def random_attack(
     inp: StepInput, eps: float, steps: int, generator: torch.Generator | None = None
 ) -> Tensor:
     sign = (torch.rand(inp.obs.shape, generator=generator) < 0.5).to(inp.obs.device)
-    return torch.where(sign, eps, -eps) * torch.ones_like(inp.obs)
+    return torch.where(sign, eps, -eps).to(inp.obs.dtype)
 
 
 def pgd_kl_attack(

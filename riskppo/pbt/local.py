@@ -18,6 +18,7 @@ Run directory::
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
 import multiprocessing
@@ -116,9 +117,9 @@ class PBTRun:
                 }
                 if ex is not None:
                     ex.update(applied_lr=res.applied_lr, checkpoint_after=res.checkpoint_after)
-                    _append_jsonl(self.run_dir / "pbt_history.jsonl", ex)
+                    append_jsonl(self.run_dir / "pbt_history.jsonl", ex)
                     m.history.append(ex)
-            _append_jsonl(self.run_dir / "pbt_members.jsonl", entry)
+            append_jsonl(self.run_dir / "pbt_members.jsonl", entry)
         self.round += 1
 
     def select(self) -> None:
@@ -292,11 +293,17 @@ class _RoundProgress:
             self.progress.stop()
 
 
-def _append_jsonl(path: Path, obj: dict[str, Any]) -> None:
+def append_jsonl(path: Path, obj: dict[str, Any]) -> None:
+    """Append one strict-JSON line, durably; an exclusive lock keeps lines whole when several
+    processes (Ray trials) append to the same file."""
     with open(path, "a") as f:
-        f.write(json.dumps(json_safe(obj)) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            f.write(json.dumps(json_safe(obj)) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def json_safe(obj: Any) -> Any:

@@ -13,7 +13,6 @@ restarted from their last checkpoint (``FailureConfig``). Install with ``pip ins
 
 from __future__ import annotations
 
-import fcntl
 import json
 import math
 import os
@@ -23,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from riskppo.config import Config
-from riskppo.pbt.local import json_safe, n_rounds
+from riskppo.pbt.local import append_jsonl, json_safe, n_rounds
 from riskppo.pbt.member import exploit, member_config, member_score, resolve_metric
 
 _WORST = -1e30  # Ray reports must be finite: a failed evaluation ranks last
@@ -31,18 +30,6 @@ _WORST = -1e30  # Ray reports must be finite: a failed evaluation ranks last
 
 def _flat(hp: dict[str, Any]) -> dict[str, float]:
     return {k: float(v) for k, v in hp.items()}
-
-
-def _append_locked(path: Path, obj: dict[str, Any]) -> None:
-    """Append one JSON line; trials are separate processes, so take an exclusive lock."""
-    with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            f.write(json.dumps(json_safe(obj)) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def member_trainable(config: dict[str, Any]) -> None:
@@ -80,7 +67,7 @@ def member_trainable(config: dict[str, Any]) -> None:
             model.learn(interval, reset_num_timesteps=False)
             score, details = member_score(model, base.pbt)
             (mdir / "hyperparams.json").write_text(json.dumps(hp))
-            _append_locked(
+            append_jsonl(
                 root / "pbt_members.jsonl",
                 {
                     "member": trial_id,
@@ -121,7 +108,7 @@ def _exploit_from(
     old = json.loads(old_file.read_text()) if old_file.is_file() else None
     applied = exploit(model, ckpt_dir / "model", hp, model.config.pbt.optimizer_strategy)
     after = model.save(mdir / "checkpoints" / f"exploit-{model.num_timesteps:012d}")
-    _append_locked(
+    append_jsonl(
         root / "pbt_history.jsonl",
         {
             "member": trial_id,
