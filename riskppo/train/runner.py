@@ -15,6 +15,8 @@ import json
 import os
 import shutil
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -125,13 +127,20 @@ def _finish(model: DistributionalPPO, run_dir: Path, cfg: Config) -> Distributio
     return model
 
 
-def evaluate_run(run_dir: Path, n_episodes: int = 10) -> dict[str, float]:
+@contextmanager
+def open_run(run_dir: Path) -> Iterator[tuple[Config, DistributionalPPO]]:
+    """The run's config and its latest checkpoint, loaded; closed on exit."""
     cfg = Config.from_yaml(run_dir / "config.yaml")
     model = DistributionalPPO.load(latest_checkpoint(run_dir), env=cfg.env.id)
     try:
-        return model.evaluate(n_episodes=n_episodes, deterministic=True)
+        yield cfg, model
     finally:
         model.close()
+
+
+def evaluate_run(run_dir: Path, n_episodes: int = 10) -> dict[str, float]:
+    with open_run(run_dir) as (_, model):
+        return model.evaluate(n_episodes=n_episodes, deterministic=True)
 
 
 def robustness_run(
@@ -147,14 +156,10 @@ def robustness_run(
     ``RUN_DIR/robustness/robustness.{json,png}`` and print the table."""
     from riskppo.adversarial.robustness import format_rows, robustness_table, write_robustness
 
-    cfg = Config.from_yaml(run_dir / "config.yaml")
-    model = DistributionalPPO.load(latest_checkpoint(run_dir), env=cfg.env.id)
-    try:
+    with open_run(run_dir) as (cfg, model):
         rows = robustness_table(
             model, attacks, eps_values, n_episodes=n_episodes, steps=steps, part=split
         )
-    finally:
-        model.close()
     png = write_robustness(rows, run_dir / "robustness", title=f"{cfg.env.id} — {run_dir.name}")
     print(format_rows(rows))
     print(f"riskppo: robustness table and plot → {png.parent}")
