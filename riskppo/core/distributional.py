@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Literal, NamedTuple
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from riskppo.core._checks import check_finite, check_ndim, check_same_shape, check_support
@@ -110,17 +111,19 @@ def quantile_huber_loss(
             f"{fn}: taus must have shape [Nq]=({n_q},) or [B, Nq]={tuple(pred.shape)}, "
             f"got {tuple(taus.shape)}"
         )
+    b, n_t = pred.shape[0], target.shape[1]
     tau = taus.to(pred.dtype).expand_as(pred).unsqueeze(-1)  # [B, Nq, 1]
-    delta = target.detach().unsqueeze(1) - pred.unsqueeze(-1)  # [B, Nq, Nt]: δ_ij
-    abs_delta = delta.abs()
+    p = pred.unsqueeze(-1).expand(b, n_q, n_t)  # views, no copies: [B, Nq, Nt]
+    t = target.detach().unsqueeze(1).expand(b, n_q, n_t)
+    # |τ_i − 1{δ_ij < 0}| with δ_ij = t_j − p_i: 1 − τ_i where the target lies below the quantile.
+    weight = torch.where(t.detach() < p.detach(), 1.0 - tau, tau)
+    # Fused elementwise kernels (one autograd node each): L_κ(δ) / κ, or |δ| for κ = 0.
     if kappa == 0.0:
-        huber = abs_delta
+        huber = F.l1_loss(p, t, reduction="none")
     else:
-        huber = (
-            torch.where(abs_delta <= kappa, 0.5 * delta.pow(2), kappa * (abs_delta - 0.5 * kappa))
-            / kappa
-        )
-    weight = (tau - (delta.detach() < 0).to(pred.dtype)).abs()
+        huber = F.huber_loss(p, t, reduction="none", delta=kappa)
+        if kappa != 1.0:
+            huber = huber / kappa
     return (weight * huber).mean(dim=2).sum(dim=1)
 
 

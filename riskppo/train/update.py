@@ -109,22 +109,17 @@ def minibatch_loss(ctx: UpdateContext, mb: ChunkBatch) -> tuple[Tensor, dict[str
         log_prob, mb.old_log_probs.reshape(-1), adv, p.clip_range, p.log_ratio_clip
     )
     entropy = dist.entropy().mean()
-    K = out.shape[-1]
-    target = mb.targets.reshape(-1)
-    per_critic = [
-        critic.value_loss(
-            out[c].reshape(-1, K),
-            mb.old_critic[c].reshape(-1, K),
-            target,
-            p.clip_range_vf,
-            p.vf_clip_mode,
-        )
-        for c in range(policy.n_critics)
-    ]
+    K, C = out.shape[-1], policy.n_critics
     # R-ALG-4: the value loss is the average of the critics' losses, each clipped against its own
-    # old prediction.
-    vf_loss = torch.stack([lc[0] for lc in per_critic]).mean()
-    vf_clip = torch.stack([lc[1] for lc in per_critic]).mean()
+    # old prediction. The critics are stacked along the batch ([C·N, K], the target repeated), so
+    # one loss call gives exactly that average (every critic has the same N samples).
+    vf_loss, vf_clip = critic.value_loss(
+        out[:C].reshape(-1, K),
+        mb.old_critic[:C].reshape(-1, K),
+        mb.targets.reshape(-1).repeat(C),
+        p.clip_range_vf,
+        p.vf_clip_mode,
+    )
     if mb.risk_targets is not None:  # R-RISK-2: risk head ← segment return-to-go quantiles
         y = mb.risk_targets.reshape(-1)
         done = torch.isfinite(y)
