@@ -1,9 +1,14 @@
 """Training throughput: riskppo vs sb3-contrib RecurrentPPO (and SB3 PPO for context), SPEC §10.
 
-Every trainer runs in its own fresh process (so peak RSS is its own), one after another, with
-the same settings: LSTM 64, n_envs 8, n_steps 128, batch 256, 4 epochs; riskppo with twin
-quantile critics (and a single scalar critic, to measure the distributional + twin overhead).
-Steps/s are measured after a warm-up update. Prints ratios against RecurrentPPO.
+Same settings for every trainer: LSTM 64, n_envs 8, n_steps 128, batch 256, 4 epochs; riskppo
+with twin quantile critics (and a single scalar critic, to measure the distributional + twin
+overhead).
+
+Steps/s: per env, all trainers are built in **one** process (1 torch thread) and trained side by
+side, one update (n_envs × n_steps steps) each in turn, for ``--steps`` timed steps per trainer
+after a warm-up update. A slow minute of a shared host then hits every trainer alike: the ratios
+are per-round ratios (median over rounds) and ratios of the totals. Peak RSS: each trainer alone
+in a fresh process, running the same number of steps.
 
     python benchmarks/throughput.py                      # CartPole-v1 and Pendulum-v1
     python benchmarks/throughput.py --steps 8192 --envs CartPole-v1
@@ -21,6 +26,7 @@ from typing import Any
 from _common import machine, peak_rss_mb, run_worker, table
 
 SETTINGS = dict(n_envs=8, n_steps=128, batch_size=256, n_epochs=4, lstm=64)
+ANCHOR = "RecurrentPPO"
 
 
 def build(a: argparse.Namespace) -> Any:
@@ -57,16 +63,35 @@ def build(a: argparse.Namespace) -> Any:
     return PPO("MlpPolicy", _vec(a), device=a.device, policy_kwargs=kwargs, **sb3)
 
 
-def worker(a: argparse.Namespace) -> None:
+def side_by_side(a: argparse.Namespace) -> dict[str, list[float]]:
+    """Seconds of each update of each trainer, trained in turn in this process."""
     import torch
 
     torch.set_num_threads(a.threads)
+    update = a.n_envs * a.n_steps
+    models = {algo: build(argparse.Namespace(**{**vars(a), "algo": algo})) for algo in a.algos}
+    for model in models.values():
+        model.learn(update)  # warm-up update, not timed
+    seconds: dict[str, list[float]] = {algo: [] for algo in a.algos}
+    for r in range(max(1, a.steps // update)):
+        order = a.algos[r % len(a.algos) :] + a.algos[: r % len(a.algos)]  # rotate who goes first
+        for algo in order:
+            t = time.perf_counter()
+            models[algo].learn(update, reset_num_timesteps=False)
+            seconds[algo].append(time.perf_counter() - t)
+    return seconds
+
+
+def worker(a: argparse.Namespace) -> None:
+    import torch
+
+    if a.mode == "fps":
+        print(json.dumps(side_by_side(a)))
+        return
+    torch.set_num_threads(a.threads)  # peak RSS of one trainer alone
     model = build(a)
-    model.learn(a.n_envs * a.n_steps)  # warm-up update, not timed
-    t = time.perf_counter()
-    model.learn(a.steps, reset_num_timesteps=False)
-    fps = a.steps / (time.perf_counter() - t)
-    print(json.dumps({"fps": fps, "rss_mb": peak_rss_mb()}))
+    model.learn(a.n_envs * a.n_steps + a.steps)
+    print(json.dumps({"rss_mb": peak_rss_mb()}))
 
 
 def _vec(a: argparse.Namespace):
@@ -98,12 +123,8 @@ def main() -> None:
         "riskppo-separate: each twin critic has its own LSTM (lstm_sharing=none); "
         "riskppo-scalar: one scalar critic",
     )
-    p.add_argument(
-        "--repeats",
-        type=int,
-        default=3,
-        help="interleaved rounds (every trainer once per round); the median is reported",
-    )
+    p.add_argument("--mode", choices=["fps", "rss"], default="fps", help=argparse.SUPPRESS)
+    p.add_argument("--no-rss", action="store_true", help="skip the peak-RSS processes")
     a = p.parse_args()
     a.bptt_len = a.bptt_len or None
     if a.worker:
@@ -114,34 +135,58 @@ def main() -> None:
         f"--batch-size={a.batch_size}", f"--n-epochs={a.n_epochs}", f"--lstm={a.lstm}",
         f"--bptt-len={a.bptt_len or 0}", f"--threads={a.threads}", f"--device={a.device}",
     ]  # fmt: skip
+    update = a.n_envs * a.n_steps
     print(f"machine: {machine()}")
     print(
         f"settings: n_envs={a.n_envs} n_steps={a.n_steps} batch={a.batch_size} "
         f"epochs={a.n_epochs} lstm={a.lstm} riskppo bptt_len={a.bptt_len or 'auto (16)'} "
-        f"threads={a.threads} device={a.device}, {a.steps} timed steps each"
+        f"threads={a.threads} device={a.device}; {max(1, a.steps // update)} rounds of one "
+        f"update ({update} steps) per trainer, side by side in one process per env"
     )
-    print(f"{a.repeats} interleaved rounds; median steps/s (min–max), median peak RSS")
     rows = []
     for env in a.envs:
-        runs: dict[str, list[dict[str, float]]] = {algo: [] for algo in a.algos}
-        for _ in range(a.repeats):  # interleaved, so slow phases of a noisy host hit everyone
+        seconds = run_worker(__file__, ["--mode=fps", f"--env={env}", "--algos", *a.algos, *common])
+        rss = {}
+        if not a.no_rss:
             for algo in a.algos:
-                runs[algo].append(run_worker(__file__, [f"--algo={algo}", f"--env={env}", *common]))
-        fps = {k: statistics.median(r["fps"] for r in v) for k, v in runs.items()}
-        rss = {k: statistics.median(r["rss_mb"] for r in v) for k, v in runs.items()}
-        base = "RecurrentPPO" if "RecurrentPPO" in fps else None
-        for algo in a.algos:
-            lo, hi = min(r["fps"] for r in runs[algo]), max(r["fps"] for r in runs[algo])
-            rows.append([
-                env, algo, f"{fps[algo]:,.0f} ({lo:,.0f}–{hi:,.0f})",
-                f"{fps[algo] / fps[base]:.2f}×" if base else "-", f"{rss[algo]:.0f}",
-                f"{rss[algo] / rss[base]:.2f}" if base else "-",
-            ])  # fmt: skip
-        for twin in ("riskppo", "riskppo-separate"):
-            if twin in fps and "riskppo-scalar" in fps:
-                over = fps["riskppo-scalar"] / fps[twin] - 1
-                rows.append([env, f"overhead {twin} vs scalar", f"{over:+.1%}", "", "", ""])
-    print(table(rows, ["env", "trainer", "steps/s", "vs RecurrentPPO", "peak RSS MB", "RSS ratio"]))
+                out = run_worker(
+                    __file__, ["--mode=rss", f"--algo={algo}", f"--env={env}", *common]
+                )
+                rss[algo] = out["rss_mb"]
+        rows += _rows(env, a.algos, seconds, rss, update)
+    header = ["env", "trainer", "steps/s", f"vs {ANCHOR} (per-round median)", "peak RSS MB",
+              "RSS ratio"]  # fmt: skip
+    print(table(rows, header))
+
+
+def _ratio(num: list[float], den: list[float]) -> str:
+    """``sum(den)/sum(num)`` (ratio of steps/s) and the median of the per-round ratios."""
+    per_round = statistics.median(d / n for n, d in zip(num, den))
+    return f"{sum(den) / sum(num):.2f}× ({per_round:.2f}×)"
+
+
+def _rows(
+    env: str,
+    algos: list[str],
+    seconds: dict[str, list[float]],
+    rss: dict[str, float],
+    update: int,
+) -> list[list[str]]:
+    rows = []
+    for algo in algos:
+        fps = update * len(seconds[algo]) / sum(seconds[algo])
+        vs = _ratio(seconds[algo], seconds[ANCHOR]) if ANCHOR in seconds else "-"
+        mem = f"{rss[algo]:.0f}" if algo in rss else "-"
+        mem_ratio = f"{rss[algo] / rss[ANCHOR]:.2f}" if algo in rss and ANCHOR in rss else "-"
+        rows.append([env, algo, f"{fps:,.0f}", vs, mem, mem_ratio])
+    for twin in ("riskppo", "riskppo-separate"):
+        if twin in seconds and "riskppo-scalar" in seconds:
+            t, s = seconds[twin], seconds["riskppo-scalar"]
+            total = sum(t) / sum(s) - 1
+            per_round = statistics.median(x / y for x, y in zip(t, s)) - 1
+            label = f"overhead {twin} vs scalar"
+            rows.append([env, label, f"{total:+.1%} ({per_round:+.1%})", "", "", ""])
+    return rows
 
 
 if __name__ == "__main__":

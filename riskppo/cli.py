@@ -58,17 +58,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from riskppo.train.runner import evaluate_run, robustness_run
 
     if args.attack:
-        from riskppo.adversarial import ATTACKS
+        from riskppo.adversarial.robustness import check_attack_args
 
         attacks = [a.strip() for a in args.attack.split(",") if a.strip()]
-        unknown = [a for a in attacks if a not in ATTACKS]
-        if unknown or not attacks:
-            raise ConfigError(
-                f"--attack: unknown attack(s) {unknown}; choose from {sorted(ATTACKS)}"
-            )
         eps = parse_floats(args.eps, "--eps")
-        if not eps or min(eps) <= 0:
-            raise ConfigError(f"--eps: radii must be positive numbers, got {args.eps!r}")
+        check_attack_args(attacks, eps)  # before the model is loaded
         robustness_run(
             Path(args.run_dir),
             attacks,

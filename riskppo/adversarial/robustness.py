@@ -17,7 +17,8 @@ import torch
 from matplotlib.figure import Figure
 
 from riskppo import core
-from riskppo.adversarial.attacks import StepInput, get_attack
+from riskppo.adversarial.attacks import ATTACKS, StepInput, get_attack
+from riskppo.config import ConfigError
 from riskppo.envs.registration import TRADING_ID
 from riskppo.nn.policy import RecurrentState
 from riskppo.train.collect import env_actions, obs_tensor
@@ -101,6 +102,16 @@ def evaluate_attack(
     return row
 
 
+def check_attack_args(attacks: Sequence[str], eps_values: Sequence[float]) -> None:
+    """Raise :class:`ConfigError` naming unknown attacks or ε radii that are not positive."""
+    unknown = [a for a in attacks if a not in ATTACKS]
+    if unknown or not attacks:
+        raise ConfigError(f"--attack: unknown attack(s) {unknown}; choose from {sorted(ATTACKS)}")
+    bad = [e for e in eps_values if not (e > 0 and math.isfinite(e))]
+    if bad or not eps_values:
+        raise ConfigError(f"--eps: radii must be positive finite numbers, got {list(eps_values)}")
+
+
 def robustness_table(
     model: DistributionalPPO,
     attacks: Sequence[str],
@@ -111,11 +122,7 @@ def robustness_table(
     part: str = "test",
 ) -> list[dict[str, Any]]:
     """The clean row, then one row per (attack, ε)."""
-    for name in attacks:
-        get_attack(name)  # unknown names fail before any evaluation runs
-    bad = [e for e in eps_values if not (e > 0 and math.isfinite(e))]
-    if bad:
-        raise ValueError(f"--eps values must be positive, got {bad}")
+    check_attack_args(attacks, eps_values)  # before any evaluation runs
     kw = {"n_episodes": n_episodes, "steps": steps, "part": part}
     rows = [evaluate_attack(model, "none", 0.0, **kw)]  # type: ignore[arg-type]
     for name in attacks:

@@ -43,6 +43,7 @@ from riskppo.pbt.member import (
     sample_hyperparams,
     truncation_selection,
 )
+from riskppo.train.progress import ProgressBar, fmt
 
 
 def initial_members(cfg: Config) -> list[PopulationMember]:
@@ -199,12 +200,21 @@ def run_pbt_local(cfg: Config, run_dir: Path, *, progress_bar: bool = True) -> d
         f"riskppo pbt: {cfg.pbt.population} members × {rounds} rounds of "
         f"{cfg.pbt.ready_updates} updates, {workers} worker(s), metric {pbt.metric} → {run_dir}"
     )
-    with _Pool(workers) as pool, _RoundProgress(rounds, progress_bar) as bar:
+    with (
+        _Pool(workers) as pool,
+        ProgressBar(
+            rounds,
+            description="pbt rounds",
+            unit="rounds",
+            fields={"best": "best score"},
+            enabled=progress_bar,
+        ) as bar,
+    ):
         for r in range(rounds):
             pbt.record(pool.run(pbt.tasks()))
             if r < rounds - 1:
                 pbt.select()
-            bar.advance(pbt.best().performance)
+            bar.update(advance=1, best=fmt(pbt.best().performance, ".4g"))
     summary = pbt.write_summary()
     from riskppo.pbt.report import plot_population
 
@@ -252,45 +262,6 @@ def _call(fn: Callable[[IntervalTask], IntervalResult], task: IntervalTask) -> A
         return fn(task)
     except Exception as exc:  # a failing member must not end the population
         return exc
-
-
-class _RoundProgress:
-    def __init__(self, rounds: int, enabled: bool) -> None:
-        self.progress: Any = None
-        if enabled:
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
-
-            self.progress = Progress(
-                TextColumn("[bold]pbt rounds"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                TextColumn("ETA"),
-                TimeRemainingColumn(),
-                TextColumn("best score {task.fields[best]}"),
-            )
-            self.task = self.progress.add_task("pbt", total=rounds, best="-")
-
-    def __enter__(self) -> _RoundProgress:
-        if self.progress is not None:
-            self.progress.start()
-        return self
-
-    def advance(self, best: float | None) -> None:
-        if self.progress is not None:
-            shown = "-" if best is None else f"{best:.4g}"
-            self.progress.update(self.task, advance=1, best=shown)
-
-    def __exit__(self, *exc: object) -> None:
-        if self.progress is not None:
-            self.progress.stop()
 
 
 def append_jsonl(path: Path, obj: dict[str, Any]) -> None:

@@ -29,7 +29,7 @@ from riskppo.optim import build_optimizer
 from riskppo.train.collect import CollectorState, collect_rollout, env_actions, obs_tensor
 from riskppo.train.estimate import Estimates, estimate
 from riskppo.train.monitor import Monitor, check_alerts
-from riskppo.train.progress import TrainingProgress
+from riskppo.train.progress import fmt, training_progress
 from riskppo.train.risk import RiskState, initial_risk_state
 from riskppo.train.scaling import ReturnScaling, initial_scaling
 from riskppo.train.update import UpdateContext, UpdateMetrics, ppo_update
@@ -70,11 +70,7 @@ def config_from_keywords(config: Config | dict[str, Any] | None, **kwargs: Any) 
                         + (f" (ambiguous: {owners})" if owners else "")
                     )
                 path = f"{owners[0]}.{key}"
-        node = base
-        *parents, leaf = path.split(".")
-        for p in parents:
-            node = node.setdefault(p, {})
-        node[leaf] = value
+        set_by_path(base, path, value)
     return Config.build(base)
 
 
@@ -169,7 +165,7 @@ class DistributionalPPO:
         if self.monitor is None:
             self.monitor = Monitor(self.run_dir, tensorboard=self.run_dir is not None)
         start_steps = self.num_timesteps
-        with TrainingProgress(total_timesteps, enabled=progress_bar) as bar:
+        with training_progress(total_timesteps, progress_bar) as bar:
             while self.num_timesteps < target:
                 if self._carry is None:
                     self._carry = self._reset_carry()
@@ -177,7 +173,11 @@ class DistributionalPPO:
                 metrics = self.train_one_update()
                 fps = self.config.ppo.n_steps * self.n_envs / (time.perf_counter() - t0)
                 self.monitor.record("time/fps", fps)
-                bar.update(self.num_timesteps - start_steps, fps, self._mean_return())
+                bar.update(
+                    completed=self.num_timesteps - start_steps,
+                    fps=fmt(fps, ",.0f"),
+                    ret=fmt(self._mean_return(), ".2f"),
+                )
                 if self.n_updates % self.config.monitor.log_interval == 0:
                     self.monitor.dump(self.num_timesteps)
                 stop = callback is not None and callback(self, metrics) is False

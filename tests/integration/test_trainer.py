@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import gymnasium as gym
 import numpy as np
@@ -333,18 +334,29 @@ def test_exploding_learning_rate_fires_alerts():
     assert "alerts during training" in model.monitor.summary()
 
 
+class FaultyCartPole(gym.Wrapper):
+    """CartPole whose ``at_step``-th step returns a NaN reward or a NaN in observation element 2."""
+
+    def __init__(self, field: str, at_step: int):
+        super().__init__(gym.make("CartPole-v1"))
+        self.field, self.at_step, self.n = field, at_step, 0
+
+    def step(self, a):
+        obs, r, term, trunc, info = self.env.step(a)
+        self.n += 1
+        if self.n == self.at_step and self.field == "reward":
+            r = math.nan
+        if self.n == self.at_step and self.field == "obs":
+            obs = obs.copy()
+            obs[2] = np.nan
+        return obs, r, term, trunc, info
+
+
+NAN_OBS = partial(FaultyCartPole, field="obs", at_step=5)
+
+
 def test_non_finite_reward_names_env_and_step():
-    class BadEnv(gym.Wrapper):
-        def __init__(self):
-            super().__init__(gym.make("CartPole-v1"))
-            self.n = 0
-
-        def step(self, a):
-            obs, r, term, trunc, info = self.env.step(a)
-            self.n += 1
-            return obs, (math.nan if self.n == 7 else r), term, trunc, info
-
-    model = make(env=BadEnv)
+    model = make(env=partial(FaultyCartPole, field="reward", at_step=7))
     from riskppo.train.vec_env import NonFiniteInputError
 
     with pytest.raises(
@@ -430,26 +442,10 @@ def test_old_api_env_is_refused_before_training():
         make(env=OldApiEnv)
 
 
-class NaNObsEnv(gym.Wrapper):
-    """CartPole whose 5th step returns a NaN observation."""
-
-    def __init__(self):
-        super().__init__(gym.make("CartPole-v1"))
-        self.n = 0
-
-    def step(self, a):
-        obs, r, term, trunc, info = self.env.step(a)
-        self.n += 1
-        if self.n == 5:
-            obs = obs.copy()
-            obs[2] = np.nan
-        return obs, r, term, trunc, info
-
-
 def test_nan_observation_raises_naming_env_step_and_field():
     from riskppo.train.vec_env import NonFiniteInputError
 
-    model = make(env=NaNObsEnv, normalize_obs=True)
+    model = make(env=NAN_OBS, normalize_obs=True)
     with pytest.raises(NonFiniteInputError, match=r"env \d+ .*observation \(element 2 = nan\)"):
         model.learn(256)
 
@@ -457,7 +453,7 @@ def test_nan_observation_raises_naming_env_step_and_field():
 def test_skip_policy_keeps_normaliser_and_weights_finite():
     from riskppo.train.vec_env import VecFiniteGuard, find_normalizer
 
-    model = make(env=NaNObsEnv, normalize_obs=True, nonfinite_policy="skip")
+    model = make(env=NAN_OBS, normalize_obs=True, nonfinite_policy="skip")
     model.learn(512)
     rms = find_normalizer(model.env).obs_rms
     assert np.isfinite(rms.mean).all() and np.isfinite(rms.var).all()
