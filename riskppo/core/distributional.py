@@ -112,11 +112,15 @@ def quantile_huber_loss(
             f"got {tuple(taus.shape)}"
         )
     b, n_t = pred.shape[0], target.shape[1]
-    tau = taus.to(pred.dtype).expand_as(pred).unsqueeze(-1)  # [B, Nq, 1]
-    p = pred.unsqueeze(-1).expand(b, n_q, n_t)  # views, no copies: [B, Nq, Nt]
-    t = target.detach().unsqueeze(1).expand(b, n_q, n_t)
+    tau = taus.to(pred.dtype).expand_as(pred)  # [B, Nq]
+    if n_t == 1:  # one target sample (a λ-return): [B, Nq] throughout, no mean over Nt
+        p, t = pred, target.detach().expand(b, n_q)
+    else:  # views, no copies: [B, Nq, Nt]
+        tau = tau.unsqueeze(-1)
+        p = pred.unsqueeze(-1).expand(b, n_q, n_t)
+        t = target.detach().unsqueeze(1).expand(b, n_q, n_t)
     # |τ_i − 1{δ_ij < 0}| with δ_ij = t_j − p_i: 1 − τ_i where the target lies below the quantile.
-    weight = torch.where(t.detach() < p.detach(), 1.0 - tau, tau)
+    weight = torch.where(t < p.detach(), 1.0 - tau, tau)
     # Fused elementwise kernels (one autograd node each): L_κ(δ) / κ, or |δ| for κ = 0.
     if kappa == 0.0:
         huber = F.l1_loss(p, t, reduction="none")
@@ -124,7 +128,8 @@ def quantile_huber_loss(
         huber = F.huber_loss(p, t, reduction="none", delta=kappa)
         if kappa != 1.0:
             huber = huber / kappa
-    return (weight * huber).mean(dim=2).sum(dim=1)
+    per_pair = weight * huber
+    return (per_pair if n_t == 1 else per_pair.mean(dim=2)).sum(dim=1)
 
 
 def _check_clip(fn: str, clip: float | None, mode: str) -> bool:

@@ -40,23 +40,26 @@ def _recurrence(
     keep: Tensor,
     save: bool,
 ) -> tuple[Tensor, Tensor, Tensor | None, Tensor | None]:
-    """Forward loop; time-major ``[T, K, B, ·]`` buffers written in place (``out=``) to keep the
-    number of ops per step small. Returns ``hs, cs`` and, when ``save``, the gate activations
-    ``[i, f, s, o]`` (``s = σ(2 z_g)``, so ``g = 2s − 1``) and ``tanh(c)`` for the backward pass.
+    """Forward loop; time-major ``[T, K, B, ·]`` buffers written in place to keep the number of
+    ops per step small (``xproj`` may be a strided view, e.g. of a ``[T, B, K, 4H]`` tensor).
+
+    Returns ``hs, cs`` and, when ``save``, the gate activations ``[i, f, s, o]``
+    (``s = σ(2 z_g)``, so ``g = 2s − 1``) and ``tanh(c)`` for the backward pass.
 
     With ``g = 2s − 1`` the cell update is ``c = f ⊙ c' + i ⊙ g = (f ⊙ c' − i) + 2 i ⊙ s``.
     """
     T, K, B, G = xproj.shape
     H = G // 4
     scale = _gate_scale(xproj, H)
-    xs = xproj * scale  # the g pre-activations doubled
     w_t = (w_hh * scale.view(1, G, 1)).transpose(1, 2)  # [K, H, 4H]
     hs = xproj.new_empty(T, K, B, H)
     cs = xproj.new_empty(T, K, B, H)
-    acts = xproj.new_empty(T, K, B, G)
+    # The gates are computed in place: acts starts as the input projection (g doubled) and
+    # each step adds h W_hhᵀ to its slice, then applies the sigmoid.
+    acts = torch.mul(xproj, scale, out=xproj.new_empty(T, K, B, G))
     tanh_c = xproj.new_empty(T, K, B, H)
     # Per-step views made once up front: a view costs about as much as a small op.
-    x_t, a_t, h_t, c_t, tc_t = (v.unbind(0) for v in (xs, acts, hs, cs, tanh_c))
+    a_t, h_t, c_t, tc_t = (v.unbind(0) for v in (acts, hs, cs, tanh_c))
     i_t, f_t, s_t, o_t = (v.unbind(0) for v in acts.split(H, dim=-1))
     keep_t = keep.view(T, 1, B, 1).unbind(0)
     resets = (keep < 1).any(dim=1).tolist()
@@ -64,7 +67,7 @@ def _recurrence(
     for t in range(T):
         if resets[t]:
             h, c = h * keep_t[t], c * keep_t[t]
-        torch.sigmoid(torch.baddbmm(x_t[t], h, w_t, out=a_t[t]), out=a_t[t])
+        a_t[t].baddbmm_(h, w_t).sigmoid_()
         fc = torch.mul(f_t[t], c).sub_(i_t[t])
         c = torch.addcmul(fc, i_t[t], s_t[t], value=2.0, out=c_t[t])
         h = torch.mul(o_t[t], torch.tanh(c, out=tc_t[t]), out=h_t[t])
@@ -111,7 +114,9 @@ class _MaskedLSTMRecurrence(torch.autograd.Function):
         o_dtanh = o * (1 - tanh_c * tanh_c)
         f_keep = f * k4
         resets = (keep < 1).any(dim=1).tolist()
-        dz = acts.new_empty(T, K, B, G)
+        # dz in [T, B, K, 4H] memory: the layout of the input projection it flows back into
+        # (run_lstms), so neither the transpose there nor d_w_hh below needs a copy.
+        dz = acts.new_empty(T, B, K, G).transpose(1, 2)
         # Per-step views made once up front (a view costs about as much as a small op).
         dz_ifg = dz[..., : 3 * H].view(T, K, B, 3, H).unbind(0)
         dz_o = dz[..., 3 * H :].unbind(0)

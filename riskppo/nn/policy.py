@@ -58,6 +58,32 @@ def mlp(in_dim: int, sizes: list[int], activation: str) -> tuple[nn.Sequential, 
     return nn.Sequential(*layers), in_dim
 
 
+def stacked_mlps(x: Tensor, heads: list[list[nn.Module]]) -> Tensor:
+    """``C`` MLPs of the same shape as a few batched matmuls: ``x`` ``[N, in]`` (read by every
+    head) or ``[C, N, in]`` → ``[C, N, out]``.
+
+    Equal to ``torch.stack([head(x) ...])`` (up to float rounding); for the twin critic heads
+    this is fewer and larger ops than one small MLP per head. ``heads[c]`` lists the modules of
+    head ``c`` in order: ``nn.Linear`` layers and parameter-free activations.
+    """
+    h = x
+    for layer in zip(*heads):
+        first = layer[0]
+        if not isinstance(first, nn.Linear):
+            h = first(h)  # the same parameter-free activation in every head
+            continue
+        linears = cast(tuple[nn.Linear, ...], layer)
+        if h.dim() == 2:  # a shared input: one matmul with the heads' weights side by side
+            w = torch.cat([m.weight for m in linears])
+            b = torch.cat([m.bias for m in linears])
+            h = torch.addmm(b, h, w.T).view(h.shape[0], len(linears), -1).transpose(0, 1)
+        else:
+            w = torch.stack([m.weight for m in linears]).transpose(1, 2)
+            b = torch.stack([m.bias for m in linears]).unsqueeze(1)
+            h = torch.baddbmm(b, h, w)
+    return h
+
+
 def flat_obs_dim(space: spaces.Space) -> int:
     if not isinstance(space, spaces.Box):
         raise ValueError(
@@ -176,12 +202,16 @@ class RecurrentActorCritic(nn.Module):
     def critic_heads(self, latents: list[Tensor]) -> Tensor:
         """Apply each head to its LSTM output (``[..., H]``) → ``[C (+1 risk), ..., K]``."""
         if len(latents) == 1:
-            latents = latents * len(self.critic_outs)
-        elif self.has_risk_head:
-            latents = [*latents, latents[0]]
-        return torch.stack(
-            [out(body(x)) for body, out, x in zip(self.critic_mlps, self.critic_outs, latents)]
-        )
+            x = latents[0]
+            flat = x.reshape(-1, x.shape[-1])  # every head reads the same input
+        else:
+            if self.has_risk_head:
+                latents = [*latents, latents[0]]
+            x = latents[0]
+            flat = torch.stack(latents).reshape(len(latents), -1, x.shape[-1])
+        heads = [[*body, out] for body, out in zip(self.critic_mlps, self.critic_outs)]
+        out = stacked_mlps(flat, heads)
+        return out.reshape(len(heads), *x.shape[:-1], out.shape[-1])
 
     def critic_sequence(
         self,

@@ -131,7 +131,7 @@ def run_lstms(
         w_ih, w_hh, bias = zip(*(m.layer_params(layer) for m in lstms))
         if layer_in is None:  # shared input: one matmul for all K LSTMs
             proj = torch.addmm(torch.cat(bias), x.reshape(T * B, -1), torch.cat(w_ih).T)
-            xproj = proj.view(T, B, K, -1).transpose(1, 2).contiguous()
+            xproj = proj.view(T, B, K, -1).transpose(1, 2)  # a view; the kernel copes
         else:
             xproj = torch.matmul(
                 layer_in.transpose(0, 1), torch.stack(w_ih).transpose(1, 2).unsqueeze(1)
