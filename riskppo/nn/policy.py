@@ -209,7 +209,10 @@ class RecurrentActorCritic(nn.Module):
                 latents = [*latents, latents[0]]
             x = latents[0]
             flat = torch.stack(latents).reshape(len(latents), -1, x.shape[-1])
-        heads = [[*body, out] for body, out in zip(self.critic_mlps, self.critic_outs)]
+        heads = [
+            [*cast(nn.Sequential, body), out]
+            for body, out in zip(self.critic_mlps, self.critic_outs)
+        ]
         out = stacked_mlps(flat, heads)
         return out.reshape(len(heads), *x.shape[:-1], out.shape[-1])
 
