@@ -159,10 +159,9 @@ def main() -> None:
     print(table(rows, header))
 
 
-def _ratio(num: list[float], den: list[float]) -> str:
-    """``sum(den)/sum(num)`` (ratio of steps/s) and the median of the per-round ratios."""
-    per_round = statistics.median(d / n for n, d in zip(num, den))
-    return f"{sum(den) / sum(num):.2f}× ({per_round:.2f}×)"
+def _ratio(num: list[float], den: list[float]) -> tuple[float, float]:
+    """``sum(num)/sum(den)`` of per-round seconds and the median of the per-round ratios."""
+    return sum(num) / sum(den), statistics.median(n / d for n, d in zip(num, den))
 
 
 def _rows(
@@ -175,17 +174,18 @@ def _rows(
     rows = []
     for algo in algos:
         fps = update * len(seconds[algo]) / sum(seconds[algo])
-        vs = _ratio(seconds[algo], seconds[ANCHOR]) if ANCHOR in seconds else "-"
+        vs = "-"
+        if ANCHOR in seconds:  # steps/s ratio = inverse time ratio
+            total, per_round = _ratio(seconds[ANCHOR], seconds[algo])
+            vs = f"{total:.2f}× ({per_round:.2f}×)"
         mem = f"{rss[algo]:.0f}" if algo in rss else "-"
         mem_ratio = f"{rss[algo] / rss[ANCHOR]:.2f}" if algo in rss and ANCHOR in rss else "-"
         rows.append([env, algo, f"{fps:,.0f}", vs, mem, mem_ratio])
     for twin in ("riskppo", "riskppo-separate"):
         if twin in seconds and "riskppo-scalar" in seconds:
-            t, s = seconds[twin], seconds["riskppo-scalar"]
-            total = sum(t) / sum(s) - 1
-            per_round = statistics.median(x / y for x, y in zip(t, s)) - 1
+            total, per_round = _ratio(seconds[twin], seconds["riskppo-scalar"])
             label = f"overhead {twin} vs scalar"
-            rows.append([env, label, f"{total:+.1%} ({per_round:+.1%})", "", "", ""])
+            rows.append([env, label, f"{total - 1:+.1%} ({per_round - 1:+.1%})", "", "", ""])
     return rows
 
 

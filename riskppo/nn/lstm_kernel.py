@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 from torch import Tensor
-from torch.autograd.function import FunctionCtx, once_differentiable
+from torch.autograd.function import once_differentiable
 
 
 def _gate_scale(like: Tensor, H: int) -> Tensor:
@@ -32,12 +32,19 @@ def _gate_scale(like: Tensor, H: int) -> Tensor:
     return scale
 
 
+def _resets(keep: Tensor) -> list[bool]:
+    """``[T]``: whether any state is reset entering step ``t`` (masking is skipped otherwise)."""
+    resets: list[bool] = (keep < 1).any(dim=1).tolist()
+    return resets
+
+
 def _recurrence(
     xproj: Tensor,
     w_hh: Tensor,
     h0: Tensor,
     c0: Tensor,
     keep: Tensor,
+    resets: list[bool],
     save: bool,
 ) -> tuple[Tensor, Tensor, Tensor | None, Tensor | None]:
     """Forward loop; time-major ``[T, K, B, ·]`` buffers written in place to keep the number of
@@ -62,7 +69,6 @@ def _recurrence(
     a_t, h_t, c_t, tc_t = (v.unbind(0) for v in (acts, hs, cs, tanh_c))
     i_t, f_t, s_t, o_t = (v.unbind(0) for v in acts.split(H, dim=-1))
     keep_t = keep.view(T, 1, B, 1).unbind(0)
-    resets = (keep < 1).any(dim=1).tolist()
     h, c = h0, c0
     for t in range(T):
         if resets[t]:
@@ -79,16 +85,18 @@ def _recurrence(
 class _MaskedLSTMRecurrence(torch.autograd.Function):
     @staticmethod
     def forward(
-        ctx: FunctionCtx,
+        ctx: Any,  # FunctionCtx plus ``resets``, reused by backward
         xproj: Tensor,
         w_hh: Tensor,
         h0: Tensor,
         c0: Tensor,
         keep: Tensor,
     ) -> tuple[Tensor, Tensor]:
-        hs, cs, acts, tanh_c = _recurrence(xproj, w_hh, h0, c0, keep, save=True)
+        resets = _resets(keep)
+        hs, cs, acts, tanh_c = _recurrence(xproj, w_hh, h0, c0, keep, resets, save=True)
         assert acts is not None and tanh_c is not None
         ctx.save_for_backward(hs, cs, acts, tanh_c, h0, c0, w_hh, keep)
+        ctx.resets = resets
         ctx.mark_non_differentiable(keep)
         ctx.set_materialize_grads(False)  # unused outputs (usually ``cs``) get None, not zeros
         return hs, cs
@@ -113,7 +121,7 @@ class _MaskedLSTMRecurrence(torch.autograd.Function):
         dh_dzo = tanh_c * o * (1 - o)
         o_dtanh = o * (1 - tanh_c * tanh_c)
         f_keep = f * k4
-        resets = (keep < 1).any(dim=1).tolist()
+        resets = ctx.resets
         # dz in [T, B, K, 4H] memory: the layout of the input projection it flows back into
         # (run_lstms), so neither the transpose there nor d_w_hh below needs a copy.
         dz = acts.new_empty(T, B, K, G).transpose(1, 2)
@@ -168,5 +176,5 @@ def masked_lstm_recurrence(
     if torch.is_grad_enabled() and any(x.requires_grad for x in (xproj, w_hh, h0, c0)):
         out: tuple[Tensor, Tensor] = _MaskedLSTMRecurrence.apply(xproj, w_hh, h0, c0, keep)
         return out
-    hs, cs, _, _ = _recurrence(xproj, w_hh, h0, c0, keep, save=False)
+    hs, cs, _, _ = _recurrence(xproj, w_hh, h0, c0, keep, _resets(keep), save=False)
     return hs, cs

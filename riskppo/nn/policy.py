@@ -34,9 +34,6 @@ class RecurrentState(NamedTuple):
     pi: LSTMState
     vf: tuple[LSTMState, ...]
 
-    def masked(self, keep: Tensor) -> RecurrentState:
-        return RecurrentState(self.pi.masked(keep), tuple(s.masked(keep) for s in self.vf))
-
     def select(self, idx: Tensor | slice) -> RecurrentState:
         return RecurrentState(self.pi.select(idx), tuple(s.select(idx) for s in self.vf))
 

@@ -29,10 +29,10 @@ class LSTMState(NamedTuple):
         """Select batch entries (dim 1)."""
         return LSTMState(self.h[:, idx], self.c[:, idx])
 
-    def masked(self, keep: Tensor) -> LSTMState:
-        """Zero the entries where ``keep`` (``[batch]``, 1 = keep) is 0."""
-        k = keep.view(1, -1, 1).to(self.h.dtype)
-        return LSTMState(self.h * k, self.c * k)
+    def reset(self, starts: Tensor) -> LSTMState:
+        """Zero the entries where ``starts`` (``[batch]``, bool or 0/1) marks an episode start."""
+        mask = starts.view(1, -1, 1).bool()
+        return LSTMState(self.h.masked_fill(mask, 0.0), self.c.masked_fill(mask, 0.0))
 
 
 class MaskedLSTM(nn.Module):
@@ -88,10 +88,7 @@ class MaskedLSTM(nn.Module):
         The rollout hot path: PyTorch's fused ``lstm_cell`` per layer (same gate equations as
         the sequence kernel; results agree to float rounding).
         """
-        h0, c0 = state
-        if bool(episode_start.any()):
-            start = episode_start.view(1, -1, 1).bool()
-            h0, c0 = h0.masked_fill(start, 0.0), c0.masked_fill(start, 0.0)
+        h0, c0 = state.reset(episode_start) if bool(episode_start.any()) else state
         hs, cs = [], []
         inp = x
         for layer in range(self.n_layers):
