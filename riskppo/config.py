@@ -79,6 +79,19 @@ class PPOConfig(_Section):
     ent_plateau_tol: float = Field(1e-3, ge=0)
     ent_boost_threshold: float | None = Field(None, ge=0)
     ent_boost_factor: float = Field(2.0, ge=1)
+    target_entropy: float | None = Field(
+        None,
+        allow_inf_nan=False,
+        description="entropy floor in nats per sample (absolute); None = no floor"
+    )
+    target_entropy_frac: float | None = Field(
+        None,
+        gt=0,
+        lt=1,
+        description="entropy floor as a fraction of the action space's maximum entropy",
+    )
+    ent_floor_lr: float = Field(1.0, gt=0, description="step on log c per nat of entropy gap")
+    ent_floor_coef_max: float = Field(0.5, gt=0)
     vf_coef: float = Field(0.5, ge=0)
     max_grad_norm: float = Field(0.5, gt=0)
     target_kl: float | None = Field(None, gt=0)
@@ -87,6 +100,8 @@ class PPOConfig(_Section):
 
     @model_validator(mode="after")
     def _check(self) -> PPOConfig:
+        if self.target_entropy is not None and self.target_entropy_frac is not None:
+            raise ValueError("set target_entropy or target_entropy_frac, not both")
         if self.ent_coef_min > self.ent_coef and self.ent_decay != "none":
             raise ValueError(
                 f"ent_coef_min={self.ent_coef_min} must be <= ent_coef={self.ent_coef}"
@@ -146,9 +161,27 @@ class RiskConfig(_Section):
     cvar_alpha: float = Field(0.05, gt=0, le=1)
     cvar_limit: float | None = None
     cvar_horizon: int | None = Field(None, ge=1)
+    lambda_update: Literal["dual", "pid"] = Field(
+        "dual",
+        description="dual: projected dual ascent with lambda_lr; pid: the PID Lagrangian of "
+        "Stooke, Achiam & Abbeel 2020 with pid_kp/pid_ki/pid_kd (R-RISK-4)",
+    )
     lambda_lr: float = Field(0.05, ge=0)
     lambda_init: float = Field(0.0, ge=0)
     lambda_max: float | None = Field(100.0, gt=0)
+    pid_kp: float = Field(0.5, ge=0)
+    pid_ki: float = Field(0.05, ge=0)
+    pid_kd: float = Field(0.5, ge=0)
+    pid_ema: float = Field(0.5, ge=0, lt=1, description="EMA of the violation for the P/D terms")
+    cvar_window: int = Field(
+        500,
+        ge=2,
+        description="recent finished segments (or episodes) whose empirical CVaR/VaR the "
+        "multiplier update and ν read",
+    )
+    cvar_min_segments: int = Field(
+        40, ge=1, description="finished segments needed before λ moves (until then λ holds)"
+    )
 
 
 class BCConfig(_Section):
@@ -204,6 +237,9 @@ class MonitorConfig(_Section):
     entropy_continuous_per_dim: float = Field(-2.0)
     loss_max: float = Field(1000.0, gt=0)
     bc_loss_ratio: float = Field(0.8, gt=0)
+    entropy_floor_binding_updates: int = Field(
+        50, ge=1, description="alert when the entropy floor binds this many updates in a row"
+    )
 
 
 class CheckpointConfig(_Section):
@@ -294,6 +330,11 @@ class PBTConfig(_Section):
     its hyperparameters (explore: × one of ``perturb_factors``, or with ``resample_prob`` a fresh
     draw), always within the declared bounds. ``quantile: 0`` never exploits — the same budget
     as independent runs, the baseline PBT is compared with.
+
+    Trading (R-PBT-4): a member is *feasible* when its validation horizon-CVaR meets the CVaR
+    limit (``selection_cvar_limit``) and it is in the market on at least ``min_market_share`` of
+    the validation bars; feasible members score ``metric``, the others rank below every feasible
+    member, ordered by violation (see :func:`riskppo.pbt.member.constrained_score`).
     """
 
     backend: Literal["local", "ray"] = "local"
@@ -308,6 +349,19 @@ class PBTConfig(_Section):
     ] = Field(
         "auto",
         description="auto: validation-period Sharpe for trading, mean evaluation return otherwise",
+    )
+    min_market_share: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="trading: a member is feasible only if in the market on at least this share "
+        "of validation bars (R-PBT-4); flat or infeasible members rank below every feasible one",
+    )
+    selection_cvar_limit: float | None = Field(
+        None,
+        description="trading: the limit on the validation horizon-CVaR members are selected "
+        "against; None = the risk.cvar_limit PBT starts from (fixed for the whole population, "
+        "also when risk.cvar_limit is tuned); no limit if that is None too",
     )
     eval_episodes: int = Field(10, ge=1)
     workers: int | None = Field(None, ge=1, description="parallel members; None = min(pop, cores)")

@@ -25,7 +25,13 @@ from riskppo.core.distributional import (
     twin_quantile_value_loss,
     twin_value_loss,
 )
-from riskppo.core.lagrange import cvar_violation, lagrange_step
+from riskppo.core.lagrange import (
+    PIDLagrangeState,
+    cvar_violation,
+    lagrange_step,
+    lagrangian_advantage,
+    pid_lagrange_step,
+)
 from riskppo.core.ppo import PolicyLossStats, awr_weights, kl_estimators, ppo_policy_loss
 from riskppo.core.risk import (
     cvar_from_categorical,
@@ -42,9 +48,11 @@ from riskppo.core.scaling import (
     value_target_scale,
 )
 from riskppo.core.schedules import (
+    EntropyFloorState,
     EntropyScheduleConfig,
     EntropyScheduleState,
     entropy_coef_step,
+    entropy_floor_step,
     ls_slope,
 )
 from riskppo.core.segments import SegmentInfo, cvar_advantage, segment_returns
@@ -53,7 +61,9 @@ __all__ = [
     "VF_CLIP_MODES",
     "AdvantageStats",
     "EntropyScheduleConfig",
+    "EntropyFloorState",
     "EntropyScheduleState",
+    "PIDLagrangeState",
     "PolicyLossStats",
     "RunningMoments",
     "SegmentInfo",
@@ -72,13 +82,16 @@ __all__ = [
     "cvar_violation",
     "empirical_cvar",
     "entropy_coef_step",
+    "entropy_floor_step",
     "gae",
     "gae_reference",
     "init_moments",
     "kl_estimators",
     "lagrange_step",
+    "lagrangian_advantage",
     "ls_slope",
     "normalize_advantages",
+    "pid_lagrange_step",
     "popart_rescale",
     "ppo_policy_loss",
     "quantile_huber_loss",

@@ -1,10 +1,21 @@
-"""Lagrange-multiplier update for the CVaR constraint (R-RISK-2)."""
+"""Lagrange-multiplier updates for the CVaR constraint (R-RISK-2, R-RISK-4): projected dual
+ascent and the PID Lagrangian."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
-__all__ = ["cvar_violation", "lagrange_step"]
+import torch
+from torch import Tensor
+
+__all__ = [
+    "PIDLagrangeState",
+    "cvar_violation",
+    "lagrange_step",
+    "lagrangian_advantage",
+    "pid_lagrange_step",
+]
 
 
 def cvar_violation(cvar: float, cvar_limit: float) -> float:
@@ -42,3 +53,125 @@ def lagrange_step(lam: float, violation: float, lr: float, lam_max: float | None
         raise ValueError(f"{fn}: lam_max must be >= 0 or None, got {lam_max}")
     new = max(lam + lr * violation, 0.0)
     return new if lam_max is None else min(new, lam_max)
+
+
+@dataclass(frozen=True)
+class PIDLagrangeState:
+    """State of :func:`pid_lagrange_step` (start with ``PIDLagrangeState()``).
+
+    Attributes:
+        integral: the I accumulator ``I ≥ 0`` (sum of violations, projected at 0 and at the cap).
+        smoothed: EMA of the violation that the P and D terms read (``nan`` before the first call).
+        p, i, d: the three terms of the last returned λ (logged as ``risk/pid_{p,i,d}``).
+    """
+
+    integral: float = 0.0
+    smoothed: float = math.nan
+    p: float = 0.0
+    i: float = 0.0
+    d: float = 0.0
+
+
+def pid_lagrange_step(
+    state: PIDLagrangeState,
+    violation: float,
+    *,
+    kp: float,
+    ki: float,
+    kd: float,
+    ema: float = 0.0,
+    lam_max: float | None = None,
+) -> tuple[float, PIDLagrangeState]:
+    """PID Lagrangian multiplier (Stooke, Achiam & Abbeel, ICML 2020, Algorithm 2; R-RISK-4).
+
+    With ``v`` the constraint violation (positive = violated) and ``s`` its EMA
+    (``s ← ema·s + (1 − ema)·v``, ``s = v`` at the first call)::
+
+        I ← clip(I + v, 0, I_max)             I_max = lam_max / ki  (anti wind-up; ∞ without cap)
+        λ = clip(kp·s + ki·I + kd·max(s − s_prev, 0), 0, lam_max)
+
+    The P term lets λ fall as fast as it rose once the constraint holds with slack, and the D
+    term reacts to a worsening violation before the integral has grown: together they damp the
+    oscillation that pure dual ascent (the I term alone) shows around a boundary optimum. With
+    ``kp = kd = 0`` and ``ema = 0`` this is exactly :func:`lagrange_step` with ``lr = ki``
+    (λ = ki·I) while λ stays below the cap.
+
+    Args:
+        state: the previous state.
+        violation: this update's violation (finite).
+        kp, ki, kd: gains ``≥ 0``.
+        ema: smoothing of the violation for the P and D terms, in ``[0, 1)`` (0 = none).
+        lam_max: optional cap on λ.
+
+    Returns:
+        ``(λ, new_state)`` with ``λ ∈ [0, lam_max]``.
+
+    Raises:
+        ValueError: on a non-finite violation, negative gains or ``ema`` outside ``[0, 1)``.
+    """
+    fn = "pid_lagrange_step"
+    for name, x in (("violation", violation), ("kp", kp), ("ki", ki), ("kd", kd)):
+        if not math.isfinite(x):
+            raise ValueError(f"{fn}: {name} must be finite, got {x}")
+    if min(kp, ki, kd) < 0.0:
+        raise ValueError(f"{fn}: gains must be >= 0, got kp={kp}, ki={ki}, kd={kd}")
+    if not 0.0 <= ema < 1.0:
+        raise ValueError(f"{fn}: ema must be in [0, 1), got {ema}")
+    if lam_max is not None and not (lam_max >= 0.0):
+        raise ValueError(f"{fn}: lam_max must be >= 0 or None, got {lam_max}")
+    first = math.isnan(state.smoothed)
+    smoothed = violation if first else ema * state.smoothed + (1.0 - ema) * violation
+    i_max = math.inf if lam_max is None or ki == 0.0 else lam_max / ki
+    integral = min(max(state.integral + violation, 0.0), i_max)
+    p = kp * smoothed
+    i = ki * integral
+    d = 0.0 if first else kd * max(smoothed - state.smoothed, 0.0)
+    lam = max(p + i + d, 0.0)
+    if lam_max is not None:
+        lam = min(lam, lam_max)
+    return lam, PIDLagrangeState(integral, smoothed, p, i, d)
+
+
+def lagrangian_advantage(
+    adv: Tensor,
+    a_cvar: Tensor,
+    lam: float,
+    *,
+    per_env: bool = False,
+    min_std: float = 1e-6,
+) -> tuple[Tensor, Tensor]:
+    """Return and CVaR advantages combined on bounded scales (R-RISK-4).
+
+    ``Â_cvar = A_cvar / std(A_cvar)`` (float64, ddof=1, over all ``[T, N]`` entries or per env
+    column with ``per_env``; scaled, **not** centred, so steps without a CVaR signal keep 0; a
+    column whose std is below ``min_std`` gets 0), then::
+
+        A_policy = (A + λ·Â_cvar) / (1 + λ)
+
+    — the PPO-Lagrangian convention (OmniSafe/SafePO combine ``(Â_R − λ·Â_C)/(1+λ)``; here the
+    CVaR advantage is reward-like, larger = less tail loss, hence the ``+``). ``A`` should already
+    be normalised (``normalize_advantages``), so both parts have unit scale and the weight of the
+    CVaR part is ``λ/(1+λ) < 1`` whatever λ is: λ cannot swamp the return signal, and the 1/α of
+    the CVaR gradient no longer sets the scale. ``λ = 0`` returns ``A`` unchanged.
+
+    Args:
+        adv: ``[T, N]`` normalised return advantages.
+        a_cvar: ``[T, N]`` CVaR advantages (raw units, :func:`~riskppo.core.cvar_advantage`).
+        lam: the multiplier λ ≥ 0 (finite).
+
+    Returns:
+        ``(A_policy, Â_cvar)``, both ``[T, N]`` in ``adv``'s dtype.
+    """
+    fn = "lagrangian_advantage"
+    if adv.shape != a_cvar.shape or adv.dim() != 2:
+        raise ValueError(
+            f"{fn}: adv {tuple(adv.shape)} and a_cvar {tuple(a_cvar.shape)} must both be [T, N]"
+        )
+    if not (math.isfinite(lam) and lam >= 0.0):
+        raise ValueError(f"{fn}: lam must be finite and >= 0, got {lam}")
+    x = a_cvar.double()
+    std = x.std(dim=0, keepdim=True) if per_env else x.std().reshape(1, 1)
+    std = torch.nan_to_num(std, nan=0.0)  # a single entry has no spread
+    scaled = torch.where(std >= min_std, x / std.clamp_min(min_std), torch.zeros_like(x))
+    combined = (adv.double() + lam * scaled) / (1.0 + lam)
+    return combined.to(adv.dtype), scaled.to(adv.dtype)

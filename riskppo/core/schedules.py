@@ -32,7 +32,14 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["EntropyScheduleConfig", "EntropyScheduleState", "entropy_coef_step", "ls_slope"]
+__all__ = [
+    "EntropyFloorState",
+    "EntropyScheduleConfig",
+    "EntropyScheduleState",
+    "entropy_coef_step",
+    "entropy_floor_step",
+    "ls_slope",
+]
 
 EntropyDecay = Literal["none", "linear", "exponential"]
 _DECAYS = ("none", "linear", "exponential")
@@ -166,3 +173,60 @@ def entropy_coef_step(
         update=u + 1, decay_start=start, history=history, boosted=boosted, coef=coef
     )
     return coef, new_state
+
+
+@dataclass(frozen=True)
+class EntropyFloorState:
+    """State of :func:`entropy_floor_step`.
+
+    Attributes:
+        log_coef: ``log c`` of the learned floor coefficient.
+        below: consecutive updates whose mean entropy was below the target (the floor binds).
+    """
+
+    log_coef: float
+    below: int = 0
+
+
+def entropy_floor_step(
+    state: EntropyFloorState,
+    mean_entropy: float,
+    target: float,
+    *,
+    lr: float,
+    coef_min: float,
+    coef_max: float,
+) -> tuple[float, EntropyFloorState]:
+    """One step of the learned entropy floor (R-ALG-10; SAC v2, Haarnoja et al. 2018, §5).
+
+    The coefficient ``c = exp(log c)`` minimises ``c · (H − H̄)`` by gradient descent on its
+    log (the log-parametrisation keeps ``c > 0`` and makes steps relative)::
+
+        log c ← clip(log c − lr · (H − H̄), log coef_min, log coef_max)
+
+    so ``c`` grows geometrically while the mean entropy ``H`` is below the target ``H̄`` and
+    decays back to ``coef_min`` once it is above. The policy loss adds ``−c·H`` on top of the
+    scheduled entropy bonus.
+
+    Args:
+        state: previous state.
+        mean_entropy: mean policy entropy of this update (nats per sample, finite).
+        target: ``H̄`` in nats per sample (finite).
+        lr: step size on ``log c`` per nat of entropy gap (``> 0``).
+        coef_min, coef_max: bounds ``0 < coef_min ≤ coef_max``.
+
+    Returns:
+        ``(c, new_state)``; ``new_state.below`` counts consecutive updates with ``H < H̄``.
+    """
+    fn = "entropy_floor_step"
+    for name, x in (("mean_entropy", mean_entropy), ("target", target), ("lr", lr)):
+        if not math.isfinite(x):
+            raise ValueError(f"{fn}: {name} must be finite, got {x}")
+    if lr <= 0.0 or not 0.0 < coef_min <= coef_max:
+        raise ValueError(
+            f"{fn}: need lr > 0 and 0 < coef_min <= coef_max, got {lr}, {coef_min}, {coef_max}"
+        )
+    gap = mean_entropy - target
+    log_coef = min(max(state.log_coef - lr * gap, math.log(coef_min)), math.log(coef_max))
+    below = state.below + 1 if gap < 0.0 else 0
+    return math.exp(log_coef), EntropyFloorState(log_coef, below)

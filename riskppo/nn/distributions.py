@@ -183,3 +183,28 @@ class ActionHead(nn.Module):
 
     def action_dtype(self) -> torch.dtype:
         return torch.float32 if self.kind == "box" else torch.int64
+
+
+def max_entropy(space: spaces.Space) -> float:
+    """The largest entropy (nats) of an action distribution on ``space`` (R-ALG-10 floor).
+
+    Discrete ``n``: ``log n`` (uniform); MultiDiscrete: ``Σ log n_i``; Box with finite bounds:
+    ``Σ log(high − low)``, the entropy of the uniform distribution on the box (a Gaussian policy
+    can exceed it before clipping; a floor as a fraction of it is still well defined).
+
+    Raises:
+        ValueError: for a Box with an infinite bound, or an unsupported space.
+    """
+    if isinstance(space, spaces.Discrete):
+        return math.log(int(space.n))
+    if isinstance(space, spaces.MultiDiscrete):
+        return float(np.log(np.asarray(space.nvec, dtype=np.float64)).sum())
+    if isinstance(space, spaces.Box):
+        width = np.asarray(space.high, np.float64) - np.asarray(space.low, np.float64)
+        if not np.all(np.isfinite(width)):
+            raise ValueError(
+                "ppo.target_entropy_frac needs a Box action space with finite bounds; "
+                "set an absolute ppo.target_entropy instead"
+            )
+        return float(np.log(width).sum())
+    raise ValueError(f"unsupported action space {space!r}: use Discrete, MultiDiscrete or Box")

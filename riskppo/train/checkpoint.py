@@ -187,6 +187,7 @@ def _write_files(model: DistributionalPPO, d: Path) -> None:
         "n_updates": model.n_updates,
         "ent_coef": model.ent_coef,
         "ent_state": {**model.ent_state.__dict__, "history": list(model.ent_state.history)},
+        "ent_floor": model.ent_floor.__dict__,
         "observation_space": space_to_json(model.observation_space),
         "action_space": space_to_json(model.action_space),
         "n_envs": model.n_envs,
@@ -377,14 +378,20 @@ def _risk_tensors(model: DistributionalPPO) -> dict[str, torch.Tensor]:
         "risk/scale": torch.tensor(rs.scaling.scale, dtype=f64),
         "risk/shift": torch.tensor(rs.scaling.mean, dtype=f64),
         "risk/recent": torch.tensor(list(rs.recent), dtype=f64),
+        # PID Lagrangian controller (R-RISK-4): integral, smoothed violation, last P/I/D terms
+        "risk/pid": torch.tensor(
+            [rs.pid.integral, rs.pid.smoothed, rs.pid.p, rs.pid.i, rs.pid.d], dtype=f64
+        ),
     }
 
 
 def _restore_risk(model: DistributionalPPO, t: dict[str, torch.Tensor]) -> None:
     from collections import deque
 
+    from riskppo.core import PIDLagrangeState
     from riskppo.train.risk import RiskState
 
+    pid = PIDLagrangeState(*t["risk/pid"].tolist()) if "risk/pid" in t else PIDLagrangeState()
     state = RiskState(
         float(t["risk/lambda"]),
         t["risk/acc"],
@@ -394,15 +401,16 @@ def _restore_risk(model: DistributionalPPO, t: dict[str, torch.Tensor]) -> None:
             float(t["risk/scale"]),
             float(t["risk/shift"]),
         ),
+        deque(t["risk/recent"].tolist(), maxlen=model.config.risk.cvar_window),
+        pid,
     )
-    state.recent = deque(t["risk/recent"].tolist(), maxlen=state.recent.maxlen)
     model.risk_state = state
 
 
 def _restore_counters(
     model: DistributionalPPO, state: dict[str, Any], tensors: dict[str, dict[str, torch.Tensor]]
 ) -> None:
-    from riskppo.core.schedules import EntropyScheduleState
+    from riskppo.core.schedules import EntropyFloorState, EntropyScheduleState
 
     rng = tensors["rng.safetensors"]
     model.sample_gen.set_state(rng["sample"])
@@ -411,6 +419,8 @@ def _restore_counters(
     es["history"] = tuple(es["history"])
     model.ent_state = EntropyScheduleState(**es)
     model.ent_coef = float(state["ent_coef"])
+    if "ent_floor" in state:  # absent in checkpoints written before the entropy floor existed
+        model.ent_floor = EntropyFloorState(**state["ent_floor"])
     model.num_timesteps = int(state["num_timesteps"])
     model.n_updates = int(state["n_updates"])
 

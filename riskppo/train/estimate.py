@@ -109,9 +109,9 @@ def estimate(
 ) -> Estimates:
     """Turn a rollout into training chunks (see module docstring for the order of operations).
 
-    With ``risk_state`` (a CVaR constraint is configured) the constraint's ``λ·A_cvar`` is added to
-    the advantages the policy loss sees, in the same units (divided by the advantage std used for
-    normalisation), and the risk head gets its segment return-to-go targets (R-RISK-2).
+    With ``risk_state`` (a CVaR constraint is configured) the advantages the policy loss sees are
+    ``(A + λ·Â_cvar)/(1+λ)`` (:func:`riskppo.core.lagrangian_advantage`, R-RISK-4) and the risk
+    head gets its segment return-to-go targets (R-RISK-2).
     """
     p = cfg.ppo
     L = p.chunk_len
@@ -151,8 +151,16 @@ def estimate(
         risk = risk_estimate(
             cfg, risk_state, rollout.rewards, dones, out[policy.n_critics], policy.risk_out_layer
         )
-        std = adv_stats.std if (p.normalize_advantage and not adv_stats.floor_hit) else 1.0
-        adv_norm = adv_norm + (risk.extra_advantage / max(std, 1e-8)).to(adv_norm.dtype)
+        # R-RISK-4: (A + λ·Â_cvar)/(1+λ), Â_cvar on unit scale — λ cannot swamp the policy.
+        adv_return = adv_norm
+        adv_norm, a_cvar_unit = core.lagrangian_advantage(
+            adv_norm, risk.a_cvar, risk.lam, per_env=p.per_env_advantage
+        )
+        weight = 1.0 + risk.lam
+        risk.metrics["risk/adv_return_part_abs_mean"] = float(adv_return.abs().mean() / weight)
+        risk.metrics["risk/adv_cvar_part_abs_mean"] = float(
+            risk.lam * a_cvar_unit.abs().mean() / weight
+        )
     pi_chunks = cat_states(rollout.pi_chunk_states)
     vf_chunk_states = tuple(cat_states([c[k] for c in vf_chunks]) for k in range(len(final)))
     data = ChunkBatch(

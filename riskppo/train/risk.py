@@ -1,16 +1,22 @@
-"""The CVaR constraint (R-RISK-2): max E[R] s.t. CVaR_α(R) ≥ limit, by a Lagrangian.
+"""The CVaR constraint (R-RISK-2, R-RISK-4): max E[R] s.t. CVaR_α(R) ≥ limit, by a Lagrangian.
 
-Per rollout (see ``docs/risk.md``):
+Per rollout (see ``docs/risk.md``, "Which CVaR each consumer reads"):
 
 1. split the rollout into segments (episodes, or ``cvar_horizon``-step windows) and give each
    step its segment's return (:func:`riskppo.core.segments.segment_returns`);
-2. the risk head predicts quantiles of the segment return-to-go; pooled over the rollout's
-   segment-start states they give the predicted distribution of ``R``, its VaR ``ν`` and CVaR
-   (``core.cvar_from_quantiles`` — the quantity the dual update and ``risk/cvar_pred`` read);
-3. every step of a finished segment gets ``λ·A_cvar`` added to its advantage
-   (:func:`riskppo.core.segments.cvar_advantage`, with the distributional baseline);
-4. projected dual ascent on the relative violation ``(limit − CVaR_pred) / max(|limit|, σ)``
-   (σ: spread of segment returns), so ``lambda_lr`` does not depend on the return scale.
+2. the **empirical** CVaR and VaR of the last ``cvar_window`` finished segments are the
+   trustworthy estimate of the constraint: the multiplier update reads that CVaR (as
+   PPO-Lagrangian reads the empirical episode cost) and ``ν`` is that VaR — so λ cannot wind up
+   on a risk head that has not learned yet. Until ``cvar_min_segments`` segments have finished,
+   λ holds and ``ν`` comes from the risk head;
+3. the risk head predicts quantiles of the segment return-to-go; pooled over the rollout's
+   segment-start states they give the *predicted* CVaR (``core.cvar_from_quantiles``,
+   differentiable, monitored with its error against the empirical one), and per step they give
+   the baseline of the CVaR advantage (:func:`riskppo.core.segments.cvar_advantage`);
+4. λ moves by projected dual ascent or the PID Lagrangian on the relative violation
+   ``(limit − CVaR_emp) / max(|limit|, σ)`` (σ: spread of segment returns), so the gains do not
+   depend on the return scale. The estimate step combines ``A`` and ``A_cvar`` with
+   :func:`riskppo.core.lagrangian_advantage`.
 """
 
 from __future__ import annotations
@@ -22,27 +28,34 @@ import torch
 from torch import Tensor
 
 from riskppo import core
-from riskppo.config import Config
+from riskppo.config import Config, RiskConfig
 from riskppo.train.scaling import ReturnScaling, initial_scaling, update_scaling
 
 
 @dataclass
 class RiskState:
-    """Carried between rollouts: λ, open segments, the risk head's return scaling."""
+    """Carried between rollouts: λ and its controller, open segments, the risk head's scaling,
+    the returns of recently finished segments."""
 
     lam: float
     acc: Tensor  # [N] return accumulated in each env's open segment
     length: Tensor  # [N] its length
     scaling: ReturnScaling  # normalisation of the risk head (segment return-to-go, PopArt)
     recent: deque[float] = field(default_factory=lambda: deque(maxlen=500))
+    pid: core.PIDLagrangeState = field(default_factory=core.PIDLagrangeState)
 
 
 def initial_risk_state(cfg: Config, n_envs: int) -> RiskState:
+    # The PID integral starts where λ_init puts it (λ = ki·I with no P/D signal yet).
+    ki = cfg.risk.pid_ki
+    integral = cfg.risk.lambda_init / ki if ki > 0 else 0.0
     return RiskState(
         lam=cfg.risk.lambda_init,
         acc=torch.zeros(n_envs, dtype=torch.float64),
         length=torch.zeros(n_envs, dtype=torch.long),
         scaling=initial_scaling(cfg),
+        recent=deque(maxlen=cfg.risk.cvar_window),
+        pid=core.PIDLagrangeState(integral=integral),
     )
 
 
@@ -50,7 +63,8 @@ def initial_risk_state(cfg: Config, n_envs: int) -> RiskState:
 class RiskEstimate:
     """What one rollout contributes to the constraint."""
 
-    extra_advantage: Tensor  # [T, N] λ·A_cvar, raw return units
+    a_cvar: Tensor  # [T, N] CVaR advantage A_cvar, raw return units (0: no signal)
+    lam: float  # λ after this rollout's update: the weight of the CVaR part in this update
     targets: Tensor  # [T, N] normalised segment return-to-go targets (NaN: segment unfinished)
     state: RiskState
     metrics: dict[str, float]
@@ -71,37 +85,60 @@ def risk_estimate(
     q_rtg = state.scaling.to_raw(risk_out.double().sort(dim=-1).values)  # [T, N, K] raw units
     # Predicted distribution of R: pooled quantiles at the segment-start states (acc = 0).
     pooled = q_rtg[info.starts].reshape(-1)
-    if pooled.numel() == 0:
-        pooled = q_rtg.reshape(-1)
-    cvar_pred, nu = core.empirical_cvar(pooled, alpha)
-    a_cvar = core.cvar_advantage(info, q_rtg, float(nu), alpha)
-    extra = state.lam * a_cvar
+    if pooled.numel() == 0:  # no segment starts here: every step continues an open segment
+        pooled = (info.acc_before.unsqueeze(-1) + q_rtg).reshape(-1)
+    cvar_pred, nu_pred = core.empirical_cvar(pooled, alpha)
     finished = info.seg_return[info.ends & torch.isfinite(info.seg_return)]
-    recent = deque(state.recent, maxlen=state.recent.maxlen)
-    recent.extend(float(x) for x in finished)
-    violation = 0.0
-    lam = state.lam
-    if r.cvar_limit is not None:
-        # Relative violation: in units of the limit, or of the segment-return spread when the
-        # limit is near 0, so lambda_lr means the same for returns of any scale.
-        moments = state.scaling.moments
-        spread = float(moments.var.sqrt()) if moments.count > 1 else 1.0
-        violation = (r.cvar_limit - float(cvar_pred)) / max(abs(r.cvar_limit), spread, 1e-8)
-        lam = core.lagrange_step(state.lam, violation, r.lambda_lr, r.lambda_max)
+    recent = deque(state.recent, maxlen=r.cvar_window)
+    recent.extend(finished.tolist())
+    metrics = {
+        "risk/cvar_pred_segment": float(cvar_pred),
+        "risk/segments_finished": float(finished.numel()),
+    }
+    lam, pid, nu = state.lam, state.pid, float(nu_pred)
+    if len(recent) >= r.cvar_min_segments:
+        cvar_emp, nu_emp = core.empirical_cvar(torch.tensor(list(recent)), alpha)
+        nu = float(nu_emp)
+        metrics["risk/cvar_empirical_segment"] = float(cvar_emp)
+        metrics["risk/cvar_pred_error"] = float(cvar_pred) - float(cvar_emp)
+        if r.cvar_limit is not None:
+            # Relative violation: in units of the limit, or of the segment-return spread when the
+            # limit is near 0, so the gains mean the same for returns of any scale.
+            moments = state.scaling.moments
+            spread = float(moments.var.sqrt()) if moments.count > 1 else 1.0
+            violation = (r.cvar_limit - float(cvar_emp)) / max(abs(r.cvar_limit), spread, 1e-8)
+            lam, pid = multiplier_step(r, state.lam, pid, violation)
+            metrics["risk/cvar_violation"] = violation
+    a_cvar = core.cvar_advantage(info, q_rtg, nu, alpha)
     # Risk-head targets: segment return-to-go, y_t = R − acc_t, on finished segments only;
     # statistics updated (and the head PopArt-rescaled) exactly as for the value critics.
     y = info.seg_return - info.acc_before
     scaling, _ = update_scaling(cfg, state.scaling, y[torch.isfinite(y)], [risk_layer], True)
-    new_state = RiskState(lam, info.acc_after, info.len_after, scaling, recent)
-    metrics = {
-        "risk/lambda": lam,
-        "risk/cvar_violation": violation,
-        "risk/cvar_pred_segment": float(cvar_pred),
-        "risk/var": float(nu),
-        "risk/cvar_adv_abs_mean": float(a_cvar.abs().mean()),
-        "risk/segments_finished": float(finished.numel()),
-    }
-    if len(recent) >= 2:
-        emp, _ = core.empirical_cvar(torch.tensor(list(recent), dtype=torch.float64), alpha)
-        metrics["risk/cvar_empirical_segment"] = float(emp)
-    return RiskEstimate(extra, scaling.to_norm(y).float(), new_state, metrics)
+    new_state = RiskState(lam, info.acc_after, info.len_after, scaling, recent, pid)
+    metrics.update(
+        {
+            "risk/lambda": lam,
+            "risk/var": nu,
+            "risk/cvar_adv_abs_mean": float(a_cvar.abs().mean()),
+        }
+    )
+    if r.lambda_update == "pid":
+        metrics.update({"risk/pid_p": pid.p, "risk/pid_i": pid.i, "risk/pid_d": pid.d})
+    return RiskEstimate(a_cvar, lam, scaling.to_norm(y).float(), new_state, metrics)
+
+
+def multiplier_step(
+    r: RiskConfig, lam: float, pid: core.PIDLagrangeState, violation: float
+) -> tuple[float, core.PIDLagrangeState]:
+    """λ after one violation measurement: dual ascent or PID (R-RISK-2, R-RISK-4)."""
+    if r.lambda_update == "pid":
+        return core.pid_lagrange_step(
+            pid,
+            violation,
+            kp=r.pid_kp,
+            ki=r.pid_ki,
+            kd=r.pid_kd,
+            ema=r.pid_ema,
+            lam_max=r.lambda_max,
+        )
+    return core.lagrange_step(lam, violation, r.lambda_lr, r.lambda_max), pid

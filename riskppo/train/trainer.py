@@ -24,6 +24,7 @@ from riskppo import core
 from riskppo.adversarial.regularizer import sa_eps
 from riskppo.config import Config, ConfigError, set_by_path
 from riskppo.nn.critics import Critic, build_critic
+from riskppo.nn.distributions import max_entropy
 from riskppo.nn.policy import RecurrentActorCritic, RecurrentState
 from riskppo.optim import build_optimizer
 from riskppo.train.collect import CollectorState, collect_rollout, env_actions, obs_tensor
@@ -125,8 +126,13 @@ class DistributionalPPO:
             initial_risk_state(cfg, self.n_envs) if self.policy.has_risk_head else None
         )
         _warn_alpha_resolution(cfg, self.critic.n_out)
+        try:
+            entropy_target(cfg, act_space)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
         self.ent_state = core.EntropyScheduleState()
         self.ent_coef = cfg.ppo.ent_coef
+        self.ent_floor = core.EntropyFloorState(math.log(ENT_FLOOR_COEF_MIN))
         self.num_timesteps = 0
         self.n_updates = 0
         self.run_dir = Path(run_dir) if run_dir else _tb_dir(cfg)
@@ -216,7 +222,7 @@ class DistributionalPPO:
             self.critic,
             self.optimizer,
             self.shuffle_gen,
-            self.ent_coef,
+            self.ent_coef + self._floor_coef(),
             self.vgs,
             sa_eps=self._sa_eps(self.n_updates),
         )
@@ -228,7 +234,23 @@ class DistributionalPPO:
             self.ent_coef, self.ent_state = core.entropy_coef_step(
                 _ent_schedule(cfg), self.ent_state, metrics.means["entropy"]
             )
+            target = entropy_target(cfg, self.action_space)
+            if target is not None:  # R-ALG-10: learned entropy floor (SAC v2 §5)
+                _, self.ent_floor = core.entropy_floor_step(
+                    self.ent_floor,
+                    metrics.means["entropy"],
+                    target,
+                    lr=cfg.ppo.ent_floor_lr,
+                    coef_min=ENT_FLOOR_COEF_MIN,
+                    coef_max=cfg.ppo.ent_floor_coef_max,
+                )
         return metrics
+
+    def _floor_coef(self) -> float:
+        """The entropy floor's learned coefficient (0 without a target entropy)."""
+        if entropy_target(self.config, self.action_space) is None:
+            return 0.0
+        return math.exp(self.ent_floor.log_coef)
 
     def _sa_eps(self, n_updates: int) -> float:
         """ε of the SA-PPO regulariser at update ``n_updates`` (0 when it is off)."""
@@ -306,6 +328,16 @@ class DistributionalPPO:
         assert mon is not None
         mon.record_many("train/", m.means)
         mon.record("train/ent_coef", self.ent_coef)
+        target = entropy_target(cfg, self.action_space)
+        if target is not None:
+            mon.record("train/target_entropy", target)
+            mon.record("train/ent_floor_coef", self._floor_coef())
+            if self.ent_floor.below >= cfg.monitor.entropy_floor_binding_updates:
+                mon.alert(
+                    "entropy_floor_binding",
+                    f"mean entropy below the floor {target:.3f} for {self.ent_floor.below} "
+                    f"updates (coefficient {self._floor_coef():.3g})",
+                )
         if cfg.adversarial.kappa > 0:
             mon.record("train/sa_eps", self._sa_eps(self.n_updates - 1))
         mon.record("train/learning_rate", self.optimizer.param_groups[0]["lr"])
@@ -552,6 +584,21 @@ def run_episodes(model: Any, venv: VecEnv, n_episodes: int, deterministic: bool)
             acc[i] = 0.0
         starts = dones
     return out
+
+
+# Lower bound of the learned entropy-floor coefficient: negligible next to unit-scale advantages.
+ENT_FLOOR_COEF_MIN = 1e-4
+
+
+def entropy_target(cfg: Config, action_space: spaces.Space) -> float | None:
+    """The entropy floor in nats per sample: ``ppo.target_entropy``, or ``target_entropy_frac``
+    × the action space's maximum entropy; ``None`` without a floor (R-ALG-10)."""
+    p = cfg.ppo
+    if p.target_entropy is not None:
+        return p.target_entropy
+    if p.target_entropy_frac is not None:
+        return p.target_entropy_frac * max_entropy(action_space)
+    return None
 
 
 def _warn_alpha_resolution(cfg: Config, n_levels: int) -> None:

@@ -388,7 +388,7 @@ def test_cvar_constraint_runs_with_both_critics_and_segments(critic):
         assert math.isfinite(latest[key]), key
     assert latest["risk/lambda"] > 0.0  # CartPole 8-step segments return ≤ 8 < the limit 10
     assert model.last_estimates is not None and model.last_estimates.risk is not None
-    assert float(model.last_estimates.risk.extra_advantage.abs().sum()) > 0.0
+    assert float(model.last_estimates.risk.a_cvar.abs().sum()) > 0.0
 
 
 class WrongShapeEnv(gym.Env):
