@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 import pytest
 
-from riskppo.core import EntropyScheduleConfig, EntropyScheduleState, entropy_coef_step, ls_slope
+from riskppo.core import (
+    EntropyFloorState,
+    EntropyScheduleConfig,
+    EntropyScheduleState,
+    entropy_coef_step,
+    entropy_floor_step,
+    ls_slope,
+)
 
 
 def _run(cfg: EntropyScheduleConfig, entropies: list[float]) -> list[float]:
@@ -112,3 +120,43 @@ def test_config_validation_and_non_finite_entropy() -> None:
         EntropyScheduleConfig(boost_factor=0.5)
     with pytest.raises(ValueError, match="mean_entropy"):
         entropy_coef_step(EntropyScheduleConfig(), EntropyScheduleState(), float("nan"))
+
+
+# ---- learned entropy floor (R-ALG-10, SAC v2 §5) ------------------------------------------------
+def _floor(state, h, target=0.5):
+    return entropy_floor_step(state, h, target, lr=1.0, coef_min=1e-4, coef_max=0.5)
+
+
+def test_entropy_floor_grows_below_target_and_decays_above() -> None:
+    s = EntropyFloorState(math.log(1e-4))
+    coefs = []
+    for _ in range(5):
+        c, s = _floor(s, 0.2)  # 0.3 nats below the target
+        coefs.append(c)
+    # log c rises by lr·gap = 0.3 per update: geometric growth, ×e^0.3 each step
+    np.testing.assert_allclose(np.diff(np.log(coefs)), 0.3, rtol=1e-12)
+    assert s.below == 5
+    c_up = coefs[-1]
+    c, s = _floor(s, 0.9)  # above the target: decays, the binding count resets
+    assert c == pytest.approx(c_up * math.exp(-0.4)) and s.below == 0
+
+
+def test_entropy_floor_bounds() -> None:
+    s = EntropyFloorState(math.log(1e-4))
+    for _ in range(100):
+        c, s = _floor(s, 0.0)
+    assert c == pytest.approx(0.5)  # capped at coef_max
+    for _ in range(100):
+        c, s = _floor(s, 2.0)
+    assert c == pytest.approx(1e-4)  # never below coef_min
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"lr": 0.0}, {"coef_min": 0.0}, {"coef_min": 1.0, "coef_max": 0.5}]
+)
+def test_entropy_floor_invalid_arguments(kwargs) -> None:
+    args = {"lr": 1.0, "coef_min": 1e-4, "coef_max": 0.5, **kwargs}
+    with pytest.raises(ValueError, match="entropy_floor_step"):
+        entropy_floor_step(EntropyFloorState(0.0), 0.1, 0.5, **args)
+    with pytest.raises(ValueError, match="mean_entropy"):
+        entropy_floor_step(EntropyFloorState(0.0), math.nan, 0.5, lr=1, coef_min=1e-4, coef_max=1)

@@ -1,0 +1,147 @@
+"""The CVaR constraint inside the trainer (R-RISK-2, R-RISK-4) and the entropy floor (R-ALG-10)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from riskppo import DistributionalPPO, core
+from riskppo.config import Config
+from riskppo.data.buffer import to_chunks
+from riskppo.train.collect import collect_rollout
+from riskppo.train.estimate import estimate
+from riskppo.train.risk import initial_risk_state, risk_estimate
+
+SMALL = dict(n_envs=4, n_steps=32, batch_size=64, bptt_len=16, n_epochs=2, lstm_hidden_size=16)
+
+
+def test_cvar_term_reaches_the_advantages_the_policy_loss_sees():
+    """The chunks the PPO loss reads hold (A + λ·Â_cvar)/(1+λ), not the return advantage alone."""
+    model = DistributionalPPO(
+        "CartPole-v1", seed=0, cvar_limit=10.0, cvar_alpha=0.1, cvar_horizon=8, **SMALL
+    )
+    assert model.risk_state is not None
+    model.risk_state.lam = 2.0
+    model.config.risk.cvar_min_segments = 1_000_000  # λ holds at 2 for this rollout
+    model._carry = model._reset_carry()
+    cfg = model.config
+    rollout, _, _ = collect_rollout(
+        model.policy, model.env, model._carry, cfg.ppo.n_steps, cfg.ppo.chunk_len, model.sample_gen
+    )
+    est = estimate(cfg, model.policy, model.critic, model.scaling, rollout, model.risk_state)
+    assert est.risk is not None and est.risk.lam == 2.0
+    a_cvar = est.risk.a_cvar
+    assert float(a_cvar.abs().sum()) > 0.0
+    adv_norm, _ = core.normalize_advantages(est.advantages)
+    # independent of the code under test: scale A_cvar to unit std by hand and combine
+    unit = a_cvar.double() / a_cvar.double().std()
+    expected = (adv_norm.double() + 2.0 * unit) / 3.0
+    got = est.data.advantages.double()
+    torch.testing.assert_close(got, to_chunks(expected, cfg.ppo.chunk_len), atol=1e-5, rtol=0)
+    # and the CVaR part is a real share of what the policy sees
+    assert float((got - to_chunks(adv_norm.double(), cfg.ppo.chunk_len)).abs().mean()) > 0.1
+
+
+def _risk_cfg(**risk):
+    base = {"cvar_alpha": 0.1, "cvar_horizon": 4, "cvar_limit": 0.0, "cvar_min_segments": 4}
+    return Config.build({"critic": {"kind": "quantile", "n_quantiles": 8}, "risk": base | risk})
+
+
+def test_multiplier_reads_the_empirical_cvar_not_an_untrained_head():
+    """A risk head predicting a disaster (−100) must not wind λ up while finished segments meet
+    the limit (R-RISK-2: the multiplier acts on a trustworthy estimate)."""
+    cfg = _risk_cfg()
+    state = initial_risk_state(cfg, 2)
+    rewards = torch.ones(16, 2)  # every 4-step segment returns +4 ≥ limit 0
+    dones = torch.zeros(16, 2, dtype=torch.bool)
+    head_out = torch.full((16, 2, 8), -100.0)
+    est = risk_estimate(cfg, state, rewards, dones, head_out, torch.nn.Linear(4, 8))
+    assert est.metrics["risk/cvar_empirical_segment"] == pytest.approx(4.0)
+    assert est.metrics["risk/cvar_pred_segment"] < -50.0
+    assert est.metrics["risk/cvar_pred_error"] < -50.0  # logged calibration error
+    assert est.lam == 0.0 and est.metrics["risk/cvar_violation"] < 0.0
+
+
+def test_multiplier_rises_on_empirical_violation_and_holds_before_enough_segments():
+    cfg = _risk_cfg(lambda_init=0.5, cvar_min_segments=9)
+    state = initial_risk_state(cfg, 2)
+    losing = -torch.ones(16, 2)  # segments return −4 < limit 0
+    dones = torch.zeros(16, 2, dtype=torch.bool)
+    head = torch.nn.Linear(4, 8)
+    est = risk_estimate(cfg, state, losing, dones, torch.zeros(16, 2, 8), head)
+    assert est.lam == 0.5  # 8 segments finished < 9: λ holds
+    assert "risk/cvar_violation" not in est.metrics
+    est = risk_estimate(cfg, est.state, losing, dones, torch.zeros(16, 2, 8), head)
+    assert est.lam > 0.5 and est.metrics["risk/cvar_violation"] > 0.0
+
+
+@pytest.mark.parametrize("update", ["dual", "pid"])
+def test_lambda_update_kind_and_pid_terms_logged(update):
+    cfg = _risk_cfg(lambda_update=update, pid_kp=0.5, pid_ki=0.1, pid_kd=0.0, pid_ema=0.0)
+    state = initial_risk_state(cfg, 2)
+    est = risk_estimate(
+        cfg,
+        state,
+        -torch.ones(16, 2),
+        torch.zeros(16, 2, dtype=torch.bool),
+        torch.zeros(16, 2, 8),
+        torch.nn.Linear(4, 8),
+    )
+    v = est.metrics["risk/cvar_violation"]  # (0 − (−4)) / max(|0|, σ, 1e-8)
+    if update == "pid":
+        assert est.lam == pytest.approx(0.5 * v + 0.1 * v)
+        assert est.metrics["risk/pid_p"] == pytest.approx(0.5 * v)
+    else:
+        assert est.lam == pytest.approx(cfg.risk.lambda_lr * v)
+        assert "risk/pid_p" not in est.metrics
+
+
+def test_no_segment_start_uses_the_accumulated_return():
+    """A rollout inside one long segment: the pooled prediction adds acc_t (issue #15, defect 3)."""
+    cfg = _risk_cfg(cvar_horizon=None, cvar_min_segments=10_000)
+    state = initial_risk_state(cfg, 1)
+    state.acc += 50.0
+    state.length += 3
+    est = risk_estimate(
+        cfg,
+        state,
+        torch.ones(8, 1),
+        torch.zeros(8, 1, dtype=torch.bool),
+        torch.zeros(8, 1, 8),
+        torch.nn.Linear(4, 8),
+    )
+    assert est.metrics["risk/cvar_pred_segment"] >= 50.0  # not the head's 0 alone
+
+
+def test_entropy_floor_learns_a_coefficient_and_alerts_when_binding():
+    """A floor above the maximum entropy (1 nat > log 2) always binds: the coefficient grows
+    geometrically (lr · gap ≥ 0.3 per update) and the alert fires."""
+    model = DistributionalPPO(
+        "riskppo/RiskyChoice-v0", seed=0, target_entropy=1.0, ent_floor_lr=1.0, **SMALL
+    )
+    model.config.monitor.entropy_floor_binding_updates = 3
+    model.learn(4 * 32 * 12)
+    latest = model.monitor.latest
+    assert latest["train/target_entropy"] == 1.0
+    assert latest["train/ent_floor_coef"] > 1e-4 * math.exp(0.3 * 11)
+    assert model.monitor.alerts["entropy_floor_binding"] > 0
+    assert model.ent_floor.below >= 3
+
+
+def test_entropy_floor_holds_entropy_where_the_policy_would_collapse():
+    """RiskyChoice: the risky arm has the higher mean, so the unconstrained policy collapses onto
+    it; with a floor at 60% of log 2 the entropy stays near the floor."""
+
+    def final_entropy(**kw):
+        model = DistributionalPPO(
+            "riskppo/RiskyChoice-v0", seed=0, learning_rate=3e-3, **{**SMALL, **kw}
+        )
+        model.learn(4 * 32 * 40)
+        return model.monitor.latest["train/entropy"]
+
+    free = final_entropy()
+    floored = final_entropy(target_entropy_frac=0.6)
+    assert free < 0.2
+    assert floored > 0.6 * math.log(2) - 0.1
