@@ -1,4 +1,5 @@
-"""Trading environments and market data (R-TRADE): loaders, synthetic data, features, TradingEnv.
+"""Trading environments and market data (R-TRADE): loaders, synthetic data, features, sizing,
+TradingEnv.
 
 Names are imported lazily (PEP 562), so ``import riskppo.envs`` stays cheap until one is used.
 """
@@ -20,11 +21,14 @@ _LAZY: dict[str, str] = {
     "OHLCV_COLUMNS": "riskppo.envs.data",
     "Regime": "riskppo.envs.synthetic",
     "Split": "riskppo.envs.data",
+    "SIZINGS": "riskppo.envs.sizing",
+    "TRADING_FEATURES": "riskppo.envs.features",
     "TRADING_ID": "riskppo.envs.registration",
     "TradingEnv": "riskppo.envs.trading",
     "compute_features": "riskppo.envs.features",
     "dataset_path": "riskppo.envs.data",
     "default_split": "riskppo.envs.data",
+    "ewm_volatility": "riskppo.envs.sizing",
     "gbm": "riskppo.envs.synthetic",
     "index_range": "riskppo.envs.data",
     "load_dataset": "riskppo.envs.data",
@@ -35,6 +39,7 @@ _LAZY: dict[str, str] = {
     "register_envs": "riskppo.envs.registration",
     "split_by_date": "riskppo.envs.data",
     "validate_ohlcv": "riskppo.envs.data",
+    "vol_target_scale": "riskppo.envs.sizing",
     "walk_forward": "riskppo.envs.data",
 }
 

@@ -5,7 +5,7 @@ changing any future bar leaves every earlier row unchanged (tested). Rolling sta
 explicit sliding windows (no cumulative sums, so no cancellation error and no dependence on rows
 outside the window). A feature is *complete* from row ``lookback`` on; earlier rows are NaN.
 
-Feature names (``k`` is a window length in bars):
+Feature names (``k``, ``f``, ``s`` are window lengths in bars):
 
 ===============  =====================================================================  ==========
 name             value at bar t                                                         lookback
@@ -16,7 +16,33 @@ name             value at bar t                                                 
 ``rsi_k``        2 * up / (up + down) - 1 over the last k one-bar changes (0 if flat)    k
 ``volz_k``       z-score of log1p(volume_t) within the last k bars (0 if constant)      k - 1
 ``hl_range``     log(high_t / low_t)                                                    0
+``ewmvol_k``     σ^k_t: EWM volatility (span k) of one-bar log returns, per bar, k >= 2  k
+``vret_k``       ret_k / (σ^60_t · sqrt(k)): vol-scaled k-bar return (0 if σ = 0)       max(k, 60)
+``macd_f_s``     MACD trend signal, 1 <= f < s (below)                                  L(s) + 251
 ===============  =====================================================================  ==========
+
+``σ^k_t`` is the estimator of :func:`riskppo.envs.sizing.ewm_volatility` without annualisation:
+``sqrt(Σ_j w^j r²_{t-j} / Σ_j w^j)``, ``w = 1 - 2/(k+1)``, over the one-bar log returns
+``r_1..r_t`` (zero mean), defined once ``k`` returns exist. ``vret_k`` are the volatility-scaled
+multi-horizon returns of Zhang, Zohren & Roberts (2020), ``r_{t-k,t} / (σ_t sqrt(k))``.
+
+``macd_f_s`` follows Baz et al. (2015) as used by Zhang, Zohren & Roberts (2020) and Lim, Zohren
+& Roberts (2019)::
+
+    m_n(t) = EWMA of close with time scale n: weights (1 - 1/n)^j on close_{t-j}, j = 0..t
+             (alpha = 1/n, i.e. half-life log(0.5)/log(1 - 1/n); normalised, pandas adjust=True)
+    q_t    = (m_f(t) - m_s(t)) / std(close_{t-62..t})      (63-bar std of the price, ddof=1)
+    macd_t = q_t / std(q_{t-251..t})                        (252-bar std of q, ddof=1)
+
+with ``q = 0`` where the 63 closes are constant and ``macd = 0`` where the 252 ``q`` are. ``q`` is
+complete from row ``L(s) = max(s - 1, 62)`` (the slow average has ``s`` closes and the price std
+its 63), so ``macd_f_s`` from ``L(s) + 251`` (e.g. 313 for ``macd_8_24``, 346 for
+``macd_32_96``). Unlike the published reference code, nothing is back-filled (that would look
+ahead): earlier rows are NaN. The exponential averages ``m_n`` and ``σ^k`` are recursive, so
+their value at row ``t`` depends on all bars ``0..t`` (still causal; weights of bars older than a
+few time scales are negligible).
+
+:data:`TRADING_FEATURES` combines them for trading agents (warm-up 346 bars).
 
 The values are raw (not normalised); a learner should normalise observations (riskppo's trainer
 does).
@@ -24,6 +50,7 @@ does).
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,7 +59,15 @@ import numpy as np
 import pandas as pd
 from numpy.lib.stride_tricks import sliding_window_view
 
-__all__ = ["DEFAULT_FEATURES", "FeatureMatrix", "compute_features", "feature_lookback"]
+from riskppo.envs.sizing import ewm_volatility
+
+__all__ = [
+    "DEFAULT_FEATURES",
+    "TRADING_FEATURES",
+    "FeatureMatrix",
+    "compute_features",
+    "feature_lookback",
+]
 
 DEFAULT_FEATURES: tuple[str, ...] = (
     "ret_1",
@@ -45,8 +80,30 @@ DEFAULT_FEATURES: tuple[str, ...] = (
     "hl_range",
 )
 
-_PATTERN = re.compile(r"^(ret|vol|zscore|rsi|volz)_([1-9][0-9]*)$")
-_FORMS = "ret_k, vol_k (k>=2), zscore_k (k>=2), rsi_k, volz_k (k>=2), hl_range"
+TRADING_FEATURES: tuple[str, ...] = (
+    "vret_1",
+    "vret_5",
+    "vret_20",
+    "vret_60",
+    "vret_250",
+    "macd_8_24",
+    "macd_16_48",
+    "macd_32_96",
+    "rsi_14",
+    "ewmvol_20",
+    "ewmvol_60",
+    "hl_range",
+)
+
+_PATTERN = re.compile(r"^(ret|vol|zscore|rsi|volz|vret|ewmvol)_([1-9][0-9]*)$")
+_MACD = re.compile(r"^macd_([1-9][0-9]*)_([1-9][0-9]*)$")
+_FORMS = (
+    "ret_k, vol_k (k>=2), zscore_k (k>=2), rsi_k, volz_k (k>=2), hl_range, ewmvol_k (k>=2), "
+    "vret_k, macd_f_s (f<s)"
+)
+VRET_SPAN = 60  # span of the EWM volatility that scales vret_k
+MACD_PRICE_STD = 63  # bars of the price std that normalises q
+MACD_Q_STD = 252  # bars of the std of q that normalises macd
 
 
 @dataclass(frozen=True)
@@ -64,22 +121,41 @@ class FeatureMatrix:
     warmup: int
 
 
-def _parse(name: str) -> tuple[str, int]:
+def _parse(name: str) -> tuple[str, tuple[int, ...]]:
     if name == "hl_range":
-        return name, 0
+        return name, ()
+    m = _MACD.match(name)
+    if m is not None:
+        f, s = int(m.group(1)), int(m.group(2))
+        if not f < s:
+            raise ValueError(f"feature {name!r} needs a fast time scale f < the slow one s")
+        return "macd", (f, s)
     m = _PATTERN.match(name)
     if m is None:
         raise ValueError(f"unknown feature {name!r}; valid forms: {_FORMS}")
     kind, k = m.group(1), int(m.group(2))
-    if kind in ("vol", "zscore", "volz") and k < 2:
+    if kind in ("vol", "zscore", "volz", "ewmvol") and k < 2:
         raise ValueError(f"feature {name!r} needs a window k >= 2")
-    return kind, k
+    return kind, (k,)
 
 
 def feature_lookback(name: str) -> int:
     """Number of earlier bars feature ``name`` needs (its first complete row)."""
-    kind, k = _parse(name)
-    return {"hl_range": 0, "ret": k, "vol": k, "zscore": k - 1, "rsi": k, "volz": k - 1}[kind]
+    kind, p = _parse(name)
+    if kind == "hl_range":
+        return 0
+    if kind == "macd":
+        return max(p[1] - 1, MACD_PRICE_STD - 1) + MACD_Q_STD - 1
+    k = p[0]
+    return {
+        "ret": k,
+        "vol": k,
+        "zscore": k - 1,
+        "rsi": k,
+        "volz": k - 1,
+        "ewmvol": k,
+        "vret": max(k, VRET_SPAN),
+    }[kind]
 
 
 def _rolling(x: np.ndarray, k: int) -> np.ndarray:
@@ -102,13 +178,56 @@ def _zscore_last(x: np.ndarray, k: int) -> np.ndarray:
     return out
 
 
+def _rolling_std(x: np.ndarray, k: int, first: int) -> np.ndarray:
+    """std (ddof=1) of x[t-k+1..t] for t >= first + k - 1 (``x`` is NaN before ``first``)."""
+    out = np.full(len(x), np.nan)
+    if len(x) - first >= k:
+        out[first + k - 1 :] = _rolling(x[first:], k).std(axis=1, ddof=1)
+    return out
+
+
+def _ratio_or_zero(num: np.ndarray, den: np.ndarray, flat: np.ndarray) -> np.ndarray:
+    """num / den, 0 where ``flat``; NaN stays NaN."""
+    out = np.where(flat, 0.0, num / np.where(flat, 1.0, den))
+    return np.where(np.isnan(den) | np.isnan(num), np.nan, out)
+
+
+def _macd(close: np.ndarray, f: int, s: int) -> np.ndarray:
+    n = len(close)
+    q_first = max(s - 1, MACD_PRICE_STD - 1)
+    if n <= q_first:
+        return np.full(n, np.nan)
+    series = pd.Series(close)
+    fast = series.ewm(alpha=1.0 / f, adjust=True).mean().to_numpy()
+    slow = series.ewm(alpha=1.0 / s, adjust=True).mean().to_numpy()
+    pstd = _rolling_std(close, MACD_PRICE_STD, 0)
+    pmean = np.full(n, np.nan)
+    pmean[MACD_PRICE_STD - 1 :] = _rolling(close, MACD_PRICE_STD).mean(axis=1)
+    q = _ratio_or_zero(fast - slow, pstd, pstd <= 1e-12 * np.abs(pmean))
+    q[:q_first] = np.nan
+    qstd = _rolling_std(q, MACD_Q_STD, q_first)
+    qmean = np.full(n, np.nan)
+    if n - q_first >= MACD_Q_STD:
+        qmean[q_first + MACD_Q_STD - 1 :] = _rolling(q[q_first:], MACD_Q_STD).mean(axis=1)
+    return _ratio_or_zero(q, qstd, qstd <= 1e-12 * np.maximum(np.abs(qmean), 1.0))
+
+
 def _one(
-    kind: str, k: int, logc: np.ndarray, r1: np.ndarray, hl: np.ndarray, lv: np.ndarray
+    kind: str,
+    p: tuple[int, ...],
+    close: np.ndarray,
+    logc: np.ndarray,
+    r1: np.ndarray,
+    hl: np.ndarray,
+    lv: np.ndarray,
 ) -> np.ndarray:
     n = len(logc)
     out = np.full(n, np.nan)
     if kind == "hl_range":
         return hl
+    if kind == "macd":
+        return _macd(close, p[0], p[1])
+    k = p[0]
     if kind == "ret":
         out[k:] = logc[k:] - logc[:-k]
     elif kind == "vol":
@@ -125,6 +244,13 @@ def _one(
         out = _zscore_last(logc, k)
     elif kind == "volz":
         out = _zscore_last(lv, k)
+    elif kind == "ewmvol":
+        out = ewm_volatility(close, k, 1.0)
+    elif kind == "vret":
+        sigma = ewm_volatility(close, VRET_SPAN, 1.0)
+        ret = np.full(n, np.nan)
+        ret[k:] = logc[k:] - logc[:-k]
+        out = _ratio_or_zero(ret, sigma * math.sqrt(k), sigma == 0.0)
     return out
 
 
@@ -147,7 +273,7 @@ def compute_features(df: pd.DataFrame, features: Sequence[str] = DEFAULT_FEATURE
         r1 = np.concatenate(([np.nan], np.diff(logc)))
         hl = np.log(df["high"].to_numpy(np.float64) / df["low"].to_numpy(np.float64))
         lv = np.log1p(df["volume"].to_numpy(np.float64))
-        cols = [_one(*_parse(f), logc, r1, hl, lv) for f in names]
+        cols = [_one(*_parse(f), close, logc, r1, hl, lv) for f in names]
     values = np.ascontiguousarray(np.stack(cols, axis=1).astype(np.float32))
     warmup = max(lookbacks)
     tail = values[warmup:]

@@ -15,6 +15,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from riskppo.envs.data import validate_ohlcv
 from riskppo.envs.features import DEFAULT_FEATURES, compute_features
+from riskppo.envs.sizing import SIZINGS, check_sizing, vol_target_scale
 
 __all__ = ["TradingEnv"]
 
@@ -33,8 +34,14 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
     ``<= t`` only (features computed causally once at construction, see
     :mod:`riskppo.envs.features`). The action taken after observing it sets the position
     ``p_t`` that is **held from close t to close t+1**: it is filled at bar ``t+1`` — it earns the
-    ``t -> t+1`` return and never trades at the already-observed close. The step returns the
-    observation of bar ``t+1`` and the reward
+    ``t -> t+1`` return and never trades at the already-observed close.
+
+    **Sizing.** With ``sizing="none"`` the position is the action's target ``a_t`` itself. With
+    ``sizing="vol_target"`` the action is a *signal* and the position (exposure) is
+    ``p_t = a_t · min(vol_target / σ̂_t, max_leverage)``, ``σ̂_t`` the causal EWM volatility of
+    ``vol_span`` bars, annualised (:mod:`riskppo.envs.sizing`; Zhang, Zohren & Roberts 2020), so
+    the agent can stay in the market with less risk. The step returns the observation of bar
+    ``t+1`` and the reward
 
     .. code-block:: text
 
@@ -74,7 +81,8 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
     ``terminated`` is only set by ruin: equity ``<= ruin_equity`` (off by default).
 
     **info** (after ``reset`` and every ``step``): ``equity``, ``log_equity``, ``position``
-    (``p_t``, held until the next close), ``turnover`` (cumulative ``|Δp|``), ``drawdown``
+    (the exposure ``p_t``, held until the next close), ``signal`` (the action's target ``a_t``
+    before sizing), ``turnover`` (cumulative ``|Δp|``), ``drawdown``
     (``1 - equity / peak equity``), ``reward_costs_fraction`` (episode ``Σ costs / (Σ |gross| +
     Σ costs)`` in ``[0, 1]``, 0 when both are 0), ``gross_return``, ``costs``, ``fee_cost``,
     ``borrow_cost`` (this step, unscaled), ``bar`` (position in ``df`` of the observed bar),
@@ -90,6 +98,7 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
     _t: int
     _end_bar: int
     _pos: float
+    _signal: float
     _log_equity: float
     _log_peak: float
     _turnover: float
@@ -115,50 +124,32 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
         features: Sequence[str] = DEFAULT_FEATURES,
         obs_drawdown: bool = False,
         ruin_equity: float | None = None,
+        sizing: str = "none",
+        vol_target: float = 0.10,
+        vol_span: int = 60,
+        max_leverage: float = 1.0,
         render_mode: str | None = None,
     ) -> None:
         super().__init__()
         if render_mode is not None:
             raise ValueError(f"TradingEnv has no render modes, got render_mode={render_mode!r}")
         self.render_mode = None
-        _require(isinstance(window, int | np.integer) and window >= 1, "window", window, ">= 1")
-        for name, v in (("fee", fee), ("borrow_rate", borrow_rate)):
-            _require(_finite(v) and v >= 0, name, v, "finite and >= 0")
-        _require(_finite(reward_scale) and reward_scale > 0, "reward_scale", reward_scale, "> 0")
-        _require(
-            _finite(bars_per_year) and bars_per_year > 0, "bars_per_year", bars_per_year, "> 0"
+        _validate_scalars(
+            window=window,
+            fee=fee,
+            borrow_rate=borrow_rate,
+            reward_scale=reward_scale,
+            bars_per_year=bars_per_year,
+            episode_length=episode_length,
+            ruin_equity=ruin_equity,
         )
+        self._positions: tuple[float, ...] = _action_positions(continuous, positions)
         _require(
-            episode_length is None
-            or (isinstance(episode_length, int | np.integer) and episode_length >= 1),
-            "episode_length",
-            episode_length,
-            "None or an int >= 1",
+            isinstance(sizing, str) and sizing in SIZINGS, "sizing", sizing, f"one of {SIZINGS}"
         )
-        _require(
-            ruin_equity is None or (_finite(ruin_equity) and 0 < ruin_equity < 1),
-            "ruin_equity",
-            ruin_equity,
-            "None or in (0, 1)",
-        )
-        if continuous:
-            if positions is not None:
-                raise ValueError("positions applies to discrete actions; omit it with continuous")
-            self._positions: tuple[float, ...] = ()
-        else:
-            pos = tuple(float(p) for p in (_DEFAULT_POSITIONS if positions is None else positions))
-            _require(
-                len(pos) >= 1 and all(map(math.isfinite, pos)),
-                "positions",
-                positions,
-                "a non-empty list of finite numbers",
-            )
-            self._positions = pos
+        check_sizing(target=vol_target, span=vol_span, max_leverage=max_leverage)
 
         self.df: pd.DataFrame = validate_ohlcv(df)
-        fm = compute_features(self.df, features)
-        n_bars, n_feat = fm.values.shape
-        self.feature_names: tuple[str, ...] = fm.names
         self.window = int(window)
         self.continuous = bool(continuous)
         self.fee = float(fee)
@@ -169,12 +160,48 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
         self.random_start = bool(random_start)
         self.obs_drawdown = bool(obs_drawdown)
         self.ruin_equity = ruin_equity
-        self._first_valid = fm.warmup + self.window - 1
-        self._n_bars = n_bars
+        self.sizing = sizing
+        self.vol_target, self.vol_span = float(vol_target), int(vol_span)
+        self.max_leverage = float(max_leverage)
 
-        # Trading range [lo, hi) and the bars an episode may start from.
+        fm = compute_features(self.df, features)
+        self.feature_names: tuple[str, ...] = fm.names
+        self._n_bars = len(fm.values)
+        close = self.df["close"].to_numpy(np.float64)
+        size_warmup = self._init_sizing(close)
+        self._first_valid = max(fm.warmup + self.window - 1, size_warmup)
+        self._init_range(
+            start,
+            end,
+            f"features need {fm.warmup} bars of history, "
+            f"window={self.window}, sizing needs {size_warmup}",
+        )
+        self._init_tables(fm.values, close)
+        self._init_spaces()
+        self._new_episode_state(self._first_start, self._last_bar)
+        self._needs_reset = True
+
+    def _init_sizing(self, close: np.ndarray) -> int:
+        """Set the per-bar exposure scale (``_scale``); return the first sized bar."""
+        if self.sizing == "vol_target":
+            scale = vol_target_scale(
+                close,
+                target=self.vol_target,
+                span=self.vol_span,
+                max_leverage=self.max_leverage,
+                bars_per_year=self.bars_per_year,
+            )
+            warmup = self.vol_span
+        else:
+            scale, warmup = np.ones(len(close)), 0
+        # exposure per unit of signal, per bar (NaN before `warmup`; never stepped there)
+        self._scale: list[float] = scale.tolist()
+        return warmup
+
+    def _init_range(self, start: Any, end: Any, warmup_reason: str) -> None:
+        """Trading range ``[lo, hi)`` and the bars an episode may start from."""
         lo = self._resolve_bar(start, 0, "start")
-        hi = self._resolve_bar(end, n_bars, "end")
+        hi = self._resolve_bar(end, self._n_bars, "end")
         if not lo < hi:
             raise ValueError(
                 f"empty trading range: start={start!r} -> bar {lo}, end={end!r} -> {hi}"
@@ -185,8 +212,8 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
         if self._first_start > self._last_bar - 1:
             raise ValueError(
                 f"the trading range (bars {lo}..{hi - 1}) has no step: the first bar with a "
-                f"complete observation is {self._first_valid} (features need {fm.warmup} bars "
-                f"of history, window={self.window}) and a step needs the next bar"
+                f"complete observation is {self._first_valid} ({warmup_reason}) and a step "
+                "needs the next bar"
             )
         span = self.episode_length if self.episode_length is not None else 1
         self._max_start = self._last_bar - span
@@ -197,12 +224,16 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
                 f"{self._first_start}; use a shorter episode_length or None"
             )
 
-        # Precomputed arrays. Python lists: indexing them yields Python floats/ints, which keeps
-        # the per-step scalar arithmetic fast.
-        close = self.df["close"].to_numpy(np.float64)
+    def _init_tables(self, values: np.ndarray, close: np.ndarray) -> None:
+        """Precomputed per-bar arrays that ``step`` indexes.
+
+        Python lists: indexing them yields Python floats/ints, which keeps the per-step scalar
+        arithmetic fast.
+        """
         self._logret: list[float] = np.diff(np.log(close)).tolist()
         self._ts_ns: list[int] = self.df.index.as_unit("ns").asi8.tolist()
-        self._features = np.clip(fm.values, -FEATURE_BOUND, FEATURE_BOUND)  # [T, F] float32
+        self._features = np.clip(values, -FEATURE_BOUND, FEATURE_BOUND)  # [T, F] float32
+        n_feat = self._features.shape[1]
         n_win = self.window * n_feat
         self._n_win = n_win
         self._obs_dim = n_win + 1 + int(self.obs_drawdown)
@@ -212,17 +243,22 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
         # zero-copy sliding view instead.
         windows = sliding_window_view(self._features.reshape(-1), n_win)[::n_feat]
         self._table: np.ndarray | None = None
-        if n_bars * self._obs_dim <= _TABLE_MAX_ELEMENTS:
-            table = np.zeros((n_bars, self._obs_dim), dtype=np.float32)
+        if self._n_bars * self._obs_dim <= _TABLE_MAX_ELEMENTS:
+            table = np.zeros((self._n_bars, self._obs_dim), dtype=np.float32)
             table[: self.window - 1, :n_win] = np.nan  # incomplete windows, never observed
             table[self.window - 1 :, :n_win] = windows
             self._table = table
         self._windows = windows  # row t - window + 1 = bars t-window+1..t (a view)
         self._borrow_per_bar = self.borrow_rate / self.bars_per_year
 
+    def _init_spaces(self) -> None:
+        """Observation and action spaces; they depend on the configuration only."""
+        n_win = self._n_win
         low = np.full(self._obs_dim, -FEATURE_BOUND, dtype=np.float32)
         high = np.full(self._obs_dim, FEATURE_BOUND, dtype=np.float32)
-        pos_range = self._positions or (-1.0, 1.0)
+        # the held exposure is signal * scale with 0 < scale <= max_leverage (1 without sizing)
+        lev = self.max_leverage if self.sizing == "vol_target" else 1.0
+        pos_range = [lev * p for p in (self._positions or (-1.0, 1.0))]
         low[n_win], high[n_win] = min(0.0, *pos_range), max(0.0, *pos_range)  # flat at reset
         if self.obs_drawdown:
             low[n_win + 1], high[n_win + 1] = 0.0, 1.0
@@ -232,8 +268,6 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
             self.action_space = spaces.Box(-1.0, 1.0, (1,), np.float32)
         else:
             self.action_space = spaces.Discrete(len(self._positions))
-        self._new_episode_state(self._first_start, self._last_bar)
-        self._needs_reset = True
 
     # ------------------------------------------------------------------ public properties
 
@@ -244,7 +278,8 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
 
     @property
     def first_valid_index(self) -> int:
-        """First bar (position in ``df``) whose observation is complete (feature warm-up)."""
+        """First bar (position in ``df``) whose observation is complete and, with sizing, whose
+        volatility estimate is defined (feature / sizing warm-up)."""
         return self._first_valid
 
     @property
@@ -298,10 +333,12 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
     def step(self, action: Any) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
         if self._needs_reset:
             raise RuntimeError("call reset() before step() (and after an episode ends)")
-        target = (
+        signal = (
             self._continuous_target(action) if self.continuous else self._discrete_target(action)
         )
         t = self._t
+        target = signal * self._scale[t]  # exposure held t -> t+1 (sizing; 1.0 without)
+        self._signal = signal
         dpos = abs(target - self._pos)
         gross = target * self._logret[t]
         fee_cost = self.fee * dpos
@@ -342,6 +379,7 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
         self._t = t0
         self._end_bar = end_bar
         self._pos = 0.0
+        self._signal = 0.0
         self._log_equity = 0.0
         self._log_peak = 0.0
         self._turnover = 0.0
@@ -372,6 +410,7 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
             "equity": math.exp(log_eq),
             "log_equity": log_eq,
             "position": self._pos,
+            "signal": self._signal,
             "turnover": self._turnover,
             "drawdown": 1.0 - math.exp(log_eq - self._log_peak),
             "reward_costs_fraction": self._sum_costs / total if total > 0.0 else 0.0,
@@ -428,6 +467,52 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
         if ts.tz is not None:  # the frame's index is tz-naive UTC (see load_ohlcv)
             ts = ts.tz_convert("UTC").tz_localize(None)
         return int(self.df.index.searchsorted(ts, "left"))
+
+
+def _validate_scalars(
+    *,
+    window: int,
+    fee: float,
+    borrow_rate: float,
+    reward_scale: float,
+    bars_per_year: float,
+    episode_length: int | None,
+    ruin_equity: float | None,
+) -> None:
+    _require(isinstance(window, int | np.integer) and window >= 1, "window", window, ">= 1")
+    for name, v in (("fee", fee), ("borrow_rate", borrow_rate)):
+        _require(_finite(v) and v >= 0, name, v, "finite and >= 0")
+    _require(_finite(reward_scale) and reward_scale > 0, "reward_scale", reward_scale, "> 0")
+    _require(_finite(bars_per_year) and bars_per_year > 0, "bars_per_year", bars_per_year, "> 0")
+    _require(
+        episode_length is None
+        or (isinstance(episode_length, int | np.integer) and episode_length >= 1),
+        "episode_length",
+        episode_length,
+        "None or an int >= 1",
+    )
+    _require(
+        ruin_equity is None or (_finite(ruin_equity) and 0 < ruin_equity < 1),
+        "ruin_equity",
+        ruin_equity,
+        "None or in (0, 1)",
+    )
+
+
+def _action_positions(continuous: bool, positions: Sequence[float] | None) -> tuple[float, ...]:
+    """The discrete actions' target positions (empty for continuous actions)."""
+    if continuous:
+        if positions is not None:
+            raise ValueError("positions applies to discrete actions; omit it with continuous")
+        return ()
+    pos = tuple(float(p) for p in (_DEFAULT_POSITIONS if positions is None else positions))
+    _require(
+        len(pos) >= 1 and all(map(math.isfinite, pos)),
+        "positions",
+        positions,
+        "a non-empty list of finite numbers",
+    )
+    return pos
 
 
 def _finite(v: Any) -> bool:

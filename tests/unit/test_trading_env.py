@@ -25,6 +25,7 @@ INFO_KEYS = {
     "equity",
     "log_equity",
     "position",
+    "signal",
     "turnover",
     "drawdown",
     "reward_costs_fraction",
@@ -250,26 +251,37 @@ def _perturb_after(df: pd.DataFrame, t: int, rng: np.random.Generator) -> pd.Dat
     return out
 
 
+@pytest.mark.parametrize("sizing", ["none", "vol_target"])
 @pytest.mark.parametrize("data", ["googl", "regime"])
-def test_future_bars_do_not_change_past_observations_or_rewards(googl, data):
+def test_future_bars_do_not_change_past_observations_or_rewards(googl, data, sizing):
+    """Changing every bar after t leaves the observations of bars <= t, the exposures decided at
+    bars <= t (with sizing: σ̂_t uses closes <= t) and the rewards earned up to t unchanged."""
     df = googl if data == "googl" else regime_switching(600, seed=4)
     rng = np.random.default_rng(123)
     kwargs = dict(window=5, obs_drawdown=True, random_start=False, fee=0.001, borrow_rate=0.05)
+    if sizing == "vol_target":
+        kwargs.update(sizing="vol_target", vol_target=0.3, vol_span=30, max_leverage=2.0)
     env = TradingEnv(df, **kwargs)
     start = env.first_valid_index
     actions = rng.integers(0, 3, size=len(df)).tolist()
-    obs_a, rew_a, _, _, _ = run_episode(env, actions)
+    obs_a, rew_a, inf_a, _, _ = run_episode(env, actions)
+    moved_exposures = 0
     for t in rng.integers(start + 1, len(df) - 2, size=6):
         t = int(t)
         env_b = TradingEnv(_perturb_after(df, t, rng), **kwargs)
         assert env_b.first_valid_index == start
-        obs_b, rew_b, _, _, _ = run_episode(env_b, actions)
+        obs_b, rew_b, inf_b, _, _ = run_episode(env_b, actions)
         k = t - start  # obs index k is bar start + k; reward j uses closes start+j, start+j+1
         for j in range(k + 1):
             np.testing.assert_array_equal(obs_a[j], obs_b[j], err_msg=f"obs of bar {start + j}")
+        # infos[j + 1] is the step decided at bar start + j: its exposure is fixed by bars <= t
+        assert [i["position"] for i in inf_a[: k + 2]] == [i["position"] for i in inf_b[: k + 2]]
         assert rew_a[:k] == rew_b[:k]
         # sanity: the perturbation is visible right after t
         assert not np.array_equal(obs_a[k + 1], obs_b[k + 1]) or rew_a[k] != rew_b[k]
+        moved_exposures += inf_a[k + 2]["position"] != inf_b[k + 2]["position"]
+    if sizing == "vol_target":  # ... and the sizing of the exposures decided after t
+        assert moved_exposures > 0
 
 
 def test_features_are_causal_row_by_row(googl):
