@@ -47,11 +47,26 @@ def cmd_train(args: argparse.Namespace) -> int:
         if args.config or args.set:
             raise ConfigError("--resume continues a run with its own config; drop --config/--set")
         resume_run(Path(args.resume), progress_bar=not args.no_progress)
+        print_flat_warning(Path(args.resume) / "backtest_test")
         return 0
     cfg = load_config(args.config, args.set or [])
     run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(cfg)
     train_run(cfg, run_dir, progress_bar=not args.no_progress)
+    print_flat_warning(run_dir / "backtest_test")
     return 0
+
+
+def print_flat_warning(backtest_dir: Path, prefix: str = "riskppo") -> None:
+    """Print the one-line flat/near-flat warning of a written backtest (nothing if none)."""
+    path = backtest_dir / "metrics.json"
+    if not path.is_file():  # not a trading run
+        return
+    from riskppo.evaluation.backtest import flat_warning
+
+    split = backtest_dir.name.removeprefix("backtest_")
+    warning = flat_warning(json.loads(path.read_text()), split=split)
+    if warning:
+        print(f"{prefix}: {warning}")
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -104,6 +119,7 @@ def cmd_pbt(args: argparse.Namespace) -> int:
 
         artifacts = backtest_run(Path(summary["best_dir"]), split="test")
         print(f"riskppo pbt: best member's test backtest report → {artifacts.report}")
+        print_flat_warning(artifacts.out_dir, prefix="riskppo pbt")
     return 0
 
 

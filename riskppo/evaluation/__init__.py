@@ -16,14 +16,19 @@ import importlib
 from typing import Any
 
 _LAZY: dict[str, str] = {
+    "DEFAULT_CVAR_HORIZON": "riskppo.evaluation.metrics",
+    "EXPOSURE_EPS": "riskppo.evaluation.metrics",
+    "FLAT_MARKET_SHARE": "riskppo.evaluation.metrics",
     "METRIC_KEYS": "riskppo.evaluation.metrics",
     "SPEC_METRIC_KEYS": "riskppo.evaluation.metrics",
     "StrategyMetrics": "riskppo.evaluation.metrics",
     "aggregate_metrics": "riskppo.evaluation.metrics",
     "dumps_metrics": "riskppo.evaluation.metrics",
+    "horizon_cvar": "riskppo.evaluation.metrics",
     "strategy_metrics": "riskppo.evaluation.metrics",
     "BASELINES": "riskppo.evaluation.baselines",
     "buy_and_hold_policy": "riskppo.evaluation.baselines",
+    "flat_frame": "riskppo.evaluation.baselines",
     "nearest_action": "riskppo.evaluation.baselines",
     "run_policy": "riskppo.evaluation.baselines",
     "sma_crossover_policy": "riskppo.evaluation.baselines",
@@ -35,6 +40,8 @@ _LAZY: dict[str, str] = {
     "backtest": "riskppo.evaluation.backtest",
     "backtest_run": "riskppo.evaluation.backtest",
     "cmd_backtest": "riskppo.evaluation.backtest",
+    "flat_strategies": "riskppo.evaluation.backtest",
+    "flat_warning": "riskppo.evaluation.backtest",
     "save_plots": "riskppo.evaluation.plots",
     "render_report": "riskppo.evaluation.report",
     "write_report": "riskppo.evaluation.report",

@@ -3,17 +3,30 @@
 :func:`backtest` runs the agent deterministically over the whole ``train`` / ``val`` / ``test``
 period of its config (one env, start to end, observation statistics frozen), records every bar,
 asks the critic for its predicted return distribution along the same observation sequence, and
-runs the baselines (buy-and-hold, SMA crossover) through the same :class:`TradingEnv` — same
-period, fees, borrow costs and fill-at-``t+1`` timing.
+runs the baselines (buy-and-hold, vol-targeted buy-and-hold, SMA crossover) through the same
+:class:`TradingEnv` — same bars (from the agent's first decision bar), fees, borrow costs and
+fill-at-``t+1`` timing. The baselines' sizing does not follow the agent's config: ``buy_and_hold``
+and ``sma_crossover`` hold full unit positions (``sizing="none"``) and
+``vol_target_buy_and_hold`` is long signal 1 sized by ``sizing="vol_target"`` with the config's
+``vol_target`` / ``vol_span`` / ``max_leverage`` (the env's defaults where the config has none).
+
+Every strategy's metrics say how much it was in the market (``market_share``,
+``mean_abs_exposure``) and give the constraint's own figure (``cvar_horizon``, the CVaR_α of
+``risk.cvar_horizon``-bar returns) against ``risk.cvar_limit``; a strategy in the market on fewer
+than :data:`~riskppo.evaluation.metrics.FLAT_MARKET_SHARE` of the bars is ``flat`` and called out
+(:func:`flat_warning`).
 
 :func:`backtest_run` does it for a run directory's latest checkpoint and writes
 ``RUN_DIR/backtest_<split>/``::
 
-    metrics.json       {"agent": {...}, "buy_and_hold": {...}, "sma_crossover": {...}}; each with
-                       sharpe, sortino, max_drawdown, calmar, cvar_95, annual_return, turnover
-                       (SPEC §1.4) plus extras (see StrategyMetrics); undefined values are null
+    metrics.json       {"agent": {...}, "buy_and_hold": {...}, "vol_target_buy_and_hold": {...},
+                       "sma_crossover": {...}}; each with sharpe, sortino, max_drawdown, calmar,
+                       cvar_95, annual_return, turnover (SPEC §1.4) plus extras (market_share,
+                       mean_abs_exposure, cvar_horizon, cvar_limit, cvar_limit_met, flat, ...;
+                       see StrategyMetrics); undefined values are null
     run_info.json      dataset, split, period, checkpoint, env costs, key config
-    equity.csv         per bar: close, agent position, equity and drawdown of every strategy
+    equity.csv         per bar: close, agent position (exposure) and signal, equity and drawdown
+                       of every strategy
     critic.csv         per decision bar: critic-predicted return-to-go quantiles, VaR/CVaR, realised
     report.html        one self-contained page (plots embedded)
     equity.png  position.png  returns.png  critic.png
@@ -41,12 +54,15 @@ from riskppo.envs.factory import SPLIT_PARTS, make_trading_env
 from riskppo.envs.registration import TRADING_ID
 from riskppo.envs.trading import TradingEnv
 from riskppo.evaluation.baselines import (
+    Policy,
     buy_and_hold_policy,
+    flat_frame,
     run_policy,
     sma_crossover_policy,
     strategy_frame,
 )
 from riskppo.evaluation.metrics import (
+    FLAT_MARKET_SHARE,
     MetricValue,
     StrategyMetrics,
     dumps_metrics,
@@ -64,9 +80,17 @@ __all__ = [
     "backtest",
     "backtest_run",
     "cmd_backtest",
+    "flat_strategies",
+    "flat_warning",
 ]
 
-STRATEGIES: tuple[str, ...] = ("agent", "buy_and_hold", "sma_crossover")
+STRATEGIES: tuple[str, ...] = ("agent", "buy_and_hold", "vol_target_buy_and_hold", "sma_crossover")
+# the sizing each baseline runs with, whatever the agent's config says
+BASELINE_SIZING: dict[str, str] = {
+    "buy_and_hold": "none",
+    "vol_target_buy_and_hold": "vol_target",
+    "sma_crossover": "none",
+}
 CRITIC_LEVELS: tuple[float, ...] = (0.05, 0.25, 0.5, 0.75, 0.95)
 
 
@@ -90,7 +114,7 @@ class BacktestResult:
             ``Σ_k γ^k r_{t+k}``, bootstrapped at the period end with the critic's mean.
         cvar_alpha: the run's ``risk.cvar_alpha``.
         gamma: the run's discount ``ppo.gamma`` (the critic's horizon).
-        env_settings: fee, borrow rate, positions, ... of the env all strategies ran in.
+        env_settings: fee, borrow rate, positions, sizing, ... of the envs the strategies ran in.
         config: the model's config.
         num_timesteps: environment steps the agent was trained for.
         sma: SMA-crossover parameters used.
@@ -110,6 +134,7 @@ class BacktestResult:
     config: Config
     num_timesteps: int
     sma: dict[str, Any] = field(default_factory=dict)
+    flat_threshold: float = FLAT_MARKET_SHARE
 
     def metrics_dict(self) -> dict[str, dict[str, MetricValue]]:
         """``{strategy: metrics.to_dict()}`` — the content of ``metrics.json``."""
@@ -120,7 +145,12 @@ class BacktestResult:
         equity and drawdown of each strategy — the content of ``equity.csv``."""
         agent = self.frames["agent"]
         out = pd.DataFrame(
-            {"close": agent["close"], "agent_position": agent["position"]}, index=agent.index
+            {
+                "close": agent["close"],
+                "agent_position": agent["position"],
+                "agent_signal": agent["signal"],
+            },
+            index=agent.index,
         )
         for name in STRATEGIES:
             out[f"{name}_equity"] = self.frames[name]["equity"]
@@ -153,7 +183,13 @@ class BacktestResult:
                 "n_quantiles": cfg.critic.n_quantiles,
                 "n_atoms": cfg.critic.n_atoms,
             },
-            "risk": {"cvar_alpha": cfg.risk.cvar_alpha, "cvar_limit": cfg.risk.cvar_limit},
+            "risk": {
+                "cvar_alpha": cfg.risk.cvar_alpha,
+                "cvar_horizon": self.metrics["agent"].cvar_horizon_bars,
+                "cvar_limit": cfg.risk.cvar_limit,
+            },
+            "flat_market_share": self.flat_threshold,
+            "flat": flat_strategies(self),
             "gamma": self.gamma,
             "sma": self.sma,
         }
@@ -180,11 +216,14 @@ def backtest(
     sma_slow: int = 50,
     sma_allow_short: bool = False,
     agent: Any = None,
+    flat_threshold: float = FLAT_MARKET_SHARE,
 ) -> BacktestResult:
-    """Backtest ``model`` on ``part`` of its data split against buy-and-hold and SMA crossover.
+    """Backtest ``model`` on ``part`` of its data split against buy-and-hold, vol-targeted
+    buy-and-hold and SMA crossover.
 
     ``agent`` (default: ``model``) is what acts: anything with ``model.predict``'s signature,
-    e.g. the model under an observation attack (R-ADV).
+    e.g. the model under an observation attack (R-ADV). A strategy in the market on fewer than
+    ``flat_threshold`` of the bars is marked ``flat``.
 
     The agent acts deterministically from the first decision bar of the period to its end (one
     env, recurrent state carried, observation normalisation frozen at the model's statistics).
@@ -197,24 +236,27 @@ def backtest(
     if part not in SPLIT_PARTS:
         raise ValueError(f"part must be one of {SPLIT_PARTS}, got {part!r}")
     factory = _eval_env_factory(cfg, part)
-    env = factory(**cfg.env.kwargs)  # baselines: the same env, without observation normalisation
+    env = factory(**cfg.env.kwargs)  # the agent's env, without observation normalisation
     close = env.df["close"]
     agent_frame, obs_seq, bootstrap = _run_agent(model, factory, part, close, agent or model)
-    policies = {
+    first_bar, last_bar = env.trading_range
+    policies: dict[str, Policy] = {
         "buy_and_hold": buy_and_hold_policy(),
+        "vol_target_buy_and_hold": buy_and_hold_policy(),
         "sma_crossover": sma_crossover_policy(
             close, sma_fast, sma_slow, allow_short=sma_allow_short
         ),
     }
     frames = {"agent": agent_frame}
-    frames.update({name: run_policy(env, policy) for name, policy in policies.items()})
+    baseline_envs = {s: factory(**_with_sizing(cfg.env.kwargs, s)) for s in ("none", "vol_target")}
+    for name, policy in policies.items():
+        frames[name] = _run_baseline(baseline_envs[BASELINE_SIZING[name]], policy, first_bar)
     for name, frame in frames.items():
         if not frame.index.equals(agent_frame.index):
             raise RuntimeError(  # e.g. the agent was ruined (ruin_equity) and stopped early
                 f"{name} ran over bars {frame.index[0]}..{frame.index[-1]} but the agent over "
                 f"{agent_frame.index[0]}..{agent_frame.index[-1]}"
             )
-    first_bar, last_bar = env.trading_range
     start = pd.Timestamp(env.df.index[first_bar])
     decision_index = pd.DatetimeIndex([start, *agent_frame.index[:-1]], name="timestamp")
     critic = _critic_forecast(
@@ -227,9 +269,18 @@ def backtest(
     )
     bpy = env.bars_per_year
     metrics = {
-        name: strategy_metrics(f["log_return"], f["position"], bars_per_year=bpy)
+        name: strategy_metrics(
+            f["log_return"],
+            f["position"],
+            bars_per_year=bpy,
+            cvar_alpha=cfg.risk.cvar_alpha,
+            cvar_horizon=cfg.risk.cvar_horizon,
+            cvar_limit=cfg.risk.cvar_limit,
+            flat_threshold=flat_threshold,
+        )
         for name, f in frames.items()
     }
+    sized = baseline_envs["vol_target"]
     return BacktestResult(
         part=part,
         dataset=cfg.data.dataset or Path(cfg.data.path or "data").name,
@@ -248,11 +299,75 @@ def backtest(
             "window": env.window,
             "reward_scale": env.reward_scale,
             "bars_per_year": bpy,
+            "agent_sizing": env.sizing,
+            "vol_target": sized.vol_target,
+            "vol_span": sized.vol_span,
+            "max_leverage": sized.max_leverage,
             "start_close": float(close.iloc[first_bar]),
         },
         config=cfg,
         num_timesteps=int(model.num_timesteps),
         sma={"fast": sma_fast, "slow": sma_slow, "allow_short": sma_allow_short},
+        flat_threshold=flat_threshold,
+    )
+
+
+def _with_sizing(kwargs: dict[str, Any], sizing: str) -> dict[str, Any]:
+    """The agent's env kwargs with ``sizing`` instead of its own (vol_target / vol_span /
+    max_leverage stay: the config's values, or the env's defaults where it has none)."""
+    return {**kwargs, "sizing": sizing}
+
+
+def _run_baseline(env: TradingEnv, policy: Policy, first_bar: int) -> pd.DataFrame:
+    """Run ``policy`` from the agent's first decision bar ``first_bar`` to the period end.
+
+    An env that cannot decide at ``first_bar`` yet (vol sizing needs ``vol_span`` bars of
+    history: only possible at the very start of the data) starts at its first decision bar and
+    is flat — no position, no return — on the bars before."""
+    own_first = env.trading_range[0]
+    start = max(first_bar, own_first)
+    frame = run_policy(env, policy, options={"start": start})
+    if start > first_bar:
+        frame = pd.concat([flat_frame(env.df["close"], np.arange(first_bar + 1, start + 1)), frame])
+    return frame
+
+
+def flat_strategies(result: BacktestResult) -> list[str]:
+    """Names of the strategies that were flat/near-flat (market share below the threshold)."""
+    return [name for name in STRATEGIES if result.metrics[name].flat]
+
+
+def flat_warning(
+    metrics: dict[str, dict[str, MetricValue]] | BacktestResult,
+    *,
+    split: str | None = None,
+    threshold: float = FLAT_MARKET_SHARE,
+) -> str | None:
+    """One line calling out the flat/near-flat strategies of a backtest, or ``None``.
+
+    ``metrics`` is a :class:`BacktestResult` or a parsed ``metrics.json``.
+    """
+    if isinstance(metrics, BacktestResult):
+        split = split or metrics.part
+        threshold = metrics.flat_threshold
+        metrics = metrics.metrics_dict()
+    flat = [
+        (name, entry.get("market_share")) for name, entry in metrics.items() if entry.get("flat")
+    ]
+    if not flat:
+        return None
+    from riskppo.evaluation.report import STRATEGY_LABELS
+
+    parts = [
+        f"{STRATEGY_LABELS.get(name, name)} in the market on "
+        f"{0.0 if share is None else float(share):.1%} of bars"
+        for name, share in flat
+    ]
+    where = f" on the {split} split" if split else ""
+    return (
+        f"WARNING: flat/near-flat{where} (in the market on < {threshold:.0%} of bars): "
+        + "; ".join(parts)
+        + " — its risk figures describe holding (almost) nothing, not risk control"
     )
 
 
@@ -408,6 +523,9 @@ def cmd_backtest(args: argparse.Namespace) -> int:
         print(f"riskppo backtest: {exc}", file=sys.stderr)
         return 2
     print_metrics_table(art.result)
+    warning = flat_warning(art.result)
+    if warning:
+        print(f"riskppo backtest: {warning}")
     print(f"report: {art.report}")
     return 0
 
@@ -417,7 +535,7 @@ def print_metrics_table(result: BacktestResult) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from riskppo.evaluation.report import METRIC_ROWS, STRATEGY_LABELS, format_value
+    from riskppo.evaluation.report import STRATEGY_LABELS, format_value, metric_rows
 
     r = result
     table = Table(
@@ -426,8 +544,9 @@ def print_metrics_table(result: BacktestResult) -> None:
     )
     table.add_column("metric")
     for name in STRATEGIES:
-        table.add_column(STRATEGY_LABELS[name], justify="right")
+        flat = " (FLAT)" if r.metrics[name].flat else ""
+        table.add_column(STRATEGY_LABELS[name] + flat, justify="right")
     metrics = r.metrics_dict()
-    for row in METRIC_ROWS:
+    for row in metric_rows(r):
         table.add_row(row.label, *(format_value(metrics[s][row.key], row.fmt) for s in STRATEGIES))
     Console(soft_wrap=True).print(table)

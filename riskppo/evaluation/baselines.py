@@ -8,7 +8,11 @@ apples to apples. On an env with discrete positions the target is mapped to the 
 position (ties: the first in the env's list); on a continuous env it is clipped to ``[-1, 1]``.
 
 * :func:`buy_and_hold_policy` — long (target 1) from the first decision bar on; it pays the fee
-  of entering once.
+  of entering once. Run through an env with ``sizing="none"`` it holds one full unit
+  (``buy_and_hold``); through an env with ``sizing="vol_target"`` the 1 is a signal and the
+  exposure is ``min(vol_target / σ̂_t, max_leverage)`` (``vol_target_buy_and_hold``), which pays
+  fees on every rebalance. The backtest picks the sizing of each baseline itself, whatever the
+  agent's config says.
 * :func:`sma_crossover_policy` — long when the fast simple moving average of the close is above
   the slow one, else flat (or short with ``allow_short``). Causal: the target decided at bar
   ``t`` uses closes ``<= t`` only; before the slow average has ``slow`` closes it is flat.
@@ -28,6 +32,7 @@ __all__ = [
     "BASELINES",
     "Policy",
     "buy_and_hold_policy",
+    "flat_frame",
     "nearest_action",
     "run_policy",
     "sma_crossover_policy",
@@ -41,6 +46,7 @@ Policy = Callable[[int], float]
 # Columns of a per-bar strategy frame (see strategy_frame).
 FRAME_COLUMNS: tuple[str, ...] = (
     "position",
+    "signal",
     "log_return",
     "gross_return",
     "costs",
@@ -108,7 +114,8 @@ def nearest_action(env: TradingEnv, target: float) -> Any:
 def run_policy(env: TradingEnv, policy: Policy, **reset_kwargs: Any) -> pd.DataFrame:
     """Run ``policy`` for one episode of ``env`` (reset first); its per-bar strategy frame.
 
-    With an evaluation env (``random_start=False``) the episode covers the whole trading range.
+    With an evaluation env (``random_start=False``) the episode covers the whole trading range;
+    ``options={"start": bar}`` starts it at another decision bar.
     """
     _, info = env.reset(**reset_kwargs)
     infos: list[dict[str, Any]] = []
@@ -127,7 +134,9 @@ def strategy_frame(infos: list[dict[str, Any]], close: pd.Series) -> pd.DataFram
     Indexed by the timestamp of the bar at which each step's return is realised (the bar observed
     after the step, ``info["timestamp"]``); columns :data:`FRAME_COLUMNS`:
 
-    * ``position`` — position held over the bar (decided at the previous close);
+    * ``position`` — position (exposure, after any volatility sizing) held over the bar,
+      decided at the previous close;
+    * ``signal`` — the action's target before sizing (equal to ``position`` without sizing);
     * ``log_return`` — net log return ``gross_return - costs`` (unscaled, so ``reward_scale``
       cannot distort it; ``exp(cumsum)`` is the equity);
     * ``gross_return``, ``costs`` — its parts; ``equity``, ``drawdown`` — as the env reports them;
@@ -143,9 +152,14 @@ def strategy_frame(infos: list[dict[str, Any]], close: pd.Series) -> pd.DataFram
         return np.fromiter((float(i[key]) for i in infos), dtype=np.float64, count=len(infos))
 
     gross, costs = col("gross_return"), col("costs")
+    position = col("position")
+    signal = (
+        col("signal") if all("signal" in i for i in infos) else position.copy()
+    )  # infos of older envs lack it
     return pd.DataFrame(
         {
-            "position": col("position"),
+            "position": position,
+            "signal": signal,
             "log_return": gross - costs,
             "gross_return": gross,
             "costs": costs,
@@ -154,6 +168,27 @@ def strategy_frame(infos: list[dict[str, Any]], close: pd.Series) -> pd.DataFram
             "close": np.asarray(close, dtype=np.float64)[bars],
         },
         index=index,
+    )
+
+
+def flat_frame(close: pd.Series, bars: np.ndarray | list[int]) -> pd.DataFrame:
+    """A strategy frame of holding nothing over ``bars`` (positions in ``close``'s frame; each row
+    is realised at that bar): position, signal and returns 0, equity 1, no drawdown. Pads a
+    baseline that cannot trade yet (e.g. sizing warm-up) to the agent's bars."""
+    idx = np.asarray(bars, dtype=np.int64)
+    zeros = np.zeros(len(idx))
+    return pd.DataFrame(
+        {
+            "position": zeros,
+            "signal": zeros,
+            "log_return": zeros,
+            "gross_return": zeros,
+            "costs": zeros,
+            "equity": np.ones(len(idx)),
+            "drawdown": zeros,
+            "close": np.asarray(close, dtype=np.float64)[idx],
+        },
+        index=pd.DatetimeIndex(close.index[idx], name="timestamp"),
     )
 
 

@@ -8,6 +8,12 @@ returns, so ``r = exp(log_return) - 1`` is what it sees; every annualised quanti
 Undefined values (a Sharpe ratio of a series with zero volatility, a Calmar ratio without a
 drawdown, a hit rate without a single bar in the market, ...) are ``None`` — ``null`` in JSON —
 never NaN or ±inf; :meth:`StrategyMetrics.to_dict` and :func:`dumps_metrics` guarantee it.
+
+Besides the return statistics every strategy carries how much it was **in the market**
+(``market_share``, ``mean_abs_exposure``) and the risk constraint's own figure, the CVaR of its
+``cvar_horizon``-bar log returns next to the limit. A strategy in the market on fewer than
+:data:`FLAT_MARKET_SHARE` of the bars is ``flat``: its risk figures describe holding (almost)
+nothing, so the report never calls them "best" (R-TRADE-3).
 """
 
 from __future__ import annotations
@@ -22,15 +28,31 @@ from typing import Any
 import empyrical
 import numpy as np
 import pandas as pd
+import torch
+
+from riskppo.core.risk import empirical_cvar
 
 __all__ = [
+    "DEFAULT_CVAR_HORIZON",
+    "EXPOSURE_EPS",
+    "FLAT_MARKET_SHARE",
     "METRIC_KEYS",
     "SPEC_METRIC_KEYS",
     "StrategyMetrics",
     "aggregate_metrics",
     "dumps_metrics",
+    "horizon_cvar",
     "strategy_metrics",
 ]
+
+EXPOSURE_EPS = 1e-6
+"""A bar is *in the market* when the exposure held over it has ``|exposure| > EXPOSURE_EPS``."""
+
+FLAT_MARKET_SHARE = 0.05
+"""A strategy in the market on fewer than this share of bars is flat/near-flat (``flat: true``)."""
+
+DEFAULT_CVAR_HORIZON = 20
+"""Bars per window of the horizon CVaR when the config's ``risk.cvar_horizon`` is None."""
 
 # Keys every strategy entry of metrics.json carries (SPEC §1.4); the rest are extras.
 SPEC_METRIC_KEYS: tuple[str, ...] = (
@@ -67,11 +89,23 @@ class StrategyMetrics:
         turnover: **annualised** turnover, ``mean_t |p_t - p_{t-1}| × bars_per_year`` with
             ``p_{-1} = 0`` (the strategy starts flat, so entering counts): the number of full
             position changes per year (a round trip flat→long→flat is 2).
-        hit_rate: fraction of bars with a positive net return among the bars with a non-zero
-            position; ``None`` if the strategy never held a position.
+        hit_rate: fraction of bars with a positive net return among the bars in the market
+            (``|position| > EXPOSURE_EPS``); ``None`` if the strategy never held a position.
         n_bars: number of bars (returns) in the period.
         final_equity: ``exp(Σ log returns)``, equity at the end starting from 1.
         total_return: ``final_equity - 1``.
+        market_share: share of bars in the market, ``|position| > EXPOSURE_EPS`` (the position
+            is the exposure actually held, after any volatility sizing).
+        mean_abs_exposure: mean ``|position|`` over all bars.
+        cvar_horizon: the constraint's own figure: empirical lower-tail CVaR at ``cvar_alpha``
+            of the sums of net log returns over all overlapping ``cvar_horizon_bars``-bar windows
+            (:func:`horizon_cvar`); ``None`` with fewer bars than one window.
+        cvar_horizon_bars: the window length used.
+        cvar_alpha: the tail level used.
+        cvar_limit: the limit ``cvar_horizon`` is held against (``risk.cvar_limit``), or ``None``.
+        cvar_limit_met: ``cvar_horizon >= cvar_limit``; ``None`` without a limit (or a figure).
+        flat: ``market_share < flat_threshold`` (default :data:`FLAT_MARKET_SHARE`): the strategy
+            (almost) never held a position.
 
     Every float field is ``None`` where the quantity is undefined (see the module docstring).
     """
@@ -89,9 +123,18 @@ class StrategyMetrics:
     n_bars: int
     final_equity: float | None
     total_return: float | None
+    market_share: float | None = None
+    mean_abs_exposure: float | None = None
+    cvar_horizon: float | None = None
+    cvar_horizon_bars: int = DEFAULT_CVAR_HORIZON
+    cvar_alpha: float = 0.05
+    cvar_limit: float | None = None
+    cvar_limit_met: bool | None = None
+    flat: bool = False
 
     def to_dict(self) -> dict[str, MetricValue]:
-        """Plain JSON-ready dict: SPEC keys first, then the extras; non-finite values → None."""
+        """Plain JSON-ready dict: SPEC keys first, then the extras; non-finite values → None
+        (ints and booleans stay as they are)."""
         values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         ordered = {k: values.pop(k) for k in SPEC_METRIC_KEYS}
         ordered.update(values)
@@ -105,22 +148,56 @@ METRIC_KEYS: tuple[str, ...] = (
 )
 
 
+def horizon_cvar(
+    log_returns: np.ndarray | Sequence[float], alpha: float, horizon: int
+) -> float | None:
+    """Empirical CVaR_α of the ``horizon``-bar log returns: the mean of the worst ``α`` fraction
+    (a partially covered sample counted with its covered fraction) of the ``n - horizon + 1``
+    sums ``Σ_{k<horizon} r_{t+k}`` over all overlapping windows
+    (:func:`riskppo.core.empirical_cvar`).
+
+    ``None`` when there are fewer than ``horizon`` returns.
+    """
+    if not (isinstance(horizon, int | np.integer) and horizon >= 1):
+        raise ValueError(f"horizon={horizon!r} must be an int >= 1")
+    r = np.asarray(log_returns, dtype=np.float64)
+    if len(r) < horizon:
+        return None
+    cs = np.concatenate(([0.0], np.cumsum(r)))
+    sums = cs[horizon:] - cs[:-horizon]
+    cvar, _ = empirical_cvar(torch.from_numpy(sums), float(alpha))
+    return _finite_or_none(cvar.item())
+
+
 def strategy_metrics(
-    log_returns: pd.Series, positions: pd.Series, *, bars_per_year: float
+    log_returns: pd.Series,
+    positions: pd.Series,
+    *,
+    bars_per_year: float,
+    cvar_alpha: float = 0.05,
+    cvar_horizon: int | None = None,
+    cvar_limit: float | None = None,
+    flat_threshold: float = FLAT_MARKET_SHARE,
 ) -> StrategyMetrics:
     """Metrics of a strategy from its per-bar net log returns and positions (see the class).
 
     Args:
         log_returns: ``[n]`` net log return of each bar (after costs), indexed by timestamp.
-        positions: ``[n]`` position held over each bar (the one that earned that bar's return),
-            same index as ``log_returns``.
+        positions: ``[n]`` position (exposure) held over each bar (the one that earned that bar's
+            return), same index as ``log_returns``.
         bars_per_year: bars in a year, for annualisation (``> 0``).
+        cvar_alpha: tail level of the horizon CVaR (``risk.cvar_alpha``).
+        cvar_horizon: bars per window of the horizon CVaR (``risk.cvar_horizon``; ``None``:
+            :data:`DEFAULT_CVAR_HORIZON`).
+        cvar_limit: the limit the horizon CVaR is held against (``risk.cvar_limit``), or None.
+        flat_threshold: market share below which the strategy is ``flat``.
 
     Raises:
         ValueError: on mismatched lengths/indexes, non-finite inputs or ``bars_per_year <= 0``.
     """
     if not (math.isfinite(bars_per_year) and bars_per_year > 0):
         raise ValueError(f"bars_per_year={bars_per_year!r} must be finite and > 0")
+    horizon = DEFAULT_CVAR_HORIZON if cvar_horizon is None else int(cvar_horizon)
     lr = _as_array(log_returns, "log_returns")
     pos = _as_array(positions, "positions")
     if lr.shape != pos.shape:
@@ -137,7 +214,10 @@ def strategy_metrics(
     simple = np.expm1(lr)
     ann = float(bars_per_year)
     dpos = np.abs(np.diff(pos, prepend=0.0))
-    in_market = pos != 0.0
+    in_market = np.abs(pos) > EXPOSURE_EPS
+    share = float(in_market.mean()) if n else None
+    hcvar = horizon_cvar(lr, cvar_alpha, horizon)
+    limit_met = None if cvar_limit is None or hcvar is None else bool(hcvar >= cvar_limit)
 
     def metric(fn: Any, *args: Any, **kwargs: Any) -> float | None:
         if n == 0:
@@ -160,6 +240,14 @@ def strategy_metrics(
         n_bars=int(n),
         final_equity=_finite_or_none(math.exp(log_total)) if n else 1.0,
         total_return=_finite_or_none(math.expm1(log_total)) if n else 0.0,
+        market_share=share,
+        mean_abs_exposure=_finite_or_none(np.abs(pos).mean()) if n else None,
+        cvar_horizon=hcvar,
+        cvar_horizon_bars=horizon,
+        cvar_alpha=float(cvar_alpha),
+        cvar_limit=None if cvar_limit is None else float(cvar_limit),
+        cvar_limit_met=limit_met,
+        flat=share is None or share < flat_threshold,
     )
 
 

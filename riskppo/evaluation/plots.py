@@ -1,4 +1,4 @@
-"""Backtest plots (matplotlib, PNG): equity with drawdown, positions, return distribution, critic.
+"""Backtest plots (matplotlib, PNG): equity with drawdown, exposure, return distribution, critic.
 
 Figures are built as :class:`matplotlib.figure.Figure` objects rendered by the Agg canvas —
 ``pyplot`` is never imported, so no global matplotlib state (backend, rcParams, open figures)
@@ -37,6 +37,7 @@ __all__ = [
 COLORS: dict[str, str] = {
     "agent": "#1f5fbf",
     "buy_and_hold": "#7a7a7a",
+    "vol_target_buy_and_hold": "#7b4fa0",
     "sma_crossover": "#e07b00",
 }
 _RED, _GREEN = "#c0392b", "#2e8b57"
@@ -46,7 +47,10 @@ _DPI = 110
 def _label(result: BacktestResult, name: str) -> str:
     if name == "sma_crossover":
         return f"SMA crossover ({result.sma.get('fast', 20)}/{result.sma.get('slow', 50)})"
-    return {"agent": "Agent", "buy_and_hold": "Buy & hold"}[name]
+    if name == "vol_target_buy_and_hold":
+        vt = result.env_settings.get("vol_target")
+        return f"Vol-targeted B&H ({vt:.0%}/yr)" if vt is not None else "Vol-targeted B&H"
+    return {"agent": "Agent", "buy_and_hold": "Buy & hold"}.get(name, name)
 
 
 def _new_figure(width: float, height: float) -> Figure:
@@ -89,8 +93,9 @@ def plot_equity(result: BacktestResult) -> Figure:
         eq = _with_start(result, frame["equity"], 1.0)
         dd = _with_start(result, -frame["drawdown"], 0.0)
         lw = 2.0 if name == "agent" else 1.4
-        ax.plot(eq.index, eq.to_numpy(), color=COLORS[name], lw=lw, label=_label(result, name))
-        ax_dd.plot(dd.index, dd.to_numpy(), color=COLORS[name], lw=1.1)
+        color = COLORS.get(name, "#333333")
+        ax.plot(eq.index, eq.to_numpy(), color=color, lw=lw, label=_label(result, name))
+        ax_dd.plot(dd.index, dd.to_numpy(), color=color, lw=1.1)
         if name == "agent":
             ax_dd.fill_between(dd.index, dd.to_numpy(), 0.0, color=COLORS[name], alpha=0.15)
     ax.axhline(1.0, color="#444444", lw=0.8, ls=":")
@@ -107,10 +112,13 @@ def plot_equity(result: BacktestResult) -> Figure:
 
 
 def plot_positions(result: BacktestResult) -> Figure:
-    """The price with the agent's long/short periods shaded, and its position over time."""
+    """The price with the agent's long/short periods shaded, and its exposure over time (the
+    position actually held, after any volatility sizing), with the vol-targeted buy-and-hold
+    exposure for reference; the title gives the agent's market share."""
     agent = result.frames["agent"]
     close = _with_start(result, agent["close"], float(result.env_settings["start_close"]))
     pos = agent["position"].to_numpy()
+    m = result.metrics["agent"]
     fig = _new_figure(10, 5.6)
     ax, ax_pos = fig.subplots(2, 1, sharex=True, height_ratios=[2.2, 1])
     ax.plot(close.index, close.to_numpy(), color="#222222", lw=1.2, label="Close")
@@ -132,20 +140,42 @@ def plot_positions(result: BacktestResult) -> Figure:
                 label=text,
             )
     ax.set_ylabel("Price")
-    ax.set_title(f"Agent position over time\n{_subtitle(result)}", fontsize=11, loc="left")
+    share = m.market_share if m.market_share is not None else 0.0
+    flat = " — FLAT/NEAR-FLAT" if m.flat else ""
+    ax.set_title(
+        f"Agent exposure over time · in the market on {share:.0%} of bars, "
+        f"mean |exposure| {m.mean_abs_exposure or 0.0:.2f}{flat}\n{_subtitle(result)}",
+        fontsize=11,
+        loc="left",
+    )
     ax.legend(loc="best", frameon=False)
     xs = close.index
     ps = np.concatenate(([0.0], pos))
-    ax_pos.step(xs, ps, where="pre", color=COLORS["agent"], lw=1.4)
+    ax_pos.step(xs, ps, where="pre", color=COLORS["agent"], lw=1.4, label="Agent exposure")
     ax_pos.fill_between(xs, ps, 0.0, step="pre", color=COLORS["agent"], alpha=0.15, lw=0)
+    ref = result.frames.get("vol_target_buy_and_hold")
+    if ref is not None:
+        rs = np.concatenate(([0.0], ref["position"].to_numpy()))
+        ax_pos.step(
+            xs,
+            rs,
+            where="pre",
+            color=COLORS["vol_target_buy_and_hold"],
+            lw=1.0,
+            ls="--",
+            label=_label(result, "vol_target_buy_and_hold"),
+        )
+        ps = np.concatenate([ps, rs])
+    ax_pos.legend(loc="best", frameon=False, fontsize=8)
     allowed = result.env_settings.get("positions")
-    if isinstance(allowed, list) and allowed:
+    sized = result.env_settings.get("agent_sizing", "none") != "none"
+    if isinstance(allowed, list) and allowed and not sized:
         names = {-1.0: "short", 0.0: "flat", 1.0: "long"}
         ax_pos.set_yticks(allowed)
         ax_pos.set_yticklabels([f"{names[p]} ({p:g})" if p in names else f"{p:g}" for p in allowed])
     lo, hi = min(-1.0, float(ps.min())), max(1.0, float(ps.max()))
     ax_pos.set_ylim(lo - 0.15, hi + 0.15)
-    ax_pos.set_ylabel("Position")
+    ax_pos.set_ylabel("Exposure")
     ax_pos.set_xlabel("Date")
     for a in (ax, ax_pos):
         _style(a)
@@ -178,7 +208,7 @@ def plot_return_distribution(result: BacktestResult) -> Figure:
         ax.axvline(m.var_95, color=_RED, ls="--", lw=1.5, label=f"Agent VaR 95%: {m.var_95:.2%}")
     if m.cvar_95 is not None:
         ax.axvline(m.cvar_95, color=_RED, lw=2.0, label=f"Agent CVaR 95%: {m.cvar_95:.2%}")
-    flat = float(np.mean(result.frames["agent"]["position"].to_numpy() == 0.0))
+    flat = 1.0 - (m.market_share if m.market_share is not None else 0.0)
     ax.xaxis.set_major_formatter(PercentFormatter(1.0, decimals=1))
     ax.set_xlabel("Net return per bar (after costs)")
     ax.set_ylabel("Number of bars")

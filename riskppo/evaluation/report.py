@@ -1,6 +1,11 @@
 """The backtest report: one self-contained HTML file (inline CSS, PNGs as base64 data URIs).
 
 No external assets, fonts or JavaScript: the file can be mailed, archived or opened offline.
+
+A strategy that was flat or near-flat (in the market on fewer than the backtest's
+``flat_threshold`` of the bars) is called out in a plain-text warning box at the top, and no row
+of the metrics table ever marks it "best": holding nothing has no drawdown and no tail, which is
+not risk control (R-TRADE-3).
 """
 
 from __future__ import annotations
@@ -20,12 +25,14 @@ __all__ = [
     "METRIC_ROWS",
     "STRATEGY_LABELS",
     "MetricRow",
+    "best_of_row",
     "format_value",
+    "metric_rows",
     "render_report",
     "write_report",
 ]
 
-Fmt = Literal["pct", "pct2", "ratio", "num1", "num3", "int"]
+Fmt = Literal["pct", "pct2", "ratio", "num1", "num3", "int", "limit"]
 
 
 class MetricRow(NamedTuple):
@@ -49,13 +56,26 @@ METRIC_ROWS: tuple[MetricRow, ...] = (
     MetricRow("cvar_95", "CVaR 95% (per bar)", "pct2", "higher", "mean of the worst 5% of bars"),
     MetricRow("var_95", "VaR 95% (per bar)", "pct2", "higher", "5% quantile of bar returns"),
     MetricRow("hit_rate", "Hit rate", "pct", "higher", "positive bars / bars in the market"),
-    MetricRow("turnover", "Turnover (per year)", "num1", None, "Σ|Δposition| per year"),
+    MetricRow("market_share", "In the market", "pct", None, "share of bars with a position"),
+    MetricRow(
+        "mean_abs_exposure", "Mean |exposure|", "num3", None, "mean |position| over all bars"
+    ),
+    MetricRow(
+        "cvar_horizon",
+        "Horizon CVaR (log)",
+        "pct2",
+        "higher",
+        "mean of the worst α of overlapping multi-bar log returns",
+    ),
+    MetricRow("cvar_limit_met", "CVaR limit", "limit", None, "horizon CVaR ≥ risk.cvar_limit"),
+    MetricRow("turnover", "Turnover (per year)", "num1", None, "Σ|Δexposure| per year"),
     MetricRow("n_bars", "Bars", "int", None, "bars in the period"),
 )
 
 STRATEGY_LABELS: dict[str, str] = {
     "agent": "Agent",
     "buy_and_hold": "Buy & hold",
+    "vol_target_buy_and_hold": "Vol-targeted B&H",
     "sma_crossover": "SMA crossover",
 }
 
@@ -66,9 +86,11 @@ _PLOT_CAPTIONS: dict[str, tuple[str, str]] = {
         "borrow costs; below, the drawdown from the running peak.",
     ),
     "position": (
-        "Agent positions",
+        "Agent exposure",
         "Close price with the bars the agent held long (green) or short (red), and its "
-        "position over time. A position decided at a close is held until the next close.",
+        "exposure (the position actually held, after any volatility sizing) over time, with the "
+        "vol-targeted buy-and-hold exposure for reference. A position decided at a close is held "
+        "until the next close.",
     ),
     "returns": (
         "Distribution of per-bar returns",
@@ -86,9 +108,12 @@ _PLOT_CAPTIONS: dict[str, tuple[str, str]] = {
 
 
 def format_value(value: float | int | None, fmt: Fmt) -> str:
-    """Human-readable metric value; ``—`` for undefined (``None``/non-finite)."""
+    """Human-readable metric value; ``—`` for undefined (``None``/non-finite); ``limit``:
+    ``met`` / ``violated`` (``—``: no limit)."""
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "—"
+    if fmt == "limit":
+        return "met" if value else "violated"
     if fmt == "pct":
         return f"{value:.1%}"
     if fmt == "pct2":
@@ -102,9 +127,38 @@ def format_value(value: float | int | None, fmt: Fmt) -> str:
     return f"{int(value):d}"
 
 
-def _best(values: list[float | int | None], better: str | None) -> set[int]:
-    """Indexes of the best value(s) of a row; none if fewer than two are defined or all tie."""
-    defined = [(i, float(v)) for i, v in enumerate(values) if v is not None and math.isfinite(v)]
+def metric_rows(result: BacktestResult) -> tuple[MetricRow, ...]:
+    """:data:`METRIC_ROWS` with the horizon-CVaR rows labelled with the run's α, horizon, limit."""
+    m = result.metrics["agent"]
+    limit = m.cvar_limit
+    limit_text = "no limit" if limit is None else f"limit {limit:.2%}"
+    out = []
+    for row in METRIC_ROWS:
+        if row.key == "cvar_horizon":
+            row = row._replace(
+                label=f"CVaR {m.cvar_alpha:.0%} of {m.cvar_horizon_bars}-bar returns",
+                help=f"mean of the worst {m.cvar_alpha:.0%} of overlapping "
+                f"{m.cvar_horizon_bars}-bar log returns ({limit_text})",
+            )
+        elif row.key == "cvar_limit_met":
+            row = row._replace(
+                label=f"CVaR limit ({limit_text})",
+                help=f"{m.cvar_horizon_bars}-bar CVaR ≥ limit: met / violated",
+            )
+        out.append(row)
+    return tuple(out)
+
+
+def best_of_row(
+    values: list[float | int | None], better: str | None, eligible: list[bool] | None = None
+) -> set[int]:
+    """Indexes of the best value(s) of a row among the ``eligible`` strategies (default: all);
+    none if fewer than two eligible are defined or they all tie. The backtest report passes
+    ``eligible = not flat``: a strategy that held no position is never "best"."""
+    ok = eligible if eligible is not None else [True] * len(values)
+    defined = [
+        (i, float(v)) for i, v in enumerate(values) if ok[i] and v is not None and math.isfinite(v)
+    ]
     if better is None or len(defined) < 2:
         return set()
     pick = max if better == "higher" else min
@@ -113,16 +167,32 @@ def _best(values: list[float | int | None], better: str | None) -> set[int]:
     return set() if len(winners) == len(defined) else winners
 
 
-def _metrics_table(metrics: Mapping[str, Mapping[str, Any]], strategies: list[str]) -> str:
+def _cell_class(best: bool, fmt: Fmt, value: Any) -> str:
+    if best:
+        return " best"
+    if fmt == "limit" and value is not None:
+        return " met" if value else " violated"
+    return ""
+
+
+def _metrics_table(
+    metrics: Mapping[str, Mapping[str, Any]],
+    strategies: list[str],
+    rows_spec: tuple[MetricRow, ...] = METRIC_ROWS,
+) -> str:
+    flat = [bool(metrics[s].get("flat")) or not metrics[s].get("market_share") for s in strategies]
     head = "".join(
-        f'<th class="num">{html.escape(STRATEGY_LABELS.get(s, s))}</th>' for s in strategies
+        f'<th class="num">{html.escape(STRATEGY_LABELS.get(s, s))}'
+        + ('<span class="flat-tag">flat</span>' if f else "")
+        + "</th>"
+        for s, f in zip(strategies, flat, strict=True)
     )
     rows = []
-    for row in METRIC_ROWS:
+    for row in rows_spec:
         values = [metrics[s].get(row.key) for s in strategies]
-        best = _best(values, row.better)
+        best = best_of_row(values, row.better, [not f for f in flat])
         cells = "".join(
-            f'<td class="num{" best" if i in best else ""}"'
+            f'<td class="num{_cell_class(i in best, row.fmt, v)}"'
             + (' title="undefined (e.g. zero volatility or no drawdown)"' if v is None else "")
             + f">{html.escape(format_value(v, row.fmt))}</td>"
             for i, v in enumerate(values)
@@ -155,6 +225,7 @@ def _config_items(result: BacktestResult, info: Mapping[str, Any]) -> list[tuple
     elif cfg.critic.kind == "categorical":
         critic += f", {cfg.critic.n_atoms} atoms"
     limit = cfg.risk.cvar_limit
+    horizon = result.metrics["agent"].cvar_horizon_bars
     positions = env["positions"]
     pos_text = ", ".join(f"{p:g}" for p in positions) if isinstance(positions, list) else positions
     items = [
@@ -162,14 +233,28 @@ def _config_items(result: BacktestResult, info: Mapping[str, Any]) -> list[tuple
         ("Seed", str(cfg.seed)),
         ("Critic", critic),
         (
-            "CVaR α / limit",
-            f"{cfg.risk.cvar_alpha:g} / {'none' if limit is None else f'{limit:g}'}",
+            "CVaR α / horizon / limit",
+            f"{cfg.risk.cvar_alpha:g} / {horizon} bars / "
+            + ("none" if limit is None else f"{limit:g}"),
         ),
         ("Discount γ", f"{result.gamma:g}"),
         ("LSTM hidden size", str(cfg.policy.lstm_hidden_size)),
         ("Fee", f"{env['fee'] * 1e4:g} bp × |Δposition|"),
         ("Borrow cost (shorts)", f"{env['borrow_rate']:.2%} per year"),
         ("Positions", pos_text),
+        (
+            "Agent sizing",
+            "vol target "
+            f"{env.get('vol_target', 0.1):.0%}/yr, span {env.get('vol_span')}, "
+            f"max leverage {env.get('max_leverage', 1.0):g}"
+            if env.get("agent_sizing") == "vol_target"
+            else "none (full units)",
+        ),
+        (
+            "Vol-targeted B&H",
+            f"{env.get('vol_target', 0.1):.0%}/yr, span {env.get('vol_span')}, "
+            f"max leverage {env.get('max_leverage', 1.0):g}",
+        ),
         ("Bars per year", f"{result.bars_per_year:g}"),
         (
             "SMA baseline",
@@ -225,6 +310,12 @@ table.metrics td.num,table.metrics th.num{text-align:right}
 table.metrics tbody th{font-weight:600}
 table.metrics .hint{display:block;font-weight:400;font-size:12px;color:#8a92a3}
 table.metrics td.best{background:#e5f4ea;color:#17613a;font-weight:700}
+table.metrics td.violated{color:#a61b1b;font-weight:600}
+table.metrics td.met{color:#17613a}
+.flat-tag{display:block;font-size:11px;color:#a61b1b;text-transform:none;letter-spacing:0}
+.warning{background:#fff4e5;border:2px solid #e0a030;border-radius:10px;padding:14px 20px;
+ margin-bottom:20px;color:#5a3a00}
+.warning b{color:#8a4b00}
 table.metrics tbody tr:hover{background:#fafbfd}
 .legend{font-size:13px;color:#6b7486;margin-top:10px}
 .legend .swatch{display:inline-block;width:12px;height:12px;background:#e5f4ea;
@@ -252,6 +343,7 @@ def render_report(
     r = result
     metrics = r.metrics_dict()
     strategies = list(STRATEGIES)
+    warning = _flat_warning_box(r, metrics, strategies)
     n_bars = len(r.frames["agent"])
     title = f"Backtest — {r.dataset.upper()} · {r.part} split"
     period = f"{r.start:%Y-%m-%d} → {r.end:%Y-%m-%d}"
@@ -279,12 +371,19 @@ def render_report(
     notes = f"""
 <ul class="notes">
 <li>{_split_note(r.part)}</li>
-<li><b>Same market, same costs.</b> The agent and both baselines run through the same trading
+<li><b>Same market, same costs.</b> The agent and the baselines run through the same trading
 environment over the same bars: a position decided at the close of bar t is filled at bar t+1
 (never at the close it has just seen), pays a fee of {fee_bp:g} bp × |Δposition| and, for shorts,
 a borrow cost of {r.env_settings["borrow_rate"]:.2%} a year. All numbers are <b>after costs</b>.
 The agent acts deterministically (its most likely action); buy-and-hold pays the entry fee
-once.</li>
+once. Buy-and-hold and SMA crossover hold full unit positions; vol-targeted buy-and-hold holds
+exposure min(target vol / EWM vol, max leverage), rebalanced (and charged fees) every bar — both
+whatever sizing the agent uses.</li>
+<li><b>Exposure and the constraint.</b> "In the market" is the share of bars with a non-zero
+exposure (|exposure| &gt; 1e-6); a strategy below {r.flat_threshold:.0%} is flat/near-flat and is
+never marked best. The horizon CVaR is the constraint's own figure: the mean of the worst
+α of the log returns of all overlapping horizon-bar windows (partial sample included), held
+against the run's CVaR limit.</li>
 <li><b>Metrics</b> (computed with <code>empyrical</code> on simple per-bar returns, annualised with
 {r.bars_per_year:g} bars a year, risk-free rate 0): Sharpe = mean/std × √bars; Sortino uses the
 downside deviation below 0; max drawdown is the worst fall from a running peak (negative);
@@ -292,7 +391,8 @@ Calmar = annual return / |max drawdown|; CVaR 95% = mean of the worst 5% of per-
 (historical expected shortfall), VaR 95% its threshold; turnover = mean |Δposition| per bar ×
 bars per year (full position changes a year); hit rate = share of positive bars among bars with a
 position. <b>—</b> marks an undefined value (e.g. a Sharpe ratio with zero volatility) and is
-<code>null</code> in <code>metrics.json</code>. Green cells are the best of a row.</li>
+<code>null</code> in <code>metrics.json</code>. Green cells are the best of a row among the
+strategies that held a position.</li>
 <li><b>One run is one sample.</b> A single seed on one period says little; compare several seeds
 (and periods) before drawing conclusions.</li>
 </ul>"""
@@ -308,17 +408,51 @@ position. <b>—</b> marks an undefined value (e.g. a Sharpe ratio with zero vol
 <style>{_CSS}</style></head>
 <body><main>
 <header><h1>{html.escape(title)}</h1>
-<div class="sub">{html.escape(period)} · agent vs buy-and-hold vs SMA crossover</div>
+<div class="sub">{html.escape(period)} · agent vs buy-and-hold, vol-targeted buy-and-hold and
+SMA crossover</div>
 <div class="badges">{badges}</div></header>
-<section><h2>Metrics</h2>{_metrics_table(metrics, strategies)}
-<div class="legend"><span class="swatch"></span>best value of the row ·
-per-bar figures are simple returns of one bar · all after costs</div></section>
+{warning}<section><h2>Metrics</h2>{_metrics_table(metrics, strategies, metric_rows(r))}
+<div class="legend"><span class="swatch"></span>best value of the row among strategies that held
+a position (flat strategies never win) · per-bar figures are simple returns of one bar · all
+after costs</div></section>
 <section><h2>Run configuration</h2>{_kv_grid(_config_items(r, info))}</section>
 <section><h2>Charts</h2>{"".join(figures)}</section>
 <section><h2>How to read this</h2>{notes}</section>
 <footer>{footer}</footer>
 </main></body></html>
 """
+
+
+def _flat_warning_box(
+    result: BacktestResult, metrics: Mapping[str, Mapping[str, Any]], strategies: list[str]
+) -> str:
+    """The plain-text warning box naming the flat/near-flat strategies ("" if none)."""
+    flat = [s for s in strategies if metrics[s].get("flat")]
+    if not flat:
+        return ""
+    items = []
+    for s in flat:
+        share = metrics[s].get("market_share") or 0.0
+        exposure = metrics[s].get("mean_abs_exposure") or 0.0
+        items.append(
+            f"<li>{html.escape(STRATEGY_LABELS.get(s, s))}: in the market on {share:.1%} of "
+            f"bars, mean |exposure| {exposure:.3f}.</li>"
+        )
+    agent = "agent" in flat
+    lead = (
+        "The agent is flat or near-flat on this period: it (almost) never held a position."
+        if agent
+        else "A baseline is flat or near-flat on this period."
+    )
+    return (
+        '<div class="warning" id="flat-warning" role="alert"><p><b>Warning — flat/near-flat '
+        f"strategy.</b> {html.escape(lead)} Its low volatility, small drawdown and mild CVaR "
+        "describe holding (almost) nothing, not risk control, and its Sharpe or return says "
+        "nothing about trading skill. No row marks it best.</p>"
+        f"<ul>{''.join(items)}</ul>"
+        f"<p>Flat/near-flat: in the market on fewer than {result.flat_threshold:.0%} of the "
+        "bars.</p></div>\n"
+    )
 
 
 def write_report(

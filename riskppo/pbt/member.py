@@ -40,6 +40,11 @@ from riskppo.train.checkpoint import (
 from riskppo.train.trainer import DistributionalPPO
 
 LR = "ppo.learning_rate"
+INFEASIBLE_BASE = -1e3
+"""Score of an infeasible (or flat) trading member with zero violation; more violation is lower."""
+FEASIBLE_FLOOR = INFEASIBLE_BASE / 2
+"""Feasible scores are clipped at this floor, so every feasible member outranks every infeasible
+one even for an absurd metric value; a feasible member with an undefined metric scores it."""
 Strategy = Literal["copy", "reset"]
 # what must match between source and target for the source's tensors to mean the same thing
 _ARCHITECTURE = ("policy", "critic")
@@ -178,24 +183,108 @@ def resolve_metric(cfg: Config) -> str:
     return metric
 
 
+def constraint_violation(
+    cvar: float | None,
+    limit: float | None,
+    market_share: float | None,
+    min_market_share: float,
+) -> float:
+    """How far a trading member is from feasible (R-PBT-4); 0 means feasible.
+
+    ``max(0, (limit - cvar) / |limit|) + max(0, min_market_share - market_share)``: the CVaR
+    shortfall relative to the limit (no term without a limit; ``|limit|`` taken as 1 for a limit
+    of 0; a CVaR that could not be measured counts as a shortfall of 1) plus the missing share of
+    bars in the market (a missing share counts as 0).
+    """
+    violation = 0.0
+    if limit is not None:
+        if cvar is None or not math.isfinite(cvar):
+            violation += 1.0
+        else:
+            scale = abs(limit) if limit != 0 else 1.0
+            violation += max(0.0, (limit - cvar) / scale)
+    share = market_share if market_share is not None and math.isfinite(market_share) else 0.0
+    violation += max(0.0, min_market_share - share)
+    return violation
+
+
+def constrained_score(
+    value: float | None,
+    *,
+    cvar: float | None,
+    limit: float | None,
+    market_share: float | None,
+    min_market_share: float,
+) -> tuple[float, float]:
+    """``(score, violation)`` of a trading member for PBT ranking (R-PBT-4).
+
+    Feasible (``violation == 0``: validation horizon-CVaR ``>= limit`` or no limit, and in the
+    market on ``>= min_market_share`` of the validation bars): the metric ``value``, clipped below
+    at :data:`FEASIBLE_FLOOR` (an undefined value scores the floor). Infeasible or flat:
+    ``INFEASIBLE_BASE - violation`` (see :func:`constraint_violation`), so every infeasible member
+    ranks below every feasible one, the less violating higher. Always finite (Ray needs that).
+    """
+    violation = constraint_violation(cvar, limit, market_share, min_market_share)
+    if violation > 0.0:
+        return INFEASIBLE_BASE - min(violation, 1e6), violation
+    if value is None or not math.isfinite(value):
+        return FEASIBLE_FLOOR, 0.0
+    return max(float(value), FEASIBLE_FLOOR), 0.0
+
+
+def selection_cvar_limit(cfg: Config) -> float | None:
+    """The CVaR limit trading members are selected against: ``pbt.selection_cvar_limit``, else
+    the config's ``risk.cvar_limit`` (:func:`member_config` fixes it to the base config's)."""
+    limit = cfg.pbt.selection_cvar_limit
+    return cfg.risk.cvar_limit if limit is None else limit
+
+
 def member_score(model: DistributionalPPO, pbt: PBTConfig) -> tuple[float, dict[str, float]]:
     """The selection score on data the members do not train on (the validation period for
-    trading), and the figures it came from."""
-    metric = resolve_metric(model.config)
+    trading), and the figures it came from.
+
+    Other envs: the mean (or CVaR) of the evaluation returns. Trading: the validation backtest's
+    ``metric`` among feasible members, see :func:`constrained_score`; the CVaR limit is
+    ``pbt.selection_cvar_limit`` (else the model config's ``risk.cvar_limit``), the horizon and
+    α are the config's ``risk.cvar_horizon`` (20 if None) and ``risk.cvar_alpha``.
+    """
+    cfg = model.config
+    metric = resolve_metric(cfg)
+    details: dict[str, float] = {}
+    value: float | None = None
     if metric in ("mean_return", "cvar"):
         stats = model.evaluate(n_episodes=pbt.eval_episodes, deterministic=True, part="val")
         key = "mean" if metric == "mean_return" else "cvar"
-        return float(stats[key]), {f"val_{k}": float(v) for k, v in stats.items()}
+        value = float(stats[key])
+        details.update({f"val_{k}": float(v) for k, v in stats.items()})
+        if cfg.env.id != TRADING_ID:
+            return value, details
     from riskppo.evaluation.backtest import backtest
 
     agent = backtest(model, "val").metrics_dict()["agent"]
-    details = {f"val_{k}": float(v) for k, v in agent.items() if v is not None}
-    value = agent.get(metric)
-    if value is None or not math.isfinite(value):
-        # undefined ratio: a flat agent (no return, no risk) scores 0, anything else last
-        flat = not agent.get("annual_return")
-        return (0.0 if flat else -math.inf), details
-    return float(value), details
+    details.update({f"val_{k}": float(v) for k, v in agent.items() if v is not None})
+    if metric not in ("mean_return", "cvar"):
+        raw = agent.get(metric)
+        value = None if raw is None else float(raw)
+    limit = pbt.selection_cvar_limit
+    if limit is None:
+        limit = cfg.risk.cvar_limit
+    score, violation = constrained_score(
+        value,
+        cvar=_opt_float(agent.get("cvar_horizon")),
+        limit=limit,
+        market_share=_opt_float(agent.get("market_share")),
+        min_market_share=pbt.min_market_share,
+    )
+    if limit is not None:
+        details["selection_cvar_limit"] = float(limit)
+    details["violation"] = violation
+    details["feasible"] = float(violation == 0.0)
+    return score, details
+
+
+def _opt_float(v: Any) -> float | None:
+    return None if v is None else float(v)
 
 
 # ---- one interval of one member (the unit of work of both backends) ----------------------------
@@ -231,6 +320,8 @@ def member_config(base: Config, member: int, hyperparams: Mapping[str, float]) -
     data["checkpoint"]["every_updates"] = base.pbt.ready_updates
     data["checkpoint"]["keep_last"] = max(base.checkpoint.keep_last, 2)
     data["monitor"]["tensorboard_log"] = None
+    # members are selected against the base config's CVaR limit, even when they tune their own
+    data["pbt"]["selection_cvar_limit"] = selection_cvar_limit(base)
     for path, value in hyperparams.items():
         set_by_path(data, path, value)
     return Config.build(data)

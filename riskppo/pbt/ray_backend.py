@@ -65,7 +65,7 @@ def member_trainable(config: dict[str, Any]) -> None:
     try:
         while model.num_timesteps < total:
             model.learn(interval, reset_num_timesteps=False)
-            score, details = member_score(model, base.pbt)
+            score, details = member_score(model, cfg.pbt)  # base limit, see member_config
             (mdir / "hyperparams.json").write_text(json.dumps(hp))
             append_jsonl(
                 root / "pbt_members.jsonl",

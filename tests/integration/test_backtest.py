@@ -1,6 +1,8 @@
 """Backtest and report of a briefly trained agent on the bundled GOOGL data (R-TRADE-3).
 
-Real env, real data, a real (briefly) trained model; no mocks.
+Real env, real data, a real (briefly) trained model; no mocks. The sizing / flat-agent tests use
+an untrained model on a synthetic CSV (the agent's actions do not matter there) and, for a flat
+agent, a policy that always chooses the flat action.
 """
 
 from __future__ import annotations
@@ -15,11 +17,18 @@ import pandas as pd
 import pytest
 
 from riskppo import DistributionalPPO
+from riskppo.cli import print_flat_warning
 from riskppo.config import Config
 from riskppo.envs.data import load_dataset
 from riskppo.envs.factory import make_trading_env, trading_range
 from riskppo.envs.trading import TradingEnv
-from riskppo.evaluation.backtest import STRATEGIES, backtest, backtest_run, cmd_backtest
+from riskppo.evaluation.backtest import (
+    STRATEGIES,
+    backtest,
+    backtest_run,
+    cmd_backtest,
+    flat_warning,
+)
 from riskppo.evaluation.baselines import (
     buy_and_hold_policy,
     nearest_action,
@@ -27,7 +36,9 @@ from riskppo.evaluation.baselines import (
     sma_crossover_policy,
     sma_crossover_targets,
 )
-from riskppo.evaluation.metrics import SPEC_METRIC_KEYS
+from riskppo.evaluation.metrics import SPEC_METRIC_KEYS, dumps_metrics
+from riskppo.evaluation.plots import save_plots
+from riskppo.evaluation.report import write_report
 from riskppo.train.runner import train_run
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -52,16 +63,19 @@ def run(tmp_path_factory):
     return backtest_run(run_dir, "test")
 
 
-def test_metrics_json_has_three_strategies_with_spec_keys(run):
+def test_metrics_json_has_four_strategies_with_spec_keys(run):
     def reject(token):
         raise AssertionError(f"metrics.json holds {token}")
 
     data = json.loads(run.metrics.read_text(), parse_constant=reject)
     assert run.metrics == run.out_dir / "metrics.json"
     assert run.out_dir.name == "backtest_test"
-    assert set(data) == {"agent", "buy_and_hold", "sma_crossover"}
+    assert set(data) == {"agent", "buy_and_hold", "vol_target_buy_and_hold", "sma_crossover"}
+    extras = ("market_share", "mean_abs_exposure", "cvar_horizon", "cvar_limit", "flat")
     for name, entry in data.items():
         assert set(SPEC_METRIC_KEYS) <= set(entry), name
+        assert set(extras) <= set(entry), name
+        assert isinstance(entry["flat"], bool) and entry["cvar_horizon_bars"] == 20
         for key, value in entry.items():
             assert value is None or (isinstance(value, int | float) and math.isfinite(value)), (
                 name,
@@ -214,3 +228,223 @@ def test_backtest_rejects_a_non_trading_model():
             backtest(model, "test")
     finally:
         model.close()
+
+
+def _independent_vol_target_bh(close, t0, t1, *, target, span, max_leverage, fee, bpy):
+    """Long signal 1 sized by vol targeting, decided at bars t0..t1-1: (exposure, net log return)
+    per bar, straight from the definition (explicit EWM sums, no pandas, no env)."""
+    r = np.diff(np.log(close))  # r[t-1] = log(c_t / c_{t-1})
+    w = 1.0 - 2.0 / (span + 1)
+    exposure = []
+    for t in range(t0, t1):
+        rs = r[:t][::-1]  # r_t, r_{t-1}, ..., r_1
+        weights = w ** np.arange(len(rs))
+        sigma = math.sqrt(float(np.sum(weights * rs**2) / np.sum(weights)) * bpy)
+        exposure.append(min(target / sigma, max_leverage))
+    exposure = np.array(exposure)
+    gross = exposure * r[t0:t1]
+    costs = fee * np.abs(np.diff(exposure, prepend=0.0))
+    return exposure, gross - costs
+
+
+def test_vol_target_buy_and_hold_uses_env_defaults_without_sizing(run):
+    """The GOOGL run has no sizing: the vol-targeted baseline uses TradingEnv's defaults."""
+    df, lo, hi = trading_range("googl", None, (0.7, 0.15, 0.15), "test")
+    vt = run.result.frames["vol_target_buy_and_hold"]
+    exposure, net = _independent_vol_target_bh(
+        df["close"].to_numpy(),
+        lo,
+        hi - 1,
+        target=0.10,
+        span=60,
+        max_leverage=1.0,
+        fee=FEE,
+        bpy=252,
+    )
+    np.testing.assert_allclose(vt["position"], exposure, rtol=1e-9)
+    np.testing.assert_allclose(vt["log_return"], net, rtol=1e-9, atol=1e-14)
+    assert (vt["signal"] == 1.0).all() and (vt["position"] < 1.0).any()
+    assert run.result.env_settings["agent_sizing"] == "none"
+
+
+SIZED = {"sizing": "vol_target", "vol_target": 0.15, "vol_span": 30, "max_leverage": 2.0}
+
+
+@pytest.fixture(scope="module")
+def synthetic_csv(tmp_path_factory):
+    """800 daily bars of a random walk with volatility regimes (so sizing moves)."""
+    rng = np.random.default_rng(3)
+    n = 800
+    vol = np.where(np.arange(n) % 200 < 100, 0.01, 0.03)
+    close = 100.0 * np.exp(np.cumsum(rng.normal(0.0003, vol)))
+    idx = pd.date_range("2015-01-01", periods=n, freq="B")
+    df = pd.DataFrame(
+        {
+            "timestamp": idx.strftime("%Y-%m-%d"),
+            "open": close,
+            "high": close * 1.005,
+            "low": close * 0.995,
+            "close": close,
+            "volume": 1000.0,
+        }
+    )
+    path = tmp_path_factory.mktemp("data") / "synthetic.csv"
+    df.to_csv(path, index=False)
+    return path
+
+
+def _model(path, env_kwargs, risk=None):
+    return DistributionalPPO(
+        config=Config.build(
+            {
+                "seed": 0,
+                "env": {
+                    "id": "riskppo/Trading-v0",
+                    "n_envs": 1,
+                    "kwargs": {"episode_length": 50, **env_kwargs},
+                },
+                "ppo": {"n_steps": 16, "batch_size": 16, "bptt_len": 8},
+                "policy": {"lstm_hidden_size": 8},
+                "data": {"dataset": None, "path": str(path)},
+                "risk": risk or {},
+            }
+        )
+    )
+
+
+class CyclingAgent:
+    """Short, flat, long, short, ... (actions 0, 1, 2 of the default positions -1, 0, 1)."""
+
+    def __init__(self):
+        self.t = 0
+
+    def predict(self, obs, state=None, episode_start=None, deterministic=False):
+        self.t += 1
+        return np.full(len(obs), self.t % 3, dtype=np.int64), state
+
+
+@pytest.fixture(scope="module")
+def sized_result(synthetic_csv):
+    """An agent whose config uses sizing="vol_target" (signals -1, 0, 1 in turn), backtested on
+    the test part."""
+    model = _model(synthetic_csv, SIZED)
+    try:
+        yield backtest(model, "test", agent=CyclingAgent())
+    finally:
+        model.close()
+
+
+def test_plain_baselines_stay_unit_sized_when_the_agent_uses_vol_targeting(sized_result):
+    r = sized_result
+    assert r.env_settings["agent_sizing"] == "vol_target"
+    bh = r.frames["buy_and_hold"]
+    assert (bh["position"] == 1.0).all()  # one full unit, not a vol-targeted exposure
+    assert bh["costs"].iloc[0] == pytest.approx(FEE) and (bh["costs"].iloc[1:] == 0.0).all()
+    assert set(np.unique(r.frames["sma_crossover"]["position"])) <= {0.0, 1.0}
+    vt = r.frames["vol_target_buy_and_hold"]
+    assert not np.allclose(vt["position"], 1.0)  # the sized one does move
+    for name in STRATEGIES:
+        assert r.frames[name].index.equals(r.frames["agent"].index), name
+
+
+def test_vol_target_buy_and_hold_equals_an_independent_computation(sized_result, synthetic_csv):
+    """Close-to-close log returns × causal vol-target scale − fee × |Δexposure|, with the
+    config's vol_target / vol_span / max_leverage, from the agent's first decision bar."""
+    r = sized_result
+    df = pd.read_csv(synthetic_csv, parse_dates=["timestamp"], index_col="timestamp")
+    close = df["close"].to_numpy()
+    t0 = int(df.index.get_loc(r.start))
+    t1 = t0 + len(r.frames["agent"])
+    exposure, net = _independent_vol_target_bh(
+        close, t0, t1, target=0.15, span=30, max_leverage=2.0, fee=FEE, bpy=252
+    )
+    vt = r.frames["vol_target_buy_and_hold"]
+    np.testing.assert_allclose(vt["position"], exposure, rtol=1e-9)
+    np.testing.assert_allclose(vt["log_return"], net, rtol=1e-9, atol=1e-14)
+    np.testing.assert_allclose(vt["equity"], np.exp(np.cumsum(net)), rtol=1e-9)
+    m = r.metrics["vol_target_buy_and_hold"]
+    assert m.market_share == 1.0
+    assert m.mean_abs_exposure == pytest.approx(exposure.mean(), rel=1e-9)
+    # the agent's frame holds its exposure (signal × the same scale), not its signal
+    agent = r.frames["agent"]
+    assert set(np.unique(agent["signal"])) == {-1.0, 0.0, 1.0}
+    np.testing.assert_allclose(agent["position"], agent["signal"] * exposure, rtol=1e-9, atol=0)
+
+
+class FlatAgent:
+    """Always the flat action (position 0 of the default positions -1, 0, 1)."""
+
+    def predict(self, obs, state=None, episode_start=None, deterministic=False):
+        return np.ones(len(obs), dtype=np.int64), state
+
+
+@pytest.fixture(scope="module")
+def flat_backtest(synthetic_csv, tmp_path_factory):
+    model = _model(
+        synthetic_csv, {}, risk={"cvar_alpha": 0.05, "cvar_horizon": 20, "cvar_limit": -0.06}
+    )
+    try:
+        result = backtest(model, "test", agent=FlatAgent())
+    finally:
+        model.close()
+    out = tmp_path_factory.mktemp("flat") / "backtest_test"
+    out.mkdir()
+    (out / "metrics.json").write_text(dumps_metrics(result.metrics_dict()))
+    report = write_report(result, out / "report.html", images=save_plots(result, out))
+    return result, out, report.read_text(encoding="utf-8")
+
+
+def _table_rows(text):
+    """{row label: [cell class, ...]} of the metrics table (strategies in STRATEGIES order)."""
+    table = text.split('id="metrics-table"', 1)[1].split("</table>", 1)[0]
+    rows = {}
+    for tr in re.findall(r"<tr><th scope=\"row\">(.*?)</tr>", table):
+        label = tr.split("<span", 1)[0]
+        rows[label] = re.findall(r'<td class="([^"]*)"', tr)
+    return rows
+
+
+def test_flat_agent_is_called_out_and_never_best(flat_backtest):
+    result, out, text = flat_backtest
+    data = json.loads((out / "metrics.json").read_text())
+    assert data["agent"]["flat"] is True and data["agent"]["market_share"] == 0.0
+    assert data["buy_and_hold"]["flat"] is False
+    # plain-text warning box at the top (before the metrics table)
+    assert 'id="flat-warning"' in text
+    assert text.index('id="flat-warning"') < text.index('id="metrics-table"')
+    box = text.split('id="flat-warning"', 1)[1].split("</div>", 1)[0]
+    assert "flat/near-flat" in box and "Agent: in the market on 0.0% of bars" in box
+    rows = _table_rows(text)
+    assert len(rows) >= 10
+    for label, classes in rows.items():
+        assert len(classes) == len(STRATEGIES), label
+        assert "best" not in classes[STRATEGIES.index("agent")], label
+    # holding nothing would win these rows; best goes to a strategy that held a position
+    for label in ("Max drawdown", "Annual volatility", "CVaR 95% (per bar)"):
+        assert any("best" in c for c in rows[label]), label
+    # the constraint's own figure against the limit, met/violated per strategy
+    assert "CVaR 5% of 20-bar returns" in text and "limit -6.00%" in text
+    assert result.metrics["agent"].cvar_limit_met is True
+    assert result.metrics["agent"].cvar_horizon == 0.0
+
+
+def test_flat_agent_warning_on_the_command_line(flat_backtest, capsys):
+    result, out, _ = flat_backtest
+    line = flat_warning(result)
+    assert line is not None and "Agent in the market on 0.0% of bars" in line
+    assert "\n" not in line
+    print_flat_warning(out)  # what `riskppo train` prints at its end
+    printed = capsys.readouterr().out.strip().splitlines()
+    assert len(printed) == 1 and printed[0].startswith(
+        "riskppo: WARNING: flat/near-flat on the test"
+    )
+
+
+def test_a_trading_agent_gets_no_flat_warning(sized_result, tmp_path, capsys):
+    r = sized_result
+    assert r.metrics["agent"].market_share == pytest.approx(2 / 3, abs=0.01)
+    assert not r.metrics["agent"].flat
+    assert flat_warning(r) is None
+    (tmp_path / "metrics.json").write_text(dumps_metrics(r.metrics_dict()))
+    print_flat_warning(tmp_path)
+    assert capsys.readouterr().out == ""

@@ -241,3 +241,40 @@ def test_local_pbt_smoke_run_writes_the_audit_trail(tmp_path: Path) -> None:
     verify_checkpoint(Path(summary["best_checkpoint"]))
     assert (best / "config.yaml").is_file() and (best / "metrics.jsonl").is_file()
     assert (run / "pbt_summary.png").stat().st_size > 10_000
+
+
+def test_trading_member_score_is_constrained_by_the_validation_backtest() -> None:
+    """R-PBT-4 on a real model: the score comes from the validation backtest's Sharpe, horizon
+    CVaR and market share; an unmeetable limit makes the member infeasible (below -1000)."""
+    from riskppo.config import PBTConfig
+    from riskppo.evaluation.backtest import backtest
+    from riskppo.pbt.member import INFEASIBLE_BASE, constraint_violation, member_score
+
+    model = DistributionalPPO(
+        config={
+            "seed": 0,
+            "env": {"id": "riskppo/Trading-v0", "n_envs": 1},
+            "ppo": {"n_steps": 16, "batch_size": 16, "bptt_len": 8},
+            "policy": {"lstm_hidden_size": 8},
+            "data": {"dataset": "googl"},
+            "risk": {"cvar_horizon": 20, "cvar_limit": -0.06},
+        }
+    )
+    try:
+        agent = backtest(model, "val").metrics["agent"]
+        free = PBTConfig(min_market_share=0.0, selection_cvar_limit=-1e9)
+        score, details = member_score(model, free)
+        assert details["feasible"] == 1.0 and details["violation"] == 0.0
+        assert score == pytest.approx(max(agent.sharpe or -500.0, -500.0))
+        assert details["val_market_share"] == agent.market_share
+        assert details["val_cvar_horizon"] == agent.cvar_horizon
+        strict = PBTConfig(min_market_share=0.0, selection_cvar_limit=0.5)  # CVaR >= +50%
+        score, details = member_score(model, strict)
+        expected = constraint_violation(agent.cvar_horizon, 0.5, agent.market_share, 0.0)
+        assert details["feasible"] == 0.0 and details["violation"] == pytest.approx(expected)
+        assert score == pytest.approx(INFEASIBLE_BASE - expected) and np.isfinite(score)
+        # None: the model config's risk.cvar_limit
+        _, details = member_score(model, PBTConfig(min_market_share=0.0))
+        assert details["selection_cvar_limit"] == -0.06
+    finally:
+        model.close()

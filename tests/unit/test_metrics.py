@@ -10,13 +10,15 @@ import pandas as pd
 import pytest
 
 from riskppo.evaluation.metrics import (
+    FLAT_MARKET_SHARE,
     METRIC_KEYS,
     SPEC_METRIC_KEYS,
     aggregate_metrics,
     dumps_metrics,
+    horizon_cvar,
     strategy_metrics,
 )
-from riskppo.evaluation.report import format_value
+from riskppo.evaluation.report import best_of_row, format_value
 
 BPY = 252.0
 
@@ -118,8 +120,11 @@ def test_to_dict_has_spec_keys_first_and_only_json_values(tiny):
     d = strategy_metrics(lr, pos, bars_per_year=BPY).to_dict()
     assert tuple(d)[: len(SPEC_METRIC_KEYS)] == SPEC_METRIC_KEYS
     assert tuple(d) == METRIC_KEYS
-    assert isinstance(d["n_bars"], int)
-    assert all(isinstance(v, float) for k, v in d.items() if k != "n_bars")
+    assert isinstance(d["n_bars"], int) and isinstance(d["cvar_horizon_bars"], int)
+    assert d["flat"] is False and d["cvar_limit"] is None and d["cvar_limit_met"] is None
+    assert d["cvar_horizon"] is None  # 10 bars: fewer than one 20-bar window
+    other = ("n_bars", "cvar_horizon_bars", "flat", "cvar_limit", "cvar_limit_met", "cvar_horizon")
+    assert all(isinstance(v, float) for k, v in d.items() if k not in other)
 
 
 def test_bars_per_year_scales_annualised_values(tiny):
@@ -168,3 +173,79 @@ def test_format_value():
     assert format_value(-0.1534, "pct") == "-15.3%"
     assert format_value(1.4774, "ratio") == "1.48"
     assert format_value(350, "int") == "350"
+
+
+def test_market_share_and_mean_abs_exposure_by_hand():
+    # exposures after sizing: fractional, signed, and one below the 1e-6 "in the market" cut
+    pos = np.array([0.0, 0.5, -0.2, 1e-7, 0.0, 1.5, 0.0, 0.0])
+    lr = np.array([0.01, -0.02, 0.005, 0.0, 0.01, 0.03, -0.01, 0.0])
+    m = strategy_metrics(_series(lr), _series(pos), bars_per_year=BPY)
+    assert m.market_share == pytest.approx(3 / 8)  # 0.5, -0.2, 1.5
+    assert m.mean_abs_exposure == pytest.approx((0.5 + 0.2 + 1e-7 + 1.5) / 8)
+    assert m.hit_rate == pytest.approx(2 / 3)  # positive net return on 2 of those 3 bars
+    assert m.flat is False
+
+
+def test_horizon_cvar_by_hand():
+    lr = np.array([0.01, -0.03, 0.02, -0.01, -0.02, 0.04, 0.0, -0.05, 0.01, 0.02])
+    # overlapping 3-bar sums (8 windows): 0, -.02, -.01, .01, .02, -.01, -.04, -.02
+    sums = np.array([lr[i : i + 3].sum() for i in range(8)])
+    np.testing.assert_allclose(
+        sorted(sums), [-0.04, -0.02, -0.02, -0.01, -0.01, 0.0, 0.01, 0.02], atol=1e-12
+    )
+    # α·N = 0.25·8 = 2 whole windows: (-0.04 - 0.02) / 2
+    assert horizon_cvar(lr, 0.25, 3) == pytest.approx(-0.03, abs=1e-12)
+    # α·N = 0.45·8 = 3.6: three whole windows and 0.6 of the fourth worst (-0.01)
+    expected = (-0.04 - 0.02 - 0.02 - 0.6 * 0.01) / 3.6
+    assert horizon_cvar(lr, 0.45, 3) == pytest.approx(expected, abs=1e-12)
+    # α·N < 1: the worst window alone; α = 1: the mean of all windows
+    assert horizon_cvar(lr, 0.05, 3) == pytest.approx(-0.04, abs=1e-12)
+    assert horizon_cvar(lr, 1.0, 3) == pytest.approx(sums.mean(), abs=1e-12)
+    assert horizon_cvar(lr, 0.05, 10) == pytest.approx(lr.sum(), abs=1e-12)  # one window
+    assert horizon_cvar(lr, 0.05, 11) is None  # fewer bars than one window
+
+
+def test_strategy_metrics_horizon_cvar_against_the_limit():
+    lr = np.array([0.01, -0.03, 0.02, -0.01, -0.02, 0.04, 0.0, -0.05, 0.01, 0.02])
+    pos = np.ones(10)
+    kw = {"bars_per_year": BPY, "cvar_alpha": 0.25, "cvar_horizon": 3}
+    met = strategy_metrics(_series(lr), _series(pos), cvar_limit=-0.031, **kw)
+    assert met.cvar_horizon == pytest.approx(-0.03, abs=1e-12)
+    assert met.cvar_horizon_bars == 3 and met.cvar_alpha == 0.25
+    assert met.cvar_limit == -0.031 and met.cvar_limit_met is True
+    violated = strategy_metrics(_series(lr), _series(pos), cvar_limit=-0.029, **kw)
+    assert violated.cvar_limit_met is False
+    d = _strict_json(dumps_metrics({"s": violated}))["s"]
+    assert d["cvar_limit_met"] is False and d["cvar_limit"] == -0.029
+    no_limit = strategy_metrics(_series(lr), _series(pos), **kw)
+    assert no_limit.cvar_limit is None and no_limit.cvar_limit_met is None
+    # horizon None: 20 bars; too few bars for one window -> undefined, limit status unknown
+    short = strategy_metrics(
+        _series(lr), _series(pos), bars_per_year=BPY, cvar_horizon=None, cvar_limit=-0.1
+    )
+    assert short.cvar_horizon_bars == 20 and short.cvar_horizon is None
+    assert short.cvar_limit_met is None
+
+
+def test_flat_flag_uses_the_market_share_threshold():
+    lr = _series(np.full(100, 0.001))
+    assert FLAT_MARKET_SHARE == 0.05
+    four = np.zeros(100)
+    four[:4] = 1.0  # in the market on 4% of bars
+    five = np.zeros(100)
+    five[:5] = 1.0
+    assert strategy_metrics(lr, _series(four), bars_per_year=BPY).flat is True
+    assert strategy_metrics(lr, _series(five), bars_per_year=BPY).flat is False
+    assert strategy_metrics(lr, _series(five), bars_per_year=BPY, flat_threshold=0.1).flat is True
+    never = strategy_metrics(lr, _series(np.zeros(100)), bars_per_year=BPY)
+    assert never.flat is True and never.market_share == 0.0 and never.mean_abs_exposure == 0.0
+    assert _strict_json(dumps_metrics({"x": never}))["x"]["flat"] is True
+
+
+def test_best_of_row_skips_strategies_that_held_no_position():
+    # a flat strategy's zero drawdown would be the "best" max drawdown
+    values = [0.0, -0.3, -0.2, -0.25]
+    assert best_of_row(values, "higher") == {0}
+    assert best_of_row(values, "higher", [False, True, True, True]) == {2}
+    assert best_of_row(values, "higher", [False, True, False, False]) == set()  # one left
+    assert best_of_row(values, None, [True] * 4) == set()

@@ -9,7 +9,12 @@ import pytest
 
 from riskppo.config import Config, ConfigError, HyperparamSpec
 from riskppo.pbt import explore, sample_hyperparams, truncation_selection
-from riskppo.pbt.member import member_config, resolve_metric
+from riskppo.pbt.member import (
+    constrained_score,
+    constraint_violation,
+    member_config,
+    resolve_metric,
+)
 
 SPACE = {
     "ppo.learning_rate": HyperparamSpec(low=1e-5, high=1e-2),
@@ -101,3 +106,90 @@ def test_pbt_refuses_an_lr_schedule(tmp_path) -> None:
     with pytest.raises(ConfigError, match="lr_schedule='linear' with PBT"):
         run_pbt(cfg, tmp_path / "run", progress_bar=False)
     assert not (tmp_path / "run").exists()  # refused before anything was written
+
+
+LIMIT = -0.06
+
+
+def _score(sharpe, cvar, share, limit=LIMIT, min_share=0.5):
+    return constrained_score(
+        sharpe, cvar=cvar, limit=limit, market_share=share, min_market_share=min_share
+    )[0]
+
+
+def _ranked(scores: dict[str, float]) -> list[str]:
+    """Best first, as truncation_selection ranks."""
+    return sorted(scores, key=lambda k: -scores[k])
+
+
+def test_feasible_trader_outranks_flat_and_infeasible_members() -> None:
+    scores = {
+        "trader": _score(-0.5, cvar=-0.05, share=0.8),  # feasible, losing money
+        "flat": _score(None, cvar=0.0, share=0.0),  # never in the market: CVaR 0 "meets" it
+        "risky": _score(2.0, cvar=-0.09, share=0.9),  # great Sharpe, breaks the limit
+        "part_time": _score(1.5, cvar=-0.03, share=0.3),  # meets the limit, too rarely in
+    }
+    assert scores["trader"] == -0.5
+    assert _ranked(scores)[0] == "trader"
+    assert all(math.isfinite(v) for v in scores.values())  # Ray needs finite scores
+    # truncation selection: the bottom copies the feasible trader
+    ids = dict(enumerate(scores))
+    pairs = truncation_selection(
+        {i: scores[k] for i, k in ids.items()}, 0.25, np.random.default_rng(0)
+    )
+    assert [ids[s] for _, s in pairs] == ["trader"]
+    assert ids[pairs[0][0]] != "trader"
+
+
+def test_infeasible_members_are_ordered_by_violation() -> None:
+    a = _score(0.1, cvar=-0.07, share=0.9)  # 1/6 over the limit
+    b = _score(3.0, cvar=-0.09, share=0.9)  # 1/2 over the limit
+    c = _score(0.0, cvar=-0.02, share=0.4)  # 0.1 short of the market share
+    d = _score(0.0, cvar=-0.02, share=0.0)  # flat: 0.5 short
+    assert c > a > b and c > d  # less violation ranks higher, whatever the Sharpe
+    assert d > _score(0.0, cvar=-0.12, share=0.0)  # flat and over the limit: lower still
+    assert all(v < -999 for v in (a, b, c, d))
+
+
+def test_violation_by_hand() -> None:
+    assert constraint_violation(-0.05, LIMIT, 0.8, 0.5) == 0.0
+    assert constraint_violation(-0.06, LIMIT, 0.5, 0.5) == 0.0  # on the limit and share: feasible
+    assert constraint_violation(-0.09, LIMIT, 0.8, 0.5) == pytest.approx(0.5)
+    assert constraint_violation(-0.05, LIMIT, 0.2, 0.5) == pytest.approx(0.3)
+    assert constraint_violation(-0.09, LIMIT, 0.2, 0.5) == pytest.approx(0.8)
+    assert constraint_violation(None, LIMIT, 0.8, 0.5) == 1.0  # unmeasured CVaR
+    assert constraint_violation(-0.5, None, 0.8, 0.5) == 0.0  # no limit: only the share counts
+    score, violation = constrained_score(
+        2.0, cvar=-0.09, limit=LIMIT, market_share=0.2, min_market_share=0.5
+    )
+    assert violation == pytest.approx(0.8) and score == pytest.approx(-1e3 - 0.8)
+
+
+def test_without_a_limit_flat_members_still_rank_below_every_trader() -> None:
+    trader = _score(-2.0, cvar=-0.5, share=0.6, limit=None)
+    flat = _score(None, cvar=0.0, share=0.0, limit=None)
+    assert trader == -2.0 and flat < trader
+    # a feasible member with an undefined metric still outranks every infeasible one
+    undefined = _score(None, cvar=-0.01, share=0.9)
+    assert flat < undefined < trader
+
+
+def test_pbt_config_min_market_share_and_fixed_selection_limit() -> None:
+    base = Config.build(
+        {
+            "env": {"id": "riskppo/Trading-v0"},
+            "risk": {"cvar_limit": -0.06},
+            "pbt": {
+                "hyperparams": {
+                    "ppo.learning_rate": {"low": 1e-4, "high": 1e-3},
+                    "risk.cvar_limit": {"low": -0.12, "high": -0.02, "log": False},
+                }
+            },
+        }
+    )
+    assert base.pbt.min_market_share == 0.5 and base.pbt.selection_cvar_limit is None
+    # a member that tunes its own limit is still selected against the base config's
+    cfg = member_config(base, 1, {"ppo.learning_rate": 3e-4, "risk.cvar_limit": -0.12})
+    assert cfg.risk.cvar_limit == -0.12 and cfg.pbt.selection_cvar_limit == -0.06
+    with pytest.raises(ConfigError, match="min_market_share"):
+        Config.build({"pbt": {"min_market_share": 1.5}})
