@@ -82,7 +82,7 @@ class PPOConfig(_Section):
     target_entropy: float | None = Field(
         None,
         allow_inf_nan=False,
-        description="entropy floor in nats per sample (absolute); None = no floor"
+        description="entropy floor in nats per sample (absolute); None = no floor",
     )
     target_entropy_frac: float | None = Field(
         None,

@@ -60,8 +60,8 @@ from riskppo.core.segments import SegmentInfo, cvar_advantage, segment_returns
 __all__ = [
     "VF_CLIP_MODES",
     "AdvantageStats",
-    "EntropyScheduleConfig",
     "EntropyFloorState",
+    "EntropyScheduleConfig",
     "EntropyScheduleState",
     "PIDLagrangeState",
     "PolicyLossStats",
