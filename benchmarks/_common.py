@@ -7,6 +7,7 @@ import platform
 import resource
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 
@@ -47,3 +48,18 @@ def table(rows: list[list[str]], header: list[str]) -> str:
     sep = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
     body = ["| " + " | ".join(str(c).ljust(w) for c, w in zip(r, widths)) + " |" for r in rows]
     return "\n".join([line, sep, *body])
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The JSON objects of a ``.jsonl`` file (a run's ``metrics.jsonl``), one per line."""
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def mean_std_cell(stat: dict[str, Any], fmt: str = ".3f", *, with_std: bool = True) -> str:
+    """``"m ± s"`` from an ``aggregate_metrics`` entry (``"—"`` if undefined; ``m`` alone if
+    ``with_std`` is off or there is no std)."""
+    if stat["mean"] is None:
+        return "—"
+    if not with_std or stat["std"] is None:
+        return format(stat["mean"], fmt)
+    return f"{stat['mean']:{fmt}} ± {stat['std']:{fmt}}"
