@@ -17,7 +17,7 @@ from typing import Any
 
 _LAZY: dict[str, str] = {
     "DEFAULT_CVAR_HORIZON": "riskppo.evaluation.metrics",
-    "EXPOSURE_EPS": "riskppo.evaluation.metrics",
+    "IN_MARKET_EXPOSURE": "riskppo.evaluation.metrics",
     "FLAT_MARKET_SHARE": "riskppo.evaluation.metrics",
     "METRIC_KEYS": "riskppo.evaluation.metrics",
     "SPEC_METRIC_KEYS": "riskppo.evaluation.metrics",

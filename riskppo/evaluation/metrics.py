@@ -34,7 +34,7 @@ from riskppo.core.risk import empirical_cvar
 
 __all__ = [
     "DEFAULT_CVAR_HORIZON",
-    "EXPOSURE_EPS",
+    "IN_MARKET_EXPOSURE",
     "FLAT_MARKET_SHARE",
     "METRIC_KEYS",
     "SPEC_METRIC_KEYS",
@@ -45,8 +45,10 @@ __all__ = [
     "strategy_metrics",
 ]
 
-EXPOSURE_EPS = 1e-6
-"""A bar is *in the market* when the exposure held over it has ``|exposure| > EXPOSURE_EPS``."""
+IN_MARKET_EXPOSURE = 0.05
+"""A bar is *in the market* when the exposure held over it has ``|exposure| >= 0.05`` (5% of a
+full unit position). A continuous agent never holds exactly 0; an exposure of 0.3% is still
+flat for every practical purpose and must not count as trading."""
 
 FLAT_MARKET_SHARE = 0.05
 """A strategy in the market on fewer than this share of bars is flat/near-flat (``flat: true``)."""
@@ -90,11 +92,11 @@ class StrategyMetrics:
             ``p_{-1} = 0`` (the strategy starts flat, so entering counts): the number of full
             position changes per year (a round trip flat→long→flat is 2).
         hit_rate: fraction of bars with a positive net return among the bars in the market
-            (``|position| > EXPOSURE_EPS``); ``None`` if the strategy never held a position.
+            (``|position| >= IN_MARKET_EXPOSURE``); ``None`` if the strategy never held a position.
         n_bars: number of bars (returns) in the period.
         final_equity: ``exp(Σ log returns)``, equity at the end starting from 1.
         total_return: ``final_equity - 1``.
-        market_share: share of bars in the market, ``|position| > EXPOSURE_EPS`` (the position
+        market_share: share of bars in the market, ``|position| >= IN_MARKET_EXPOSURE`` (the position
             is the exposure actually held, after any volatility sizing).
         mean_abs_exposure: mean ``|position|`` over all bars.
         cvar_horizon: the constraint's own figure: empirical lower-tail CVaR at ``cvar_alpha``
@@ -214,7 +216,7 @@ def strategy_metrics(
     simple = np.expm1(lr)
     ann = float(bars_per_year)
     dpos = np.abs(np.diff(pos, prepend=0.0))
-    in_market = np.abs(pos) > EXPOSURE_EPS
+    in_market = np.abs(pos) >= IN_MARKET_EXPOSURE
     share = float(in_market.mean()) if n else None
     hcvar = horizon_cvar(lr, cvar_alpha, horizon)
     limit_met = None if cvar_limit is None or hcvar is None else bool(hcvar >= cvar_limit)

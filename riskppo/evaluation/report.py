@@ -379,8 +379,8 @@ The agent acts deterministically (its most likely action); buy-and-hold pays the
 once. Buy-and-hold and SMA crossover hold full unit positions; vol-targeted buy-and-hold holds
 exposure min(target vol / EWM vol, max leverage), rebalanced (and charged fees) every bar — both
 whatever sizing the agent uses.</li>
-<li><b>Exposure and the constraint.</b> "In the market" is the share of bars with a non-zero
-exposure (|exposure| &gt; 1e-6); a strategy below {r.flat_threshold:.0%} is flat/near-flat and is
+<li><b>Exposure and the constraint.</b> "In the market" is the share of bars with an exposure
+of at least 5% of a full position (|exposure| &ge; 0.05); a strategy below {r.flat_threshold:.0%} is flat/near-flat and is
 never marked best. The horizon CVaR is the constraint's own figure: the mean of the worst
 α of the log returns of all overlapping horizon-bar windows (partial sample included), held
 against the run's CVaR limit.</li>

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import math
 
+import gymnasium as gym
+import numpy as np
 import pytest
 import torch
+from gymnasium import spaces
 
 from riskppo import DistributionalPPO, core
 from riskppo.config import Config
@@ -145,3 +148,34 @@ def test_entropy_floor_holds_entropy_where_the_policy_would_collapse():
     floored = final_entropy(target_entropy_frac=0.6)
     assert free < 0.2
     assert floored > 0.6 * math.log(2) - 0.1
+
+
+def test_max_entropy_per_action_space():
+    from riskppo.nn.distributions import max_entropy
+
+    assert max_entropy(spaces.Discrete(3)) == pytest.approx(math.log(3))
+    assert max_entropy(spaces.MultiDiscrete([3, 4])) == pytest.approx(math.log(12))
+    assert max_entropy(spaces.Box(-1.0, 1.0, (2,))) == pytest.approx(2 * math.log(2))
+    with pytest.raises(ValueError, match="finite bounds"):
+        max_entropy(spaces.Box(-math.inf, math.inf, (1,)))
+
+
+class UnboundedActions(gym.Env):
+    observation_space = spaces.Box(-1.0, 1.0, (2,), np.float32)
+    action_space = spaces.Box(-np.inf, np.inf, (1,), np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        return np.zeros(2, np.float32), 0.0, True, False, {}
+
+
+def test_entropy_floor_fraction_on_an_unbounded_box_is_a_config_error():
+    from riskppo import ConfigError
+
+    with pytest.raises(ConfigError, match="target_entropy"):
+        DistributionalPPO(UnboundedActions, target_entropy_frac=0.5, **SMALL)
+    with pytest.raises(ConfigError, match="not both"):
+        DistributionalPPO("CartPole-v1", target_entropy=0.1, target_entropy_frac=0.5, **SMALL)

@@ -176,13 +176,14 @@ def test_format_value():
 
 
 def test_market_share_and_mean_abs_exposure_by_hand():
-    # exposures after sizing: fractional, signed, and one below the 1e-6 "in the market" cut
-    pos = np.array([0.0, 0.5, -0.2, 1e-7, 0.0, 1.5, 0.0, 0.0])
-    lr = np.array([0.01, -0.02, 0.005, 0.0, 0.01, 0.03, -0.01, 0.0])
+    # exposures after sizing: fractional, signed, one just below the 0.05 "in the market" cut
+    # (a continuous agent's near-zero exposure is not trading) and one exactly at it
+    pos = np.array([0.0, 0.5, -0.2, 0.049, 0.0, 1.5, 0.0, -0.05])
+    lr = np.array([0.01, -0.02, 0.005, 0.0, 0.01, 0.03, -0.01, 0.001])
     m = strategy_metrics(_series(lr), _series(pos), bars_per_year=BPY)
-    assert m.market_share == pytest.approx(3 / 8)  # 0.5, -0.2, 1.5
-    assert m.mean_abs_exposure == pytest.approx((0.5 + 0.2 + 1e-7 + 1.5) / 8)
-    assert m.hit_rate == pytest.approx(2 / 3)  # positive net return on 2 of those 3 bars
+    assert m.market_share == pytest.approx(4 / 8)  # 0.5, -0.2, 1.5, -0.05
+    assert m.mean_abs_exposure == pytest.approx((0.5 + 0.2 + 0.049 + 1.5 + 0.05) / 8)
+    assert m.hit_rate == pytest.approx(3 / 4)  # positive net return on 3 of those 4 bars
     assert m.flat is False
 
 
