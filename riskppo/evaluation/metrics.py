@@ -34,8 +34,8 @@ from riskppo.core.risk import empirical_cvar
 
 __all__ = [
     "DEFAULT_CVAR_HORIZON",
-    "IN_MARKET_EXPOSURE",
     "FLAT_MARKET_SHARE",
+    "IN_MARKET_EXPOSURE",
     "METRIC_KEYS",
     "SPEC_METRIC_KEYS",
     "StrategyMetrics",
@@ -96,8 +96,8 @@ class StrategyMetrics:
         n_bars: number of bars (returns) in the period.
         final_equity: ``exp(Σ log returns)``, equity at the end starting from 1.
         total_return: ``final_equity - 1``.
-        market_share: share of bars in the market, ``|position| >= IN_MARKET_EXPOSURE`` (the position
-            is the exposure actually held, after any volatility sizing).
+        market_share: share of bars in the market, ``|position| >= IN_MARKET_EXPOSURE`` (the
+            position is the exposure actually held, after any volatility sizing).
         mean_abs_exposure: mean ``|position|`` over all bars.
         cvar_horizon: the constraint's own figure: empirical lower-tail CVaR at ``cvar_alpha``
             of the sums of net log returns over all overlapping ``cvar_horizon_bars``-bar windows

@@ -380,10 +380,10 @@ once. Buy-and-hold and SMA crossover hold full unit positions; vol-targeted buy-
 exposure min(target vol / EWM vol, max leverage), rebalanced (and charged fees) every bar — both
 whatever sizing the agent uses.</li>
 <li><b>Exposure and the constraint.</b> "In the market" is the share of bars with an exposure
-of at least 5% of a full position (|exposure| &ge; 0.05); a strategy below {r.flat_threshold:.0%} is flat/near-flat and is
-never marked best. The horizon CVaR is the constraint's own figure: the mean of the worst
-α of the log returns of all overlapping horizon-bar windows (partial sample included), held
-against the run's CVaR limit.</li>
+of at least 5% of a full position (|exposure| &ge; 0.05); a strategy below
+{r.flat_threshold:.0%} is flat/near-flat and is never marked best. The horizon CVaR is the
+constraint's own figure: the mean of the worst α of the log returns of all overlapping
+horizon-bar windows (partial sample included), held against the run's CVaR limit.</li>
 <li><b>Metrics</b> (computed with <code>empyrical</code> on simple per-bar returns, annualised with
 {r.bars_per_year:g} bars a year, risk-free rate 0): Sharpe = mean/std × √bars; Sortino uses the
 downside deviation below 0; max drawdown is the worst fall from a running peak (negative);
