@@ -283,7 +283,7 @@ def backtest(
     sized = baseline_envs["vol_target"]
     return BacktestResult(
         part=part,
-        dataset=cfg.data.dataset or Path(cfg.data.path or "data").name,
+        dataset=Path(cfg.data.path).name if cfg.data.path else (cfg.data.dataset or "data"),
         start=start,
         end=pd.Timestamp(env.df.index[last_bar]),
         bars_per_year=bpy,
