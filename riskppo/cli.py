@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
+from riskppo import __version__
 from riskppo.config import Config, ConfigError, apply_overrides
 
 DEFAULT_CONFIG = "default.yaml"
@@ -159,6 +160,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="riskppo", description="Risk-aware recurrent distributional PPO"
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument(
+        "--version", action="version", version=f"riskppo {__version__}", help="print the version"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("train", help="train an agent (default: the bundled default config)")
