@@ -419,11 +419,13 @@ class DistributionalPPO:
     ) -> tuple[np.ndarray, RecurrentState]:
         """Actions for a batch of observations (or one), carrying the recurrent state explicitly.
 
-        ``state`` is what the previous call returned (``None`` = zeros); ``episode_start`` ``[B]``
-        marks envs whose episode just started (state reset inside the LSTM).
+        ``observation`` is one observation (the observation space's shape, e.g. ``[D]``; returns
+        one action) or a batch ``[B, D]`` (returns ``[B, ...]`` actions). ``state`` is what the
+        previous call returned (``None`` = zeros); ``episode_start`` ``[B]`` marks envs whose
+        episode just started (state reset inside the LSTM).
         """
-        obs = np.asarray(observation, dtype=np.float32)
-        single = obs.shape == tuple(self.observation_space.shape or ())
+        obs, lead = self._obs_array(observation, max_lead=1)
+        single = lead == 0
         if single:
             obs = obs[None]
         obs_t = obs_tensor(obs, self.device)
@@ -448,21 +450,24 @@ class DistributionalPPO:
     ) -> tuple[np.ndarray, np.ndarray]:
         """The critic's predicted return distribution per observation (SPEC §1.1).
 
-        ``obs`` ``[B, D]`` (one step, ``state`` carried by the caller) or ``[T, B, D]`` (a
-        sequence from ``state``). Returns ``(taus [K], values [..., K])``: quantile levels and
+        ``obs`` is one observation ``[D]`` (values ``[K]``), a batch ``[B, D]`` (one step,
+        ``state`` carried by the caller; values ``[B, K]``) or a sequence ``[T, B, D]`` from
+        ``state`` (values ``[T, B, K]``). Returns ``(taus [K], values)``: quantile levels and
         de-normalised return quantiles (twin critics: the critic with the lower mean per state;
         a categorical critic is converted by its inverse CDF at the same levels).
         """
-        x = torch.as_tensor(np.asarray(obs, dtype=np.float32), device=self.device)
-        seq = x.dim() == 3
-        if not seq:
-            x = x.unsqueeze(0)
+        arr, lead = self._obs_array(obs, max_lead=2)
+        x = torch.as_tensor(arr, device=self.device).reshape(*arr.shape[:lead], -1)
+        for _ in range(2 - lead):
+            x = x.unsqueeze(0)  # → [T, B, D]
         T, B = x.shape[:2]
         if state is None:
             state = self.policy.initial_state(B, self.device)
         starts = torch.zeros(T, B, device=self.device)
         if episode_start is not None:
-            starts = torch.as_tensor(np.asarray(episode_start, dtype=np.float32)).reshape(T, B)
+            starts = torch.as_tensor(
+                np.asarray(episode_start, dtype=np.float32), device=self.device
+            ).reshape(T, B)
         with torch.inference_mode():
             latent = None
             if self.policy.sharing == "all":
@@ -476,7 +481,24 @@ class DistributionalPPO:
             chosen = out.gather(0, pick[None, ..., None].expand(1, *out.shape[1:]))[0]
             q = self.scaling.to_raw(self.critic.quantiles(chosen, taus))
         values = q.cpu().numpy()
-        return taus.numpy(), (values if seq else values[0])
+        return taus.numpy(), values.reshape(*values.shape[2 - lead :])
+
+    def _obs_array(self, observation: Any, max_lead: int) -> tuple[np.ndarray, int]:
+        """``observation`` as float32 and its number of leading axes before the observation
+        space's shape: 0 (one observation), 1 (a batch ``[B, ...]``), 2 (a sequence
+        ``[T, B, ...]``), at most ``max_lead``; any other shape raises ``ValueError``."""
+        obs = np.asarray(observation, dtype=np.float32)
+        shape = tuple(self.observation_space.shape or ())
+        lead = obs.ndim - len(shape)
+        if not 0 <= lead <= max_lead or obs.shape[lead:] != shape:
+            allowed = ["one observation " + str(list(shape)), "a batch " + str(["B", *shape])]
+            if max_lead == 2:
+                allowed.append("a sequence " + str(["T", "B", *shape]))
+            raise ValueError(
+                f"observation of shape {list(obs.shape)} does not fit the observation space "
+                f"{list(shape)}: pass " + ", ".join(allowed)
+            )
+        return obs, lead
 
     def make_eval_env(
         self, part: str = "test", n_envs: int = 1, env: EnvSpec | None = None
