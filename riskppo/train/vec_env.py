@@ -144,11 +144,28 @@ class ObservationCheck(gym.Wrapper):
         return self._check(obs, "step()"), reward, terminated, truncated, info
 
 
+class MakeFromId:
+    """``gym.make(env_id, **kwargs)`` as a factory, so SB3's ``make_vec_env`` calls it like a
+    user's factory instead of making the env from the id itself.
+
+    Given an id, ``make_vec_env`` asks for ``render_mode="rgb_array"`` and retries without it
+    when the constructor raises ``TypeError``. riskppo renders nothing, so it passes no
+    ``render_mode`` at all: the env gets its own default (``None`` for Gymnasium's envs), and an
+    env whose constructor takes no ``render_mode`` is made like any other. A ``render_mode`` in
+    ``env.kwargs`` is passed on as given. A class (not a closure), so ``SubprocVecEnv`` can
+    pickle it.
+    """
+
+    def __init__(self, env_id: str) -> None:
+        self.env_id = env_id
+
+    def __call__(self, **kwargs: Any) -> gym.Env:
+        return gym.make(self.env_id, **kwargs)
+
+
 def env_kwargs(env: EnvSpec, cfg: EnvConfig, data: DataConfig | None, part: str) -> dict[str, Any]:
     """Keyword arguments for the env factory; the trading env also gets its data and split."""
     kwargs = dict(cfg.kwargs)
-    if isinstance(env, str):
-        kwargs.setdefault("render_mode", None)  # SB3 would ask for rgb_array frames otherwise
     if env == TRADING_ID and data is not None:
         kwargs.update(dataset=data.dataset, path=data.path, split=tuple(data.split), part=part)
     return kwargs
@@ -173,7 +190,7 @@ def build_vec_env(
         register_envs()
         vec_cls = SubprocVecEnv if cfg.vec_env == "subproc" else InProcessVecEnv
         venv = make_vec_env(
-            env,
+            MakeFromId(env) if isinstance(env, str) else env,
             n_envs=n_envs or cfg.n_envs,
             seed=seed,
             vec_env_cls=vec_cls,

@@ -3,10 +3,14 @@
 
 from __future__ import annotations
 
+import gymnasium as gym
 import numpy as np
 import pytest
+from gymnasium import spaces
 
 from riskppo import DistributionalPPO
+from riskppo.config import EnvConfig
+from riskppo.train.vec_env import build_vec_env
 
 SMALL = dict(n_envs=2, n_steps=16, batch_size=32, bptt_len=8, n_epochs=1, lstm_hidden_size=16)
 
@@ -34,3 +38,52 @@ def test_a_wrong_observation_shape_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match=r"shape \[1, 2, 4\] does not fit"):
         model.predict(np.zeros((1, 2, 4), dtype=np.float32))  # predict takes no sequences
     model.close()
+
+
+class NoRenderModeEnv(gym.Env):
+    """A real env whose constructor takes no arguments at all (no ``render_mode``): reward 1 for
+    action 1, episodes of 10 steps."""
+
+    observation_space = spaces.Box(-1.0, 1.0, (3,), np.float32)
+    action_space = spaces.Discrete(2)
+
+    def __init__(self) -> None:
+        self.t = 0
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):  # type: ignore[override]
+        super().reset(seed=seed)
+        self.t = 0
+        return self.np_random.uniform(-1, 1, 3).astype(np.float32), {}
+
+    def step(self, action):  # type: ignore[override]
+        self.t += 1
+        obs = self.np_random.uniform(-1, 1, 3).astype(np.float32)
+        return obs, float(action == 1), False, self.t >= 10, {}
+
+
+NO_RENDER_ID = "riskppo_test/NoRenderMode-v0"
+
+
+@pytest.fixture(scope="module")
+def no_render_id() -> str:
+    if NO_RENDER_ID not in gym.registry:
+        gym.register(NO_RENDER_ID, entry_point=NoRenderModeEnv)
+    with pytest.raises(TypeError, match="render_mode"):  # what riskppo used to pass
+        gym.make(NO_RENDER_ID, render_mode=None)
+    return NO_RENDER_ID
+
+
+def test_an_env_whose_constructor_takes_no_render_mode_trains_and_evaluates(no_render_id):
+    model = DistributionalPPO(no_render_id, seed=0, **SMALL)
+    model.learn(64)
+    assert model.num_timesteps == 64
+    stats = model.evaluate(n_episodes=2)
+    assert stats["n_episodes"] == 2 and 0 <= stats["mean"] <= 10
+    model.close()
+
+
+def test_envs_made_from_an_id_do_not_render() -> None:
+    """SB3's make_vec_env would make an id with render_mode='rgb_array'; riskppo renders nothing."""
+    venv = build_vec_env("CartPole-v1", EnvConfig(n_envs=2), seed=0)
+    assert venv.get_attr("render_mode") == [None, None]
+    venv.close()
