@@ -152,15 +152,18 @@ class MakeFromId:
     when the constructor raises ``TypeError``. riskppo renders nothing, so it passes no
     ``render_mode`` at all: the env gets its own default (``None`` for Gymnasium's envs), and an
     env whose constructor takes no ``render_mode`` is made like any other. A ``render_mode`` in
-    ``env.kwargs`` is passed on as given. A class (not a closure), so ``SubprocVecEnv`` can
-    pickle it.
+    ``env.kwargs`` is passed on as given.
+
+    It carries the id's registered ``EnvSpec``, so ``SubprocVecEnv`` workers (fresh processes,
+    where riskppo's or a user's ids are not registered) make the same env.
     """
 
     def __init__(self, env_id: str) -> None:
         self.env_id = env_id
+        self.spec = gym.spec(env_id)
 
     def __call__(self, **kwargs: Any) -> gym.Env:
-        return gym.make(self.env_id, **kwargs)
+        return gym.make(self.spec, **kwargs)
 
 
 def env_kwargs(env: EnvSpec, cfg: EnvConfig, data: DataConfig | None, part: str) -> dict[str, Any]:

@@ -82,8 +82,12 @@ def test_an_env_whose_constructor_takes_no_render_mode_trains_and_evaluates(no_r
     model.close()
 
 
-def test_envs_made_from_an_id_do_not_render() -> None:
-    """SB3's make_vec_env would make an id with render_mode='rgb_array'; riskppo renders nothing."""
-    venv = build_vec_env("CartPole-v1", EnvConfig(n_envs=2), seed=0)
+@pytest.mark.parametrize("vec_env", ["dummy", "subproc"])
+def test_envs_made_from_an_id_do_not_render(vec_env: str) -> None:
+    """SB3's make_vec_env would make an id with render_mode='rgb_array'; riskppo renders nothing.
+    Subprocess workers make riskppo's own ids too (they are registered in the parent only)."""
+    cfg = EnvConfig(n_envs=2, vec_env=vec_env)
+    venv = build_vec_env("riskppo/MaskedVelocityCartPole-v1", cfg, seed=0)
+    assert venv.reset().shape == (2, 2)
     assert venv.get_attr("render_mode") == [None, None]
     venv.close()
