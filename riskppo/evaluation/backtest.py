@@ -487,7 +487,7 @@ def backtest_run(
 
     run_dir = Path(run_dir)
     ckpt = latest_checkpoint(run_dir)
-    model = DistributionalPPO.load(ckpt)
+    model = DistributionalPPO.load(ckpt, rebuild_env=False)  # it makes its own eval envs
     try:
         result = backtest(
             model, split, sma_fast=sma_fast, sma_slow=sma_slow, sma_allow_short=sma_allow_short

@@ -18,12 +18,14 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import os
 import shutil
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+import gymnasium as gym
 import numpy as np
 import torch
 from gymnasium import spaces
@@ -34,6 +36,7 @@ from safetensors.torch import save_file
 import riskppo
 from riskppo.config import Config, ConfigError
 from riskppo.core.scaling import RunningMoments
+from riskppo.envs.registration import register_envs
 from riskppo.train.scaling import ReturnScaling
 from riskppo.train.vec_env import find_normalizer
 
@@ -49,6 +52,9 @@ REQUIRED = (
     "normalizer.safetensors",
     "rng.safetensors",
 )
+
+
+log = logging.getLogger("riskppo")
 
 
 class CheckpointError(RuntimeError):
@@ -191,6 +197,7 @@ def _write_files(model: DistributionalPPO, d: Path) -> None:
         "observation_space": space_to_json(model.observation_space),
         "action_space": space_to_json(model.action_space),
         "n_envs": model.n_envs,
+        "env_is_id": model.env_is_id,  # trained on config env.id (not a factory / VecEnv)
         "optimizer": opt_json,
         "vgs": vgs_json,
     }
@@ -295,26 +302,97 @@ def read_checkpoint(path: Path) -> CheckpointData:
 
 
 def load_checkpoint(
-    cls: type[DistributionalPPO], path: Path, env: Any = None, **overrides: Any
+    cls: type[DistributionalPPO],
+    path: Path,
+    env: Any = None,
+    *,
+    rebuild_env: bool = True,
+    **overrides: Any,
 ) -> DistributionalPPO:
-    """Validate everything, build a model, then load the state into it."""
+    """Validate everything, build a model, then load the state into it.
+
+    Without ``env``, and with ``rebuild_env``, the env is rebuilt from the checkpoint's config
+    when the model was trained on a registered env id (:func:`_with_rebuilt_env`); otherwise
+    the model is for ``predict`` only.
+    """
     ck = read_checkpoint(path)
     state = ck.state
     spaces_ = (space_from_json(state["observation_space"]), space_from_json(state["action_space"]))
-    model = cls(env, config=ck.config, _spaces=spaces_, **overrides)
-    if env is not None and (
-        model.observation_space.shape != spaces_[0].shape
-        or type(model.action_space) is not type(spaces_[1])
-    ):
-        raise CheckpointError(
-            f"{path}: env spaces {model.observation_space}/{model.action_space} do not match the "
-            f"checkpoint's {spaces_[0]}/{spaces_[1]}"
-        )
+    if env is None and rebuild_env:
+        model = _with_rebuilt_env(cls, ck, spaces_, overrides)
+    else:
+        model = cls(env, config=ck.config, _spaces=spaces_, **overrides)
+        if env is not None and not _spaces_match(model, spaces_):
+            raise CheckpointError(
+                f"{path}: env spaces {model.observation_space}/{model.action_space} do not match "
+                f"the checkpoint's {spaces_[0]}/{spaces_[1]}"
+            )
+    if env is None:
+        model.env_is_id = bool(state.get("env_is_id", True))
     restore_weights(model, ck)
     restore_optimizer(model, ck)
     restore_normalizers(model, ck)
     _restore_counters(model, state, ck.tensors)
     return model
+
+
+def _spaces_match(model: DistributionalPPO, spaces_: tuple[spaces.Space, spaces.Space]) -> bool:
+    """Whether the model's env has the checkpoint's observation shape and action space type."""
+    obs_space, act_space = spaces_
+    same_obs = model.observation_space.shape == obs_space.shape
+    return same_obs and type(model.action_space) is type(act_space)
+
+
+def _with_rebuilt_env(
+    cls: type[DistributionalPPO],
+    ck: CheckpointData,
+    spaces_: tuple[spaces.Space, spaces.Space],
+    overrides: dict[str, Any],
+) -> DistributionalPPO:
+    """A model whose env is rebuilt from the checkpoint's config (``env.id``, ``env.n_envs``,
+    ``seed``, ``data``, ...), announced with one log line, so that ``load(path).learn(n,
+    reset_num_timesteps=False)`` continues training.
+
+    Only for a model that was trained on an env id (not on a factory or a VecEnv) that is
+    registered in this process; otherwise, or if the env cannot be made (e.g. a data file that
+    is gone) or its spaces differ from the checkpoint's, the model is for ``predict`` only and
+    the log line says why.
+    """
+    cfg = ck.config
+    env_id = cfg.env.id
+    register_envs()
+    if not ck.state.get("env_is_id", True):
+        return cls(None, config=cfg, _spaces=spaces_, **overrides)
+    why = None
+    if env_id not in gym.registry:
+        why = "it is not registered in this process (import the module that registers it)"
+    else:
+        try:
+            model = cls(env_id, config=cfg, _spaces=spaces_, **overrides)
+        except (OSError, ValueError, ImportError, gym.error.Error) as exc:
+            why = f"making it failed: {exc}"
+        else:
+            if _spaces_match(model, spaces_):
+                log.warning(
+                    "%s: no env= given; rebuilt %r (n_envs=%d, seed=%d) from the checkpoint's "
+                    "config, so the model can continue training",
+                    ck.path,
+                    env_id,
+                    model.n_envs,
+                    cfg.seed,
+                )
+                return model
+            why = f"its spaces {model.observation_space}/{model.action_space} differ from the "
+            why += f"checkpoint's {spaces_[0]}/{spaces_[1]}"
+            model.close()
+    log.warning(
+        "%s: no env= given and env %r was not rebuilt: %s; loaded for predict only, pass env= "
+        "to train",
+        ck.path,
+        env_id,
+        why,
+    )
+    return cls(None, config=cfg, _spaces=spaces_, **overrides)
 
 
 def restore_weights(model: DistributionalPPO, ck: CheckpointData) -> None:

@@ -96,6 +96,8 @@ class DistributionalPPO:
         self.device = torch.device(cfg.device)
         # What evaluation envs are made from: the id, or the user's factory / VecEnv.
         self._env_spec: EnvSpec = env if env is not None else cfg.env.id
+        # whether the env is config env.id (what load() can rebuild), not a factory / VecEnv
+        self.env_is_id: bool = env is None or isinstance(env, str)
         self.env: VecEnv | None = (
             build_vec_env(env, cfg.env, cfg.seed, cfg.data) if env is not None else None
         )
@@ -158,7 +160,10 @@ class DistributionalPPO:
         recurrent/env state of the previous call (or of a loaded checkpoint).
         """
         if self.env is None:
-            raise RuntimeError("this model has no environment: pass env= to load() to train it")
+            raise RuntimeError(
+                "this model has no environment (loaded for predict only): pass env= to "
+                "DistributionalPPO.load() to train it"
+            )
         if total_timesteps < 1:
             raise ConfigError(f"total_timesteps must be >= 1, got {total_timesteps}")
         if reset_num_timesteps:
@@ -566,12 +571,25 @@ class DistributionalPPO:
 
     @classmethod
     def load(
-        cls, path: str | Path, env: EnvSpec | None = None, **overrides: Any
+        cls,
+        path: str | Path,
+        env: EnvSpec | None = None,
+        *,
+        rebuild_env: bool = True,
+        **overrides: Any,
     ) -> DistributionalPPO:
-        """Load a checkpoint directory; ``env`` is optional for ``predict``."""
+        """Load a checkpoint directory; ``env`` is optional for ``predict``.
+
+        Without ``env``, a model that was trained on a registered env id gets that env rebuilt
+        from the checkpoint's config (``env.*``, ``seed``, ``data``; one log line says so), so
+        ``load(path).learn(n, reset_num_timesteps=False)`` continues training — with
+        ``checkpoint.every_updates`` set and a checkpoint saved at such a boundary, exactly as
+        if it had never stopped. ``rebuild_env=False`` skips that (predict only, nothing built).
+        ``overrides`` are constructor keywords (e.g. ``run_dir``).
+        """
         from riskppo.train.checkpoint import load_checkpoint
 
-        return load_checkpoint(cls, Path(path), env, **overrides)
+        return load_checkpoint(cls, Path(path), env, rebuild_env=rebuild_env, **overrides)
 
     def close(self) -> None:
         if self.env is not None:

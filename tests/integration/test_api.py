@@ -3,10 +3,14 @@
 
 from __future__ import annotations
 
+import logging
+
 import gymnasium as gym
 import numpy as np
 import pytest
+import torch
 from gymnasium import spaces
+from safetensors.torch import load_file
 
 from riskppo import DistributionalPPO
 from riskppo.config import EnvConfig
@@ -91,3 +95,74 @@ def test_envs_made_from_an_id_do_not_render(vec_env: str) -> None:
     assert venv.reset().shape == (2, 2)
     assert venv.get_attr("render_mode") == [None, None]
     venv.close()
+
+
+RESUME = {
+    "seed": 3,
+    "env": {"id": "riskppo/MaskedVelocityCartPole-v1", "n_envs": 2, "normalize_obs": True},
+    "ppo": {"n_steps": 16, "batch_size": 32, "bptt_len": 8, "n_epochs": 2},
+    "policy": {"lstm_hidden_size": 16, "net_arch": [16]},
+    "checkpoint": {"every_updates": 2},
+}
+CKPT_FILES = (
+    "model.safetensors",
+    "optimizer.safetensors",
+    "normalizer.safetensors",
+    "rng.safetensors",
+)
+
+
+def test_load_rebuilds_the_env_and_continues_bit_identically(tmp_path, caplog) -> None:
+    """``load(path).learn(n, reset_num_timesteps=False)`` with no env=: the env is rebuilt from
+    the checkpoint's config (and a log line says so), and with checkpoint boundaries every 2
+    updates, 4 + 4 updates end bit-identical to 8 updates that never stopped."""
+    full = DistributionalPPO(config=RESUME)
+    full.learn(8 * 32)
+    first = DistributionalPPO(config=RESUME)
+    first.learn(4 * 32)
+    first.save(tmp_path / "half")
+    first.close()
+    with caplog.at_level(logging.WARNING, logger="riskppo"):
+        loaded = DistributionalPPO.load(tmp_path / "half")
+    assert "rebuilt 'riskppo/MaskedVelocityCartPole-v1' (n_envs=2, seed=3)" in caplog.text
+    assert loaded.env is not None and loaded.num_timesteps == 4 * 32
+    loaded.learn(4 * 32, reset_num_timesteps=False)
+    assert loaded.num_timesteps == full.num_timesteps == 8 * 32
+    a, b = full.save(tmp_path / "full"), loaded.save(tmp_path / "resumed")
+    for name in CKPT_FILES:
+        ta, tb = load_file(str(a / name)), load_file(str(b / name))
+        assert ta.keys() == tb.keys(), name
+        for key in ta:
+            assert torch.equal(ta[key], tb[key]), f"{name}:{key} differs"
+    full.close()
+    loaded.close()
+
+
+def test_a_model_trained_on_a_factory_loads_for_predict_only(tmp_path, caplog) -> None:
+    """The config's env.id (default CartPole-v1) is not what a factory-trained model ran on:
+    load() must not rebuild it; learn() then says to pass env=."""
+    model = DistributionalPPO(lambda: gym.make("Pendulum-v1"), seed=0, **SMALL)
+    path = model.save(tmp_path / "ckpt")
+    model.close()
+    with caplog.at_level(logging.WARNING, logger="riskppo"):
+        loaded = DistributionalPPO.load(path)
+    assert loaded.env is None and caplog.text == ""
+    with pytest.raises(RuntimeError, match=r"pass env= to DistributionalPPO\.load\(\)"):
+        loaded.learn(32)
+    loaded.predict(np.zeros(3, dtype=np.float32))  # predict works without an env
+
+
+def test_an_unregistered_env_id_loads_for_predict_only_and_says_why(
+    no_render_id, tmp_path, caplog
+) -> None:
+    model = DistributionalPPO(no_render_id, seed=0, **SMALL)
+    path = model.save(tmp_path / "ckpt")
+    model.close()
+    spec = gym.registry.pop(no_render_id)
+    try:
+        with caplog.at_level(logging.WARNING, logger="riskppo"):
+            loaded = DistributionalPPO.load(path)
+    finally:
+        gym.registry[no_render_id] = spec
+    assert loaded.env is None
+    assert "was not rebuilt: it is not registered in this process" in caplog.text
