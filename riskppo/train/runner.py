@@ -92,20 +92,79 @@ def train_run(cfg: Config, run_dir: Path, *, progress_bar: bool = True) -> Distr
 
 
 def resume_run(run_dir: Path, *, progress_bar: bool = True) -> DistributionalPPO:
-    """Continue ``run_dir`` from its latest checkpoint up to the config's total_timesteps."""
+    """Continue ``run_dir`` from its latest checkpoint up to the config's total_timesteps.
+
+    The ``metrics.jsonl`` rows logged after that checkpoint (by the run that was stopped) are
+    dropped first, since the resumed run logs those steps again. A run that is already complete
+    is not trained further; its evaluation (and report) is written only if it is missing.
+    """
     path = latest_good_checkpoint(run_dir)
     cfg = Config.from_yaml(run_dir / "config.yaml")
     model = DistributionalPPO.load(path, env=cfg.env.id, run_dir=run_dir)
-    remaining = cfg.total_timesteps - model.num_timesteps
-    print(f"riskppo: resuming {run_dir} at step {model.num_timesteps:,} ({remaining:,} to go)")
-    if remaining > 0:
-        model.learn(
-            remaining,
-            progress_bar=progress_bar,
-            reset_num_timesteps=False,
-            callback=_periodic(run_dir, cfg),
+    done, total = model.num_timesteps, cfg.total_timesteps
+    if done >= total:
+        print(f"riskppo: {run_dir} is complete ({done:,} of {total:,} steps trained, {path.name})")
+        if _finished(run_dir, cfg):
+            print(f"riskppo: nothing to do; its evaluation is in {run_dir / 'eval.json'}")
+            model.close()
+            return model
+        print("riskppo: writing its missing evaluation")
+        return _finish(model, run_dir, cfg)
+    dropped = drop_metrics_after(run_dir / "metrics.jsonl", done)
+    print(f"riskppo: resuming {run_dir} at step {done:,} of {total:,} ({total - done:,} to go)")
+    if dropped:
+        print(
+            f"riskppo: dropped {dropped} metrics.jsonl row(s) logged after {path.name} by the "
+            "stopped run; the resumed run logs those steps again"
         )
+    model.learn(
+        total - done,
+        progress_bar=progress_bar,
+        reset_num_timesteps=False,
+        callback=_periodic(run_dir, cfg),
+    )
     return _finish(model, run_dir, cfg)
+
+
+def _finished(run_dir: Path, cfg: Config) -> bool:
+    """Whether :func:`_finish` has written the run's evaluation (and, for trading, report)."""
+    if not (run_dir / "eval.json").is_file():
+        return False
+    return cfg.env.id != TRADING_ID or (run_dir / "backtest_test" / "report.html").is_file()
+
+
+def drop_metrics_after(path: Path, step: int) -> int:
+    """Drop the rows of a ``metrics.jsonl`` whose ``time/total_timesteps`` is after ``step``,
+    and a torn last line (a process killed mid-write); returns how many lines were dropped.
+
+    Every other line is kept as it is, in order. The file is replaced atomically (a temporary
+    sibling, fsynced, then renamed), so a crash leaves either the old or the new file.
+    """
+    if not path.is_file():
+        return 0
+    lines = path.read_text().splitlines()
+    keep: list[str] = []
+    for i, line in enumerate(lines):
+        try:
+            row = json.loads(line)
+        except ValueError:
+            if i == len(lines) - 1:
+                continue  # torn last line
+            keep.append(line)
+            continue
+        logged = row.get("time/total_timesteps") if isinstance(row, dict) else None
+        if isinstance(logged, int | float) and logged > step:
+            continue
+        keep.append(line)
+    dropped = len(lines) - len(keep)
+    if dropped:
+        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        with open(tmp, "w") as f:
+            f.write("".join(line + "\n" for line in keep))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    return dropped
 
 
 def _finish(model: DistributionalPPO, run_dir: Path, cfg: Config) -> DistributionalPPO:

@@ -3,6 +3,7 @@ bit-identical to an uninterrupted run (parameters, optimizer state, normaliser s
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -15,7 +16,7 @@ import torch
 import yaml
 from safetensors.torch import load_file
 
-from riskppo.train.runner import latest_checkpoint
+from riskppo.train.runner import drop_metrics_after, latest_checkpoint
 
 CONFIG = {
     "seed": 3,
@@ -79,3 +80,77 @@ def test_sigkill_then_resume_is_bit_identical(tmp_path: Path) -> None:
     logged = [json.loads(line)["time/total_timesteps"] for line in lines]
     assert logged[0] == 32 and logged[-1] == CONFIG["total_timesteps"]
     assert len(logged) >= CONFIG["total_timesteps"] // 32
+
+
+SMALL_RUN = {**CONFIG, "total_timesteps": 1600}  # 50 updates, a checkpoint every 3
+
+
+def logged_steps(run_dir: Path) -> list[float]:
+    """``time/total_timesteps`` of every complete row of the run's metrics.jsonl."""
+    rows = []
+    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
+        with contextlib.suppress(ValueError):  # a torn last line
+            rows.append(json.loads(line)["time/total_timesteps"])
+    return rows
+
+
+def stop_after_rows_past_checkpoint(proc: subprocess.Popen, run_dir: Path) -> int:
+    """Freeze the training process (SIGSTOP) at a moment when metrics.jsonl holds rows logged
+    after its latest checkpoint, then SIGKILL it; returns that checkpoint's step."""
+    pointer = run_dir / "checkpoints" / "latest"
+    deadline = time.time() + 300
+    while proc.poll() is None and time.time() < deadline:
+        time.sleep(0.01)
+        if not pointer.exists():
+            continue
+        proc.send_signal(signal.SIGSTOP)  # nothing changes on disk while we look
+        step = int(latest_checkpoint(run_dir).name.split("-")[1])
+        if max(logged_steps(run_dir), default=0) > step:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=60)
+            return step
+        proc.send_signal(signal.SIGCONT)
+    raise AssertionError("the run finished before it could be stopped past a checkpoint")
+
+
+def test_resume_drops_the_metrics_rows_logged_after_the_checkpoint(tmp_path: Path) -> None:
+    cfg_file = tmp_path / "cfg.yaml"
+    cfg_file.write_text(yaml.safe_dump(SMALL_RUN))
+    run = tmp_path / "run"
+    proc = subprocess.Popen(
+        cli("train", "--config", str(cfg_file), "--run-dir", str(run), "--no-progress"),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    step = stop_after_rows_past_checkpoint(proc, run)
+    before = logged_steps(run)
+    past = [s for s in before if s > step]
+    assert past, "no rows after the checkpoint: the test would show nothing"
+
+    out = subprocess.run(
+        cli("train", "--resume", str(run), "--no-progress"),
+        check=True, capture_output=True, text=True, timeout=600,
+    ).stdout  # fmt: skip
+    assert f"dropped {len(past)} metrics.jsonl row(s) logged after ckpt-{step:012d}" in out
+    after = logged_steps(run)
+    every = list(range(32, SMALL_RUN["total_timesteps"] + 1, 32))
+    assert after == every  # each step once, in order: nothing lost, nothing duplicated
+    assert after[: len(before) - len(past)] == before[: len(before) - len(past)]
+
+    # resuming the finished run says so and changes nothing
+    metrics = (run / "metrics.jsonl").read_bytes()
+    again = subprocess.run(
+        cli("train", "--resume", str(run), "--no-progress"),
+        check=True, capture_output=True, text=True, timeout=600,
+    ).stdout  # fmt: skip
+    assert f"is complete (1,600 of 1,600 steps trained, ckpt-{1600:012d})" in again
+    assert "nothing to do" in again and "to go" not in again
+    assert (run / "metrics.jsonl").read_bytes() == metrics
+
+
+def test_drop_metrics_after_keeps_earlier_rows_and_drops_a_torn_line(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.jsonl"
+    rows = [json.dumps({"time/total_timesteps": s, "train/loss": s / 10}) for s in (32, 64, 96)]
+    path.write_text("\n".join(rows) + '\n{"time/total_timesteps": 12')  # killed mid-write
+    assert drop_metrics_after(path, 64) == 2
+    assert path.read_text() == rows[0] + "\n" + rows[1] + "\n"
+    assert drop_metrics_after(path, 64) == 0 and [p.name for p in tmp_path.iterdir()] == [path.name]
