@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from riskppo import __version__
 from riskppo.config import Config, ConfigError, apply_overrides
+from riskppo.envs.registration import TRADING_ID
 
 DEFAULT_CONFIG = "default.yaml"
 DEFAULT_PBT_CONFIG = "pbt_trading.yaml"
@@ -36,8 +38,13 @@ def load_config(
 
 
 def default_run_dir(cfg: Config, prefix: str = "") -> Path:
+    """``runs/<time>-[<prefix>-]<env>[-<data>]-s<seed>``; ``<data>`` (trading only) names the
+    data actually used: the stem of ``data.path``'s file, else the bundled dataset."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
     name = cfg.env.id.replace("/", "_")
+    if cfg.env.id == TRADING_ID:
+        data = Path(cfg.data.path).name.split(".")[0] if cfg.data.path else cfg.data.dataset
+        name += f"-{re.sub(r'[^A-Za-z0-9_-]+', '_', str(data or 'data'))}"
     return Path("runs") / f"{stamp}-{prefix + '-' if prefix else ''}{name}-s{cfg.seed}"
 
 
@@ -71,7 +78,8 @@ def print_flat_warning(backtest_dir: Path, prefix: str = "riskppo") -> None:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from riskppo.train.runner import evaluate_run, robustness_run
+    from riskppo.evaluation.summary import evaluation_summary, format_evaluation, write_evaluation
+    from riskppo.train.runner import robustness_run
 
     if args.attack:
         from riskppo.adversarial.robustness import check_attack_args
@@ -88,8 +96,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
             split=args.split,
         )
         return 0
-    stats = evaluate_run(Path(args.run_dir), n_episodes=args.episodes)
-    print(json.dumps(stats, indent=2))
+    run_dir = Path(args.run_dir)
+    summary = evaluation_summary(run_dir, n_episodes=args.episodes, split=args.split)
+    table = format_evaluation(summary)
+    json_path, txt_path = write_evaluation(run_dir, summary, table)
+    print(table)
+    print(f"riskppo eval: written to {json_path} and {txt_path.name}")
     return 0
 
 
@@ -115,7 +127,7 @@ def cmd_pbt(args: argparse.Namespace) -> int:
     cfg = load_config(args.config, overrides, default=DEFAULT_PBT_CONFIG)
     run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(cfg, prefix="pbt")
     summary = run_pbt(cfg, run_dir, progress_bar=not args.no_progress)
-    if cfg.env.id == "riskppo/Trading-v0":  # the best member's held-out test backtest
+    if cfg.env.id == TRADING_ID:  # the best member's held-out test backtest
         from riskppo.evaluation.backtest import backtest_run
 
         artifacts = backtest_run(Path(summary["best_dir"]), split="test")
@@ -187,7 +199,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--eps", default="0.01,0.05,0.1", help="attack radii (L∞, normalised obs)")
     p.add_argument("--pgd-steps", type=int, default=10, help="PGD steps per attacked step")
     p.add_argument(
-        "--split", choices=("train", "val", "test"), default="test", help="trading data period"
+        "--split",
+        choices=("train", "val", "test"),
+        default="test",
+        help="trading data period (ignored for other envs)",
     )
     p.set_defaults(func=cmd_eval)
 
@@ -230,6 +245,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("riskppo: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:
+        message = user_error(exc)
+        if message is None:
+            raise
+        print(message, file=sys.stderr)
+        return 2
+
+
+def user_error(exc: BaseException) -> str | None:
+    """The one-line message for an error that is the user's input (a bad or missing run
+    directory, checkpoint or data file), or ``None`` for anything else (a bug: traceback)."""
+    from riskppo.envs.data import DataError
+    from riskppo.train.checkpoint import CheckpointError
+
+    if isinstance(exc, DataError):
+        return (
+            f"riskppo: data error: {exc}; fix the file or point data.path at another one "
+            "(accepted columns and formats: README, 'Bring your own data')"
+        )
+    if isinstance(exc, CheckpointError):
+        return f"riskppo: checkpoint error: {exc}"
+    if isinstance(exc, FileNotFoundError):
+        return f"riskppo: {exc}; check the path"
+    return None
 
 
 if __name__ == "__main__":

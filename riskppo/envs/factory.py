@@ -4,14 +4,32 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from riskppo.envs.data import DATASETS, default_split, index_range, load_dataset, load_ohlcv
+from riskppo.config import ConfigError
+from riskppo.envs.data import (
+    DATASETS,
+    DataError,
+    default_split,
+    index_range,
+    load_dataset,
+    load_ohlcv,
+)
 from riskppo.envs.trading import TradingEnv
 
 SPLIT_PARTS = ("train", "val", "test")
+
+
+def data_label(dataset: str | None, path: str | None) -> str:
+    """The name of the data a trading env trades, for titles and messages: the file name of
+    ``path`` (it wins over ``dataset``, as in :func:`make_trading_env`), else the bundled
+    dataset's name in capitals (``"GOOGL"``)."""
+    if path is not None:
+        return Path(path).name
+    return dataset.upper() if dataset else "data"
 
 
 @lru_cache(maxsize=8)
@@ -33,7 +51,10 @@ def trading_range(
     if part not in SPLIT_PARTS:
         raise ValueError(f"trading env: part must be one of {SPLIT_PARTS}, got {part!r}")
     df = _frame(dataset, path)
-    parts = default_split(df, tuple(split))
+    try:
+        parts = default_split(df, tuple(split))
+    except ValueError as exc:  # e.g. too few rows for the split
+        raise DataError(path or str(dataset), str(exc)) from None
     lo, hi = index_range(df, getattr(parts, part))
     return df, lo, hi
 
@@ -53,4 +74,12 @@ def make_trading_env(
         env_kwargs.setdefault("bars_per_year", DATASETS[dataset].bars_per_year)
     if part != "train":
         env_kwargs.setdefault("random_start", False)
-    return TradingEnv(df, start=lo, end=hi, **env_kwargs)
+    try:
+        return TradingEnv(df, start=lo, end=hi, **env_kwargs)
+    except DataError:
+        raise
+    except ValueError as exc:  # env.kwargs that do not fit (this part of) the data
+        raise ConfigError(
+            f"trading env on {data_label(dataset, path)} ({part} part, bars {lo}..{hi - 1} of "
+            f"{len(df)}): {exc}"
+        ) from None

@@ -24,7 +24,8 @@ than :data:`~riskppo.evaluation.metrics.FLAT_MARKET_SHARE` of the bars is ``flat
                        cvar_95, annual_return, turnover (SPEC §1.4) plus extras (market_share,
                        mean_abs_exposure, cvar_horizon, cvar_limit, cvar_limit_met, flat, ...;
                        see StrategyMetrics); undefined values are null
-    run_info.json      dataset, split, period, checkpoint, env costs, key config
+    run_info.json      dataset (the data file's name, or the bundled dataset's), data_path,
+                       split, period, checkpoint, env costs, key config
     equity.csv         per bar: close, agent position (exposure) and signal, equity and drawdown
                        of every strategy
     critic.csv         per decision bar: critic-predicted return-to-go quantiles, VaR/CVaR, realised
@@ -50,7 +51,7 @@ import torch
 
 from riskppo import core
 from riskppo.config import Config
-from riskppo.envs.factory import SPLIT_PARTS, make_trading_env
+from riskppo.envs.factory import SPLIT_PARTS, data_label, make_trading_env
 from riskppo.envs.registration import TRADING_ID
 from riskppo.envs.trading import TradingEnv
 from riskppo.evaluation.baselines import (
@@ -100,7 +101,8 @@ class BacktestResult:
 
     Attributes:
         part: ``"train"``, ``"val"`` or ``"test"``.
-        dataset: dataset name (``"googl"``) or the data file's name.
+        dataset: what was traded: the data file's name when ``data.path`` is set, else the
+            bundled dataset's name (``"GOOGL"``); see :func:`~riskppo.envs.factory.data_label`.
         start: timestamp of the first decision bar (every equity curve starts at 1 here).
         end: timestamp of the last bar of the period.
         bars_per_year: annualisation factor used for the metrics.
@@ -168,6 +170,7 @@ class BacktestResult:
         cfg = self.config
         return {
             "dataset": self.dataset,
+            "data_path": cfg.data.path,
             "split": self.part,
             "split_fractions": list(cfg.data.split),
             "start": self.start.isoformat(),
@@ -283,7 +286,7 @@ def backtest(
     sized = baseline_envs["vol_target"]
     return BacktestResult(
         part=part,
-        dataset=Path(cfg.data.path).name if cfg.data.path else (cfg.data.dataset or "data"),
+        dataset=data_label(cfg.data.dataset, cfg.data.path),
         start=start,
         end=pd.Timestamp(env.df.index[last_bar]),
         bars_per_year=bpy,

@@ -74,7 +74,7 @@ def _date_axis(ax: Axes) -> None:
 
 def _subtitle(result: BacktestResult) -> str:
     return (
-        f"{result.dataset.upper()} · {result.part} split · "
+        f"{result.dataset} · {result.part} split · "
         f"{result.start:%Y-%m-%d} → {result.end:%Y-%m-%d} · after costs"
     )
 

@@ -345,7 +345,7 @@ def render_report(
     strategies = list(STRATEGIES)
     warning = _flat_warning_box(r, metrics, strategies)
     n_bars = len(r.frames["agent"])
-    title = f"Backtest — {r.dataset.upper()} · {r.part} split"
+    title = f"Backtest — {r.dataset} · {r.part} split"
     period = f"{r.start:%Y-%m-%d} → {r.end:%Y-%m-%d}"
     badges = "".join(
         f'<span class="badge">{html.escape(b)}</span>'

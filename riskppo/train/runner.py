@@ -22,6 +22,7 @@ from typing import Any
 
 from riskppo.config import Config
 from riskppo.envs.registration import TRADING_ID
+from riskppo.evaluation.summary import run_label
 from riskppo.train.checkpoint import CheckpointError, verify_checkpoint
 from riskppo.train.trainer import DistributionalPPO
 
@@ -48,7 +49,10 @@ def latest_checkpoint(run_dir: Path) -> Path:
     ckpts = checkpoint_dir(run_dir)
     pointer = ckpts / "latest"
     if not pointer.is_file():
-        raise CheckpointError(f"{run_dir}: no checkpoints/latest pointer (no completed checkpoint)")
+        raise CheckpointError(
+            f"{run_dir}: no checkpoints/latest pointer (no completed checkpoint); pass a run "
+            "directory written by `riskppo train`"
+        )
     return ckpts / pointer.read_text().strip()
 
 
@@ -67,7 +71,10 @@ def latest_good_checkpoint(run_dir: Path) -> Path:
             return path
         except CheckpointError as exc:
             warnings.warn(f"skipping bad checkpoint: {exc}", stacklevel=2)
-    raise CheckpointError(f"{run_dir}: no usable checkpoint in {ckpts}")
+    raise CheckpointError(
+        f"{run_dir}: no usable checkpoint in {ckpts}; pass a run directory written by "
+        "`riskppo train`, or start the run again without --resume"
+    )
 
 
 def _periodic(run_dir: Path, cfg: Config) -> Any:
@@ -86,7 +93,7 @@ def train_run(cfg: Config, run_dir: Path, *, progress_bar: bool = True) -> Distr
     run_dir.mkdir(parents=True, exist_ok=True)
     cfg.to_yaml(run_dir / "config.yaml")
     model = DistributionalPPO(config=cfg, run_dir=run_dir)
-    print(f"riskppo: training {cfg.env.id} for {cfg.total_timesteps:,} steps → {run_dir}")
+    print(f"riskppo: training {run_label(cfg)} for {cfg.total_timesteps:,} steps → {run_dir}")
     model.learn(cfg.total_timesteps, progress_bar=progress_bar, callback=_periodic(run_dir, cfg))
     return _finish(model, run_dir, cfg)
 
@@ -197,9 +204,11 @@ def open_run(run_dir: Path) -> Iterator[tuple[Config, DistributionalPPO]]:
         model.close()
 
 
-def evaluate_run(run_dir: Path, n_episodes: int = 10) -> dict[str, float]:
+def evaluate_run(run_dir: Path, n_episodes: int = 10, split: str = "val") -> dict[str, float]:
+    """``model.evaluate`` of the run's latest checkpoint (trading: on the ``split`` period).
+    ``riskppo eval`` uses :func:`riskppo.evaluation.summary.evaluation_summary`."""
     with open_run(run_dir) as (_, model):
-        return model.evaluate(n_episodes=n_episodes, deterministic=True)
+        return model.evaluate(n_episodes=n_episodes, deterministic=True, part=split)
 
 
 def robustness_run(
@@ -219,7 +228,8 @@ def robustness_run(
         rows = robustness_table(
             model, attacks, eps_values, n_episodes=n_episodes, steps=steps, part=split
         )
-    png = write_robustness(rows, run_dir / "robustness", title=f"{cfg.env.id} — {run_dir.name}")
+    title = f"{run_label(cfg)} — {run_dir.name}"
+    png = write_robustness(rows, run_dir / "robustness", title=title)
     print(format_rows(rows))
     print(f"riskppo: robustness table and plot → {png.parent}")
     return rows

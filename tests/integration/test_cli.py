@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import os
 import pty
 import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 import riskppo
 
@@ -43,12 +46,20 @@ PLAIN_LINE = re.compile(
 )
 
 
-def test_progress_is_plain_lines_when_output_is_not_a_terminal(tmp_path: Path) -> None:
-    (tmp_path / "tiny.yaml").write_text(TINY)
-    proc = cli("train", "--config", str(tmp_path / "tiny.yaml"), "--run-dir", str(tmp_path / "r"))
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A CartPole run trained by ``riskppo train`` with its output piped (not a terminal)."""
+    root = tmp_path_factory.mktemp("tiny")
+    (root / "tiny.yaml").write_text(TINY)
+    proc = cli("train", "--config", str(root / "tiny.yaml"), "--run-dir", str(root / "run"))
     assert proc.returncode == 0, proc.stderr
-    assert "\r" not in proc.stdout and "\x1b" not in proc.stdout  # no redrawn bar, no colours
-    lines = [m for m in map(PLAIN_LINE.fullmatch, proc.stdout.splitlines()) if m]
+    return root / "run", proc.stdout
+
+
+def test_progress_is_plain_lines_when_output_is_not_a_terminal(tiny_run) -> None:
+    _, out = tiny_run
+    assert "\r" not in out and "\x1b" not in out  # no redrawn bar, no colours
+    lines = [m for m in map(PLAIN_LINE.fullmatch, out.splitlines()) if m]
     steps = [int(m[1].replace(",", "")) for m in lines]
     shares = [int(m[2]) for m in lines]
     assert [s * 10 // 1000 for s in steps[:-1]] == list(range(1, 10))  # one line per tenth
@@ -78,3 +89,28 @@ def test_progress_is_a_live_bar_on_a_terminal(tmp_path: Path) -> None:
     out = b"".join(chunks).decode(errors="replace")
     assert "━" in out and "ETA" in out  # rich's bar
     assert not any(PLAIN_LINE.search(line) for line in out.splitlines())
+
+
+def test_eval_prints_a_labelled_table_and_writes_it_to_the_run(tiny_run) -> None:
+    run, _ = tiny_run
+    proc = cli("eval", str(run), "--episodes", "3")
+    assert proc.returncode == 0, proc.stderr
+    table = (run / "evaluation.txt").read_text()
+    written = f"riskppo eval: written to {run / 'evaluation.json'} and evaluation.txt\n"
+    assert proc.stdout == table + written  # what is printed is what is written
+    ckpt = (run / "checkpoints" / "latest").read_text().strip()
+    rows = dict(line.strip().split("  ", 1) for line in table.splitlines()[1:])
+    assert table.splitlines()[0] == "riskppo eval: CartPole-v1"
+    assert rows["checkpoint"].strip().startswith(f"{ckpt} (") and "—" in rows["split"]
+    assert rows["episodes"].strip() == "3, deterministic policy"
+    ev = json.loads((run / "evaluation.json").read_text())
+    assert ev["episodes"] == 3 and ev["split"] is None and ev["checkpoint"] == ckpt
+    assert float(rows["mean return"]) == pytest.approx(ev["return"]["mean"], rel=1e-3)
+
+
+@pytest.mark.parametrize("command", [["eval"], ["backtest"], ["train", "--resume"]])
+def test_a_missing_run_directory_is_one_line_and_exit_code_2(command, tmp_path: Path) -> None:
+    proc = cli(*command, str(tmp_path / "nope"))
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert str(tmp_path / "nope") in proc.stderr and "riskppo train" in proc.stderr
