@@ -142,6 +142,40 @@ def benchmarks_dir() -> Path | None:
     return candidate if (candidate / "_common.py").is_file() else None
 
 
+# What each benchmark script answers, in a user's words (``riskppo bench`` lists them).
+BENCHMARKS: dict[str, str] = {
+    "throughput": "Training speed (steps/s) and memory: riskppo vs sb3-contrib RecurrentPPO "
+    "and SB3 PPO",
+    "sample_efficiency": "Steps to solve memory tasks (CartPole / Pendulum without velocities): "
+    "riskppo vs RecurrentPPO",
+    "trading_results": "Held-out trading results of the shipped configs over several seeds, "
+    "against buy-and-hold and an SMA crossover",
+    "pbt_trading": "Does population-based training beat independent runs with the same "
+    "budget on the trading agent?",
+    "risk_lambda": "How the CVaR constraint's multiplier moves during training: dual ascent "
+    "vs PID, on a risky-choice task",
+    "robustness": "How much return robust (SA-PPO) training keeps under observation attacks, "
+    "vs plain training",
+    "plasticity": "Does the agent keep learning when the task keeps changing? Adam vs UPGD vs "
+    "gradient-variance scaling",
+    "env_speed": "How many trading-env steps per second one CPU core simulates",
+    "soak": "Long-run stability: memory and open files over a long run and repeated "
+    "learn/close cycles",
+}
+
+
+def bench_description(script: Path) -> str:
+    """The listing line of a benchmark: :data:`BENCHMARKS`, else the first line of the
+    script's docstring without requirement ids and issue references."""
+    if script.stem in BENCHMARKS:
+        return BENCHMARKS[script.stem]
+    parts = script.read_text().split('"""')
+    doc = parts[1].strip().splitlines()[0] if len(parts) > 2 and parts[1].strip() else ""
+    doc = re.sub(r"\s*\((?:[^()]*\b(?:R-[A-Z]+|SPEC|issue)\b[^()]*)\)", "", doc)
+    doc = re.sub(r",?\s*(?:SPEC §[\d.]+|R-[A-Z]+-\d+)\.?$", "", doc)
+    return doc.replace("``", "").rstrip(".") or "(no description)"
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     import subprocess
 
@@ -156,10 +190,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return 2
     names = sorted(p.stem for p in root.glob("*.py") if not p.stem.startswith("_"))
     if args.name is None:
-        print("benchmarks (riskppo bench NAME [--help | options]):")
+        print("benchmarks: riskppo bench NAME [options]  (riskppo bench NAME --help: its options)")
         for name in names:
-            doc = (root / f"{name}.py").read_text().split('"""')[1].strip().splitlines()[0]
-            print(f"  {name:<18} {doc}")
+            print(f"  {name:<18} {bench_description(root / f'{name}.py')}")
         return 0
     if args.name not in names:
         raise ConfigError(f"unknown benchmark {args.name!r}; choose from {names}")
