@@ -41,6 +41,8 @@ COLORS: dict[str, str] = {
     "sma_crossover": "#e07b00",
 }
 _RED, _GREEN = "#c0392b", "#2e8b57"
+REALISED_COLOR = "#111111"  # critic chart: the realised discounted return-to-go
+ZERO_LINE_COLOR = "#9a9a9a"
 _DPI = 110
 
 
@@ -239,8 +241,10 @@ def plot_critic_quantiles(result: BacktestResult) -> Figure:
         ls="--",
         label=f"Predicted CVaR (α = {result.cvar_alpha:g})",
     )
-    ax.plot(x, c["realised"], color="#111111", lw=1.0, alpha=0.85, label="Realised")
-    ax.axhline(0.0, color="#444444", lw=0.8, ls=":")
+    # the zero line under everything, the realised line over everything: a flat agent's
+    # realised return-to-go is (about) 0 and must not disappear under the reference line
+    ax.axhline(0.0, color=ZERO_LINE_COLOR, lw=0.8, ls=":", zorder=0.5)
+    ax.plot(x, c["realised"], color=REALISED_COLOR, lw=2.0, zorder=5, label="Realised")
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v * 100:.0f}%"))
     ax.set_ylabel("Discounted return-to-go (log)")
     ax.set_xlabel("Date (decision bar)")

@@ -8,13 +8,16 @@ agent, a policy that always chooses the flat action.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import re
 
+import matplotlib.dates as mdates
 import numpy as np
 import pandas as pd
 import pytest
+from matplotlib.colors import to_rgb
 
 from riskppo import DistributionalPPO
 from riskppo.cli import print_flat_warning
@@ -37,7 +40,7 @@ from riskppo.evaluation.baselines import (
     sma_crossover_targets,
 )
 from riskppo.evaluation.metrics import SPEC_METRIC_KEYS, dumps_metrics
-from riskppo.evaluation.plots import save_plots
+from riskppo.evaluation.plots import REALISED_COLOR, plot_critic_quantiles, save_plots
 from riskppo.evaluation.report import write_report
 from riskppo.train.runner import train_run
 
@@ -448,3 +451,24 @@ def test_a_trading_agent_gets_no_flat_warning(sized_result, tmp_path, capsys):
     (tmp_path / "metrics.json").write_text(dumps_metrics(r.metrics_dict()))
     print_flat_warning(tmp_path)
     assert capsys.readouterr().out == ""
+
+
+@pytest.mark.parametrize("realised", ["as backtested", "exactly 0"])
+def test_realised_line_of_a_flat_agent_is_visible_in_the_critic_chart(flat_backtest, realised):
+    """A flat agent's realised return-to-go is (about) 0, on the chart's 0% reference line: at
+    the realised value of every decision bar the rendered chart shows the realised line's own
+    colour (drawn over the bands, the median and the reference line, solid)."""
+    result, _, _ = flat_backtest
+    if realised == "exactly 0":  # the worst case: exactly on the reference line
+        result = dataclasses.replace(result, critic=result.critic.assign(realised=0.0))
+    fig = plot_critic_quantiles(result)
+    fig.canvas.draw()
+    pixels = np.asarray(fig.canvas.buffer_rgba())[..., :3].astype(int)
+    x = mdates.date2num(result.critic.index.to_pydatetime())
+    points = np.column_stack([x, result.critic["realised"].to_numpy()])
+    xy = fig.axes[0].transData.transform(points)
+    cols = np.round(xy[:, 0]).astype(int)
+    rows = np.round(pixels.shape[0] - xy[:, 1]).astype(int)
+    want = np.array(to_rgb(REALISED_COLOR)) * 255
+    seen = np.abs(pixels[rows, cols] - want).max(axis=1) <= 8
+    assert seen[1:-1].mean() > 0.95, f"realised colour at {seen.mean():.0%} of its points"
