@@ -6,7 +6,12 @@
     RUN_DIR/metrics.jsonl          one JSON object per logged update (+ TensorBoard events)
     RUN_DIR/alerts.jsonl           first occurrence of each alert
     RUN_DIR/checkpoints/ckpt-N/    checkpoint directories; checkpoints/latest names the newest
-    RUN_DIR/eval.json              final evaluation
+    RUN_DIR/eval.json              final evaluation (trading: the validation period)
+    RUN_DIR/evaluation[_<split>].{json,txt}   the latest ``riskppo eval`` (trading: per split)
+    RUN_DIR/backtest_test/         trading: the final backtest report (riskppo.evaluation)
+
+On ``--resume`` the ``metrics.jsonl`` rows logged after the checkpoint it resumes from are
+dropped (:func:`drop_metrics_after`): the resumed run logs those steps again.
 """
 
 from __future__ import annotations
