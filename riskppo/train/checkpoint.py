@@ -191,6 +191,7 @@ def _write_files(model: DistributionalPPO, d: Path) -> None:
         "format_version": FORMAT_VERSION,
         "num_timesteps": model.num_timesteps,
         "n_updates": model.n_updates,
+        "nonfinite_skips": model.nonfinite_skips,
         "ent_coef": model.ent_coef,
         "ent_state": {**model.ent_state.__dict__, "history": list(model.ent_state.history)},
         "ent_floor": model.ent_floor.__dict__,
@@ -501,6 +502,7 @@ def _restore_counters(
         model.ent_floor = EntropyFloorState(**state["ent_floor"])
     model.num_timesteps = int(state["num_timesteps"])
     model.n_updates = int(state["n_updates"])
+    model.nonfinite_skips = int(state.get("nonfinite_skips", 0))  # absent in older checkpoints
 
 
 class _RmsHolder:

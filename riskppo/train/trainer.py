@@ -137,6 +137,8 @@ class DistributionalPPO:
         self.ent_floor = core.EntropyFloorState(math.log(ENT_FLOOR_COEF_MIN))
         self.num_timesteps = 0
         self.n_updates = 0
+        # R-ALG-9 / R-REL-6: non-finite minibatches skipped in a row, carried across updates
+        self.nonfinite_skips = 0
         self.run_dir = Path(run_dir) if run_dir else _tb_dir(cfg)
         self.ep_returns: deque[float] = deque(maxlen=100)
         self.ep_lengths: deque[int] = deque(maxlen=100)
@@ -230,8 +232,10 @@ class DistributionalPPO:
             self.ent_coef + self._floor_coef(),
             self.vgs,
             sa_eps=self._sa_eps(self.n_updates),
+            consecutive_skips=self.nonfinite_skips,
         )
         metrics = ppo_update(ctx, est.data)
+        self.nonfinite_skips = metrics.consecutive_skips
         self.n_updates += 1
         self.last_estimates = est
         self._log_update(est, metrics, rollout.costs_fraction)

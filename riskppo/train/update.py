@@ -39,6 +39,8 @@ class UpdateMetrics:
     n_skipped_nonfinite_loss: int = 0
     early_stop_epoch: int | None = None
     max_loss: float = 0.0
+    # Non-finite skips in a row at the end of this update, counted across updates (R-ALG-9,
+    # R-REL-6): the caller passes it into the next update's context.
     consecutive_skips: int = 0
 
 
@@ -54,6 +56,7 @@ class UpdateContext:
     ent_coef: float
     vgs: Any | None = None  # riskppo.optim.VarianceGradientScaler
     sa_eps: float = 0.0  # current ε of the SA-PPO regulariser (R-ADV; 0 = off)
+    # non-finite skips in a row carried in from the previous updates (``UpdateMetrics``)
     consecutive_skips: int = 0
     groups: dict[str, list[nn.Parameter]] = field(default_factory=dict)
 
@@ -231,7 +234,6 @@ def apply_minibatch(
 def _skip(ctx: UpdateContext, m: UpdateMetrics) -> None:
     ctx.optimizer.zero_grad(set_to_none=True)
     ctx.consecutive_skips += 1
-    m.consecutive_skips = ctx.consecutive_skips
     if ctx.consecutive_skips >= ctx.cfg.ppo.max_nonfinite_updates:
         raise NonFiniteTrainingError(
             f"{ctx.consecutive_skips} consecutive minibatches had non-finite log-ratios, losses "
@@ -265,4 +267,5 @@ def ppo_update(ctx: UpdateContext, data: ChunkBatch) -> UpdateMetrics:
             break
     if m.n_applied:
         m.means = {k: v / m.n_applied for k, v in sums.items()}
+    m.consecutive_skips = ctx.consecutive_skips
     return m
