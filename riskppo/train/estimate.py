@@ -135,7 +135,7 @@ def estimate(
         policy.critic_out_layers,
         popart,
     )
-    if critic.supports_popart:
+    if popart:  # the outputs were rescaled: their old predictions must follow (R-ALG-5/8)
         old_pred = new_scaling.to_norm(scaling.to_raw(old_pred))
     targets = new_scaling.to_norm(returns)
     if p.normalize_advantage:

@@ -9,7 +9,22 @@ import pytest
 import torch
 
 from riskppo import DistributionalPPO
-from riskppo.train.update import NonFiniteTrainingError
+from riskppo.train.collect import collect_rollout
+from riskppo.train.estimate import estimate
+from riskppo.train.update import NonFiniteTrainingError, UpdateContext, minibatch_loss
+
+
+def rollout_and_estimates(model):
+    """One rollout from freshly reset envs and its estimates (no optimizer step)."""
+    model._carry = model._reset_carry()
+    cfg = model.config
+    rollout, _, _ = collect_rollout(
+        model.policy, model.env, model._carry, cfg.ppo.n_steps, cfg.ppo.chunk_len, model.sample_gen
+    )
+    scaling = model.scaling
+    est = estimate(cfg, model.policy, model.critic, scaling, rollout, model.risk_state)
+    return rollout, est
+
 
 PENDULUM = dict(n_envs=2, n_steps=32, batch_size=64, n_epochs=1, lstm_hidden_size=16)
 
@@ -47,3 +62,52 @@ def test_nonfinite_skip_count_survives_a_checkpoint(tmp_path):
     assert loaded.nonfinite_skips == 3
     model.close()
     loaded.close()
+
+
+CARTPOLE = dict(n_envs=4, n_steps=32, batch_size=64, bptt_len=16, n_epochs=2, lstm_hidden_size=16)
+
+
+def _first_minibatch_stats(model, est):
+    ctx = UpdateContext(
+        model.config, model.policy, model.critic, model.optimizer, model.shuffle_gen, 0.0
+    )
+    L = est.data.obs.shape[0]
+    mb = next(est.data.minibatches(model.config.ppo.batch_size // L, model.shuffle_gen))
+    with torch.no_grad():
+        _, stats, n_bad = minibatch_loss(ctx, mb)
+    assert n_bad == 0
+    return stats
+
+
+@pytest.mark.parametrize(
+    ("critic", "mode", "popart"),
+    [
+        ("quantile", "per_quantile", False),
+        ("quantile", "mean_only", False),
+        ("quantile", "mean_and_variance", False),
+        ("categorical", "mean_only", False),
+        ("scalar", "mean_only", False),
+        ("quantile", "per_quantile", True),
+    ],
+)
+def test_value_clipping_does_not_fire_before_any_step(critic, mode, popart):
+    """Defect 2 (R-ALG-5/8): before any optimizer step the critic's outputs equal its old
+    predictions, so no sample is value-clipped — with PopArt off as well as on. Mutation: convert
+    the old predictions to the new units whenever ``critic.supports_popart`` (not when PopArt
+    actually rescaled the outputs)."""
+    model = DistributionalPPO(
+        "CartPole-v1",
+        seed=0,
+        critic=critic,
+        popart=popart,
+        clip_range_vf=0.05,
+        vf_clip_mode=mode,
+        **CARTPOLE,
+    )
+    scale_before = model.scaling.scale
+    _, est = rollout_and_estimates(model)
+    assert est.scaling.scale != pytest.approx(scale_before, rel=0.1)  # the units did change
+    stats = _first_minibatch_stats(model, est)
+    assert float(stats["vf_clip_fraction"]) == 0.0
+    assert float(stats["clip_fraction"]) == 0.0
+    model.close()
