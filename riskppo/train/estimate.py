@@ -32,6 +32,9 @@ class Estimates:
     returns: Tensor  # [T, N] raw λ-returns
     advantages: Tensor  # [T, N] raw advantages
     critic_out: Tensor  # [C, T, N, K] critic outputs (normalised units at rollout time)
+    # the scaling ``critic_out`` was produced under (before this rollout's statistics update):
+    # ``out_scaling.to_raw(critic_out)`` are its raw-unit predictions
+    out_scaling: ReturnScaling
     vf_state: tuple[LSTMState, ...]  # critic state after the last step
     adv_stats: core.AdvantageStats
     scaling: ReturnScaling  # updated statistics
@@ -178,5 +181,16 @@ def estimate(
     var_ret = returns.var()
     ev = float(1 - (returns - values).var() / var_ret) if var_ret > 0 else float("nan")
     return Estimates(
-        data, values, returns, adv, out, final, adv_stats, new_scaling, uncapped, ev, risk
+        data=data,
+        values=values,
+        returns=returns,
+        advantages=adv,
+        critic_out=out,
+        out_scaling=scaling,
+        vf_state=final,
+        adv_stats=adv_stats,
+        scaling=new_scaling,
+        uncapped_scale=uncapped,
+        explained_variance=ev,
+        risk=risk,
     )

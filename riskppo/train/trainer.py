@@ -404,9 +404,11 @@ class DistributionalPPO:
         """R-RISK-1: critic-predicted CVaR per state and empirical CVaR of episode returns."""
         mon, alpha = self.monitor, self.config.risk.cvar_alpha
         assert mon is not None
-        taus = core.quantile_midpoints(max(self.critic.n_out, 32))
+        taus = core.quantile_midpoints(max(self.critic.n_out, 32), device=est.critic_out.device)
+        # the rollout-time outputs in raw units: de-normalised with the scaling they were
+        # produced under, not the one this rollout's statistics update made
         per_critic = [
-            core.cvar_from_quantiles(est.scaling.to_raw(self.critic.quantiles(o, taus)), alpha)
+            core.cvar_from_quantiles(est.out_scaling.to_raw(self.critic.quantiles(o, taus)), alpha)
             for o in est.critic_out[: self.policy.n_critics]
         ]  # each critic's CVaR per state, then the pessimistic one (twin critics)
         cvar_states = torch.stack(per_critic).min(dim=0).values

@@ -8,9 +8,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from riskppo import DistributionalPPO
+from riskppo import DistributionalPPO, core
 from riskppo.train.collect import collect_rollout
 from riskppo.train.estimate import estimate
+from riskppo.train.monitor import Monitor
 from riskppo.train.update import NonFiniteTrainingError, UpdateContext, minibatch_loss
 
 
@@ -110,4 +111,42 @@ def test_value_clipping_does_not_fire_before_any_step(critic, mode, popart):
     stats = _first_minibatch_stats(model, est)
     assert float(stats["vf_clip_fraction"]) == 0.0
     assert float(stats["clip_fraction"]) == 0.0
+    model.close()
+
+
+@pytest.mark.parametrize("critic", ["quantile", "categorical"])
+def test_predicted_cvar_uses_the_scaling_of_the_rollout(critic):
+    """Defect 4 (R-RISK-1): ``risk/cvar_pred`` de-normalises the rollout-time critic outputs with
+    the scaling they were produced under. Mutation: de-normalise with the updated scaling."""
+    model = DistributionalPPO("CartPole-v1", seed=0, critic=critic, **CARTPOLE)
+    model.monitor = Monitor(None, tensorboard=False)
+    rollout_scaling = model.scaling
+    _, est = rollout_and_estimates(model)
+    alpha = model.config.risk.cvar_alpha
+    taus = core.quantile_midpoints(max(model.critic.n_out, 32))
+
+    def cvar_pred(scaling):
+        per_critic = [
+            core.cvar_from_quantiles(scaling.to_raw(model.critic.quantiles(o, taus)), alpha)
+            for o in est.critic_out[: model.policy.n_critics]
+        ]
+        return float(torch.stack(per_critic).min(dim=0).values.mean())
+
+    expected = cvar_pred(rollout_scaling)
+    assert abs(expected - cvar_pred(est.scaling)) > 0.1  # the statistics update moved the units
+    model._log_risk(est)
+    assert model.monitor.latest["risk/cvar_pred"] == pytest.approx(expected, rel=1e-6)
+    if critic == "quantile":  # PopArt: the rescaled critic, in the new units, predicts the same
+        with torch.no_grad():
+            d = est.data
+            _, latent, _ = model.policy.actor_sequence(d.obs, d.episode_starts, d.state.pi)
+            out, _, _ = model.policy.critic_sequence(
+                d.obs, d.episode_starts, d.state.vf, actor_latent=latent
+            )
+        per_critic = [
+            core.cvar_from_quantiles(est.scaling.to_raw(model.critic.quantiles(o, taus)), alpha)
+            for o in out[: model.policy.n_critics]
+        ]
+        after = float(torch.stack(per_critic).min(dim=0).values.mean())
+        assert after == pytest.approx(expected, rel=1e-4)
     model.close()
