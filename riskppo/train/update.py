@@ -2,7 +2,8 @@
 
 Per minibatch: ``grad_accum_steps`` micro-batches, each loss weighted by its share of the
 minibatch's samples, so the accumulated gradient equals the full-minibatch gradient (R-ALG-13);
-non-finite log-ratios / losses / gradients skip the step (R-ALG-9, R-REL-6); then the optional
+non-finite log-ratios / losses / gradients skip the step (R-ALG-9, R-REL-6); a k3 KL estimate
+above ``target_kl`` stops the epoch loop before the step (R-ALG-11); then the optional
 variance gradient scaler, gradient clipping at ``max_grad_norm`` (R-ALG-14) and the optimizer step.
 :func:`ppo_update` returns an :class:`UpdateMetrics`; the caller logs it.
 """
@@ -37,7 +38,8 @@ class UpdateMetrics:
     n_applied: int = 0
     n_skipped_nonfinite_ratio: int = 0
     n_skipped_nonfinite_loss: int = 0
-    early_stop_epoch: int | None = None
+    early_stop_epoch: int | None = None  # epoch whose minibatch exceeded target_kl (R-ALG-11)
+    early_stop_kl: float | None = None  # that minibatch's k3 KL estimate (it was not applied)
     max_loss: float = 0.0
     # Non-finite skips in a row at the end of this update, counted across updates (R-ALG-9,
     # R-REL-6): the caller passes it into the next update's context.
@@ -185,7 +187,11 @@ def split_micro(mb: ChunkBatch, n: int) -> list[ChunkBatch]:
 def apply_minibatch(
     ctx: UpdateContext, mb: ChunkBatch, m: UpdateMetrics
 ) -> dict[str, float] | None:
-    """Accumulate gradients over micro-batches, guard, scale, clip and step. ``None`` = skipped."""
+    """Accumulate gradients over micro-batches, guard, scale, clip and step.
+
+    ``None`` = not applied: skipped for non-finite values, or (``m.early_stop_kl`` set) its KL
+    exceeds ``target_kl``.
+    """
     cfg, policy = ctx.cfg, ctx.policy
     ctx.optimizer.zero_grad(set_to_none=True)
     stats_sum: dict[str, Tensor] = defaultdict(lambda: torch.zeros(()))
@@ -213,8 +219,16 @@ def apply_minibatch(
         m.n_skipped_nonfinite_loss += 1
         _skip(ctx, m)
         return None
-    ctx.consecutive_skips = 0
     out = {k: float(v) for k, v in stats_sum.items()}
+    # R-ALG-11 (like SB3): the minibatch whose k3 KL estimate — measured before its step, on
+    # the parameters the previous minibatches left — exceeds target_kl (factor 1) is not applied;
+    # the caller stops the epoch loop. Checked before the VGS sees the gradients.
+    target_kl = cfg.ppo.target_kl
+    if target_kl is not None and out["approx_kl_k3"] > target_kl:
+        ctx.optimizer.zero_grad(set_to_none=True)
+        m.early_stop_kl = out["approx_kl_k3"]
+        return None
+    ctx.consecutive_skips = 0
     out["loss"] = loss_value
     m.max_loss = max(m.max_loss, abs(loss_value))
     if ctx.vgs is not None:
@@ -250,19 +264,16 @@ def ppo_update(ctx: UpdateContext, data: ChunkBatch) -> UpdateMetrics:
     m = UpdateMetrics()
     sums: dict[str, float] = defaultdict(float)
     for epoch in range(p.n_epochs):
-        kl_epoch: list[float] = []
         for mb in data.minibatches(chunks_per_batch, ctx.generator):
             stats = apply_minibatch(ctx, mb, m)
-            if stats is None:
+            if m.early_stop_kl is not None:  # R-ALG-11: KL above target_kl, not applied
+                m.early_stop_epoch = epoch
+                break
+            if stats is None:  # skipped: non-finite values
                 continue
             m.n_applied += 1
             for k, v in stats.items():
                 sums[k] += v
-            kl_epoch.append(stats["approx_kl_k3"])
-            # R-ALG-11: stop the epoch loop once the k3 KL estimate exceeds target_kl (factor 1).
-            if p.target_kl is not None and stats["approx_kl_k3"] > p.target_kl:
-                m.early_stop_epoch = epoch
-                break
         if m.early_stop_epoch is not None:
             break
     if m.n_applied:
