@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,11 @@ from typing import Any
 from stable_baselines3.common.logger import JSONOutputFormat, KVWriter, Logger
 
 log = logging.getLogger("riskppo")
+
+# The value critics' gradient norms as the update logs them: one per critic head, named after
+# its parameter group (``critic1``, ``critic2``, …; riskppo.train.update.param_groups). The risk
+# head is left out: its gradient is legitimately 0 in a minibatch where no segment finished.
+CRITIC_GRAD_NORM = re.compile(r"critic\d+_grad_norm")
 
 
 class _AppendJSON(JSONOutputFormat):
@@ -104,9 +110,9 @@ def check_alerts(mon: Monitor, thresholds: Any, metrics: dict[str, float], discr
                 f"twin-critic gradient ratio {ratio:.3g} outside "
                 f"[{t.critics_grad_ratio_low}, {t.critics_grad_ratio_high}]",
             )
-    for key in ("critic1_grad_norm", "critic2_grad_norm", "critic_grad_norm"):
-        v = g(key)
-        if v is not None and v < t.critic_grad_vanishing:
+    for key in sorted(k for k in metrics if CRITIC_GRAD_NORM.fullmatch(k)):
+        v = metrics[key]
+        if v < t.critic_grad_vanishing:
             mon.alert("critic_grad_vanishing", f"{key} = {v:.2e} (vanishing critic gradient)")
     ent = g("entropy")
     if ent is not None and discrete and ent < t.entropy_discrete:
