@@ -56,8 +56,11 @@ class AttackedAgent:
         obs = obs_tensor(np.asarray(observation, dtype=np.float32), m.device)
         n = obs.shape[0]
         state = state if state is not None else policy.initial_state(n, m.device)
-        starts = torch.zeros(n) if episode_start is None else torch.as_tensor(episode_start)
-        starts = starts.to(torch.float32)
+        starts = (
+            torch.zeros(n, device=m.device)
+            if episode_start is None
+            else torch.as_tensor(np.asarray(episode_start), device=m.device)
+        ).to(torch.float32)
         inp = StepInput(policy, m.critic, obs, state, starts)
         delta = self.attack(inp, self.eps, self.steps, self.generator)
         seen = obs + delta

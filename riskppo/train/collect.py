@@ -72,7 +72,8 @@ def collect_rollout(
     dones = np.empty((n_steps, N), dtype=bool)
     truncs = np.zeros((n_steps, N), dtype=bool)
     costs = np.full((n_steps, N), np.nan, dtype=np.float32)
-    latents = torch.empty(n_steps, N, policy.actor_lstm.hidden_size) if share_all else None
+    H = policy.actor_lstm.hidden_size
+    latents = torch.empty(n_steps, N, H, device=device) if share_all else None
     final_obs: list[np.ndarray] = []
     final_idx: list[tuple[int, int]] = []
     final_latent: list[torch.Tensor] = []

@@ -486,13 +486,13 @@ class DistributionalPPO:
             out, _, _ = self.policy.critic_sequence(x, starts, state.vf, actor_latent=latent)
             out = out[: self.policy.n_critics]
             n_levels = self.critic.n_out if self.config.critic.kind == "quantile" else 32
-            taus = core.quantile_midpoints(n_levels)
+            taus = core.quantile_midpoints(n_levels, device=x.device)
             means = self.critic.mean(out)  # [C, T, B]
             pick = means.argmin(dim=0)  # twin: the pessimistic critic
             chosen = out.gather(0, pick[None, ..., None].expand(1, *out.shape[1:]))[0]
             q = self.scaling.to_raw(self.critic.quantiles(chosen, taus))
         values = q.cpu().numpy()
-        return taus.numpy(), values.reshape(*values.shape[2 - lead :])
+        return taus.cpu().numpy(), values.reshape(*values.shape[2 - lead :])
 
     def _obs_array(self, observation: Any, max_lead: int) -> tuple[np.ndarray, int]:
         """``observation`` as float32 and its number of leading axes before the observation

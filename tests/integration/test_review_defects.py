@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 import torch
 
@@ -238,4 +239,22 @@ def test_vanishing_critic_gradient_alert_reads_the_update_metrics(twin, vf_coef,
     assert ("critic_grad_vanishing" in model.monitor.alerts) == fires
     if fires:
         assert "critic1_grad_norm" in model.monitor.alert_messages["critic_grad_vanishing"]
+    model.close()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_lstm_sharing_all_runs_on_cuda():
+    """Defect 5: with ``lstm_sharing="all"`` on CUDA, collect's actor latents, the critic's value
+    distribution and the attacked agent's episode starts are allocated on the model's device.
+    Mutation: drop ``device=`` from any of them (a device-mismatch error). Skipped without CUDA."""
+    from riskppo.adversarial.robustness import AttackedAgent
+
+    model = DistributionalPPO("CartPole-v1", seed=0, lstm_sharing="all", device="cuda", **CARTPOLE)
+    model.learn(2 * 4 * 32)
+    obs = model.env.reset()
+    taus, values = model.value_distribution(obs)
+    assert values.shape == (4, model.critic.n_out) and taus.shape == (model.critic.n_out,)
+    agent = AttackedAgent(model, "random", 0.05)
+    actions, state = agent.predict(obs, None, np.ones(4, dtype=bool))
+    assert actions.shape == (4,) and state.pi.h.device.type == "cuda"
     model.close()
