@@ -111,9 +111,9 @@ def check_alerts(mon: Monitor, thresholds: Any, metrics: dict[str, float], discr
                 f"[{t.critics_grad_ratio_low}, {t.critics_grad_ratio_high}]",
             )
     for key in sorted(k for k in metrics if CRITIC_GRAD_NORM.fullmatch(k)):
-        v = metrics[key]
-        if v < t.critic_grad_vanishing:
-            mon.alert("critic_grad_vanishing", f"{key} = {v:.2e} (vanishing critic gradient)")
+        norm = metrics[key]
+        if norm < t.critic_grad_vanishing:
+            mon.alert("critic_grad_vanishing", f"{key} = {norm:.2e} (vanishing critic gradient)")
     ent = g("entropy")
     if ent is not None and discrete and ent < t.entropy_discrete:
         mon.alert("entropy_collapse", f"mean policy entropy {ent:.4f} < {t.entropy_discrete}")
