@@ -81,7 +81,10 @@ def risk_estimate(
     """One rollout of the constraint. ``risk_out`` ``[T, N, K]``: the risk head (normalised)."""
     r = cfg.risk
     alpha = r.cvar_alpha
-    info = core.segment_returns(rewards, dones, r.cvar_horizon, state.acc, state.length)
+    dev = rewards.device  # open segments are kept on the CPU (checkpointed), computed on the device
+    info = core.segment_returns(
+        rewards, dones, r.cvar_horizon, state.acc.to(dev), state.length.to(dev)
+    )
     q_rtg = state.scaling.to_raw(risk_out.double().sort(dim=-1).values)  # [T, N, K] raw units
     # Predicted distribution of R: pooled quantiles at the segment-start states (acc = 0).
     pooled = q_rtg[info.starts].reshape(-1)
@@ -114,7 +117,7 @@ def risk_estimate(
     # statistics updated (and the head PopArt-rescaled) exactly as for the value critics.
     y = info.seg_return - info.acc_before
     scaling, _ = update_scaling(cfg, state.scaling, y[torch.isfinite(y)], [risk_layer], True)
-    new_state = RiskState(lam, info.acc_after, info.len_after, scaling, recent, pid)
+    new_state = RiskState(lam, info.acc_after.cpu(), info.len_after.cpu(), scaling, recent, pid)
     metrics.update(
         {
             "risk/lambda": lam,

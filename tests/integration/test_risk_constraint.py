@@ -179,3 +179,24 @@ def test_entropy_floor_fraction_on_an_unbounded_box_is_a_config_error():
         DistributionalPPO(UnboundedActions, target_entropy_frac=0.5, **SMALL)
     with pytest.raises(ConfigError, match="not both"):
         DistributionalPPO("CartPole-v1", target_entropy=0.1, target_entropy_frac=0.5, **SMALL)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("sharing", ["critics", "all"])
+def test_cvar_constraint_trains_on_cuda(sharing):
+    """Segments, the risk head, the bounded combination and PID on the GPU (devices never mix)."""
+    model = DistributionalPPO(
+        "CartPole-v1",
+        seed=0,
+        device="cuda",
+        cvar_limit=10.0,
+        cvar_alpha=0.1,
+        cvar_horizon=8,
+        lambda_update="pid",
+        cvar_min_segments=1,
+        lstm_sharing=sharing,
+        **SMALL,
+    )
+    model.learn(4 * 32 * 3)
+    assert model.monitor.latest["risk/lambda"] > 0.0
+    assert model.risk_state.acc.device.type == "cpu"
