@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-import warnings
 from collections import deque
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,6 @@ from riskppo import core
 from riskppo.adversarial.regularizer import sa_eps
 from riskppo.config import Config, ConfigError, set_by_path
 from riskppo.nn.critics import Critic, build_critic
-from riskppo.nn.distributions import max_entropy
 from riskppo.nn.policy import RecurrentActorCritic, RecurrentState
 from riskppo.optim import build_optimizer
 from riskppo.train.collect import CollectorState, collect_rollout, env_actions, obs_tensor
@@ -33,46 +31,19 @@ from riskppo.train.monitor import Monitor, check_alerts
 from riskppo.train.progress import fmt, training_progress
 from riskppo.train.risk import RiskState, initial_risk_state
 from riskppo.train.scaling import ReturnScaling, initial_scaling
+from riskppo.train.settings import (
+    ENT_FLOOR_COEF_MIN,
+    build_vgs,
+    config_from_keywords,
+    ent_schedule,
+    entropy_target,
+    floor_coef,
+    optimizer_kwargs,
+    step_entropy_floor,
+    warn_alpha_resolution,
+)
 from riskppo.train.update import UpdateContext, UpdateMetrics, ppo_update
 from riskppo.train.vec_env import EnvSpec, build_vec_env, find_normalizer
-
-# SB3-style keyword → config path. Anything else must name a field unambiguously.
-KEYWORDS: dict[str, str] = {
-    "n_envs": "env.n_envs",
-    "critic": "critic.kind",
-    "twin_critics": "critic.twin",
-    "tensorboard_log": "monitor.tensorboard_log",
-    "verbose": "monitor.verbose",
-    "optimizer": "optim.optimizer",
-    "normalize_obs": "env.normalize_obs",
-    "sa_kappa": "adversarial.kappa",
-    "sa_eps": "adversarial.eps",
-}
-
-
-def config_from_keywords(config: Config | dict[str, Any] | None, **kwargs: Any) -> Config:
-    """Merge SB3-style keyword arguments into a config (validated, ``ConfigError`` on misuse)."""
-    base = config.to_dict() if isinstance(config, Config) else dict(config or {})
-    sections = {name: f.annotation for name, f in Config.model_fields.items()}
-    for key, value in kwargs.items():
-        path = KEYWORDS.get(key)
-        if path is None:
-            if key in Config.model_fields:
-                path = key
-            else:
-                owners = [
-                    s
-                    for s, ann in sections.items()
-                    if isinstance(ann, type) and key in getattr(ann, "model_fields", {})
-                ]
-                if len(owners) != 1:
-                    raise ConfigError(
-                        f"unknown keyword argument {key!r}"
-                        + (f" (ambiguous: {owners})" if owners else "")
-                    )
-                path = f"{owners[0]}.{key}"
-        set_by_path(base, path, value)
-    return Config.build(base)
 
 
 class DistributionalPPO:
@@ -127,7 +98,7 @@ class DistributionalPPO:
         self.risk_state: RiskState | None = (
             initial_risk_state(cfg, self.n_envs) if self.policy.has_risk_head else None
         )
-        _warn_alpha_resolution(cfg, self.critic.n_out)
+        warn_alpha_resolution(cfg, self.critic.n_out)
         try:
             entropy_target(cfg, act_space)
         except ValueError as e:
@@ -241,25 +212,15 @@ class DistributionalPPO:
         self._log_update(est, metrics, rollout.costs_fraction)
         if metrics.means:
             self.ent_coef, self.ent_state = core.entropy_coef_step(
-                _ent_schedule(cfg), self.ent_state, metrics.means["entropy"]
+                ent_schedule(cfg), self.ent_state, metrics.means["entropy"]
             )
-            target = entropy_target(cfg, self.action_space)
-            if target is not None:  # R-ALG-10: learned entropy floor (SAC v2 §5)
-                _, self.ent_floor = core.entropy_floor_step(
-                    self.ent_floor,
-                    metrics.means["entropy"],
-                    target,
-                    lr=cfg.ppo.ent_floor_lr,
-                    coef_min=ENT_FLOOR_COEF_MIN,
-                    coef_max=cfg.ppo.ent_floor_coef_max,
-                )
+            self.ent_floor = step_entropy_floor(  # R-ALG-10: learned entropy floor
+                cfg, self.action_space, self.ent_floor, metrics.means["entropy"]
+            )
         return metrics
 
     def _floor_coef(self) -> float:
-        """The entropy floor's learned coefficient (0 without a target entropy)."""
-        if entropy_target(self.config, self.action_space) is None:
-            return 0.0
-        return math.exp(self.ent_floor.log_coef)
+        return floor_coef(self.config, self.action_space, self.ent_floor)
 
     def _sa_eps(self, n_updates: int) -> float:
         """ε of the SA-PPO regulariser at update ``n_updates`` (0 when it is off)."""
@@ -274,9 +235,9 @@ class DistributionalPPO:
             self.policy.parameters(),
             lr=cfg.ppo.learning_rate,
             weight_decay=cfg.optim.weight_decay,
-            **_optimizer_kwargs(cfg),
+            **optimizer_kwargs(cfg),
         )
-        self.vgs = _build_vgs(cfg, self.policy)
+        self.vgs = build_vgs(cfg, self.policy)
 
     def set_hyperparams(self, values: dict[str, float]) -> None:
         """Apply hyperparameters given as dotted config paths (e.g. ``{"ppo.learning_rate":
@@ -632,82 +593,9 @@ def run_episodes(model: Any, venv: VecEnv, n_episodes: int, deterministic: bool)
     return out
 
 
-# Lower bound of the learned entropy-floor coefficient: negligible next to unit-scale advantages.
-ENT_FLOOR_COEF_MIN = 1e-4
-
-
-def entropy_target(cfg: Config, action_space: spaces.Space) -> float | None:
-    """The entropy floor in nats per sample: ``ppo.target_entropy``, or ``target_entropy_frac``
-    × the action space's maximum entropy; ``None`` without a floor (R-ALG-10)."""
-    p = cfg.ppo
-    if p.target_entropy is not None:
-        return p.target_entropy
-    if p.target_entropy_frac is not None:
-        return p.target_entropy_frac * max_entropy(action_space)
-    return None
-
-
-def _warn_alpha_resolution(cfg: Config, n_levels: int) -> None:
-    """R-RISK-1: CVaR_α of an N-quantile distribution cannot resolve tails finer than 1/N."""
-    if cfg.critic.kind != "scalar" and cfg.risk.cvar_alpha < 1.0 / n_levels:
-        warnings.warn(
-            f"risk.cvar_alpha={cfg.risk.cvar_alpha} < 1/{n_levels}: the critic's {n_levels} "
-            "quantiles cannot resolve a tail that small; the predicted CVaR is then the lowest "
-            "quantile. Use more quantiles/atoms or a larger alpha.",
-            stacklevel=3,
-        )
-
-
 def _vf_index(name: str) -> int:
     return int(name.removeprefix("critic") or 1) - 1
 
 
 def _tb_dir(cfg: Config) -> Path | None:
     return Path(cfg.monitor.tensorboard_log) if cfg.monitor.tensorboard_log else None
-
-
-def _optimizer_kwargs(cfg: Config) -> dict[str, Any]:
-    o = cfg.optim
-    if o.optimizer in ("adam", "adamw"):
-        # fused kernels: one call for all parameters instead of a per-tensor Python loop
-        return {"eps": o.eps, "fused": True}
-    if o.optimizer == "upgd":
-        return {"beta_utility": o.beta_utility, "sigma": o.sigma, "seed": cfg.seed + 3}
-    if o.optimizer == "adaptive_upgd":
-        return {
-            "beta_utility": o.beta_utility,
-            "sigma": o.sigma,
-            "seed": cfg.seed + 3,
-            "eps": o.eps,
-        }
-    return {}
-
-
-def _build_vgs(cfg: Config, policy: torch.nn.Module) -> Any:
-    v = cfg.optim.vgs
-    if not v.enabled:
-        return None
-    from riskppo.optim import VarianceGradientScaler
-
-    return VarianceGradientScaler(
-        list(policy.named_parameters()),
-        beta=v.beta,
-        alpha=v.alpha,
-        warmup_steps=v.warmup_steps,
-        min_scale=v.min_scale,
-        mode=v.mode,
-    )
-
-
-def _ent_schedule(cfg: Config) -> core.EntropyScheduleConfig:
-    p = cfg.ppo
-    return core.EntropyScheduleConfig(
-        ent_coef=p.ent_coef,
-        ent_coef_min=min(p.ent_coef_min, p.ent_coef),
-        decay=p.ent_decay,
-        decay_updates=p.ent_decay_updates,
-        plateau_window=p.ent_plateau_window,
-        plateau_tol=p.ent_plateau_tol,
-        boost_threshold=p.ent_boost_threshold,
-        boost_factor=p.ent_boost_factor,
-    )
