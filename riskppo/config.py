@@ -10,11 +10,27 @@ field (dotted path), the value given and what is allowed — before any environm
 from __future__ import annotations
 
 import json
+import os
+import typing
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+# Bounds on what a YAML config file may expand to: a "billion laughs" alias bomb of a few hundred
+# bytes expands to 10^9 nodes once its aliases are followed (PyYAML shares them, pydantic does not).
+MAX_CONFIG_BYTES = 1 << 20
+MAX_CONFIG_NODES = 100_000
+MAX_CONFIG_DEPTH = 64
 
 
 class ConfigError(ValueError):
@@ -25,7 +41,19 @@ class ConfigError(ValueError):
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    # allow_inf_nan=False: no float field of any section may be NaN or ±inf.
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_as_number(cls, value: Any, info: ValidationInfo) -> Any:
+        """Strict numbers: ``true``/``false`` are not 1/0 for an int or float field."""
+        if isinstance(value, bool) and info.field_name is not None:
+            ann = cls.model_fields[info.field_name].annotation
+            allowed = {ann, *typing.get_args(ann)}
+            if bool not in allowed and Any not in allowed and (int in allowed or float in allowed):
+                raise ValueError(f"expected a number, not the boolean {value}")
+        return value
 
 
 class EnvConfig(_Section):
@@ -260,6 +288,13 @@ class DataConfig(_Section):
     dataset: Literal["googl", "eurusd"] | None = "googl"
     path: str | None = None
     split: tuple[float, float, float] = (0.7, 0.15, 0.15)
+    nan_policy: Literal["raise", "ffill"] = Field(
+        "raise",
+        description="data.path only: raise on a missing value, or forward-fill runs of at most "
+        "ffill_limit bars",
+    )
+    ffill_limit: int = Field(5, ge=0, description="longest NaN run nan_policy='ffill' fills")
+    sort: bool = Field(False, description="data.path only: sort rows by time (unsorted raises)")
 
     @model_validator(mode="after")
     def _check(self) -> DataConfig:
@@ -450,13 +485,22 @@ class Config(_Section):
     def from_yaml(cls, path: str | Path) -> Config:
         path = Path(path)
         try:
+            if path.is_file() and path.stat().st_size > MAX_CONFIG_BYTES:
+                raise ConfigError(
+                    f"{path}: config file of {path.stat().st_size} bytes; at most "
+                    f"{MAX_CONFIG_BYTES} allowed"
+                )
             text = path.read_text()
         except OSError as exc:
             raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
         try:
             data = yaml.safe_load(text) or {}
         except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+            msg = " ".join(str(exc).split())
+            raise ConfigError(f"{path}: not valid YAML: {msg}") from None
+        except RecursionError:
+            raise ConfigError(f"{path}: YAML nested too deeply") from None
+        _check_expansion(data, str(path))
         if not isinstance(data, dict):
             raise ConfigError(f"{path}: top level must be a mapping, got {type(data).__name__}")
         try:
@@ -475,6 +519,57 @@ class Config(_Section):
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+
+def _check_expansion(data: Any, where: str) -> None:
+    """Refuse a loaded YAML document that expands (aliases followed) to more than
+    ``MAX_CONFIG_NODES`` nodes or nests deeper than ``MAX_CONFIG_DEPTH``; stops counting at the
+    limit, so a billion-laughs bomb costs microseconds."""
+    stack: list[tuple[Any, int]] = [(data, 0)]
+    nodes = 0
+    while stack:
+        node, depth = stack.pop()
+        nodes += 1
+        if nodes > MAX_CONFIG_NODES:
+            raise ConfigError(
+                f"{where}: the YAML expands to more than {MAX_CONFIG_NODES} values (an alias "
+                "bomb?); a config needs far fewer"
+            )
+        if depth > MAX_CONFIG_DEPTH:
+            raise ConfigError(f"{where}: YAML nested deeper than {MAX_CONFIG_DEPTH} levels")
+        if isinstance(node, dict):
+            stack.extend((v, depth + 1) for v in node.values())
+            stack.extend((k, depth + 1) for k in node)
+        elif isinstance(node, list | tuple):
+            stack.extend((v, depth + 1) for v in node)
+
+
+def rollout_bytes(n_steps: int, n_envs: int, obs_size: int, act_size: int = 1) -> int:
+    """A lower estimate of the memory one rollout takes: float32 observations, actions and
+    about 16 per-step scalars (rewards, values, log-probs, advantages, ...), twice over for the
+    copies an update makes."""
+    return 2 * 4 * n_steps * n_envs * (obs_size + act_size + 16)
+
+
+def check_rollout_memory(
+    cfg: Config, obs_size: int, act_size: int = 1, total_bytes: int | None = None
+) -> None:
+    """Raise :class:`ConfigError` before anything is allocated when the rollout buffer of
+    ``ppo.n_steps`` × ``env.n_envs`` observations of ``obs_size`` floats needs more than half of
+    the machine's memory (``total_bytes``; default: the physical RAM)."""
+    if total_bytes is None:
+        try:
+            total_bytes = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError, AttributeError):
+            return
+    need = rollout_bytes(cfg.ppo.n_steps, cfg.env.n_envs, obs_size, act_size)
+    if need > total_bytes // 2:
+        raise ConfigError(
+            f"ppo.n_steps={cfg.ppo.n_steps} x env.n_envs={cfg.env.n_envs} x {obs_size} "
+            f"observation values needs about {need / 2**30:.1f} GiB for the rollout buffer, "
+            f"more than half of this machine's {total_bytes / 2**30:.1f} GiB; lower ppo.n_steps "
+            "or env.n_envs"
+        )
 
 
 def _format_validation_error(exc: ValidationError) -> str:
@@ -512,7 +607,8 @@ def apply_overrides(cfg: Config, overrides: list[str]) -> Config:
             raise ConfigError(f"--set expects key=value, got {item!r}")
         try:
             value = yaml.safe_load(raw) if raw.strip() else None
-        except yaml.YAMLError:
+        except (yaml.YAMLError, RecursionError):
             value = raw
+        _check_expansion(value, f"--set {key}")
         set_by_path(data, key, value)
     return Config.build(data)

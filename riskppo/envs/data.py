@@ -36,16 +36,29 @@ time — while every reward is computed from prices inside ``[lo, hi)`` only.
 from __future__ import annotations
 
 import importlib.util
-import math
 import os
 import re
-from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, NamedTuple
+from typing import Literal
 
 import numpy as np
 import pandas as pd
+
+from riskppo.envs.splits import (
+    Fold,
+    Split,
+    default_split,
+    index_range,
+    split_by_date,
+    walk_forward,
+)
+from riskppo.envs.timestamps import (
+    DataError,
+    _find_time_values,
+    _norm_name,
+    _parse_timestamps,
+)
 
 __all__ = [
     "DATASETS",
@@ -90,47 +103,6 @@ _ALIASES: dict[str, str] = {
     "adjclose": "adj_close",
     "adjusted_close": "adj_close",
 }
-
-# Candidate timestamp columns, by priority (normalised names).
-_TIME_COLUMNS: tuple[str, ...] = (
-    "timestamp",
-    "datetime",
-    "date_time",
-    "time_stamp",
-    "gmt_time",
-    "local_time",
-    "open_time",
-    "date",
-    "time",
-    "dt",
-)
-
-# Tried in order when no timestamp_format is given. "ISO8601" covers 2009-05-22, 2017-01-01 22:00,
-# 2017-01-01T22:00:00Z, ... Dotted dates are the European (day-first) convention, used e.g. by
-# Dukascopy exports such as gym-anytrading's EURUSD file ("01.01.2017 22:00:00.000").
-_DAYFIRST_DOT = ("%d.%m.%Y %H:%M:%S.%f", "%d.%m.%Y %H:%M:%S", "%d.%m.%Y %H:%M", "%d.%m.%Y")
-_SLASH_MDY = ("%m/%d/%Y %H:%M:%S", "%m/%d/%Y %H:%M", "%m/%d/%Y")
-_SLASH_DMY = ("%d/%m/%Y %H:%M:%S", "%d/%m/%Y %H:%M", "%d/%m/%Y")
-_OTHER = ("%Y/%m/%d %H:%M:%S", "%Y/%m/%d %H:%M", "%Y/%m/%d", "%Y%m%d")
-_EPOCH_UNITS = ("s", "ms", "us", "ns")
-
-
-class DataError(ValueError):
-    """Malformed market data. The message names the source, the row (if any) and the problem.
-
-    Attributes:
-        source: the file path (or a label for in-memory frames).
-        row: 1-based data row number of the offending row, or ``None`` for file-level problems.
-    """
-
-    def __init__(self, source: str, problem: str, *, row: int | None = None, when: str = ""):
-        where = ""
-        if row is not None:
-            where = f"data row {row}" + (f" (timestamp {when})" if when else "") + ": "
-        super().__init__(f"{source}: {where}{problem}")
-        self.source = source
-        self.row = row
-        self.problem = problem
 
 
 # --------------------------------------------------------------------------------------------
@@ -184,13 +156,18 @@ def load_ohlcv(
             or unsorted timestamps, non-numeric or non-finite values, non-positive prices,
             negative volume, ``high < low``, ``high < max(open, close)``,
             ``low > min(open, close)`` or NaNs the policy does not allow.
-        FileNotFoundError: if the file does not exist.
+        FileNotFoundError: if the file does not exist (a directory or other non-regular file
+            raises :class:`DataError`).
     """
     p = Path(path)
     source = str(p)
     kind = _file_kind(p)
     if not p.exists():
         raise FileNotFoundError(f"{source}: no such file")
+    if p.is_dir():
+        raise DataError(source, "is a directory, not a data file")
+    if not p.is_file():  # a FIFO or device would block or never end
+        raise DataError(source, "not a regular file")
     raw = _read_csv(p) if kind == "csv" else _read_parquet(p)
     return _canonical_frame(
         raw,
@@ -284,10 +261,6 @@ def _read_parquet(p: Path) -> pd.DataFrame:
     return raw
 
 
-def _norm_name(name: object) -> str:
-    return re.sub(r"[\s\-]+", "_", str(name).strip().lower())
-
-
 def _canonical_frame(
     raw: pd.DataFrame,
     source: str,
@@ -318,7 +291,15 @@ def _canonical_frame(
         missing.append("timestamp (a Date/Time/timestamp/datetime column)")
     if missing:
         found = [str(c) for c in raw.columns]
-        raise DataError(source, f"missing required columns {missing}; found columns {found}")
+        hint = ""
+        if len(found) == 1:
+            seps = [sep for sep in (";", "\t", "|") if sep in found[0]]
+            if seps:
+                hint = (
+                    f"; the one column found contains {seps[0]!r}: the file seems to use "
+                    f"{seps[0]!r} as delimiter, but only ',' is read — convert it to commas"
+                )
+        raise DataError(source, f"missing required columns {missing}; found columns {found}{hint}")
     assert time_values is not None
 
     n = len(raw)
@@ -365,118 +346,6 @@ def _map_columns(raw: pd.DataFrame, source: str) -> dict[str, str]:
             )
         out[canon] = str(col)
     return out
-
-
-def _find_time_values(
-    raw: pd.DataFrame, columns: dict[str, str], timestamp_col: str | None, source: str
-) -> pd.Series | None:
-    by_norm: dict[str, str] = {}
-    for col in raw.columns:
-        by_norm.setdefault(_norm_name(col), col)
-    if timestamp_col is not None:
-        key = _norm_name(timestamp_col)
-        if key not in by_norm:
-            found = [str(c) for c in raw.columns]
-            raise DataError(
-                source, f"missing timestamp column {timestamp_col!r}; found columns {found}"
-            )
-        return raw[by_norm[key]]
-    for cand in _TIME_COLUMNS:
-        if cand in by_norm:
-            if cand == "date" and "time" in by_norm and not _is_datetime(raw[by_norm["date"]]):
-                # separate "Date" and "Time" columns: join them.
-                joined = raw[by_norm["date"]].astype(str) + " " + raw[by_norm["time"]].astype(str)
-                return joined.where(raw[by_norm["date"]].notna() & raw[by_norm["time"]].notna())
-            return raw[by_norm[cand]]
-    return None
-
-
-def _is_datetime(s: pd.Series) -> bool:
-    return bool(pd.api.types.is_datetime64_any_dtype(s.dtype))
-
-
-def _to_naive_utc(parsed: pd.Series) -> pd.Series:
-    if isinstance(parsed.dtype, pd.DatetimeTZDtype):
-        return parsed.dt.tz_convert("UTC").dt.tz_localize(None)
-    return parsed
-
-
-def _try_format(s: pd.Series, fmt: str) -> pd.Series:
-    try:
-        if fmt in _EPOCH_UNITS:
-            return pd.to_datetime(pd.to_numeric(s, errors="coerce"), unit=fmt, errors="coerce")
-        # utc=True: tz-aware strings (also mixed offsets) become UTC; naive ones are unchanged
-        # once the tz is dropped again.
-        parsed = pd.to_datetime(s, format=fmt, errors="coerce", utc=True)
-    except (ValueError, TypeError, OverflowError):
-        return pd.Series(pd.NaT, index=s.index, dtype="datetime64[ns]")
-    return _to_naive_utc(parsed)
-
-
-def _parse_timestamps(
-    s: pd.Series, timestamp_format: str | None, dayfirst: bool | None, source: str
-) -> np.ndarray:
-    """Parse the time column into a datetime64 array (tz-naive), or raise naming the row."""
-    if _is_datetime(s):
-        parsed = _to_naive_utc(s)
-        return _require_parsed(s, parsed, source)
-    if timestamp_format is None and pd.api.types.is_integer_dtype(s.dtype):
-        timestamp_format = _epoch_unit(s)
-    text = s if timestamp_format in _EPOCH_UNITS else s.astype("string").str.strip()
-    if timestamp_format is not None:
-        return _require_parsed(s, _try_format(text, timestamp_format), source)
-
-    slash: tuple[str, ...]
-    if dayfirst is None:
-        slash = (*_SLASH_MDY, *_SLASH_DMY)
-    else:
-        slash = _SLASH_DMY if dayfirst else _SLASH_MDY
-    candidates = ("ISO8601", *_DAYFIRST_DOT, *slash, *_OTHER)
-    complete: list[tuple[str, pd.Series]] = []
-    best: pd.Series | None = None
-    for fmt in candidates:
-        parsed = _try_format(text, fmt)
-        ok = int(parsed.notna().sum())
-        if ok == len(s):
-            complete.append((fmt, parsed))
-            if fmt not in slash:
-                break  # unambiguous format parsed every row
-        if best is None or ok > int(best.notna().sum()):
-            best = parsed
-    if not complete:
-        assert best is not None
-        return _require_parsed(s, best, source)
-    if len(complete) > 1:
-        increasing = [(f, p) for f, p in complete if p.is_monotonic_increasing and p.is_unique]
-        if len(increasing) == 1:
-            complete = increasing
-        else:
-            fmts = [f for f, _ in complete]
-            raise DataError(
-                source,
-                f"ambiguous timestamps: every row parses under {fmts}; "
-                "pass dayfirst=True/False or timestamp_format=...",
-            )
-    return np.asarray(complete[0][1].to_numpy(dtype="datetime64[ns]"))
-
-
-def _epoch_unit(s: pd.Series) -> str:
-    m = float(np.nanmax(np.abs(s.to_numpy(dtype=np.float64)))) if len(s) else 0.0
-    for unit, limit in (("s", 1e11), ("ms", 1e14), ("us", 1e17)):
-        if m < limit:
-            return unit
-    return "ns"
-
-
-def _require_parsed(original: pd.Series, parsed: pd.Series, source: str) -> np.ndarray:
-    bad = np.flatnonzero(parsed.isna().to_numpy())
-    if len(bad):
-        i = int(bad[0])
-        value = original.iloc[i]
-        what = "missing timestamp" if pd.isna(value) else f"unparsable timestamp {value!r}"
-        more = f" ({len(bad)} bad rows in all)" if len(bad) > 1 else ""
-        raise DataError(source, what + more, row=i + 1)
-    return np.asarray(parsed.to_numpy(dtype="datetime64[ns]"))
 
 
 def _numeric(s: pd.Series, name: str, ts: np.ndarray, source: str) -> np.ndarray:
@@ -672,127 +541,3 @@ def load_dataset(name: str) -> pd.DataFrame:
     """
     info = _info(name)
     return load_ohlcv(dataset_path(name), timestamp_format=info.timestamp_format)
-
-
-# --------------------------------------------------------------------------------------------
-# Splits
-# --------------------------------------------------------------------------------------------
-
-
-class Split(NamedTuple):
-    """Time-ordered, non-overlapping train/validation/test parts of one frame."""
-
-    train: pd.DataFrame
-    val: pd.DataFrame
-    test: pd.DataFrame
-
-
-class Fold(NamedTuple):
-    """One walk-forward window: ``train`` immediately followed by ``test``."""
-
-    train: pd.DataFrame
-    test: pd.DataFrame
-
-
-def _require_time_index(df: pd.DataFrame) -> pd.DatetimeIndex:
-    idx = df.index
-    if not isinstance(idx, pd.DatetimeIndex):
-        raise ValueError("expected a frame with a DatetimeIndex (see load_ohlcv)")
-    if not (idx.is_monotonic_increasing and idx.is_unique):
-        raise ValueError("the frame's DatetimeIndex must be sorted and unique (see load_ohlcv)")
-    return idx
-
-
-def split_by_date(
-    df: pd.DataFrame, train_end: str | pd.Timestamp, val_end: str | pd.Timestamp
-) -> Split:
-    """Split at two dates: ``train = t < train_end``, ``val = train_end <= t < val_end``,
-    ``test = t >= val_end`` (ends are exclusive). Each part must be non-empty.
-
-    To trade a later part with feature warm-up from the bars before it, give the environment the
-    full frame and the part's :func:`index_range` (see the module docstring).
-    """
-    idx = _require_time_index(df)
-    a, b = pd.Timestamp(train_end), pd.Timestamp(val_end)
-    if not a < b:
-        raise ValueError(f"train_end ({a}) must be before val_end ({b})")
-    i, j = int(idx.searchsorted(a, "left")), int(idx.searchsorted(b, "left"))
-    parts = Split(df.iloc[:i], df.iloc[i:j], df.iloc[j:])
-    for name, part in zip(Split._fields, parts):
-        if len(part) == 0:
-            raise ValueError(
-                f"the {name} part of split_by_date({a}, {b}) is empty; data spans "
-                f"{idx[0]} .. {idx[-1]}"
-            )
-    return parts
-
-
-def default_split(df: pd.DataFrame, fractions: Sequence[float] = (0.7, 0.15, 0.15)) -> Split:
-    """Split by time into consecutive parts holding ``fractions`` of the rows (default 70/15/15).
-
-    The train part gets ``floor(f0 * n)`` rows, val ``floor((f0 + f1) * n) - floor(f0 * n)``, the
-    test part the rest.
-    """
-    _require_time_index(df)
-    fr = [float(f) for f in fractions]
-    if len(fr) != 3 or min(fr) <= 0 or not math.isclose(sum(fr), 1.0, abs_tol=1e-9):
-        raise ValueError(f"fractions must be three positive numbers summing to 1, got {fractions}")
-    n = len(df)
-    i = math.floor(fr[0] * n)
-    j = math.floor((fr[0] + fr[1]) * n)
-    if i < 1 or j - i < 1 or n - j < 1:
-        raise ValueError(f"{n} rows are too few to split by {tuple(fr)}")
-    return Split(df.iloc[:i], df.iloc[i:j], df.iloc[j:])
-
-
-def walk_forward(
-    df: pd.DataFrame,
-    n_folds: int,
-    train_size: int,
-    test_size: int,
-    *,
-    step: int | None = None,
-    anchored: bool = False,
-) -> Iterator[Fold]:
-    """Yield ``n_folds`` walk-forward ``(train, test)`` windows, oldest first.
-
-    Fold ``k`` tests on ``test_size`` rows right after its ``train_size`` training rows; each fold
-    moves ``step`` rows (default ``test_size``, so test windows tile without overlap) later. The
-    folds are aligned to the **end** of the data (the last test window ends at the last row);
-    earlier rows that do not fit are unused. With ``anchored=True`` every training window starts
-    at the first used row and grows (expanding window); ``train_size`` is then the first fold's.
-    """
-    _require_time_index(df)
-    for name, v in (("n_folds", n_folds), ("train_size", train_size), ("test_size", test_size)):
-        if int(v) != v or v < 1:
-            raise ValueError(f"{name} must be a positive int, got {v!r}")
-    step = test_size if step is None else step
-    if int(step) != step or step < 1:
-        raise ValueError(f"step must be a positive int, got {step!r}")
-    need = (n_folds - 1) * step + train_size + test_size
-    if need > len(df):
-        raise ValueError(
-            f"walk_forward needs {need} rows for n_folds={n_folds}, train_size={train_size}, "
-            f"test_size={test_size}, step={step}; the frame has {len(df)}"
-        )
-    offset = len(df) - need
-    for k in range(n_folds):
-        train_stop = offset + k * step + train_size
-        train_start = offset if anchored else train_stop - train_size
-        yield Fold(df.iloc[train_start:train_stop], df.iloc[train_stop : train_stop + test_size])
-
-
-def index_range(full: pd.DataFrame, part: pd.DataFrame) -> tuple[int, int]:
-    """Positions ``[lo, hi)`` of the contiguous ``part`` (a split part) inside ``full``.
-
-    Pass them as ``TradingEnv(full, start=lo, end=hi)`` so the env trades only inside ``part`` but
-    warms its features up on the bars before it.
-    """
-    idx = _require_time_index(full)
-    if len(part) == 0:
-        raise ValueError("part is empty")
-    lo = int(idx.searchsorted(part.index[0], "left"))
-    hi = lo + len(part)
-    if hi > len(idx) or not idx[lo:hi].equals(pd.DatetimeIndex(part.index)):
-        raise ValueError("part is not a contiguous slice of full")
-    return lo, hi

@@ -9,10 +9,11 @@ from typing import Any
 
 import pandas as pd
 
-from riskppo.config import ConfigError
+from riskppo.config import ConfigError, DataConfig
 from riskppo.envs.data import (
     DATASETS,
     DataError,
+    NanPolicy,
     default_split,
     index_range,
     load_dataset,
@@ -21,6 +22,19 @@ from riskppo.envs.data import (
 from riskppo.envs.trading import TradingEnv
 
 SPLIT_PARTS = ("train", "val", "test")
+
+
+def data_kwargs(data: DataConfig) -> dict[str, Any]:
+    """The keyword arguments of :func:`make_trading_env` / :func:`trading_range` that the
+    ``data`` config section sets (all but ``part``)."""
+    return {
+        "dataset": data.dataset,
+        "path": data.path,
+        "split": tuple(data.split),
+        "nan_policy": data.nan_policy,
+        "ffill_limit": data.ffill_limit,
+        "sort": data.sort,
+    }
 
 
 def data_label(dataset: str | None, path: str | None) -> str:
@@ -33,9 +47,15 @@ def data_label(dataset: str | None, path: str | None) -> str:
 
 
 @lru_cache(maxsize=8)
-def _frame(dataset: str | None, path: str | None) -> pd.DataFrame:
+def _frame(
+    dataset: str | None,
+    path: str | None,
+    nan_policy: NanPolicy = "raise",
+    ffill_limit: int = 5,
+    sort: bool = False,
+) -> pd.DataFrame:
     if path is not None:
-        return load_ohlcv(path)
+        return load_ohlcv(path, nan_policy=nan_policy, ffill_limit=ffill_limit, sort=sort)
     if dataset is None:
         raise ValueError("trading env: set data.dataset ('googl' | 'eurusd') or data.path")
     return load_dataset(dataset)
@@ -46,11 +66,18 @@ def trading_range(
     path: str | None,
     split: Sequence[float],
     part: str,
+    *,
+    nan_policy: NanPolicy = "raise",
+    ffill_limit: int = 5,
+    sort: bool = False,
 ) -> tuple[pd.DataFrame, int, int]:
-    """The full frame and the ``[lo, hi)`` bar range of ``part`` of the time split."""
+    """The full frame and the ``[lo, hi)`` bar range of ``part`` of the time split.
+
+    ``nan_policy``, ``ffill_limit`` and ``sort`` (``data.*`` in the config) go to
+    :func:`~riskppo.envs.data.load_ohlcv` for a ``path``; bundled datasets ignore them."""
     if part not in SPLIT_PARTS:
         raise ValueError(f"trading env: part must be one of {SPLIT_PARTS}, got {part!r}")
-    df = _frame(dataset, path)
+    df = _frame(dataset, path, nan_policy, ffill_limit, sort)
     try:
         parts = default_split(df, tuple(split))
     except ValueError as exc:  # e.g. too few rows for the split
@@ -65,11 +92,16 @@ def make_trading_env(
     path: str | None = None,
     split: Sequence[float] = (0.7, 0.15, 0.15),
     part: str = "train",
+    nan_policy: NanPolicy = "raise",
+    ffill_limit: int = 5,
+    sort: bool = False,
     **env_kwargs: Any,
 ) -> TradingEnv:
     """A :class:`TradingEnv` trading only inside ``part``; evaluation parts run start to end."""
     env_kwargs.pop("render_mode", None)  # SB3's make_vec_env asks for rgb_array; nothing to render
-    df, lo, hi = trading_range(dataset, path, split, part)
+    df, lo, hi = trading_range(
+        dataset, path, split, part, nan_policy=nan_policy, ffill_limit=ffill_limit, sort=sort
+    )
     if dataset is not None and path is None:
         env_kwargs.setdefault("bars_per_year", DATASETS[dataset].bars_per_year)
     if part != "train":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import sys
 from pathlib import Path
 
@@ -351,3 +352,80 @@ def test_walk_forward_windows(googl):
     assert len({f.train.index[0] for f in anchored}) == 1
     with pytest.raises(ValueError, match="needs"):
         list(walk_forward(googl, 100, 500, 100))
+
+
+# ----------------------------------------------------------------------- edge cases (issue 16)
+
+
+def test_year_past_2262_is_an_error_naming_file_and_row_not_a_wrapped_bar(tmp_path):
+    path = write_csv(tmp_path, replace_row(3, "2920-01-30,11,11.5,10.5,11.2,11.1,300"))
+    for sort in (False, True):
+        err = assert_error(path, r"'2920-01-30' is outside the range", row=3, sort=sort)
+        assert "\n" not in str(err)
+
+
+def test_epoch_seconds_and_milliseconds_columns_parse(tmp_path):
+    secs = [1577836800 + 86400 * k for k in range(5)]
+    rows = [f"{t},{r.split(',', 1)[1]}" for t, r in zip(secs, GOOD_ROWS)]
+    want = pd.date_range("2020-01-01", periods=5, freq="D")
+    df = load_ohlcv(write_csv(tmp_path, rows, name="s.csv"))
+    assert list(df.index) == list(want)
+    rows_ms = [f"{t * 1000},{r.split(',', 1)[1]}" for t, r in zip(secs, GOOD_ROWS)]
+    df = load_ohlcv(write_csv(tmp_path, rows_ms, name="ms.csv"))
+    assert list(df.index) == list(want)
+
+
+def test_fractional_epoch_gets_a_timestamp_format_hint(tmp_path):
+    rows = [f"{1577836800.5 + 86400 * k},{r.split(',', 1)[1]}" for k, r in enumerate(GOOD_ROWS)]
+    assert_error(write_csv(tmp_path, rows), r"timestamp_format='s'", row=1)
+
+
+def test_wrong_delimiter_gets_a_hint(tmp_path):
+    rows = [r.replace(",", ";") for r in GOOD_ROWS]
+    path = write_csv(tmp_path, rows, header=HEADER.replace(",", ";"))
+    err = assert_error(path, r"seems to use ';' as delimiter", row=None)
+    assert "\n" not in str(err)
+
+
+def test_directory_named_csv_is_a_data_error(tmp_path):
+    path = tmp_path / "x.csv"
+    path.mkdir()
+    assert_error(path, r"is a directory", row=None)
+
+
+def test_fifo_is_refused_without_blocking(tmp_path):
+    path = tmp_path / "f.csv"
+    os.mkfifo(path)
+    assert_error(path, r"not a regular file", row=None)
+
+
+def test_file_too_short_to_split_names_file_and_bars_needed(tmp_path):
+    from riskppo.envs.factory import make_trading_env
+
+    path = write_csv(tmp_path, GOOD_ROWS[:2], name="short.csv")
+    with pytest.raises(DataError, match=r"at least 4 bars are needed") as ei:
+        make_trading_env(dataset=None, path=str(path))
+    assert str(path) in str(ei.value)
+
+
+def test_data_config_options_reach_the_loader(tmp_path):
+    from riskppo.config import Config, apply_overrides
+    from riskppo.envs.factory import data_kwargs, trading_range
+
+    rows = replace_row(3, "2020-01-03,,11.5,10.5,11.2,11.1,300")
+    rows = [rows[i] for i in (1, 0, 2, 3, 4)] + [
+        f"2020-01-{d:02d},11.5,12.1,11.3,12,11.9,500" for d in range(8, 28)
+    ]
+    path = write_csv(tmp_path, rows)
+    cfg = apply_overrides(Config(), [f"data.path={path}"])
+    with pytest.raises(DataError, match="not sorted"):
+        trading_range(part="train", **data_kwargs(cfg.data))
+    cfg = apply_overrides(cfg, ["data.sort=true"])
+    with pytest.raises(DataError, match="nan_policy='raise'"):
+        trading_range(part="train", **data_kwargs(cfg.data))
+    cfg = apply_overrides(cfg, ["data.nan_policy=ffill", "data.ffill_limit=0"])
+    with pytest.raises(DataError, match="ffill_limit=0"):
+        trading_range(part="train", **data_kwargs(cfg.data))
+    cfg = apply_overrides(cfg, ["data.ffill_limit=1"])
+    df, _lo, _hi = trading_range(part="train", **data_kwargs(cfg.data))
+    assert df.index.is_monotonic_increasing and df["open"].iloc[2] == df["open"].iloc[1] == 10.5
