@@ -10,7 +10,6 @@ field (dotted path), the value given and what is allowed — before any environm
 from __future__ import annotations
 
 import json
-import os
 import typing
 from pathlib import Path
 from typing import Any, Literal
@@ -26,11 +25,12 @@ from pydantic import (
     model_validator,
 )
 
-# Bounds on what a YAML config file may expand to: a "billion laughs" alias bomb of a few hundred
-# bytes expands to 10^9 nodes once its aliases are followed (PyYAML shares them, pydantic does not).
-MAX_CONFIG_BYTES = 1 << 20
-MAX_CONFIG_NODES = 100_000
-MAX_CONFIG_DEPTH = 64
+from riskppo.config_limits import (
+    MAX_CONFIG_BYTES,
+    expansion_problem,
+    physical_memory,
+    rollout_bytes,
+)
 
 
 class ConfigError(ValueError):
@@ -522,33 +522,9 @@ class Config(_Section):
 
 
 def _check_expansion(data: Any, where: str) -> None:
-    """Refuse a loaded YAML document that expands (aliases followed) to more than
-    ``MAX_CONFIG_NODES`` nodes or nests deeper than ``MAX_CONFIG_DEPTH``; stops counting at the
-    limit, so a billion-laughs bomb costs microseconds."""
-    stack: list[tuple[Any, int]] = [(data, 0)]
-    nodes = 0
-    while stack:
-        node, depth = stack.pop()
-        nodes += 1
-        if nodes > MAX_CONFIG_NODES:
-            raise ConfigError(
-                f"{where}: the YAML expands to more than {MAX_CONFIG_NODES} values (an alias "
-                "bomb?); a config needs far fewer"
-            )
-        if depth > MAX_CONFIG_DEPTH:
-            raise ConfigError(f"{where}: YAML nested deeper than {MAX_CONFIG_DEPTH} levels")
-        if isinstance(node, dict):
-            stack.extend((v, depth + 1) for v in node.values())
-            stack.extend((k, depth + 1) for k in node)
-        elif isinstance(node, list | tuple):
-            stack.extend((v, depth + 1) for v in node)
-
-
-def rollout_bytes(n_steps: int, n_envs: int, obs_size: int, act_size: int = 1) -> int:
-    """A lower estimate of the memory one rollout takes: float32 observations, actions and
-    about 16 per-step scalars (rewards, values, log-probs, advantages, ...), twice over for the
-    copies an update makes."""
-    return 2 * 4 * n_steps * n_envs * (obs_size + act_size + 16)
+    problem = expansion_problem(data)
+    if problem is not None:
+        raise ConfigError(f"{where}: {problem}")
 
 
 def check_rollout_memory(
@@ -557,17 +533,13 @@ def check_rollout_memory(
     """Raise :class:`ConfigError` before anything is allocated when the rollout buffer of
     ``ppo.n_steps`` × ``env.n_envs`` observations of ``obs_size`` floats needs more than half of
     the machine's memory (``total_bytes``; default: the physical RAM)."""
-    if total_bytes is None:
-        try:
-            total_bytes = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        except (ValueError, OSError, AttributeError):
-            return
+    total = physical_memory() if total_bytes is None else total_bytes
     need = rollout_bytes(cfg.ppo.n_steps, cfg.env.n_envs, obs_size, act_size)
-    if need > total_bytes // 2:
+    if total is not None and need > total // 2:
         raise ConfigError(
             f"ppo.n_steps={cfg.ppo.n_steps} x env.n_envs={cfg.env.n_envs} x {obs_size} "
             f"observation values needs about {need / 2**30:.1f} GiB for the rollout buffer, "
-            f"more than half of this machine's {total_bytes / 2**30:.1f} GiB; lower ppo.n_steps "
+            f"more than half of this machine's {total / 2**30:.1f} GiB; lower ppo.n_steps "
             "or env.n_envs"
         )
 

@@ -16,8 +16,8 @@ from riskppo.config import (
     ConfigError,
     apply_overrides,
     check_rollout_memory,
-    rollout_bytes,
 )
+from riskppo.config_limits import rollout_bytes
 
 NONFINITE_FIELDS = [
     "critic.v_min",
