@@ -20,7 +20,9 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
+import stat
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -59,6 +61,10 @@ log = logging.getLogger("riskppo")
 
 class CheckpointError(RuntimeError):
     """A checkpoint is missing, incomplete, corrupted or does not fit the model."""
+
+
+class _MissingFile(CheckpointError):
+    """A file the manifest lists (or the manifest itself) is absent."""
 
 
 # ---- nested structures with tensors ↔ (JSON, flat tensor dict) ---------------------------------
@@ -139,6 +145,7 @@ def save_checkpoint(model: DistributionalPPO, path: Path) -> Path:
     """Write ``model`` to the directory ``path`` atomically; returns ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    remove_leftovers(path.parent)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     if tmp.exists():
         shutil.rmtree(tmp)
@@ -157,6 +164,59 @@ def save_checkpoint(model: DistributionalPPO, path: Path) -> Path:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return path
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # e.g. EPERM: it exists
+        return True
+    return True
+
+
+def remove_leftovers(directory: Path) -> list[Path]:
+    """Remove the temp directories (``.<name>.tmp-<pid>``, ``.<name>.old-<pid>``) of saves whose
+    process is gone (killed mid-save); those of live processes are left alone. Returns them."""
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return removed
+    for entry in entries:
+        m = _LEFTOVER.fullmatch(entry.name)
+        if m is None or int(m.group(1)) == os.getpid() or _pid_alive(int(m.group(1))):
+            continue
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)
+            removed.append(Path(entry.path))
+    if removed:
+        log.warning("%s: removed %d temp dir(s) left by killed saves", directory, len(removed))
+    return removed
+
+
+def resolve_latest(ckpts: Path) -> Path:
+    """The checkpoint that ``ckpts/latest`` names; ``CheckpointError`` unless it is a regular
+    file naming a plain sibling directory of ``ckpts`` (never a path outside the run)."""
+    ckpts = Path(ckpts)
+    try:
+        dfd = os.open(ckpts, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        raise CheckpointError(f"{ckpts}: no checkpoint directory") from None
+    try:
+        name = _read_file(dfd, ckpts, "latest", 4096).decode("utf-8", "replace").strip()
+        if not _plain_name(name) or name == "latest":
+            raise CheckpointError(f"{ckpts}: latest names {name[:80]!r}, not a sibling checkpoint")
+        try:
+            st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+        except OSError:
+            raise CheckpointError(f"{ckpts}: latest names {name!r}, which is missing") from None
+    finally:
+        os.close(dfd)
+    if not stat.S_ISDIR(st.st_mode):
+        raise CheckpointError(f"{ckpts}: latest names {name!r}, not a sibling checkpoint")
+    return ckpts / name
 
 
 def _write_files(model: DistributionalPPO, d: Path) -> None:
@@ -242,34 +302,127 @@ class CheckpointData:
     tensors: dict[str, dict[str, torch.Tensor]]  # file name → tensors
 
 
+# Limits of what the loader reads (R-REL-3): checked before a byte is read.
+MAX_FILES = 64
+MAX_FILE_BYTES = 4 << 30  # a tensor file
+MAX_JSON_BYTES = 64 << 20  # manifest.json, config.json, state.json
+MAX_JSON_DEPTH = 64
+_CHUNK = 1 << 20
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}")
+_DIGEST = re.compile(r"[0-9a-f]{64}")
+_LEFTOVER = re.compile(r"\..+\.(?:tmp|old)-(\d+)")
+
+
+def _plain_name(name: object) -> bool:
+    """A file name without separators, ``..`` or anything else that could leave the directory."""
+    return isinstance(name, str) and _NAME.fullmatch(name) is not None and ".." not in name
+
+
+def _read_file(dfd: int, path: Path, name: str, cap: int) -> bytes:
+    """The bytes of the regular file ``name`` in the directory open as ``dfd``, at most ``cap``.
+
+    Symlinks, devices, FIFOs and sockets are refused before they are opened (``lstat``) and
+    again after (``O_NOFOLLOW | O_NONBLOCK``, ``fstat``), so a swap in between cannot slip
+    through; the size is checked before reading, the file read in bounded chunks. A missing
+    file and an unreadable one give the same message.
+    """
+    try:
+        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    except OSError:
+        raise _MissingFile(f"{path}: {name} listed in the manifest is missing") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise CheckpointError(f"{path}: {name} is not a regular file")
+    if st.st_size > cap:
+        raise CheckpointError(f"{path}: {name} is too large ({st.st_size} bytes > {cap})")
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(name, flags | getattr(os, "O_CLOEXEC", 0), dir_fd=dfd)
+    except OSError:
+        raise _MissingFile(f"{path}: {name} listed in the manifest is missing") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise CheckpointError(f"{path}: {name} is not a regular file")
+        if st.st_size > cap:
+            raise CheckpointError(f"{path}: {name} is too large ({st.st_size} bytes > {cap})")
+        buf = bytearray()
+        while len(buf) <= st.st_size:  # one chunk past the size: a file still growing fails
+            block = os.read(fd, min(_CHUNK, st.st_size + 1 - len(buf)))
+            if not block:
+                break
+            buf += block
+    except OSError as exc:
+        raise CheckpointError(f"{path}: {name} unreadable: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if len(buf) != st.st_size:
+        raise CheckpointError(f"{path}: {name} is corrupted (changed while being read)")
+    return bytes(buf)
+
+
+def _json_depth(data: bytes) -> int:
+    """The deepest nesting of ``[`` / ``{`` in JSON text (string contents ignored)."""
+    text = re.sub(rb'"(?:[^"\\]|\\.)*"', b'""', data)
+    arr = np.frombuffer(text, dtype=np.uint8)
+    step = np.isin(arr, (0x5B, 0x7B)).astype(np.int64) - np.isin(arr, (0x5D, 0x7D))
+    return int(np.cumsum(step).max(initial=0))
+
+
+def load_json(data: bytes, what: str) -> Any:
+    """Parse bounded JSON (size and nesting depth capped); ``CheckpointError`` on any defect."""
+    if len(data) > MAX_JSON_BYTES:
+        raise CheckpointError(f"{what} is too large ({len(data)} bytes > {MAX_JSON_BYTES})")
+    if _json_depth(data) > MAX_JSON_DEPTH:
+        raise CheckpointError(f"{what} is nested too deeply (more than {MAX_JSON_DEPTH} levels)")
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        raise CheckpointError(f"{what} unreadable: {exc}") from None
+
+
 def _read_verified(path: Path) -> tuple[dict[str, Any], dict[str, bytes]]:
     """Read the manifest and every file it lists, each checked against its SHA-256.
 
     The bytes that are hashed are the bytes that get parsed, so a checkpoint that is being
     written or replaced meanwhile is never read half-way: any file from another version fails
-    its hash, a missing manifest or file raises (R-PBT-1, R-REL-3).
+    its hash, a missing manifest or file raises (R-PBT-1, R-REL-3). Nothing in the directory is
+    trusted: the manifest may only name plain files inside it (:func:`_read_file`).
     """
-    if not path.is_dir():
-        raise CheckpointError(f"{path}: not a checkpoint directory")
-    mf = path / "manifest.json"
     try:
-        manifest = json.loads(mf.read_bytes())
-        files = manifest["files"]
-    except FileNotFoundError:
+        dfd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        raise CheckpointError(f"{path}: not a checkpoint directory") from None
+    try:
+        return _read_verified_in(dfd, path)
+    finally:
+        os.close(dfd)
+
+
+def _read_verified_in(dfd: int, path: Path) -> tuple[dict[str, Any], dict[str, bytes]]:
+    try:
+        raw = _read_file(dfd, path, "manifest.json", MAX_JSON_BYTES)
+    except _MissingFile:
         raise CheckpointError(
             f"{path}: manifest.json missing (incomplete or foreign checkpoint)"
         ) from None
-    except (ValueError, KeyError, TypeError) as exc:
-        raise CheckpointError(f"{path}: manifest.json unreadable: {exc}") from None
+    manifest = load_json(raw, f"{path}: manifest.json")
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    if not isinstance(files, dict):
+        raise CheckpointError(f"{path}: manifest.json unreadable: no 'files' mapping")
+    if len(files) > MAX_FILES:
+        raise CheckpointError(f"{path}: manifest.json lists {len(files)} files (> {MAX_FILES})")
+    for name, digest in files.items():
+        if not _plain_name(name) or name == "manifest.json":
+            raise CheckpointError(f"{path}: manifest entry {name[:80]!r} is not a plain file name")
+        if not isinstance(digest, str) or not _DIGEST.fullmatch(digest):
+            raise CheckpointError(f"{path}: manifest entry {name!r} has no valid SHA-256")
     for name in REQUIRED:
         if name not in files:
             raise CheckpointError(f"{path}: manifest does not list required file {name}")
     contents: dict[str, bytes] = {}
     for name, digest in files.items():
-        try:
-            data = (path / name).read_bytes()
-        except OSError:
-            raise CheckpointError(f"{path}: {name} listed in the manifest is missing") from None
+        cap = MAX_JSON_BYTES if name.endswith(".json") else MAX_FILE_BYTES
+        data = _read_file(dfd, path, name, cap)
         if hashlib.sha256(data).hexdigest() != digest:
             raise CheckpointError(f"{path}: {name} is corrupted (SHA-256 mismatch)")
         contents[name] = data
@@ -285,10 +438,11 @@ def read_checkpoint(path: Path) -> CheckpointData:
     """Verify and parse a checkpoint directory (``CheckpointError`` on any defect)."""
     path = Path(path)
     _, contents = _read_verified(path)
+    state = load_json(contents["state.json"], f"{path}: state.json")
+    check_state(state, f"{path}: state.json")
     try:
-        cfg = Config.build(json.loads(contents["config.json"]))
-        state = json.loads(contents["state.json"])
-    except (ConfigError, ValueError) as exc:
+        cfg = Config.build(load_json(contents["config.json"], f"{path}: config.json"))
+    except (ConfigError, ValueError, TypeError, KeyError, AttributeError) as exc:
         raise CheckpointError(f"{path}: config/state unreadable: {exc}") from None
     tensors: dict[str, dict[str, torch.Tensor]] = {}
     for name in REQUIRED:
@@ -299,7 +453,139 @@ def read_checkpoint(path: Path) -> CheckpointData:
                 raise CheckpointError(
                     f"{path}: {name} is not a valid safetensors file: {exc}"
                 ) from None
+    check_tensors(tensors, state, f"{path}:")
     return CheckpointData(path, cfg, state, tensors)
+
+
+# ---- schema of state.json and of the tensors ----------------------------------------------------
+def _is_int(v: Any, lo: int = 0) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= lo
+
+
+def _is_num(v: Any, *, finite: bool = True) -> bool:
+    ok = isinstance(v, int | float) and not isinstance(v, bool)
+    return ok and (not finite or bool(np.isfinite(v)))
+
+
+def _check_space(d: Any, what: str) -> None:
+    if not isinstance(d, dict) or d.get("type") not in ("Box", "Discrete", "MultiDiscrete"):
+        raise CheckpointError(f"{what}: not a Box, Discrete or MultiDiscrete space")
+    try:
+        space = space_from_json(d)
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
+        raise CheckpointError(f"{what}: invalid space: {exc}") from None
+    if isinstance(space, spaces.Box) and list(space.shape) != d.get("shape"):
+        raise CheckpointError(f"{what}: shape {d.get('shape')} does not match low/high")
+
+
+def check_state(state: Any, what: str) -> None:
+    """``state.json`` against its schema: types, ranges and the format version."""
+    from riskppo.core.schedules import EntropyFloorState, EntropyScheduleState
+
+    def bad(field: str, why: str) -> CheckpointError:
+        return CheckpointError(f"{what}: {field} {why}")
+
+    if not isinstance(state, dict):
+        raise bad("root", "is not an object")
+    version = state.get("format_version")
+    if not _is_int(version) or version != FORMAT_VERSION:
+        raise bad("format_version", f"{version!r} is not {FORMAT_VERSION} (unknown format)")
+    for field in ("num_timesteps", "n_updates"):
+        if not _is_int(state.get(field)):
+            raise bad(field, f"must be a non-negative integer, not {state.get(field)!r}")
+    if "nonfinite_skips" in state and not _is_int(state["nonfinite_skips"]):
+        raise bad("nonfinite_skips", "must be a non-negative integer")
+    if not _is_int(state.get("n_envs"), 1):
+        raise bad("n_envs", f"must be a positive integer, not {state.get('n_envs')!r}")
+    if not _is_num(state.get("ent_coef")) or state["ent_coef"] < 0:
+        raise bad("ent_coef", f"must be a finite number >= 0, not {state.get('ent_coef')!r}")
+    if not isinstance(state.get("env_is_id", True), bool):
+        raise bad("env_is_id", "must be true or false")
+    es = state.get("ent_state")
+    fields = {f.name for f in dataclasses.fields(EntropyScheduleState)}
+    if not isinstance(es, dict) or set(es) != fields:
+        raise bad("ent_state", f"must be an object with exactly {sorted(fields)}")
+    if not (
+        _is_int(es["update"])
+        and (es["decay_start"] is None or _is_int(es["decay_start"]))
+        and isinstance(es["history"], list)
+        and all(_is_num(h, finite=False) for h in es["history"])
+        and isinstance(es["boosted"], bool)
+        and _is_num(es["coef"], finite=False)
+    ):
+        raise bad("ent_state", "has a field of the wrong type or range")
+    if "ent_floor" in state:
+        ef = state["ent_floor"]
+        fields = {f.name for f in dataclasses.fields(EntropyFloorState)}
+        if not isinstance(ef, dict) or set(ef) != fields:
+            raise bad("ent_floor", f"must be an object with exactly {sorted(fields)}")
+        if not (_is_num(ef["log_coef"]) and _is_int(ef["below"])):
+            raise bad("ent_floor", "has a field of the wrong type or range")
+    _check_space(state.get("observation_space"), f"{what}: observation_space")
+    _check_space(state.get("action_space"), f"{what}: action_space")
+    opt = state.get("optimizer")
+    if not (
+        isinstance(opt, dict)
+        and isinstance(opt.get("state", {}), dict)
+        and isinstance(opt.get("param_groups"), list)
+        and all(isinstance(g, dict) for g in opt["param_groups"])
+        and all(isinstance(k, str) and k.isdigit() for k in opt.get("state", {}))
+    ):
+        raise bad("optimizer", "must be an object with a 'state' mapping and 'param_groups'")
+    if state.get("vgs") is not None and not isinstance(state["vgs"], dict):
+        raise bad("vgs", "must be an object or null")
+
+
+_SCALARS = ("ret/mean", "ret/var", "ret/count", "ret/scale", "ret/shift")
+_RISK_SCALARS = ("risk/lambda", "risk/mean", "risk/var", "risk/count", "risk/scale", "risk/shift")
+
+
+def check_tensors(
+    tensors: dict[str, dict[str, torch.Tensor]], state: dict[str, Any], what: str
+) -> None:
+    """Finite weights, optimizer and normaliser tensors of the right shapes; valid RNG states."""
+    for name in ("model.safetensors", "optimizer.safetensors", "normalizer.safetensors"):
+        for key, t in tensors[name].items():
+            if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+                raise CheckpointError(f"{what} {name}: {key} has non-finite values")
+    norm = tensors["normalizer.safetensors"]
+
+    def shape(key: str, want: tuple[int, ...] | None, *, nonneg: bool = False) -> None:
+        t = norm.get(key)
+        if t is None or not t.is_floating_point():
+            raise CheckpointError(f"{what} normalizer.safetensors: {key} missing or not float")
+        if want is not None and tuple(t.shape) != want:
+            raise CheckpointError(
+                f"{what} normalizer.safetensors: {key} has shape {tuple(t.shape)}, not {want}"
+            )
+        if nonneg and bool((t < 0).any()):
+            raise CheckpointError(f"{what} normalizer.safetensors: {key} is negative")
+
+    for key in _SCALARS:
+        shape(key, (), nonneg=key in ("ret/var", "ret/count"))
+    if "obs/mean" in norm or "obs/var" in norm or "obs/count" in norm:
+        obs_shape = tuple(state["observation_space"].get("shape") or ())
+        shape("obs/mean", obs_shape)
+        shape("obs/var", obs_shape, nonneg=True)
+        shape("obs/count", (), nonneg=True)
+    if "risk/lambda" in norm:
+        for key in _RISK_SCALARS:
+            shape(key, (), nonneg=key in ("risk/lambda", "risk/var", "risk/count"))
+        for key in ("risk/acc", "risk/length"):
+            shape(key, None)
+            if norm[key].dim() != 1:
+                raise CheckpointError(f"{what} normalizer.safetensors: {key} is not 1-D")
+        shape("risk/recent", None)
+        if norm["risk/recent"].dim() != 1:
+            raise CheckpointError(f"{what} normalizer.safetensors: risk/recent is not 1-D")
+        if "risk/pid" in norm:
+            shape("risk/pid", (5,))
+    rng = tensors["rng.safetensors"]
+    ref = torch.Generator().get_state()
+    for key in ("sample", "shuffle"):
+        g = rng.get(key)
+        if g is None or g.dtype != ref.dtype or g.shape != ref.shape:
+            raise CheckpointError(f"{what} rng.safetensors: {key} is not a generator state")
 
 
 def load_checkpoint(
@@ -316,6 +602,7 @@ def load_checkpoint(
     when the model was trained on a registered env id (:func:`_with_rebuilt_env`); otherwise
     the model is for ``predict`` only.
     """
+    remove_leftovers(Path(path).parent)
     ck = read_checkpoint(path)
     state = ck.state
     spaces_ = (space_from_json(state["observation_space"]), space_from_json(state["action_space"]))
@@ -330,10 +617,16 @@ def load_checkpoint(
             )
     if env is None:
         model.env_is_id = bool(state.get("env_is_id", True))
-    restore_weights(model, ck)
-    restore_optimizer(model, ck)
-    restore_normalizers(model, ck)
-    _restore_counters(model, state, ck.tensors)
+    try:
+        restore_weights(model, ck)
+        restore_optimizer(model, ck)
+        restore_normalizers(model, ck)
+        _restore_counters(model, state, ck.tensors)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, RuntimeError) as exc:
+        model.close()
+        if isinstance(exc, CheckpointError):
+            raise
+        raise CheckpointError(f"{path}: state does not fit the model: {exc}") from None
     return model
 
 

@@ -6,13 +6,19 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
+import os
 import pickle
 import re
 import shutil
+import signal
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
 import pytest
 import torch
+from safetensors.torch import load_file, save_file
 
 import riskppo
 from riskppo import CheckpointError, DistributionalPPO
@@ -188,3 +194,253 @@ def test_observation_shape_mismatch_is_refused(trained):
     _, path = trained
     with pytest.raises(CheckpointError, match="do not match"):
         DistributionalPPO.load(path, env="Pendulum-v1")
+
+
+# ---- a hostile checkpoint directory (issue 16, item 1; R-REL-3) ---------------------------------
+def load_within(path: Path, timeout: float = 60.0) -> DistributionalPPO:
+    """``DistributionalPPO.load(path)`` in a thread; fails if it has not returned in ``timeout``
+    seconds (a FIFO must not hang the loader)."""
+    out: dict[str, object] = {}
+
+    def target() -> None:
+        try:
+            out["model"] = DistributionalPPO.load(path)
+        except BaseException as exc:
+            out["exc"] = exc
+
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+    t.join(timeout)
+    assert not t.is_alive(), f"loading {path} hung"
+    if "exc" in out:
+        raise out["exc"]  # type: ignore[misc]
+    return out["model"]  # type: ignore[return-value]
+
+
+def set_manifest(path: Path, **entries: str) -> None:
+    manifest = json.loads((path / "manifest.json").read_text())
+    manifest["files"].update(entries)
+    (path / "manifest.json").write_text(json.dumps(manifest))
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.mark.parametrize("how", ["dotdot", "absolute", "separator"])
+def test_manifest_name_outside_the_directory_is_refused(trained, tmp_path, how):
+    path = copy(trained[1], tmp_path)
+    outside = tmp_path / "outside.bin"
+    outside.write_bytes(b"a file outside the checkpoint")
+    name = {"dotdot": "../outside.bin", "absolute": str(outside), "separator": "sub/x"}[how]
+    if how == "separator":
+        (path / "sub").mkdir()
+        (path / "sub" / "x").write_bytes(outside.read_bytes())
+    set_manifest(path, **{name: digest(outside)})  # the hash matches: only the name is wrong
+    with pytest.raises(CheckpointError, match="not a plain file name"):
+        load_within(path)
+
+
+def test_messages_do_not_tell_whether_an_outside_file_exists(trained, tmp_path):
+    messages = []
+    for target in (tmp_path / "exists.bin", tmp_path / "absent.bin"):
+        path = copy(trained[1], tmp_path / target.stem)
+        (tmp_path / "exists.bin").write_bytes(b"secret")
+        (path / "probe").symlink_to(target)
+        set_manifest(path, probe="0" * 64)
+        with pytest.raises(CheckpointError) as info:
+            load_within(path)
+        messages.append(str(info.value).replace(str(path), "<ckpt>"))
+    assert messages[0] == messages[1]
+    assert "not a regular file" in messages[0]
+
+
+def test_symlinked_file_is_refused_even_with_a_matching_hash(trained, tmp_path):
+    path = copy(trained[1], tmp_path)
+    real = tmp_path / "model.real"
+    shutil.move(path / "model.safetensors", real)
+    (path / "model.safetensors").symlink_to(real)
+    with pytest.raises(CheckpointError, match=r"model\.safetensors is not a regular file"):
+        load_within(path)
+
+
+def test_fifo_in_the_manifest_does_not_hang(trained, tmp_path):
+    path = copy(trained[1], tmp_path)
+    (path / "config.json").unlink()
+    os.mkfifo(path / "config.json")
+    with pytest.raises(CheckpointError, match=r"config\.json is not a regular file"):
+        load_within(path, timeout=30)
+
+
+@pytest.mark.parametrize("how", ["name", "symlink"])
+def test_dev_zero_is_never_read(trained, tmp_path, how):
+    path = copy(trained[1], tmp_path)
+    if how == "name":
+        set_manifest(path, **{"/dev/zero": "0" * 64})
+        match = "not a plain file name"
+    else:
+        (path / "zero").symlink_to("/dev/zero")
+        set_manifest(path, zero="0" * 64)
+        match = "not a regular file"
+    with pytest.raises(CheckpointError, match=match):
+        load_within(path, timeout=30)
+
+
+def test_huge_sparse_file_is_refused_before_reading(trained, tmp_path):
+    path = copy(trained[1], tmp_path)
+    with open(path / "model.safetensors", "r+b") as f:
+        f.truncate(64 << 30)  # 64 GiB, sparse: no disk used, would exhaust memory if read
+    with pytest.raises(CheckpointError, match=r"model\.safetensors is too large"):
+        load_within(path, timeout=30)
+
+
+@pytest.mark.parametrize("name", ["state.json", "manifest.json", "config.json"])
+def test_deeply_nested_json_is_refused(trained, tmp_path, name):
+    path = copy(trained[1], tmp_path)
+    (path / name).write_text("[" * 200_000 + "]" * 200_000)
+    if name != "manifest.json":
+        rehash(path, name)
+    with pytest.raises(CheckpointError, match="nested too deeply"):
+        load_within(path)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("num_timesteps", "64"),
+        ("num_timesteps", -1),
+        ("n_updates", -5),
+        ("n_updates", 1.5),
+        ("nonfinite_skips", -1),
+        ("format_version", 99),
+        ("format_version", True),
+        ("ent_coef", "x"),
+        ("ent_coef", float("nan")),
+        ("ent_state", 5),
+        ("ent_state", {"update": 1}),
+        ("ent_floor", {"log_coef": "a", "below": 0}),
+        ("observation_space", []),
+        ("observation_space", {"type": "Box", "low": 1, "high": 2, "shape": [1], "dtype": "x"}),
+        ("action_space", {"type": "Discrete", "n": "two"}),
+        ("action_space", {"type": "Tuple"}),
+        ("n_envs", 0),
+        ("env_is_id", "yes"),
+        ("optimizer", "adam"),
+        ("optimizer", {"state": [], "param_groups": []}),
+        ("vgs", 3),
+        (None, None),  # the whole state.json a list
+    ],
+)
+def test_state_json_is_schema_checked(trained, tmp_path, field, value):
+    path = copy(trained[1], tmp_path)
+    state = json.loads((path / "state.json").read_text())
+    state = [] if field is None else {**state, field: value}
+    (path / "state.json").write_text(json.dumps(state))
+    rehash(path, "state.json")
+    with pytest.raises(CheckpointError, match=r"state\.json"):
+        load_within(path)
+
+
+def retensor(path: Path, name: str, key: str, value: torch.Tensor | None) -> None:
+    tensors = load_file(path / name)
+    if value is None:
+        tensors[key] = torch.full_like(tensors[key], float("nan"))
+    else:
+        tensors[key] = value
+    save_file(tensors, str(path / name))
+    rehash(path, name)
+
+
+@pytest.mark.parametrize(
+    ("name", "key", "value", "match"),
+    [
+        ("model.safetensors", None, None, "non-finite"),
+        ("normalizer.safetensors", "obs/mean", None, "non-finite"),
+        ("normalizer.safetensors", "ret/var", None, "non-finite"),
+        ("normalizer.safetensors", "obs/mean", torch.zeros(7, dtype=torch.float64), "shape"),
+        ("normalizer.safetensors", "obs/var", -torch.ones(4, dtype=torch.float64), "negative"),
+        ("normalizer.safetensors", "ret/mean", torch.zeros(3, dtype=torch.float64), "shape"),
+        ("normalizer.safetensors", "ret/count", torch.tensor(-1.0, dtype=torch.float64), "neg"),
+        ("rng.safetensors", "sample", torch.zeros(3, dtype=torch.uint8), "rng"),
+    ],
+)
+def test_bad_tensors_are_refused(trained, tmp_path, name, key, value, match):
+    path = copy(trained[1], tmp_path)
+    if key is None:  # the first weight
+        key = next(iter(load_file(path / name)))
+    retensor(path, name, key, value)
+    with pytest.raises(CheckpointError, match=match):
+        load_within(path)
+
+
+@pytest.mark.parametrize("pointer", ["../../other/checkpoints/ckpt-1", "ABS", "ckpt-1/..", ""])
+def test_latest_may_only_name_a_sibling_checkpoint(trained, tmp_path, pointer):
+    model, _ = trained
+    run, other = tmp_path / "run", tmp_path / "other"
+    save_run_checkpoint(model, run, keep_last=3)
+    foreign = save_run_checkpoint(model, other, keep_last=3)
+    ckpts = run / "checkpoints"
+    (ckpts / "latest").write_text(str(foreign) if pointer == "ABS" else pointer)
+    with pytest.raises(CheckpointError, match="latest"):
+        ckpt_mod.resolve_latest(ckpts)
+    (ckpts / "latest").unlink()
+    (ckpts / "latest").symlink_to(other / "checkpoints" / "latest")  # a symlinked pointer
+    with pytest.raises(CheckpointError, match="latest"):
+        ckpt_mod.resolve_latest(ckpts)
+
+
+def test_latest_naming_a_sibling_resolves(trained, tmp_path):
+    run = tmp_path / "run"
+    saved = save_run_checkpoint(trained[0], run, keep_last=3)
+    assert ckpt_mod.resolve_latest(run / "checkpoints") == saved
+
+
+_KILLED_MID_SAVE = """
+import sys, time
+from riskppo import DistributionalPPO
+from riskppo.train import checkpoint as ck
+real, n = ck.save_file, [0]
+def slow(*a, **k):
+    real(*a, **k)
+    n[0] += 1
+    if n[0] == 2:
+        print("mid-save", flush=True)
+        time.sleep(600)
+ck.save_file = slow
+m = DistributionalPPO("CartPole-v1", seed=0, n_envs=2, n_steps=16, batch_size=32, bptt_len=8,
+                      lstm_hidden_size=8, net_arch=[8])
+m.save(sys.argv[1])
+"""
+
+
+@pytest.fixture(scope="module")
+def killed_mid_save(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory holding the temp directory of a save whose process was SIGKILLed."""
+    d = tmp_path_factory.mktemp("killed")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _KILLED_MID_SAVE, str(d / "ckpt-000000000064")],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "mid-save"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert [p.name for p in d.iterdir()] == [f".ckpt-000000000064.tmp-{proc.pid}"]
+    return d
+
+
+def test_temp_dir_of_a_killed_save_is_removed_at_the_next_save(trained, killed_mid_save, tmp_path):
+    d = tmp_path / "ckpts"
+    shutil.copytree(killed_mid_save, d)
+    trained[0].save(d / "ckpt-000000000128")
+    assert sorted(p.name for p in d.iterdir()) == ["ckpt-000000000128"]
+
+
+def test_temp_dir_of_a_killed_save_is_removed_at_resume(trained, killed_mid_save, tmp_path):
+    d = tmp_path / "ckpts"
+    shutil.copytree(killed_mid_save, d)
+    shutil.copytree(trained[1], d / "ckpt-000000000064")
+    DistributionalPPO.load(d / "ckpt-000000000064")
+    assert sorted(p.name for p in d.iterdir()) == ["ckpt-000000000064"]
