@@ -61,15 +61,17 @@ class PIDLagrangeState:
 
     Attributes:
         integral: the I accumulator ``I ≥ 0`` (sum of violations, projected at 0 and at the cap).
-        smoothed: EMA of the violation that the P and D terms read (``nan`` before the first call).
+        smoothed: EMA of the violation that the P and D terms read (0 before the first call).
         p, i, d: the three terms of the last returned λ (logged as ``risk/pid_{p,i,d}``).
+        steps: calls so far (the first call has no EMA history and no derivative).
     """
 
     integral: float = 0.0
-    smoothed: float = math.nan
+    smoothed: float = 0.0
     p: float = 0.0
     i: float = 0.0
     d: float = 0.0
+    steps: int = 0
 
 
 def pid_lagrange_step(
@@ -119,7 +121,7 @@ def pid_lagrange_step(
         raise ValueError(f"{fn}: ema must be in [0, 1), got {ema}")
     if lam_max is not None and not (lam_max >= 0.0):
         raise ValueError(f"{fn}: lam_max must be >= 0 or None, got {lam_max}")
-    first = math.isnan(state.smoothed)
+    first = state.steps == 0
     smoothed = violation if first else ema * state.smoothed + (1.0 - ema) * violation
     i_max = math.inf if lam_max is None or ki == 0.0 else lam_max / ki
     integral = min(max(state.integral + violation, 0.0), i_max)
@@ -129,7 +131,7 @@ def pid_lagrange_step(
     lam = max(p + i + d, 0.0)
     if lam_max is not None:
         lam = min(lam, lam_max)
-    return lam, PIDLagrangeState(integral, smoothed, p, i, d)
+    return lam, PIDLagrangeState(integral, smoothed, p, i, d, state.steps + 1)
 
 
 def lagrangian_advantage(

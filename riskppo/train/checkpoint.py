@@ -550,10 +550,14 @@ def check_tensors(
                 raise CheckpointError(f"{what} {name}: {key} has non-finite values")
     norm = tensors["normalizer.safetensors"]
 
-    def shape(key: str, want: tuple[int, ...] | None, *, nonneg: bool = False) -> None:
+    def shape(
+        key: str, want: tuple[int, ...] | None, *, nonneg: bool = False, integer: bool = False
+    ) -> None:
         t = norm.get(key)
-        if t is None or not t.is_floating_point():
-            raise CheckpointError(f"{what} normalizer.safetensors: {key} missing or not float")
+        kind_ok = t is not None and (t.dtype == torch.int64 if integer else t.is_floating_point())
+        if t is None or not kind_ok:
+            kind = "int64" if integer else "float"
+            raise CheckpointError(f"{what} normalizer.safetensors: {key} missing or not {kind}")
         if want is not None and tuple(t.shape) != want:
             raise CheckpointError(
                 f"{what} normalizer.safetensors: {key} has shape {tuple(t.shape)}, not {want}"
@@ -571,15 +575,14 @@ def check_tensors(
     if "risk/lambda" in norm:
         for key in _RISK_SCALARS:
             shape(key, (), nonneg=key in ("risk/lambda", "risk/var", "risk/count"))
-        for key in ("risk/acc", "risk/length"):
-            shape(key, None)
-            if norm[key].dim() != 1:
-                raise CheckpointError(f"{what} normalizer.safetensors: {key} is not 1-D")
+        # open CVaR segments: accumulated return (float) and length (int64, >= 0) per env
+        shape("risk/acc", (int(state["n_envs"]),))
+        shape("risk/length", (int(state["n_envs"]),), nonneg=True, integer=True)
         shape("risk/recent", None)
         if norm["risk/recent"].dim() != 1:
             raise CheckpointError(f"{what} normalizer.safetensors: risk/recent is not 1-D")
         if "risk/pid" in norm:
-            shape("risk/pid", (5,))
+            shape("risk/pid", (6,))
     rng = tensors["rng.safetensors"]
     ref = torch.Generator().get_state()
     for key in ("sample", "shuffle"):
@@ -750,9 +753,11 @@ def _risk_tensors(model: DistributionalPPO) -> dict[str, torch.Tensor]:
         "risk/scale": torch.tensor(rs.scaling.scale, dtype=f64),
         "risk/shift": torch.tensor(rs.scaling.mean, dtype=f64),
         "risk/recent": torch.tensor(list(rs.recent), dtype=f64),
-        # PID Lagrangian controller (R-RISK-4): integral, smoothed violation, last P/I/D terms
+        # PID Lagrangian controller (R-RISK-4): integral, smoothed violation, last P/I/D terms,
+        # step count (exact in float64)
         "risk/pid": torch.tensor(
-            [rs.pid.integral, rs.pid.smoothed, rs.pid.p, rs.pid.i, rs.pid.d], dtype=f64
+            [rs.pid.integral, rs.pid.smoothed, rs.pid.p, rs.pid.i, rs.pid.d, rs.pid.steps],
+            dtype=f64,
         ),
     }
 
@@ -763,7 +768,10 @@ def _restore_risk(model: DistributionalPPO, t: dict[str, torch.Tensor]) -> None:
     from riskppo.core import PIDLagrangeState
     from riskppo.train.risk import RiskState
 
-    pid = PIDLagrangeState(*t["risk/pid"].tolist()) if "risk/pid" in t else PIDLagrangeState()
+    pid = PIDLagrangeState()
+    if "risk/pid" in t:
+        *terms, steps = t["risk/pid"].tolist()
+        pid = PIDLagrangeState(*terms, steps=int(steps))
     state = RiskState(
         float(t["risk/lambda"]),
         t["risk/acc"],

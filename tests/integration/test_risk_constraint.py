@@ -200,3 +200,24 @@ def test_cvar_constraint_trains_on_cuda(sharing):
     model.learn(4 * 32 * 3)
     assert model.monitor.latest["risk/lambda"] > 0.0
     assert model.risk_state.acc.device.type == "cpu"
+
+
+def test_pid_and_risk_state_survive_a_checkpoint(tmp_path):
+    """λ, the PID controller (integral, EMA, step count) and the recent segments round-trip."""
+    model = DistributionalPPO(
+        "CartPole-v1",
+        seed=0,
+        cvar_limit=10.0,
+        cvar_alpha=0.1,
+        cvar_horizon=8,
+        lambda_update="pid",
+        cvar_min_segments=1,
+        **SMALL,
+    )
+    model.learn(4 * 32 * 3)
+    assert model.risk_state.pid.steps == 3 and model.risk_state.lam > 0.0
+    model.save(tmp_path / "ck")
+    loaded = DistributionalPPO.load(tmp_path / "ck")
+    assert loaded.risk_state.pid == model.risk_state.pid
+    assert loaded.risk_state.lam == model.risk_state.lam
+    assert list(loaded.risk_state.recent) == list(model.risk_state.recent)
