@@ -22,7 +22,8 @@ from riskppo.config import ConfigError
 from riskppo.envs.registration import TRADING_ID
 from riskppo.nn.policy import RecurrentState
 from riskppo.train.collect import env_actions, obs_tensor
-from riskppo.train.trainer import DistributionalPPO, run_episodes
+from riskppo.train.episodes import run_episodes
+from riskppo.train.trainer import DistributionalPPO
 
 TRADING_KEYS = ("sharpe", "cvar_95", "max_drawdown", "annual_return")
 

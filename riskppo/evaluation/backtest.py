@@ -51,7 +51,7 @@ import torch
 
 from riskppo import core
 from riskppo.config import Config
-from riskppo.envs.factory import SPLIT_PARTS, data_label, make_trading_env
+from riskppo.envs.factory import SPLIT_PARTS, data_kwargs, data_label, make_trading_env
 from riskppo.envs.registration import TRADING_ID
 from riskppo.envs.trading import TradingEnv
 from riskppo.evaluation.baselines import (
@@ -380,13 +380,7 @@ def _eval_env_factory(cfg: Config, part: str) -> Callable[..., TradingEnv]:
     def factory(**kwargs: Any) -> TradingEnv:
         kwargs.pop("render_mode", None)
         kwargs["random_start"] = False  # the whole period, also for part="train"
-        return make_trading_env(
-            dataset=cfg.data.dataset,
-            path=cfg.data.path,
-            split=tuple(cfg.data.split),
-            part=part,
-            **kwargs,
-        )
+        return make_trading_env(**data_kwargs(cfg.data), part=part, **kwargs)
 
     return factory
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from riskppo.config import Config
-from riskppo.envs.factory import data_label, trading_range
+from riskppo.envs.factory import data_kwargs, data_label, trading_range
 from riskppo.envs.registration import TRADING_ID
 
 __all__ = ["evaluation_summary", "format_evaluation", "run_label", "write_evaluation"]
@@ -39,7 +39,7 @@ def run_label(cfg: Config) -> str:
 
 def _period(cfg: Config, split: str) -> dict[str, str]:
     """First and last bar (ISO timestamps) of the ``split`` part of a trading run's data."""
-    df, lo, hi = trading_range(cfg.data.dataset, cfg.data.path, tuple(cfg.data.split), split)
+    df, lo, hi = trading_range(part=split, **data_kwargs(cfg.data))
     return {"start": df.index[lo].isoformat(), "end": df.index[hi - 1].isoformat()}
 
 

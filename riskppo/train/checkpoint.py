@@ -770,8 +770,8 @@ def _restore_risk(model: DistributionalPPO, t: dict[str, torch.Tensor]) -> None:
 
     pid = PIDLagrangeState()
     if "risk/pid" in t:
-        *terms, steps = t["risk/pid"].tolist()
-        pid = PIDLagrangeState(*terms, steps=int(steps))
+        integral, smoothed, p, i, d, steps = t["risk/pid"].tolist()
+        pid = PIDLagrangeState(integral, smoothed, p, i, d, int(steps))
     state = RiskState(
         float(t["risk/lambda"]),
         t["risk/acc"],

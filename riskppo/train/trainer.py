@@ -21,11 +21,12 @@ from stable_baselines3.common.vec_env import VecEnv
 
 from riskppo import core
 from riskppo.adversarial.regularizer import sa_eps
-from riskppo.config import Config, ConfigError, set_by_path
+from riskppo.config import Config, ConfigError, check_rollout_memory, set_by_path
 from riskppo.nn.critics import Critic, build_critic
 from riskppo.nn.policy import RecurrentActorCritic, RecurrentState
 from riskppo.optim import build_optimizer
 from riskppo.train.collect import CollectorState, collect_rollout, env_actions, obs_tensor
+from riskppo.train.episodes import run_episodes
 from riskppo.train.estimate import Estimates, estimate
 from riskppo.train.monitor import Monitor, check_alerts
 from riskppo.train.progress import fmt, training_progress
@@ -80,6 +81,8 @@ class DistributionalPPO:
             obs_space, act_space = _spaces
             self.n_envs = cfg.env.n_envs
         self.observation_space, self.action_space = obs_space, act_space
+        # a rollout buffer that cannot fit is a ConfigError now, not an allocation failure later
+        check_rollout_memory(cfg, _flat_size(obs_space), _flat_size(act_space))
         self.critic: Critic = build_critic(cfg.critic)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(cfg.seed)
@@ -566,31 +569,8 @@ class DistributionalPPO:
             self.monitor = None
 
 
-def run_episodes(model: Any, venv: VecEnv, n_episodes: int, deterministic: bool) -> list[float]:
-    """Raw returns of ``n_episodes`` episodes, with a fixed quota per env (like SB3's
-    ``evaluate_policy``) so that envs with short episodes are not over-represented.
-
-    ``model`` is anything with ``DistributionalPPO.predict``'s signature (e.g. an attacked agent,
-    :class:`riskppo.adversarial.robustness.AttackedAgent`)."""
-    obs = venv.reset()
-    n = venv.num_envs
-    quota = np.array([(n_episodes + i) // n for i in range(n)])  # sums to n_episodes
-    state = None
-    starts = np.ones(n, dtype=bool)
-    acc = np.zeros(n)
-    counts = np.zeros(n, dtype=int)
-    out: list[float] = []
-    while (counts < quota).any():
-        actions, state = model.predict(obs, state, starts, deterministic)
-        obs, rewards, dones, _ = venv.step(actions)
-        acc += rewards
-        for i in np.flatnonzero(dones):
-            if counts[i] < quota[i]:
-                out.append(float(acc[i]))
-                counts[i] += 1
-            acc[i] = 0.0
-        starts = dones
-    return out
+def _flat_size(space: spaces.Space) -> int:
+    return int(np.prod(space.shape)) if space.shape else 1
 
 
 def _vf_index(name: str) -> int:
