@@ -78,6 +78,18 @@ def print_flat_warning(backtest_dir: Path, prefix: str = "riskppo") -> None:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    """``riskppo eval``: writes its report into the run directory, so it holds the run's lock
+    (a run still training is refused, not evaluated half-way)."""
+    from riskppo.train.runlock import lock_run
+
+    run_dir = Path(args.run_dir)
+    if not run_dir.is_dir():  # nothing to lock; its own error names the missing directory
+        return _cmd_eval(args)
+    with lock_run(run_dir, "riskppo eval"):
+        return _cmd_eval(args)
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
     from riskppo.evaluation.summary import evaluation_summary, format_evaluation, write_evaluation
     from riskppo.train.runner import robustness_run
 
@@ -113,19 +125,32 @@ def parse_floats(text: str, option: str) -> list[float]:
 
 
 def cmd_backtest(args: argparse.Namespace) -> int:
+    """``riskppo backtest``: writes ``backtest_<split>/`` into the run, under the run's lock."""
     from riskppo.evaluation.backtest import cmd_backtest as run
+    from riskppo.train.runlock import lock_run
 
-    return run(args)
+    run_dir = Path(args.run_dir)
+    if not run_dir.is_dir():  # nothing to lock; its own error names the missing directory
+        return run(args)
+    with lock_run(run_dir, "riskppo backtest"):
+        return run(args)
 
 
 def cmd_pbt(args: argparse.Namespace) -> int:
-    from riskppo.pbt import run_pbt
+    from riskppo.train.runlock import lock_run
 
     overrides = list(args.set or [])
     if args.backend:
         overrides.append(f"pbt.backend={args.backend}")
     cfg = load_config(args.config, overrides, default=DEFAULT_PBT_CONFIG)
     run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(cfg, prefix="pbt")
+    with lock_run(run_dir, "riskppo pbt"):
+        return _finish_pbt(cfg, run_dir, args)
+
+
+def _finish_pbt(cfg: Config, run_dir: Path, args: argparse.Namespace) -> int:
+    from riskppo.pbt import run_pbt
+
     summary = run_pbt(cfg, run_dir, progress_bar=not args.no_progress)
     if cfg.env.id == TRADING_ID:  # the best member's held-out test backtest
         from riskppo.evaluation.backtest import backtest_run
@@ -291,7 +316,10 @@ def user_error(exc: BaseException) -> str | None:
     directory, checkpoint or data file), or ``None`` for anything else (a bug: traceback)."""
     from riskppo.envs.data import DataError
     from riskppo.train.checkpoint import CheckpointError
+    from riskppo.train.runlock import RunLockError
 
+    if isinstance(exc, RunLockError):
+        return f"riskppo: run directory locked: {exc}"
     if isinstance(exc, DataError):
         return (
             f"riskppo: data error: {exc}; fix the file or point data.path at another one "

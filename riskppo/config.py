@@ -66,6 +66,18 @@ class EnvConfig(_Section):
     normalize_obs: bool = False
     clip_obs: float = Field(10.0, gt=0)
     nonfinite_policy: Literal["raise", "skip"] = "raise"
+    step_timeout: float | None = Field(
+        None,
+        gt=0,
+        description="seconds an env may take for one step() before training stops with an "
+        "error naming it; vec_env 'subproc' only; None = wait forever",
+    )
+
+    @model_validator(mode="after")
+    def _timeout_needs_subproc(self) -> EnvConfig:
+        if self.step_timeout is not None and self.vec_env != "subproc":
+            raise ValueError("env.step_timeout needs env.vec_env: subproc (or set it to null)")
+        return self
 
 
 class PPOConfig(_Section):

@@ -2,6 +2,7 @@
 
 ::
 
+    RUN_DIR/.lock                  flock held by the process writing the run (train.runlock)
     RUN_DIR/config.yaml            resolved config
     RUN_DIR/metrics.jsonl          one JSON object per logged update (+ TensorBoard events)
     RUN_DIR/alerts.jsonl           first occurrence of each alert
@@ -29,6 +30,7 @@ from riskppo.config import Config
 from riskppo.envs.registration import TRADING_ID
 from riskppo.evaluation.summary import run_label
 from riskppo.train.checkpoint import CheckpointError, verify_checkpoint
+from riskppo.train.runlock import lock_run
 from riskppo.train.trainer import DistributionalPPO
 
 
@@ -94,8 +96,16 @@ def _periodic(run_dir: Path, cfg: Config) -> Any:
 
 
 def train_run(cfg: Config, run_dir: Path, *, progress_bar: bool = True) -> DistributionalPPO:
-    """Train ``cfg`` into ``run_dir``; save a final checkpoint and an evaluation."""
-    run_dir.mkdir(parents=True, exist_ok=True)
+    """Train ``cfg`` into ``run_dir``; save a final checkpoint and an evaluation.
+
+    Holds the run directory's lock throughout: another process on ``run_dir`` raises
+    :class:`~riskppo.train.runlock.RunLockError` before anything in it is written.
+    """
+    with lock_run(run_dir, "riskppo train"):
+        return _train_run(cfg, run_dir, progress_bar=progress_bar)
+
+
+def _train_run(cfg: Config, run_dir: Path, *, progress_bar: bool) -> DistributionalPPO:
     cfg.to_yaml(run_dir / "config.yaml")
     model = DistributionalPPO(config=cfg, run_dir=run_dir)
     print(f"riskppo: training {run_label(cfg)} for {cfg.total_timesteps:,} steps → {run_dir}")
@@ -109,7 +119,15 @@ def resume_run(run_dir: Path, *, progress_bar: bool = True) -> DistributionalPPO
     The ``metrics.jsonl`` rows logged after that checkpoint (by the run that was stopped) are
     dropped first, since the resumed run logs those steps again. A run that is already complete
     is not trained further; its evaluation (and report) is written only if it is missing.
+    Holds the run directory's lock throughout, like :func:`train_run`.
     """
+    if not run_dir.is_dir():
+        raise FileNotFoundError(f"{run_dir}: no such run directory")
+    with lock_run(run_dir, "riskppo train --resume"):
+        return _resume_run(run_dir, progress_bar=progress_bar)
+
+
+def _resume_run(run_dir: Path, *, progress_bar: bool) -> DistributionalPPO:
     path = latest_good_checkpoint(run_dir)
     cfg = Config.from_yaml(run_dir / "config.yaml")
     model = DistributionalPPO.load(path, env=cfg.env.id, run_dir=run_dir)

@@ -2,10 +2,19 @@
 
 Order of wrappers: ``VecEnv (Monitor per env) → VecFiniteGuard → VecNormalize(obs only)``, so a
 NaN/inf from an env is caught before it can reach the normaliser statistics (R-REL-5).
+
+A reward that is not a number (``None``, an array, a string) is found inside each env
+(:class:`RewardCheck`, also in ``SubprocVecEnv`` workers), passed on as NaN with a note in
+the step's info, and raised by :class:`VecFiniteGuard` as an :class:`EnvOutputError` naming the
+env index, the step and the field, whatever ``nonfinite_policy`` says. With ``vec_env: subproc``,
+``env.step_timeout`` bounds how long one ``step()`` may take (:class:`TimeoutSubprocVecEnv`).
 """
 
 from __future__ import annotations
 
+import math
+import multiprocessing as mp
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -30,6 +39,13 @@ class NonFiniteInputError(RuntimeError):
     """An environment produced a NaN or infinite observation or reward."""
 
 
+class EnvOutputError(RuntimeError):
+    """An environment returned something of the wrong kind, or did not return in time."""
+
+
+BAD_OUTPUT_KEY = "riskppo/bad_output"  # info key set by RewardCheck for a bad reward
+
+
 class VecFiniteGuard(VecEnvWrapper):
     """Raise (or, with ``policy='skip'``, zero and count) non-finite observations and rewards.
 
@@ -49,6 +65,12 @@ class VecFiniteGuard(VecEnvWrapper):
     def step_wait(self) -> Any:
         obs, rewards, dones, infos = self.venv.step_wait()
         self.n_steps += 1
+        for i, info in enumerate(infos):
+            if BAD_OUTPUT_KEY in info:  # never skipped: a reward that is no number is a bug
+                raise EnvOutputError(
+                    f"env {i} {info[BAD_OUTPUT_KEY]} at vec step {self.n_steps}; step() must "
+                    "return (obs, reward: float, terminated, truncated, info)"
+                )
         obs = self._check_obs(obs, "observation")
         bad = ~np.isfinite(rewards)
         if bad.any():
@@ -106,6 +128,49 @@ class InProcessVecEnv(DummyVecEnv):
         return self._obs_from_buf(), np.copy(self.buf_rews), np.copy(self.buf_dones), infos
 
 
+class TimeoutSubprocVecEnv(SubprocVecEnv):
+    """``SubprocVecEnv`` whose ``step`` gives up after ``step_timeout`` seconds.
+
+    A worker that has not answered by then is named in an :class:`EnvOutputError`, and every
+    worker is terminated (the vec env is closed: the run stops). ``reset`` is not bounded.
+    """
+
+    def __init__(
+        self,
+        env_fns: list[Callable[[], gym.Env]],
+        start_method: str | None = None,
+        *,
+        step_timeout: float,
+    ) -> None:
+        super().__init__(env_fns, start_method)
+        self.step_timeout = step_timeout
+        self.n_steps = 0
+
+    def step_wait(self) -> Any:
+        self.n_steps += 1
+        deadline = time.monotonic() + self.step_timeout
+        for i, remote in enumerate(self.remotes):
+            if not remote.poll(max(0.0, deadline - time.monotonic())):
+                self._terminate()
+                raise EnvOutputError(
+                    f"env {i} did not return from step() within env.step_timeout="
+                    f"{self.step_timeout:g} s at vec step {self.n_steps} (a hanging env); its "
+                    "worker processes were stopped; fix the env or raise env.step_timeout"
+                )
+        return super().step_wait()
+
+    def _terminate(self) -> None:
+        for process in self.processes:
+            if isinstance(process, mp.process.BaseProcess) and process.is_alive():
+                process.kill()
+        for process in self.processes:
+            process.join(timeout=10)
+        for remote in self.remotes:
+            remote.close()
+        self.waiting = False
+        self.closed = True
+
+
 class ObservationCheck(gym.Wrapper):
     """Refuse observations whose shape does not match the declared space (R-REL-5).
 
@@ -142,6 +207,57 @@ class ObservationCheck(gym.Wrapper):
     def step(self, action: Any) -> Any:
         obs, reward, terminated, truncated, info = self.env.step(action)
         return self._check(obs, "step()"), reward, terminated, truncated, info
+
+
+class RewardCheck(gym.Wrapper):
+    """Catch a reward that is not a number (R-REL-5), directly around the user's env (below
+    SB3's ``Monitor``, which would fail on it with a bare ``TypeError``)."""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self._steps = 0  # steps since the last reset
+
+    def reset(self, **kwargs: Any) -> Any:
+        self._steps = 0
+        return self.env.reset(**kwargs)
+
+    def step(self, action: Any) -> Any:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self._steps += 1
+        if not isinstance(reward, float | int | np.floating | np.integer) or isinstance(
+            reward, bool | np.bool_
+        ):
+            reward = self._check_reward(reward, info)
+        return obs, reward, terminated, truncated, info
+
+    def _check_reward(self, reward: Any, info: dict[str, Any]) -> float:
+        """A reward that is not a plain number: a one-element numeric array is taken as its
+        value; anything else becomes NaN with a note in ``info`` for :class:`VecFiniteGuard`
+        (raising here would kill a ``SubprocVecEnv`` worker without a message)."""
+        arr = np.asarray(reward) if isinstance(reward, np.ndarray | np.generic) else None
+        if arr is not None and arr.size == 1 and arr.dtype.kind in "fiu":
+            return float(arr.reshape(()))
+        kind = (
+            f"an array of shape {arr.shape} and dtype {arr.dtype}"
+            if arr is not None
+            else f"{reward!r} ({type(reward).__name__})"[:200]
+        )
+        info[BAD_OUTPUT_KEY] = (
+            f"({self.env}) returned a field 'reward' that is not a number: {kind}, at step "
+            f"{self._steps} of its episode,"
+        )
+        return math.nan
+
+
+class RewardChecked:
+    """An env factory whose envs are wrapped in :class:`RewardCheck` (picklable for
+    ``SubprocVecEnv``)."""
+
+    def __init__(self, factory: Callable[..., gym.Env]) -> None:
+        self.factory = factory
+
+    def __call__(self, **kwargs: Any) -> gym.Env:
+        return RewardCheck(self.factory(**kwargs))
 
 
 class MakeFromId:
@@ -191,12 +307,18 @@ def build_vec_env(
         venv: VecEnv = env
     else:
         register_envs()
-        vec_cls = SubprocVecEnv if cfg.vec_env == "subproc" else InProcessVecEnv
+        vec_cls: type[DummyVecEnv] | type[SubprocVecEnv] = (
+            SubprocVecEnv if cfg.vec_env == "subproc" else InProcessVecEnv
+        )
+        vec_kwargs: dict[str, Any] | None = None
+        if cfg.vec_env == "subproc" and cfg.step_timeout is not None:
+            vec_cls, vec_kwargs = TimeoutSubprocVecEnv, {"step_timeout": cfg.step_timeout}
         venv = make_vec_env(
-            MakeFromId(env) if isinstance(env, str) else env,
+            RewardChecked(MakeFromId(env) if isinstance(env, str) else env),
             n_envs=n_envs or cfg.n_envs,
             seed=seed,
             vec_env_cls=vec_cls,
+            vec_env_kwargs=vec_kwargs,
             env_kwargs=env_kwargs(env, cfg, data, part) or None,
             wrapper_class=ObservationCheck,
         )
