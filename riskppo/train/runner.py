@@ -29,7 +29,7 @@ from typing import Any
 from riskppo.config import Config
 from riskppo.envs.registration import TRADING_ID
 from riskppo.evaluation.summary import run_label
-from riskppo.train.checkpoint import CheckpointError, verify_checkpoint
+from riskppo.train.checkpoint import CheckpointError, resolve_latest, verify_checkpoint
 from riskppo.train.runlock import lock_run
 from riskppo.train.trainer import DistributionalPPO
 
@@ -60,7 +60,7 @@ def latest_checkpoint(run_dir: Path) -> Path:
             f"{run_dir}: no checkpoints/latest pointer (no completed checkpoint); pass a run "
             "directory written by `riskppo train`"
         )
-    return ckpts / pointer.read_text().strip()
+    return resolve_latest(ckpts)  # R-REL-3: only a sibling checkpoint, never outside the run
 
 
 def latest_good_checkpoint(run_dir: Path) -> Path:

@@ -30,6 +30,7 @@ from stable_baselines3.common.vec_env import (
 )
 
 from riskppo.config import DataConfig, EnvConfig
+from riskppo.envs.factory import data_kwargs
 from riskppo.envs.registration import TRADING_ID, register_envs
 
 EnvSpec = str | Callable[[], gym.Env] | VecEnv
@@ -286,7 +287,7 @@ def env_kwargs(env: EnvSpec, cfg: EnvConfig, data: DataConfig | None, part: str)
     """Keyword arguments for the env factory; the trading env also gets its data and split."""
     kwargs = dict(cfg.kwargs)
     if env == TRADING_ID and data is not None:
-        kwargs.update(dataset=data.dataset, path=data.path, split=tuple(data.split), part=part)
+        kwargs.update(data_kwargs(data), part=part)
     return kwargs
 
 

@@ -444,3 +444,19 @@ def test_temp_dir_of_a_killed_save_is_removed_at_resume(trained, killed_mid_save
     shutil.copytree(trained[1], d / "ckpt-000000000064")
     DistributionalPPO.load(d / "ckpt-000000000064")
     assert sorted(p.name for p in d.iterdir()) == ["ckpt-000000000064"]
+
+
+def test_runner_follows_latest_only_to_a_sibling_checkpoint(tmp_path):
+    """eval/--resume read `latest` through resolve_latest: a pointer outside the run is refused."""
+    from riskppo.train.runner import latest_checkpoint
+
+    other = tmp_path / "other_run" / "checkpoints" / "ckpt-1"
+    other.mkdir(parents=True)
+    ckpts = tmp_path / "run" / "checkpoints"
+    ckpts.mkdir(parents=True)
+    (ckpts / "latest").write_text("../../other_run/checkpoints/ckpt-1")
+    with pytest.raises(CheckpointError):
+        latest_checkpoint(tmp_path / "run")
+    (ckpts / "ckpt-2").mkdir()
+    (ckpts / "latest").write_text("ckpt-2")
+    assert latest_checkpoint(tmp_path / "run") == ckpts / "ckpt-2"

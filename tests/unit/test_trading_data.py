@@ -429,3 +429,23 @@ def test_data_config_options_reach_the_loader(tmp_path):
     cfg = apply_overrides(cfg, ["data.ffill_limit=1"])
     df, _lo, _hi = trading_range(part="train", **data_kwargs(cfg.data))
     assert df.index.is_monotonic_increasing and df["open"].iloc[2] == df["open"].iloc[1] == 10.5
+
+
+def test_data_nan_policy_reaches_the_training_env(tmp_path):
+    """`data.nan_policy: ffill` set in the config is what the training env's loader uses."""
+    from riskppo import DistributionalPPO
+    from riskppo.config import Config, apply_overrides
+    from riskppo.envs.synthetic import gbm
+
+    df = gbm(600, seed=3)
+    df.index.name = "date"
+    df.iloc[300, df.columns.get_loc("close")] = float("nan")
+    path = tmp_path / "gap.csv"
+    df.to_csv(path)
+    base = Config.from_yaml(Path(__file__).parents[2] / "riskppo/configs/trading_googl.yaml")
+    over = [f"data.path={path}", "env.n_envs=2", "ppo.n_steps=16", "ppo.batch_size=32"]
+    over += ["env.kwargs.features=[ret_1,vol_20]", "env.kwargs.episode_length=50"]
+    with pytest.raises(Exception, match="NaN|nan"):
+        DistributionalPPO(config=apply_overrides(base, over))
+    model = DistributionalPPO(config=apply_overrides(base, [*over, "data.nan_policy=ffill"]))
+    model.close()
