@@ -445,7 +445,7 @@ def test_data_nan_policy_reaches_the_training_env(tmp_path):
     base = Config.from_yaml(Path(__file__).parents[2] / "riskppo/configs/trading_googl.yaml")
     over = [f"data.path={path}", "env.n_envs=2", "ppo.n_steps=16", "ppo.batch_size=32"]
     over += ["env.kwargs.features=[ret_1,vol_20]", "env.kwargs.episode_length=50"]
-    with pytest.raises(Exception, match="NaN|nan"):
+    with pytest.raises(ValueError, match=r"NaN in column 'close'.*nan_policy='raise'"):
         DistributionalPPO(config=apply_overrides(base, over))
     model = DistributionalPPO(config=apply_overrides(base, [*over, "data.nan_policy=ffill"]))
     model.close()
