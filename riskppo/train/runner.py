@@ -122,7 +122,9 @@ def resume_run(run_dir: Path, *, progress_bar: bool = True) -> DistributionalPPO
     Holds the run directory's lock throughout, like :func:`train_run`.
     """
     if not run_dir.is_dir():
-        raise FileNotFoundError(f"{run_dir}: no such run directory")
+        raise FileNotFoundError(
+            f"{run_dir}: no such run directory; pass a run directory written by `riskppo train`"
+        )
     with lock_run(run_dir, "riskppo train --resume"):
         return _resume_run(run_dir, progress_bar=progress_bar)
 

@@ -44,7 +44,11 @@ def test_nonfinite_skips_are_counted_across_updates():
     """Defect 1 (R-ALG-9, R-REL-6): with one minibatch per update, a model whose parameters are
     non-finite stops after ``max_nonfinite_updates`` updates instead of training forever.
     Mutation: rebuild the count every update (not passing ``consecutive_skips`` in)."""
-    model = DistributionalPPO("Pendulum-v1", seed=0, log_std_init=float("inf"), **PENDULUM)
+    model = DistributionalPPO("Pendulum-v1", seed=0, **PENDULUM)
+    # the issue's repro set log_std_init=inf, which the config now refuses (non-finite floats);
+    # a parameter that became non-finite (e.g. by a bad load or a diverged run) is the same case
+    with torch.no_grad():
+        model.policy.action_head.log_std.fill_(float("inf"))
     per_update = 2 * 32
     limit = model.config.ppo.max_nonfinite_updates
     with pytest.raises(NonFiniteTrainingError, match="consecutive minibatches"):
