@@ -45,7 +45,7 @@ from riskppo.cli import preset_path
 from riskppo.config import Config, apply_overrides
 from riskppo.evaluation.backtest import STRATEGIES, backtest_run
 from riskppo.evaluation.metrics import aggregate_metrics
-from riskppo.train.runner import train_run
+from riskppo.runner import train_run
 
 # (metrics.json key, column header, format); the horizon CVaR's header names H and the limit.
 COLUMNS: list[tuple[str, str, str]] = [

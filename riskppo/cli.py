@@ -49,7 +49,7 @@ def default_run_dir(cfg: Config, prefix: str = "") -> Path:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from riskppo.train.runner import resume_run, train_run
+    from riskppo.runner import resume_run, train_run
 
     if args.resume:
         if args.config or args.set:
@@ -91,10 +91,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def _cmd_eval(args: argparse.Namespace) -> int:
     from riskppo.evaluation.summary import evaluation_summary, format_evaluation, write_evaluation
-    from riskppo.train.runner import robustness_run
+    from riskppo.runner import robustness_run
 
     if args.attack:
-        from riskppo.adversarial.robustness import check_attack_args
+        from riskppo.evaluation.robustness import check_attack_args
 
         attacks = [a.strip() for a in args.attack.split(",") if a.strip()]
         eps = parse_floats(args.eps, "--eps")

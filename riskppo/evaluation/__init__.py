@@ -34,7 +34,7 @@ _LAZY: dict[str, str] = {
     "sma_crossover_policy": "riskppo.evaluation.baselines",
     "sma_crossover_targets": "riskppo.evaluation.baselines",
     "strategy_frame": "riskppo.evaluation.baselines",
-    "STRATEGIES": "riskppo.evaluation.backtest",
+    "STRATEGIES": "riskppo.evaluation.baselines",
     "BacktestArtifacts": "riskppo.evaluation.backtest",
     "BacktestResult": "riskppo.evaluation.backtest",
     "backtest": "riskppo.evaluation.backtest",

@@ -43,7 +43,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -55,6 +55,7 @@ from riskppo.envs.factory import SPLIT_PARTS, data_kwargs, data_label, make_trad
 from riskppo.envs.registration import TRADING_ID
 from riskppo.envs.trading import TradingEnv
 from riskppo.evaluation.baselines import (
+    STRATEGIES,
     Policy,
     buy_and_hold_policy,
     flat_frame,
@@ -69,9 +70,11 @@ from riskppo.evaluation.metrics import (
     dumps_metrics,
     strategy_metrics,
 )
-
-if TYPE_CHECKING:
-    from riskppo.train.trainer import DistributionalPPO
+from riskppo.evaluation.plots import save_plots
+from riskppo.evaluation.report import STRATEGY_LABELS, format_value, metric_rows, write_report
+from riskppo.train.checkpoint import CheckpointError
+from riskppo.train.rundir import latest_checkpoint
+from riskppo.train.trainer import DistributionalPPO
 
 __all__ = [
     "CRITIC_LEVELS",
@@ -85,7 +88,6 @@ __all__ = [
     "flat_warning",
 ]
 
-STRATEGIES: tuple[str, ...] = ("agent", "buy_and_hold", "vol_target_buy_and_hold", "sma_crossover")
 # the sizing each baseline runs with, whatever the agent's config says
 BASELINE_SIZING: dict[str, str] = {
     "buy_and_hold": "none",
@@ -359,8 +361,6 @@ def flat_warning(
     ]
     if not flat:
         return None
-    from riskppo.evaluation.report import STRATEGY_LABELS
-
     parts = [
         f"{STRATEGY_LABELS.get(name, name)} in the market on "
         f"{0.0 if share is None else float(share):.1%} of bars"
@@ -477,11 +477,6 @@ def backtest_run(
     one result; to report over seeds, backtest one run dir per seed and combine the
     ``metrics.json`` files with :func:`~riskppo.evaluation.metrics.aggregate_metrics`.
     """
-    from riskppo.evaluation.plots import save_plots
-    from riskppo.evaluation.report import write_report
-    from riskppo.train.runner import latest_checkpoint
-    from riskppo.train.trainer import DistributionalPPO
-
     run_dir = Path(run_dir)
     ckpt = latest_checkpoint(run_dir)
     model = DistributionalPPO.load(ckpt, rebuild_env=False)  # it makes its own eval envs
@@ -511,8 +506,6 @@ def cmd_backtest(args: argparse.Namespace) -> int:
     Reads ``args.run_dir`` and ``args.split`` (``train`` | ``val`` | ``test``, default test).
     Returns the exit status (2 on a missing/bad run directory or checkpoint).
     """
-    from riskppo.train.checkpoint import CheckpointError
-
     split = getattr(args, "split", None) or "test"
     try:
         art = backtest_run(args.run_dir, split)
@@ -531,8 +524,6 @@ def print_metrics_table(result: BacktestResult) -> None:
     """A compact metrics table (rich) of all strategies on stdout."""
     from rich.console import Console
     from rich.table import Table
-
-    from riskppo.evaluation.report import STRATEGY_LABELS, format_value, metric_rows
 
     r = result
     table = Table(

@@ -30,6 +30,7 @@ from riskppo.envs.trading import TradingEnv
 
 __all__ = [
     "BASELINES",
+    "STRATEGIES",
     "Policy",
     "buy_and_hold_policy",
     "flat_frame",
@@ -39,6 +40,9 @@ __all__ = [
     "sma_crossover_targets",
     "strategy_frame",
 ]
+
+STRATEGIES: tuple[str, ...] = ("agent", "buy_and_hold", "vol_target_buy_and_hold", "sma_crossover")
+"""Every strategy of a backtest, in table order: the agent, then the baselines."""
 
 Policy = Callable[[int], float]
 """Maps the index (position in the env's frame) of the observed bar to a target position."""

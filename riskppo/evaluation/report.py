@@ -18,6 +18,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
+from riskppo.evaluation.baselines import STRATEGIES
+
 if TYPE_CHECKING:
     from riskppo.evaluation.backtest import BacktestResult
 
@@ -337,8 +339,6 @@ def render_report(
     info: Mapping[str, Any] | None = None,
 ) -> str:
     """The report as an HTML string; ``images`` maps plot names to PNG bytes or PNG files."""
-    from riskppo.evaluation.backtest import STRATEGIES
-
     info = dict(info or {})
     r = result
     metrics = r.metrics_dict()

@@ -25,6 +25,7 @@ from typing import Any
 from riskppo.config import Config
 from riskppo.envs.factory import data_kwargs, data_label, trading_range
 from riskppo.envs.registration import TRADING_ID
+from riskppo.train.rundir import latest_checkpoint, open_run
 
 __all__ = ["evaluation_summary", "format_evaluation", "run_label", "write_evaluation"]
 
@@ -51,8 +52,6 @@ def evaluation_summary(run_dir: Path, n_episodes: int = 10, split: str = "test")
     deterministic, cvar_alpha, return: {mean, std, cvar, min, max}}``; returns are raw episode
     returns (sums of rewards), ``split`` and ``period`` are ``None`` for non-trading envs.
     """
-    from riskppo.train.runner import latest_checkpoint, open_run
-
     ckpt = latest_checkpoint(run_dir)
     with open_run(run_dir) as (cfg, model):
         stats = model.evaluate(n_episodes=n_episodes, deterministic=True, part=split)

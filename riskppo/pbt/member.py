@@ -29,6 +29,7 @@ import torch
 
 from riskppo.config import Config, HyperparamSpec, PBTConfig, set_by_path
 from riskppo.envs.registration import TRADING_ID
+from riskppo.evaluation.backtest import backtest
 from riskppo.train.checkpoint import (
     CheckpointData,
     CheckpointError,
@@ -37,6 +38,7 @@ from riskppo.train.checkpoint import (
     restore_optimizer,
     restore_weights,
 )
+from riskppo.train.rundir import latest_good_checkpoint, save_run_checkpoint
 from riskppo.train.trainer import DistributionalPPO
 
 LR = "ppo.learning_rate"
@@ -259,8 +261,6 @@ def member_score(model: DistributionalPPO, pbt: PBTConfig) -> tuple[float, dict[
         details.update({f"val_{k}": float(v) for k, v in stats.items()})
         if cfg.env.id != TRADING_ID:
             return value, details
-    from riskppo.evaluation.backtest import backtest
-
     agent = backtest(model, "val").metrics_dict()["agent"]
     details.update({f"val_{k}": float(v) for k, v in agent.items() if v is not None})
     if metric not in ("mean_return", "cvar"):
@@ -330,8 +330,6 @@ def member_config(base: Config, member: int, hyperparams: Mapping[str, float]) -
 def run_interval(task: IntervalTask) -> IntervalResult:
     """Load (or create) the member, exploit if told to, train ``updates`` updates, checkpoint,
     score. Runs in a worker process (local backend) or a Ray trial; all state is on disk."""
-    from riskppo.train.runner import latest_good_checkpoint, save_run_checkpoint
-
     t0 = time.perf_counter()
     torch.set_num_threads(1)
     cfg = Config.build(task.config)

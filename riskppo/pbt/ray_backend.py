@@ -37,7 +37,7 @@ def member_trainable(config: dict[str, Any]) -> None:
     import torch
     from ray import tune
 
-    from riskppo.train.runner import save_run_checkpoint
+    from riskppo.train.rundir import save_run_checkpoint
     from riskppo.train.trainer import DistributionalPPO
 
     torch.set_num_threads(1)

@@ -24,6 +24,7 @@ import re
 import shutil
 import stat
 import sys
+from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -37,8 +38,11 @@ from safetensors.torch import save_file
 
 import riskppo
 from riskppo.config import Config, ConfigError
+from riskppo.core.lagrange import PIDLagrangeState
 from riskppo.core.scaling import RunningMoments
+from riskppo.core.schedules import EntropyFloorState, EntropyScheduleState
 from riskppo.envs.registration import register_envs
+from riskppo.train.risk import RiskState
 from riskppo.train.scaling import ReturnScaling
 from riskppo.train.vec_env import find_normalizer
 
@@ -480,7 +484,6 @@ def _check_space(d: Any, what: str) -> None:
 
 def check_state(state: Any, what: str) -> None:
     """``state.json`` against its schema: types, ranges and the format version."""
-    from riskppo.core.schedules import EntropyFloorState, EntropyScheduleState
 
     def bad(field: str, why: str) -> CheckpointError:
         return CheckpointError(f"{what}: {field} {why}")
@@ -763,11 +766,6 @@ def _risk_tensors(model: DistributionalPPO) -> dict[str, torch.Tensor]:
 
 
 def _restore_risk(model: DistributionalPPO, t: dict[str, torch.Tensor]) -> None:
-    from collections import deque
-
-    from riskppo.core import PIDLagrangeState
-    from riskppo.train.risk import RiskState
-
     pid = PIDLagrangeState()
     if "risk/pid" in t:
         integral, smoothed, p, i, d, steps = t["risk/pid"].tolist()
@@ -790,8 +788,6 @@ def _restore_risk(model: DistributionalPPO, t: dict[str, torch.Tensor]) -> None:
 def _restore_counters(
     model: DistributionalPPO, state: dict[str, Any], tensors: dict[str, dict[str, torch.Tensor]]
 ) -> None:
-    from riskppo.core.schedules import EntropyFloorState, EntropyScheduleState
-
     rng = tensors["rng.safetensors"]
     model.sample_gen.set_state(rng["sample"])
     model.shuffle_gen.set_state(rng["shuffle"])

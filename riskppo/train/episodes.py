@@ -13,7 +13,7 @@ def run_episodes(model: Any, venv: VecEnv, n_episodes: int, deterministic: bool)
     ``evaluate_policy``) so that envs with short episodes are not over-represented.
 
     ``model`` is anything with ``DistributionalPPO.predict``'s signature (e.g. an attacked agent,
-    :class:`riskppo.adversarial.robustness.AttackedAgent`)."""
+    :class:`riskppo.evaluation.robustness.AttackedAgent`)."""
     obs = venv.reset()
     n = venv.num_envs
     quota = np.array([(n_episodes + i) // n for i in range(n)])  # sums to n_episodes

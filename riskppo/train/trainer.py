@@ -25,6 +25,7 @@ from riskppo.config import Config, ConfigError, check_rollout_memory, set_by_pat
 from riskppo.nn.critics import Critic, build_critic
 from riskppo.nn.policy import RecurrentActorCritic, RecurrentState
 from riskppo.optim import build_optimizer
+from riskppo.train.checkpoint import load_checkpoint, save_checkpoint
 from riskppo.train.collect import CollectorState, collect_rollout, env_actions, obs_tensor
 from riskppo.train.episodes import run_episodes
 from riskppo.train.estimate import Estimates, estimate
@@ -535,8 +536,6 @@ class DistributionalPPO:
     # ---- persistence --------------------------------------------------------------------
     def save(self, path: str | Path) -> Path:
         """Write a checkpoint directory (safetensors + JSON, never pickle; SPEC §1.4)."""
-        from riskppo.train.checkpoint import save_checkpoint
-
         return save_checkpoint(self, Path(path))
 
     @classmethod
@@ -557,8 +556,6 @@ class DistributionalPPO:
         if it had never stopped. ``rebuild_env=False`` skips that (predict only, nothing built).
         ``overrides`` are constructor keywords (e.g. ``run_dir``).
         """
-        from riskppo.train.checkpoint import load_checkpoint
-
         return load_checkpoint(cls, Path(path), env, rebuild_env=rebuild_env, **overrides)
 
     def close(self) -> None:

@@ -11,7 +11,7 @@ import torch
 
 from riskppo.cli import main
 from riskppo.config import Config
-from riskppo.train.runner import train_run
+from riskppo.runner import train_run
 from riskppo.train.trainer import DistributionalPPO
 
 SMALL = {

@@ -42,7 +42,7 @@ from riskppo.evaluation.baselines import (
 from riskppo.evaluation.metrics import SPEC_METRIC_KEYS, dumps_metrics
 from riskppo.evaluation.plots import REALISED_COLOR, plot_critic_quantiles, save_plots
 from riskppo.evaluation.report import write_report
-from riskppo.train.runner import train_run
+from riskppo.runner import train_run
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 FEE = 0.0005  # TradingEnv default, used by the run below

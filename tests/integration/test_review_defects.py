@@ -251,7 +251,7 @@ def test_lstm_sharing_all_runs_on_cuda():
     """Defect 5: with ``lstm_sharing="all"`` on CUDA, collect's actor latents, the critic's value
     distribution and the attacked agent's episode starts are allocated on the model's device.
     Mutation: drop ``device=`` from any of them (a device-mismatch error). Skipped without CUDA."""
-    from riskppo.adversarial.robustness import AttackedAgent
+    from riskppo.evaluation.robustness import AttackedAgent
 
     model = DistributionalPPO("CartPole-v1", seed=0, lstm_sharing="all", device="cuda", **CARTPOLE)
     model.learn(2 * 4 * 32)

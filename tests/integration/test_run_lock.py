@@ -14,8 +14,8 @@ from pathlib import Path
 
 import yaml
 
+from riskppo.train.rundir import latest_checkpoint
 from riskppo.train.runlock import RunLockError, lock_run
-from riskppo.train.runner import latest_checkpoint
 
 CONFIG = {
     "seed": 1,

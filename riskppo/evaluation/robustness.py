@@ -20,6 +20,8 @@ from riskppo import core
 from riskppo.adversarial.attacks import ATTACKS, StepInput, get_attack
 from riskppo.config import ConfigError
 from riskppo.envs.registration import TRADING_ID
+from riskppo.evaluation.backtest import backtest
+from riskppo.evaluation.plots import figure_png
 from riskppo.nn.policy import RecurrentState
 from riskppo.train.collect import env_actions, obs_tensor
 from riskppo.train.episodes import run_episodes
@@ -87,8 +89,6 @@ def evaluate_attack(
     agent: Any = model if eps == 0 else AttackedAgent(model, attack, eps, steps, model.config.seed)
     row: dict[str, Any] = {"attack": attack if eps > 0 else "none", "eps": eps}
     if model.config.env.id == TRADING_ID:
-        from riskppo.evaluation.backtest import backtest
-
         metrics = backtest(model, part, agent=agent).metrics_dict()["agent"]
         row.update({k: metrics[k] for k in TRADING_KEYS})
     venv = model.make_eval_env(part=part, n_envs=min(n_episodes, 4))
@@ -175,8 +175,6 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
 
 
 def write_robustness(rows: list[dict[str, Any]], out_dir: Path, title: str = "") -> Path:
-    from riskppo.evaluation.plots import figure_png
-
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "robustness.json").write_text(json.dumps(rows, indent=2))
     png = out_dir / "robustness.png"

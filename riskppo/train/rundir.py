@@ -1,0 +1,125 @@
+"""A run directory on disk, below the code that drives runs (:mod:`riskppo.runner`).
+
+::
+
+    RUN_DIR/.lock                  flock held by the process writing the run (train.runlock)
+    RUN_DIR/config.yaml            resolved config
+    RUN_DIR/metrics.jsonl          one JSON object per logged update (+ TensorBoard events)
+    RUN_DIR/alerts.jsonl           first occurrence of each alert
+    RUN_DIR/checkpoints/ckpt-N/    checkpoint directories; checkpoints/latest names the newest
+    RUN_DIR/eval.json              final evaluation (trading: the validation period)
+    RUN_DIR/evaluation[_<split>].{json,txt}   the latest ``riskppo eval`` (trading: per split)
+    RUN_DIR/backtest_test/         trading: the final backtest report (riskppo.evaluation)
+
+On ``--resume`` the ``metrics.jsonl`` rows logged after the checkpoint it resumes from are
+dropped (:func:`drop_metrics_after`): the resumed run logs those steps again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from riskppo.config import Config
+from riskppo.train.checkpoint import CheckpointError, resolve_latest, verify_checkpoint
+from riskppo.train.trainer import DistributionalPPO
+
+
+def checkpoint_dir(run_dir: Path) -> Path:
+    return run_dir / "checkpoints"
+
+
+def save_run_checkpoint(model: DistributionalPPO, run_dir: Path, keep_last: int) -> Path:
+    """Save ``ckpt-<steps>``, then point ``latest`` at it (written last, atomically)."""
+    ckpts = checkpoint_dir(run_dir)
+    path = model.save(ckpts / f"ckpt-{model.num_timesteps:012d}")
+    tmp = ckpts / ".latest.tmp"
+    tmp.write_text(path.name)
+    os.replace(tmp, ckpts / "latest")
+    old = sorted(p for p in ckpts.glob("ckpt-*") if p.is_dir())
+    for p in old[:-keep_last]:
+        if p.name != path.name:
+            shutil.rmtree(p, ignore_errors=True)
+    return path
+
+
+def latest_checkpoint(run_dir: Path) -> Path:
+    ckpts = checkpoint_dir(run_dir)
+    pointer = ckpts / "latest"
+    if not pointer.is_file():
+        raise CheckpointError(
+            f"{run_dir}: no checkpoints/latest pointer (no completed checkpoint); pass a run "
+            "directory written by `riskppo train`"
+        )
+    return resolve_latest(ckpts)  # R-REL-3: only a sibling checkpoint, never outside the run
+
+
+def latest_good_checkpoint(run_dir: Path) -> Path:
+    """The newest checkpoint that verifies (R-REL-3): ``latest`` first, then older ones, each
+    fallback announced with a warning naming what was wrong."""
+    ckpts = checkpoint_dir(run_dir)
+    candidates: list[Path] = []
+    if (ckpts / "latest").is_file():
+        candidates.append(latest_checkpoint(run_dir))
+    older = sorted((p for p in ckpts.glob("ckpt-*") if p.is_dir()), reverse=True)
+    candidates += [p for p in older if p not in candidates]
+    for path in candidates:
+        try:
+            verify_checkpoint(path)
+            return path
+        except CheckpointError as exc:
+            warnings.warn(f"skipping bad checkpoint: {exc}", stacklevel=2)
+    raise CheckpointError(
+        f"{run_dir}: no usable checkpoint in {ckpts}; pass a run directory written by "
+        "`riskppo train`, or start the run again without --resume"
+    )
+
+
+def drop_metrics_after(path: Path, step: int) -> int:
+    """Drop the rows of a ``metrics.jsonl`` whose ``time/total_timesteps`` is after ``step``,
+    and a torn last line (a process killed mid-write); returns how many lines were dropped.
+
+    Every other line is kept as it is, in order. The file is replaced atomically (a temporary
+    sibling, fsynced, then renamed), so a crash leaves either the old or the new file.
+    """
+    if not path.is_file():
+        return 0
+    lines = path.read_text().splitlines()
+    keep: list[str] = []
+    for i, line in enumerate(lines):
+        try:
+            row = json.loads(line)
+        except ValueError:
+            if i == len(lines) - 1:
+                continue  # torn last line
+            keep.append(line)
+            continue
+        logged = row.get("time/total_timesteps") if isinstance(row, dict) else None
+        if isinstance(logged, int | float) and logged > step:
+            continue
+        keep.append(line)
+    dropped = len(lines) - len(keep)
+    if dropped:
+        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        with open(tmp, "w") as f:
+            f.write("".join(line + "\n" for line in keep))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    return dropped
+
+
+@contextmanager
+def open_run(run_dir: Path) -> Iterator[tuple[Config, DistributionalPPO]]:
+    """The run's config and its latest checkpoint, loaded; closed on exit."""
+    cfg = Config.from_yaml(run_dir / "config.yaml")
+    model = DistributionalPPO.load(latest_checkpoint(run_dir), env=cfg.env.id)
+    try:
+        yield cfg, model
+    finally:
+        model.close()

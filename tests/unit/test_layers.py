@@ -1,0 +1,82 @@
+"""SPEC §11: subpackages import only downward — no import cycle between them, whether the import
+sits at module level or inside a function (a function-level import would only hide one)."""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+PACKAGE = Path(__file__).parents[2] / "riskppo"
+
+
+def _unit(module: str) -> str | None:
+    """The subpackage (or top-level module) an absolute ``riskppo.…`` import belongs to."""
+    parts = module.split(".")
+    return parts[1] if parts[0] == "riskppo" and len(parts) > 1 else None
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Edges ``unit → unit`` of every ``from riskppo.X… import`` in the package's source, typing
+    imports included (a TYPE_CHECKING import is a cycle in the design too)."""
+    edges: dict[str, set[str]] = defaultdict(set)
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(PACKAGE).parts
+        src = rel[0] if len(rel) > 1 else rel[0].removesuffix(".py")
+        for node in ast.walk(ast.parse(path.read_text())):
+            names: list[str] = []
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            for name in names:
+                dst = _unit(name)
+                if dst and dst != src and src != "__init__":
+                    edges[src].add(dst)
+    return edges
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one unit (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    for v in list(edges):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_cycle_between_subpackages():
+    assert cycles(import_graph()) == []
+
+
+def test_the_cycle_finder_finds_one():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_runner_and_cli_are_the_top():
+    edges = import_graph()
+    below = {"train", "evaluation", "adversarial", "pbt", "envs", "core", "nn", "config"}
+    assert not any(u in edges.get(b, set()) for b in below for u in ("runner", "cli"))
