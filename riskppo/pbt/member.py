@@ -266,9 +266,7 @@ def member_score(model: DistributionalPPO, pbt: PBTConfig) -> tuple[float, dict[
     if metric not in ("mean_return", "cvar"):
         raw = agent.get(metric)
         value = None if raw is None else float(raw)
-    limit = pbt.selection_cvar_limit
-    if limit is None:
-        limit = cfg.risk.cvar_limit
+    limit = cfg.risk.cvar_limit if pbt.selection_cvar_limit is None else pbt.selection_cvar_limit
     score, violation = constrained_score(
         value,
         cvar=_opt_float(agent.get("cvar_horizon")),

@@ -66,15 +66,17 @@ class VecFiniteGuard(VecEnvWrapper):
     def step_wait(self) -> Any:
         obs, rewards, dones, infos = self.venv.step_wait()
         self.n_steps += 1
-        for i, info in enumerate(infos):
-            if BAD_OUTPUT_KEY in info:  # never skipped: a reward that is no number is a bug
-                raise EnvOutputError(
-                    f"env {i} {info[BAD_OUTPUT_KEY]} at vec step {self.n_steps}; step() must "
-                    "return (obs, reward: float, terminated, truncated, info)"
-                )
         obs = self._check_obs(obs, "observation")
         bad = ~np.isfinite(rewards)
         if bad.any():
+            # RewardCheck turned a reward that is no number into NaN with a note: only then are
+            # the infos read (not on every step). Never skipped: such a reward is a bug.
+            for k in np.flatnonzero(bad).tolist():
+                if BAD_OUTPUT_KEY in infos[k]:
+                    raise EnvOutputError(
+                        f"env {k} {infos[k][BAD_OUTPUT_KEY]} at vec step {self.n_steps}; step() "
+                        "must return (obs, reward: float, terminated, truncated, info)"
+                    )
             if self.policy == "raise":
                 i = int(np.flatnonzero(bad)[0])
                 raise NonFiniteInputError(
