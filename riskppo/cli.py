@@ -13,7 +13,7 @@ import logging
 import re
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
 
@@ -80,13 +80,21 @@ def print_flat_warning(backtest_dir: Path, prefix: str = "riskppo") -> None:
 def cmd_eval(args: argparse.Namespace) -> int:
     """``riskppo eval``: writes its report into the run directory, so it holds the run's lock
     (a run still training is refused, not evaluated half-way)."""
+    return _under_run_lock(args, "riskppo eval", _cmd_eval)
+
+
+def _under_run_lock(
+    args: argparse.Namespace, what: str, command: Callable[[argparse.Namespace], int]
+) -> int:
+    """Run ``command`` holding the lock of ``args.run_dir`` (R-REL-9); a missing directory has
+    nothing to lock, and the command's own error names it."""
     from riskppo.train.runlock import lock_run
 
     run_dir = Path(args.run_dir)
-    if not run_dir.is_dir():  # nothing to lock; its own error names the missing directory
-        return _cmd_eval(args)
-    with lock_run(run_dir, "riskppo eval"):
-        return _cmd_eval(args)
+    if not run_dir.is_dir():
+        return command(args)
+    with lock_run(run_dir, what):
+        return command(args)
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
@@ -127,13 +135,8 @@ def parse_floats(text: str, option: str) -> list[float]:
 def cmd_backtest(args: argparse.Namespace) -> int:
     """``riskppo backtest``: writes ``backtest_<split>/`` into the run, under the run's lock."""
     from riskppo.evaluation.backtest import cmd_backtest as run
-    from riskppo.train.runlock import lock_run
 
-    run_dir = Path(args.run_dir)
-    if not run_dir.is_dir():  # nothing to lock; its own error names the missing directory
-        return run(args)
-    with lock_run(run_dir, "riskppo backtest"):
-        return run(args)
+    return _under_run_lock(args, "riskppo backtest", run)
 
 
 def cmd_pbt(args: argparse.Namespace) -> int:
