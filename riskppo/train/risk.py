@@ -22,7 +22,7 @@ Per rollout (see ``docs/risk.md``, "Which CVaR each consumer reads"):
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
@@ -41,8 +41,8 @@ class RiskState:
     acc: Tensor  # [N] return accumulated in each env's open segment
     length: Tensor  # [N] its length
     scaling: ReturnScaling  # normalisation of the risk head (segment return-to-go, PopArt)
-    recent: deque[float] = field(default_factory=lambda: deque(maxlen=500))
-    pid: core.PIDLagrangeState = field(default_factory=core.PIDLagrangeState)
+    recent: deque[float]  # returns of the last ``risk.cvar_window`` finished segments
+    pid: core.PIDLagrangeState  # the PID Lagrangian's state (unused with lambda_update: dual)
 
 
 def initial_risk_state(cfg: Config, n_envs: int) -> RiskState:
