@@ -71,10 +71,7 @@ def actor_dist(inp: StepInput, obs: Tensor) -> ActionDistribution:
 
 def predicted_return(inp: StepInput, obs: Tensor) -> Tensor:
     """Mean predicted return ``[B]`` (normalised units) of the pessimistic critic at ``obs``."""
-    latent = None
-    if inp.policy.sharing == "all":
-        latent, _ = inp.policy.actor_lstm.step(obs, inp.state.pi, inp.episode_start)
-    out, _ = inp.policy.critic_step(obs, inp.state.vf, inp.episode_start, latent)
+    out, _ = inp.policy.critic_step(obs, inp.state, inp.episode_start)
     return inp.critic.mean(out[: inp.policy.n_critics]).min(dim=0).values
 
 

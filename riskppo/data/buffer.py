@@ -34,8 +34,8 @@ class Rollout:
     pi_chunk_states: list[LSTMState]  # actor state entering each chunk start (pre-mask)
     final_obs: Tensor  # [M, D] true final observations of the M truncated steps
     final_index: Tensor  # [M, 2] (t, env) of those steps
-    final_latent: Tensor | None  # [M, H] actor latent of final obs (lstm_sharing='all')
-    actor_latent: Tensor | None  # [T, N, H] (lstm_sharing='all')
+    final_pi_state: LSTMState | None  # [L, M, H] actor state after each of those M steps
+    actor_latent: Tensor | None  # [T, N, H] ActStep.critic_input (when the critics read it)
     last_obs: Tensor  # [N, D] observation after the last step
     last_episode_start: Tensor  # [N] bool
     last_pi_state: LSTMState  # actor state after the last step

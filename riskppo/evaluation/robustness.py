@@ -71,8 +71,7 @@ class AttackedAgent:
             step = policy.act(
                 seen, state.pi, starts, deterministic=deterministic, generator=m.sample_gen
             )
-            latent = step.latent if policy.sharing == "all" else None
-            _, vf = policy.critic_step(seen, state.vf, starts, latent)
+            _, vf = policy.critic_step(seen, state, starts, step.critic_input)
         return env_actions(step.actions, m.action_space), RecurrentState(step.pi_state, vf)
 
 

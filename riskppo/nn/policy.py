@@ -44,7 +44,9 @@ class ActStep(NamedTuple):
     actions: Tensor  # [B, *action_shape]
     log_prob: Tensor  # [B]
     pi_state: LSTMState  # state after this step
-    latent: Tensor  # [B, H] actor LSTM output (used by critics when lstm_sharing='all')
+    # [B, H] what the critics read from the actor (its LSTM output) when they share its LSTM
+    # (lstm_sharing='all'); None otherwise. Pass it back to critic_step / critic_sequence.
+    critic_input: Tensor | None
 
 
 def mlp(in_dim: int, sizes: list[int], activation: str) -> tuple[nn.Sequential, int]:
@@ -112,7 +114,7 @@ class RecurrentActorCritic(nn.Module):
         super().__init__()
         obs_dim = flat_obs_dim(observation_space)
         hidden = cfg.lstm_hidden_size
-        self.sharing = cfg.lstm_sharing
+        self._critics_read_actor = cfg.lstm_sharing == "all"
         self.n_critics = n_critics
         self.has_risk_head = risk_head
         self.actor_lstm = MaskedLSTM(obs_dim, hidden, cfg.n_lstm_layers)
@@ -185,7 +187,8 @@ class RecurrentActorCritic(nn.Module):
         latent, new_state = self.actor_lstm.step(obs, pi_state, episode_start)
         dist = self.action_head(self.actor_mlp(latent))
         actions = dist.mode() if deterministic else dist.sample(generator)
-        return ActStep(actions, dist.log_prob(actions), new_state, latent)
+        critic_input = latent if self._critics_read_actor else None
+        return ActStep(actions, dist.log_prob(actions), new_state, critic_input)
 
     def actor_sequence(
         self, obs: Tensor, episode_starts: Tensor, pi_state: LSTMState
@@ -217,23 +220,24 @@ class RecurrentActorCritic(nn.Module):
         self,
         obs: Tensor,
         episode_starts: Tensor,
-        vf_state: tuple[LSTMState, ...],
+        state: RecurrentState,
         *,
         actor_latent: Tensor | None = None,
         capture: Iterable[int] = (),
     ) -> tuple[Tensor, tuple[LSTMState, ...], dict[int, tuple[LSTMState, ...]]]:
-        """Critic outputs ``[C, T, B, K]`` for ``[T, B, D]`` sequences.
+        """Critic outputs ``[C, T, B, K]`` for ``[T, B, D]`` sequences from ``state``.
 
         Also returns the final critic states and the critic states entering each step in
-        ``capture`` (see :meth:`MaskedLSTM.forward`). With ``lstm_sharing='all'`` the actor's
-        LSTM output ``actor_latent`` ``[T, B, H]`` is used instead of a critic LSTM.
+        ``capture`` (see :meth:`MaskedLSTM.forward`). When the critics read the actor's LSTM
+        (``lstm_sharing='all'``) its output is ``actor_latent`` ``[T, B, H]`` (the stacked
+        ``ActStep.critic_input`` of a rollout) or, if not given, computed from ``state.pi``.
         """
         if not self.critic_lstms:
             if actor_latent is None:
-                raise ValueError("lstm_sharing='all' needs the actor latent")
+                actor_latent, _, _ = self.actor_lstm(obs, state.pi, episode_starts)
             return self.critic_heads([actor_latent]), (), {t: () for t in capture}
         wanted = list(capture)
-        results = run_lstms(self.critic_lstm_list, obs, vf_state, episode_starts, wanted)
+        results = run_lstms(self.critic_lstm_list, obs, state.vf, episode_starts, wanted)
         latents = [r[0] for r in results]
         captured_all = {t: tuple(r[2][t] for r in results) for t in wanted}
         return self.critic_heads(latents), tuple(r[1] for r in results), captured_all
@@ -254,19 +258,21 @@ class RecurrentActorCritic(nn.Module):
     def critic_step(
         self,
         obs: Tensor,
-        vf_state: tuple[LSTMState, ...],
+        state: RecurrentState,
         episode_start: Tensor,
         actor_latent: Tensor | None = None,
     ) -> tuple[Tensor, tuple[LSTMState, ...]]:
-        """One critic step: ``obs`` ``[B, D]`` → outputs ``[C, B, K]`` and new critic states."""
+        """One critic step from ``state``: ``obs`` ``[B, D]`` → outputs ``[C, B, K]`` and new
+        critic states. ``actor_latent``: the step's ``ActStep.critic_input`` if at hand (else
+        computed from ``state.pi`` when the critics read the actor's LSTM)."""
         if not self.critic_lstms:
             if actor_latent is None:
-                raise ValueError("lstm_sharing='all' needs the actor latent")
+                actor_latent, _ = self.actor_lstm.step(obs, state.pi, episode_start)
             return self.critic_heads([actor_latent]), ()
         results = run_lstms(
             self.critic_lstm_list,
             obs.unsqueeze(0),
-            vf_state,
+            state.vf,
             episode_start.unsqueeze(0),
         )
         return self.critic_heads([r[0][0] for r in results]), tuple(r[1] for r in results)

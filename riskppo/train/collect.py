@@ -16,7 +16,7 @@ import torch
 from gymnasium import spaces
 from stable_baselines3.common.vec_env import VecEnv
 
-from riskppo.data.buffer import Rollout
+from riskppo.data.buffer import Rollout, cat_states
 from riskppo.nn.policy import RecurrentActorCritic, RecurrentState
 from riskppo.nn.recurrent import LSTMState
 
@@ -63,7 +63,6 @@ def collect_rollout(
     device = carry.obs.device
     N, D = carry.obs.shape
     space = venv.action_space
-    share_all = policy.sharing == "all"
     obs_buf = torch.empty(n_steps, N, D, device=device)
     act_buf: list[torch.Tensor] = []
     logp_buf = torch.empty(n_steps, N, device=device)
@@ -72,11 +71,10 @@ def collect_rollout(
     dones = np.empty((n_steps, N), dtype=bool)
     truncs = np.zeros((n_steps, N), dtype=bool)
     costs = np.full((n_steps, N), np.nan, dtype=np.float32)
-    H = policy.actor_lstm.hidden_size
-    latents = torch.empty(n_steps, N, H, device=device) if share_all else None
+    critic_inputs: list[torch.Tensor] = []  # ActStep.critic_input (when the critics read it)
     final_obs: list[np.ndarray] = []
     final_idx: list[tuple[int, int]] = []
-    final_latent: list[torch.Tensor] = []
+    final_pi: list[LSTMState] = []
     pi_chunks: list[LSTMState] = []
     episodes = EpisodeStats()
 
@@ -93,21 +91,15 @@ def collect_rollout(
             starts[t] = ep_start
             rewards[t] = rew
             dones[t] = done
-            if latents is not None:
-                latents[t] = step.latent
+            if step.critic_input is not None:
+                critic_inputs.append(step.critic_input)
             for i in (int(j) for j in np.flatnonzero(done)):
                 info = infos[i]
                 if info.get("TimeLimit.truncated", False):
                     truncs[t, i] = True
                     final_obs.append(np.asarray(info["terminal_observation"], np.float32))
                     final_idx.append((t, int(i)))
-                    if share_all:
-                        latent_f, _ = policy.actor_lstm.step(
-                            obs_tensor(final_obs[-1][None], device),
-                            step.pi_state.select(slice(int(i), int(i) + 1)),
-                            torch.zeros(1, device=device),
-                        )
-                        final_latent.append(latent_f[0])
+                    final_pi.append(step.pi_state.select(slice(i, i + 1)))  # post-step state
                 if "episode" in info:
                     episodes.returns.append(float(info["episode"]["r"]))
                     episodes.lengths.append(int(info["episode"]["l"]))
@@ -135,8 +127,8 @@ def collect_rollout(
         if final_obs
         else torch.empty(0, D, device=device),
         final_index=torch.tensor(final_idx, dtype=torch.long).reshape(-1, 2),
-        final_latent=torch.stack(final_latent) if final_latent else None,
-        actor_latent=latents,
+        final_pi_state=cat_states(final_pi) if final_pi else None,
+        actor_latent=torch.stack(critic_inputs) if critic_inputs else None,
         last_obs=obs,
         last_episode_start=ep_start,
         last_pi_state=pi_state,

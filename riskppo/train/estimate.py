@@ -63,23 +63,20 @@ def critic_values(
         out, final, captured = policy.critic_sequence(
             rollout.obs,
             rollout.episode_starts,
-            rollout.start_state.vf,
+            rollout.start_state,
             actor_latent=rollout.actor_latent,
             capture=sorted(chunk_starts | trunc_next),
         )
         values = scaling.to_raw(_twin_min(critic, policy, out))  # twin: min of means (R-ALG-4)
         next_values = torch.empty_like(values)
         next_values[:-1] = values[1:]
-        last_latent = None
-        if policy.sharing == "all":
-            last_latent, _ = policy.actor_lstm.step(
-                rollout.last_obs, rollout.last_pi_state, rollout.last_episode_start
-            )
         last_out, _ = policy.critic_step(
-            rollout.last_obs, final, rollout.last_episode_start, last_latent
+            rollout.last_obs,
+            RecurrentState(rollout.last_pi_state, final),
+            rollout.last_episode_start,
         )
         next_values[-1] = scaling.to_raw(_twin_min(critic, policy, last_out))
-        if len(rollout.final_index):
+        if rollout.final_pi_state is not None:
             t_idx, env_idx = rollout.final_index[:, 0], rollout.final_index[:, 1]
             states = tuple(
                 cat_states(
@@ -91,7 +88,8 @@ def critic_values(
                 for k in range(len(final))
             )
             no_reset = torch.zeros(len(t_idx), device=values.device)
-            f_out, _ = policy.critic_step(rollout.final_obs, states, no_reset, rollout.final_latent)
+            post = RecurrentState(rollout.final_pi_state, states)  # post-step states (R-ALG-6)
+            f_out, _ = policy.critic_step(rollout.final_obs, post, no_reset)
             next_values[t_idx, env_idx] = scaling.to_raw(_twin_min(critic, policy, f_out))
     chunks = [captured[t] for t in sorted(chunk_starts)]
     return out, values, next_values, final, chunks

@@ -445,10 +445,7 @@ class DistributionalPPO:
                 np.asarray(episode_start, dtype=np.float32), device=self.device
             ).reshape(T, B)
         with torch.inference_mode():
-            latent = None
-            if self.policy.sharing == "all":
-                _, latent, _ = self.policy.actor_sequence(x, starts, state.pi)
-            out, _, _ = self.policy.critic_sequence(x, starts, state.vf, actor_latent=latent)
+            out, _, _ = self.policy.critic_sequence(x, starts, state)
             out = out[: self.policy.n_critics]
             n_levels = self.critic.n_out if self.config.critic.kind == "quantile" else 32
             taus = core.quantile_midpoints(n_levels, device=x.device)

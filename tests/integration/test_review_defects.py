@@ -153,10 +153,7 @@ def test_predicted_cvar_uses_the_scaling_of_the_rollout(critic):
     if critic == "quantile":  # PopArt: the rescaled critic, in the new units, predicts the same
         with torch.no_grad():
             d = est.data
-            _, latent, _ = model.policy.actor_sequence(d.obs, d.episode_starts, d.state.pi)
-            out, _, _ = model.policy.critic_sequence(
-                d.obs, d.episode_starts, d.state.vf, actor_latent=latent
-            )
+            out, _, _ = model.policy.critic_sequence(d.obs, d.episode_starts, d.state)
         per_critic = [
             core.cvar_from_quantiles(est.scaling.to_raw(model.critic.quantiles(o, taus)), alpha)
             for o in out[: model.policy.n_critics]

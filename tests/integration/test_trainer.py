@@ -47,9 +47,7 @@ def test_replay_reproduces_rollout_logprobs_and_values(sharing, critic):
     with torch.no_grad():
         dist, latent, _ = model.policy.actor_sequence(data.obs, data.episode_starts, data.state.pi)
         logp = dist.log_prob(data.actions.reshape(-1, *data.actions.shape[2:]))
-        out, _, _ = model.policy.critic_sequence(
-            data.obs, data.episode_starts, data.state.vf, actor_latent=latent
-        )
+        out, _, _ = model.policy.critic_sequence(data.obs, data.episode_starts, data.state)
     torch.testing.assert_close(logp, data.old_log_probs.reshape(-1), atol=1e-5, rtol=0)
     # critic predictions equal the rollout's old predictions (PopArt kept them unchanged in raw
     # units; old_critic holds them in the updated normalised units)
@@ -118,10 +116,7 @@ def test_twin_critics_clip_against_their_own_old_predictions():
     )
     with torch.no_grad():
         _, stats, _ = minibatch_loss(ctx, mb)
-        _, latent, _ = model.policy.actor_sequence(mb.obs, mb.episode_starts, mb.state.pi)
-        out, _, _ = model.policy.critic_sequence(
-            mb.obs, mb.episode_starts, mb.state.vf, actor_latent=latent
-        )
+        out, _, _ = model.policy.critic_sequence(mb.obs, mb.episode_starts, mb.state)
         K = out.shape[-1]
         tgt = mb.targets.reshape(-1)
 
@@ -191,6 +186,7 @@ def test_truncation_bootstraps_from_final_obs_with_post_step_state():
     values = est.values
     # reference: step-by-step critic loop per env, from the rollout's start state
     pol, crit, sc = model.policy, model.critic, est.scaling  # PopArt: same raw values
+    from riskppo.nn.policy import RecurrentState as RS
     from riskppo.nn.recurrent import LSTMState
 
     T, N = rollout.rewards.shape
@@ -199,9 +195,10 @@ def test_truncation_bootstraps_from_final_obs_with_post_step_state():
             vf = tuple(
                 LSTMState(s.h[:, i : i + 1], s.c[:, i : i + 1]) for s in rollout.start_state.vf
             )
+            pi0 = rollout.start_state.pi.select(slice(i, i + 1))  # unused: critics' own LSTM
             for t in range(T):
                 out, vf = pol.critic_step(
-                    rollout.obs[t, i : i + 1], vf, rollout.episode_starts[t, i : i + 1]
+                    rollout.obs[t, i : i + 1], RS(pi0, vf), rollout.episode_starts[t, i : i + 1]
                 )
                 v = sc.to_raw(crit.mean(out).min(0).values)[0]
                 assert float(v) == pytest.approx(float(values[t, i]), abs=1e-5)
@@ -211,10 +208,14 @@ def test_truncation_bootstraps_from_final_obs_with_post_step_state():
                             (rollout.final_index[:, 0] == t) & (rollout.final_index[:, 1] == i)
                         ).nonzero()[0]
                     )
-                    f_out, _ = pol.critic_step(rollout.final_obs[k : k + 1], vf, torch.zeros(1))
+                    f_out, _ = pol.critic_step(
+                        rollout.final_obs[k : k + 1], RS(pi0, vf), torch.zeros(1)
+                    )
                     expected = sc.to_raw(crit.mean(f_out).min(0).values)[0]
                     # recompute GAE's bootstrap term from est: δ uses next_values
-                    reset_out, _ = pol.critic_step(rollout.final_obs[k : k + 1], vf, torch.ones(1))
+                    reset_out, _ = pol.critic_step(
+                        rollout.final_obs[k : k + 1], RS(pi0, vf), torch.ones(1)
+                    )
                     wrong = sc.to_raw(crit.mean(reset_out).min(0).values)[0]
                     adv = est.advantages[t, i]
                     gamma = model.config.ppo.gamma
