@@ -225,12 +225,25 @@ class RiskConfig(_Section):
 
 
 class BCConfig(_Section):
-    """AWR behaviour-cloning auxiliary loss (R-ALG-12) on the agent's own rollouts: each action
-    is cloned with weight exp(min(A/β, log max_weight)), so the best actions dominate."""
+    """Behaviour-cloning auxiliary loss (R-ALG-12): sources, weights and the ``decay_steps``
+    schedule (linear to 0; None: constant) are described in :mod:`riskppo.train.bc`."""
 
+    source: Literal["rollout", "file", "teacher"] = "rollout"
     bc_coef: float = Field(0.0, ge=0)
     beta: float = Field(5.0, gt=0)
     max_weight: float = Field(100.0, gt=1)
+    decay_steps: int | None = Field(None, ge=1)
+    path: str | None = None
+    teacher: Literal["buy_and_hold", "vol_target_buy_and_hold", "sma_crossover"] | None = None
+    weighting: Literal["none", "return"] = "none"
+
+    @model_validator(mode="after")
+    def _source_fields(self) -> BCConfig:
+        if (self.source == "file") != (self.path is not None):
+            raise ValueError("bc.path (a demonstration file) is needed exactly with source: file")
+        if self.teacher is not None and self.source != "teacher":
+            raise ValueError("bc.teacher applies to source: teacher only")
+        return self
 
 
 class VGSConfig(_Section):
@@ -412,7 +425,14 @@ class PBTConfig(_Section):
     )
     eval_episodes: int = Field(10, ge=1)
     workers: int | None = Field(None, ge=1, description="parallel members; None = min(pop, cores)")
-    max_failures: int = Field(2, ge=0, description="Ray backend: restarts of a failed trial")
+    max_failures: int = Field(
+        2,
+        ge=0,
+        description="failed intervals a member may restart from (R-PBT-5): local backend, a "
+        "member whose worker dies or raises scores -inf that round and restarts from its last "
+        "recorded checkpoint; after max_failures + 1 failures it is frozen and the rest go on "
+        "(0: frozen at its first failure). Ray backend: restarts of a failed trial",
+    )
     hyperparams: dict[str, HyperparamSpec] = Field(default_factory=_default_pbt_space)
 
     @model_validator(mode="after")

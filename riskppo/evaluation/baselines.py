@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from riskppo.envs.strategies import sma_crossover_targets
 from riskppo.envs.trading import TradingEnv
 
 __all__ = [
@@ -67,32 +68,6 @@ def buy_and_hold_policy() -> Policy:
         return 1.0
 
     return policy
-
-
-def sma_crossover_targets(
-    close: pd.Series | np.ndarray, fast: int = 20, slow: int = 50, *, allow_short: bool = False
-) -> np.ndarray:
-    """Target position per bar: 1 where SMA_fast > SMA_slow, else 0 (or -1 with ``allow_short``).
-
-    ``SMA_w[t]`` is the mean of closes ``t-w+1 .. t`` (causal); bars with fewer than ``slow``
-    closes get 0 (flat). Returns a ``[n]`` float64 array aligned with ``close``.
-    """
-    for name, w in (("fast", fast), ("slow", slow)):
-        if not isinstance(w, int | np.integer) or w < 1:
-            raise ValueError(f"sma_crossover: {name}={w!r} must be an int >= 1")
-    if fast >= slow:
-        raise ValueError(f"sma_crossover: fast={fast} must be < slow={slow}")
-    c = np.asarray(close, dtype=np.float64)
-    if c.ndim != 1 or not np.all(np.isfinite(c)):
-        raise ValueError("sma_crossover: close must be a 1-d array of finite prices")
-    fast_ma, slow_ma = _sma(c, fast), _sma(c, slow)
-    targets = np.zeros(len(c), dtype=np.float64)
-    valid = np.isfinite(slow_ma)
-    up = valid & (fast_ma > slow_ma)
-    targets[up] = 1.0
-    if allow_short:
-        targets[valid & ~up] = -1.0
-    return targets
 
 
 def sma_crossover_policy(
@@ -203,12 +178,3 @@ BASELINES: dict[str, Callable[..., Policy]] = {
     ),
 }
 """Registry: baseline name → ``factory(close, **options) -> Policy``."""
-
-
-def _sma(c: np.ndarray, w: int) -> np.ndarray:
-    """Trailing mean of ``w`` values ending at each index (NaN for the first ``w - 1``)."""
-    out = np.full(len(c), np.nan)
-    if len(c) >= w:
-        cs = np.concatenate(([0.0], np.cumsum(c)))
-        out[w - 1 :] = (cs[w:] - cs[:-w]) / w
-    return out

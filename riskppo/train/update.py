@@ -24,6 +24,7 @@ from riskppo.config import Config
 from riskppo.data.buffer import ChunkBatch
 from riskppo.nn.critics import Critic
 from riskppo.nn.policy import RecurrentActorCritic
+from riskppo.train.bc import bc_term
 
 
 class NonFiniteTrainingError(RuntimeError):
@@ -163,17 +164,11 @@ def minibatch_loss(ctx: UpdateContext, mb: ChunkBatch) -> tuple[Tensor, dict[str
     }
     if sa.kappa > 0 and ctx.sa_eps > 0:
         stats["sa_kl"] = sa_kl.detach()
-    if cfg.bc.bc_coef > 0:
-        weights = core.awr_weights(
-            mb.raw_advantages.reshape(-1), beta=cfg.bc.beta, max_weight=cfg.bc.max_weight
-        )
-        bc_loss = -(weights * log_prob).mean()
-        bc_term = cfg.bc.bc_coef * bc_loss
-        # Share of the BC term in the loss magnitude (R-ALG-12 alert above 0.8).
+    if cfg.bc.bc_coef > 0:  # R-ALG-12: rollout (AWR), demonstration file or teacher source
         others = pg_loss.abs() + p.vf_coef * vf_loss.abs() + ctx.ent_coef * entropy.abs()
-        stats["bc_loss"] = bc_loss.detach()
-        stats["bc_loss_ratio"] = (bc_term.abs() / (others + bc_term.abs() + 1e-8)).detach()
-        loss = loss + bc_term
+        bc_loss_term, bc_stats = bc_term(ctx, mb, log_prob, others)
+        stats.update(bc_stats)
+        loss = loss + bc_loss_term
     return loss, stats, int(pg.n_nonfinite)
 
 

@@ -1,0 +1,418 @@
+"""Behaviour cloning from rollouts, demonstration files or a teacher (R-ALG-12).
+
+``bc.source`` picks what the auxiliary loss ``bc_coef · L_BC`` clones:
+
+* ``rollout`` (default): the agent's own actions, each with the AWR weight
+  ``w = exp(min(A/β, log max_weight))`` of its raw advantage (clamped **before** ``exp``), so the
+  better actions dominate; ``L_BC = −mean(w · log π(a|s))`` on the PPO minibatch itself.
+* ``file``: a recorded demonstration set (:mod:`riskppo.data.demos`, ``riskppo record``).
+* ``teacher``: a strategy's action on the agent's **own** observations: the env is wrapped in a
+  :class:`TeacherRecorder` that labels every observation it returns with the teacher's action
+  (a built-in ``bc.teacher`` baseline of the trading env, or a user callable passed to
+  :func:`attach_bc`) and keeps the last ``2 · ppo.n_steps`` steps.
+
+Demonstrations carry no advantages: they are cloned with weight 1, or with
+``bc.weighting: return`` with the AWR weight of their standardised return-to-go
+(``exp(min(z/β, log max_weight))``, ``z = (R − mean R) / std R``; files with ``returns`` only).
+
+**Recurrent-correct.** Demonstrations run through the actor LSTM like rollouts: once per update
+(on its first minibatch) the whole ``[T, N]`` set is replayed through the actor LSTM from a zero
+state with its own episode starts, capturing the state entering every chunk of ``ppo.bptt_len``
+steps; each minibatch then samples as many ``[L, ·]`` chunks as the PPO minibatch has and replays
+them from those states — the same layout and cost as a rollout minibatch, no per-sample loop.
+Teacher sets only sample chunks of the latest ``ppo.n_steps`` steps, the older half being the
+LSTM's burn-in (exact wherever an episode started inside the window).
+
+**Schedule.** ``bc_coef`` decays linearly to 0 over ``bc.decay_steps`` env steps (``None``:
+constant), so PPO takes over from the demonstrator. ``train/bc_loss``, ``train/bc_coef`` and
+``train/bc_loss_ratio`` (share of the BC term in the loss magnitude; alert above
+``monitor.bc_loss_ratio``) are logged.
+
+The trainer calls :func:`attach_bc` once after building the model (``file``/``teacher``
+sources need it: it loads and validates the file, or wraps the env); :func:`bc_term` is the
+BC part of the minibatch loss.
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper, VecNormalize
+from torch import Tensor
+
+from riskppo import core
+from riskppo.config import BCConfig, Config, ConfigError
+from riskppo.data.buffer import ChunkBatch, cat_states
+from riskppo.data.demos import Demonstrations, load_demonstrations
+from riskppo.envs.strategies import nearest_actions, strategy_exposures, strategy_signals
+from riskppo.envs.trading import TradingEnv
+from riskppo.nn.policy import RecurrentActorCritic
+from riskppo.nn.recurrent import LSTMState
+from riskppo.train.vec_env import find_normalizer
+
+__all__ = [
+    "Teacher",
+    "TeacherRecorder",
+    "attach_bc",
+    "bc_coef_at",
+    "bc_term",
+    "callable_teacher",
+    "strategy_teacher",
+]
+
+Teacher = Callable[[np.ndarray, np.ndarray], np.ndarray]
+"""``(obs [N, D] raw float32, bars [N] int64 (−1: unknown)) -> env actions [N, *A]``."""
+
+
+class _Context(Protocol):
+    """What :func:`bc_term` reads of the update context (``riskppo.train.update``)."""
+
+    cfg: Config
+    policy: RecurrentActorCritic
+    generator: torch.Generator
+
+
+class _Model(Protocol):
+    """What :func:`attach_bc` reads of a ``DistributionalPPO``."""
+
+    config: Config
+    env: VecEnv | None
+    policy: RecurrentActorCritic
+    observation_space: spaces.Space[Any]
+    action_space: spaces.Space[Any]
+    num_timesteps: int
+
+
+# ---- teachers ---------------------------------------------------------------------------------
+
+
+def strategy_teacher(env: TradingEnv, name: str) -> Teacher:
+    """The action that makes ``env`` hold baseline ``name``'s exposure at each bar
+    (:func:`~riskppo.envs.strategies.strategy_signals`): a per-bar lookup, vectorised."""
+    table = nearest_actions(env, strategy_signals(env, strategy_exposures(env, name)))
+
+    def teacher(obs: np.ndarray, bars: np.ndarray) -> np.ndarray:
+        if bool((bars < 0).any()):
+            raise RuntimeError(f"bc.teacher={name!r} needs info['bar'] from the trading env")
+        return table[bars]
+
+    return teacher
+
+
+def callable_teacher(
+    fn: Callable[[Any], Any], by: Literal["bar", "obs"], env: TradingEnv | None
+) -> Teacher:
+    """A user function ``bar -> target`` or ``raw observation [D] -> target`` as a teacher.
+
+    On the trading env the target is the env's action target, as for a backtest policy (the
+    position without sizing, the signal with ``sizing="vol_target"``), mapped to the nearest
+    allowed action; on another env it is the action itself.
+    """
+
+    def teacher(obs: np.ndarray, bars: np.ndarray) -> np.ndarray:
+        keys = [int(b) for b in bars] if by == "bar" else list(obs)
+        targets = [fn(k) for k in keys]
+        if env is not None:
+            return nearest_actions(env, np.asarray(targets, dtype=np.float64))
+        return np.stack([np.asarray(t) for t in targets])
+
+    return teacher
+
+
+def _base_env(venv: VecEnv) -> VecEnv:
+    while isinstance(venv, VecEnvWrapper):
+        venv = venv.venv
+    return venv
+
+
+def _trading_env(venv: VecEnv) -> TradingEnv | None:
+    env = _base_env(venv).get_attr("unwrapped", [0])[0]
+    return env if isinstance(env, TradingEnv) else None
+
+
+class TeacherRecorder(VecEnvWrapper):
+    """Labels every observation the vec env returns with ``teacher``'s action.
+
+    Keeps the last ``capacity`` steps: raw observations ``[N, D]`` (before obs normalisation),
+    episode starts ``[N]`` and teacher actions ``[N, *A]``. The bar of each observation is
+    ``info["bar"]`` (after an automatic reset: the reset info's).
+    """
+
+    def __init__(self, venv: VecEnv, teacher: Teacher, capacity: int) -> None:
+        super().__init__(venv)
+        self.teacher = teacher
+        self._rows: deque[tuple[np.ndarray, np.ndarray, np.ndarray]] = deque(maxlen=capacity)
+        self._normalizer: VecNormalize | None = find_normalizer(venv)
+
+    def reset(self) -> Any:
+        obs = self.venv.reset()
+        infos = _base_env(self.venv).reset_infos
+        self._record(obs, np.ones(self.num_envs, dtype=bool), infos)
+        return obs
+
+    def step_wait(self) -> Any:
+        obs, rewards, dones, infos = self.venv.step_wait()
+        resets = _base_env(self.venv).reset_infos
+        now = [resets[i] if dones[i] else infos[i] for i in range(self.num_envs)]
+        self._record(obs, np.asarray(dones, dtype=bool), now)
+        return obs, rewards, dones, infos
+
+    def _record(self, obs: Any, starts: np.ndarray, infos: list[dict[str, Any]]) -> None:
+        raw = self._normalizer.get_original_obs() if self._normalizer is not None else obs
+        raw = np.asarray(raw, dtype=np.float32).reshape(self.num_envs, -1)
+        bars = np.fromiter((int(i.get("bar", -1)) for i in infos), np.int64, self.num_envs)
+        actions = np.asarray(self.teacher(raw, bars))
+        self._rows.append((raw, starts.copy(), actions))
+
+    def recorded(self) -> Demonstrations | None:
+        """The kept steps as ``[T, N, ...]`` demonstrations (``None`` before the first reset)."""
+        if not self._rows:
+            return None
+        obs, starts, actions = (np.stack(x) for x in zip(*self._rows))
+        return Demonstrations(
+            torch.as_tensor(obs), torch.as_tensor(actions), torch.as_tensor(starts)
+        )
+
+
+# ---- attaching a source -----------------------------------------------------------------------
+
+
+@dataclass
+class _DemoChunks:
+    """One update's demonstrations, chunked ``[L, C, ...]`` with the actor state entering each."""
+
+    obs: Tensor  # [L, C, D] normalised like the agent's observations
+    actions: Tensor  # [L, C, *A]
+    starts: Tensor  # [L, C] bool
+    weights: Tensor  # [L, C]
+    state: LSTMState  # [layers, C, H]
+    usable: Tensor  # [U] chunk indices that minibatches sample from
+
+
+@dataclass
+class _BCState:
+    source: Callable[[], Demonstrations | None] | None  # None: the rollout source
+    normalizer: VecNormalize | None = None
+    model: weakref.ReferenceType[Any] | None = None
+    sample_last: int | None = None  # sample only chunks of the latest steps (teacher)
+    updates: int = 0
+    ctx: weakref.ReferenceType[Any] | None = None
+    chunks: _DemoChunks | None = None
+
+
+_STATES: weakref.WeakKeyDictionary[RecurrentActorCritic, _BCState] = weakref.WeakKeyDictionary()
+
+
+def attach_bc(
+    model: _Model,
+    teacher: Callable[[Any], Any] | None = None,
+    *,
+    teacher_input: Literal["bar", "obs"] = "bar",
+) -> None:
+    """Set up ``model.config.bc``'s source for ``model`` (the trainer calls it once).
+
+    ``file``: load and validate ``bc.path`` against the model's spaces. ``teacher``: wrap
+    ``model.env`` in a :class:`TeacherRecorder` labelling with the ``bc.teacher`` baseline or
+    with ``teacher``, a user function of the bar index (``teacher_input="bar"``) or of the raw
+    observation (``"obs"``) returning the action target (see :func:`callable_teacher`).
+
+    Raises:
+        ConfigError: a teacher without ``bc.source: teacher``, no teacher at all, a baseline
+            teacher on a non-trading env, ``weighting: return`` without returns.
+        DemonstrationError: an unusable demonstration file.
+    """
+    cfg = model.config.bc
+    if teacher is not None and cfg.source != "teacher":
+        raise ConfigError(f"a teacher callable needs bc.source: teacher (got {cfg.source!r})")
+    state = _BCState(None, model=weakref.ref(model))
+    if cfg.source == "file":
+        assert cfg.path is not None  # BCConfig validates it
+        demos = load_demonstrations(cfg.path, model.observation_space, model.action_space)
+        if cfg.weighting == "return" and demos.returns is None:
+            raise ConfigError(f"bc.weighting: return needs 'returns' in {cfg.path}")
+        state.source = lambda: demos
+    elif cfg.source == "teacher" and model.env is not None:
+        if cfg.weighting == "return":
+            raise ConfigError("bc.weighting: return needs a demonstration file with returns")
+        fn = _teacher(model.env, cfg, teacher, teacher_input)
+        recorder = _recorder(model.env, fn, capacity=2 * model.config.ppo.n_steps)
+        model.env = recorder
+        state.source = recorder.recorded
+        state.sample_last = model.config.ppo.n_steps
+    if model.env is not None:
+        state.normalizer = find_normalizer(model.env)
+    _STATES[model.policy] = state
+
+
+def _teacher(
+    venv: VecEnv, cfg: BCConfig, fn: Callable[[Any], Any] | None, by: Literal["bar", "obs"]
+) -> Teacher:
+    env = _trading_env(venv)
+    if fn is not None:
+        return callable_teacher(fn, by, env)
+    if cfg.teacher is None:
+        raise ConfigError(
+            "bc.source: teacher needs bc.teacher (buy_and_hold, vol_target_buy_and_hold, "
+            "sma_crossover) or a callable passed to riskppo.train.bc.attach_bc"
+        )
+    if env is None:
+        raise ConfigError(
+            f"bc.teacher={cfg.teacher!r} is a trading baseline: it needs the trading env "
+            "(env.id riskppo/Trading-v0)"
+        )
+    return strategy_teacher(env, cfg.teacher)
+
+
+def _recorder(venv: VecEnv, teacher: Teacher, capacity: int) -> TeacherRecorder:
+    """``venv`` itself if it is already a recorder (teacher replaced), else a new wrapper."""
+    if isinstance(venv, TeacherRecorder):
+        venv.teacher = teacher
+        return venv
+    return TeacherRecorder(venv, teacher, capacity)
+
+
+# ---- the loss ---------------------------------------------------------------------------------
+
+
+def bc_coef_at(cfg: BCConfig, steps: int) -> float:
+    """``bc_coef`` after ``steps`` env steps: linear to 0 over ``decay_steps`` (or constant)."""
+    if cfg.decay_steps is None:
+        return cfg.bc_coef
+    return cfg.bc_coef * max(0.0, 1.0 - steps / cfg.decay_steps)
+
+
+def _state_for(ctx: _Context) -> _BCState:
+    """The policy's BC state; counts updates (a new context = a new update)."""
+    state = _STATES.get(ctx.policy)
+    if state is None:
+        if ctx.cfg.bc.source != "rollout":
+            raise ConfigError(
+                f"bc.source: {ctx.cfg.bc.source} needs riskppo.train.bc.attach_bc(model) "
+                "after the model is built"
+            )
+        state = _STATES[ctx.policy] = _BCState(None)
+    if state.ctx is None or state.ctx() is not ctx:
+        state.ctx = weakref.ref(ctx)
+        state.updates += 1
+        state.chunks = None  # refreshed below, once per update, with the current weights
+    return state
+
+
+def _steps(state: _BCState, cfg: Config) -> int:
+    model = state.model() if state.model is not None else None
+    if model is not None:
+        return int(model.num_timesteps)
+    return state.updates * cfg.ppo.n_steps * cfg.env.n_envs  # not attached: count updates
+
+
+def bc_term(
+    ctx: _Context, mb: ChunkBatch, log_prob: Tensor, others: Tensor
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """The BC term ``coef · L_BC`` of one (micro-)batch and its stats.
+
+    ``log_prob`` ``[L·B]``: the PPO forward's log-probabilities of ``mb``'s actions (the rollout
+    source reuses them); ``others`` (0-dim): the magnitude of the other loss terms, for
+    ``bc_loss_ratio``. Only the actor (LSTM, MLP, action head) gets gradient from it.
+    """
+    cfg = ctx.cfg.bc
+    state = _state_for(ctx)
+    coef = bc_coef_at(cfg, _steps(state, ctx.cfg))
+    if coef == 0.0:
+        zero = log_prob.new_zeros(())
+        return zero, {"bc_loss": zero, "bc_loss_ratio": zero, "bc_coef": zero}
+    if state.source is None:
+        weights = core.awr_weights(
+            mb.raw_advantages.reshape(-1), beta=cfg.beta, max_weight=cfg.max_weight
+        )
+        bc_loss = -(weights * log_prob).mean()
+    else:
+        bc_loss = _demo_loss(ctx, state, mb.n_chunks)
+    term = coef * bc_loss
+    ratio = term.abs() / (others.detach() + term.abs() + 1e-8)
+    stats = {
+        "bc_loss": bc_loss.detach(),
+        "bc_loss_ratio": ratio.detach(),
+        "bc_coef": log_prob.new_tensor(coef),
+    }
+    return term, stats
+
+
+def _demo_loss(ctx: _Context, state: _BCState, n_chunks: int) -> Tensor:
+    """``−mean(w · log π(a_demo | s_demo))`` over ``n_chunks`` sampled demonstration chunks."""
+    if state.chunks is None:
+        state.chunks = _prepare(ctx, state)
+    ch = state.chunks
+    if ch is None:  # nothing recorded yet
+        return ctx.policy.action_head.net.weight.sum() * 0.0
+    n = len(ch.usable)
+    pick = (
+        torch.randperm(n, generator=ctx.generator)[:n_chunks]
+        if n_chunks <= n
+        else torch.randint(n, (n_chunks,), generator=ctx.generator)
+    )
+    idx = ch.usable[pick].to(ch.obs.device)
+    dist, _, _ = ctx.policy.actor_sequence(ch.obs[:, idx], ch.starts[:, idx], ch.state.select(idx))
+    actions = ch.actions[:, idx]
+    log_prob = dist.log_prob(actions.reshape(-1, *actions.shape[2:]))
+    return -(ch.weights[:, idx].reshape(-1) * log_prob).mean()
+
+
+def _prepare(ctx: _Context, state: _BCState) -> _DemoChunks | None:
+    """Normalise, chunk and replay the source's demonstrations through the actor LSTM."""
+    assert state.source is not None
+    demos = state.source()
+    if demos is None:
+        return None
+    policy, cfg = ctx.policy, ctx.cfg
+    device = next(policy.parameters()).device
+    L = cfg.ppo.chunk_len
+    T, N = demos.shape
+    obs = demos.observations
+    if state.normalizer is not None:
+        flat = state.normalizer.normalize_obs(obs.reshape(T * N, -1).numpy())
+        obs = torch.as_tensor(np.asarray(flat, dtype=np.float32)).reshape(T, N, -1)
+    weights = _weights(demos.returns, cfg.bc) if cfg.bc.weighting == "return" else None
+    # the per-step weights ride in the ``returns`` slot, so that they are chunked alike
+    demos = Demonstrations(
+        obs.to(device),
+        demos.actions.to(device),
+        demos.episode_starts.to(device),
+        torch.ones(T, N, device=device) if weights is None else weights.to(device),
+    )
+    ch = demos.chunks(L)  # the last T_used steps
+    T_used = T // L * L
+    with torch.no_grad():
+        _, _, captured = policy.actor_lstm(
+            demos.observations[T - T_used :],
+            policy.actor_lstm.initial_state(N, device),
+            demos.episode_starts[T - T_used :],
+            capture=range(0, T_used, L),
+        )
+    states = cat_states([captured[t] for t in range(0, T_used, L)])
+    n_chunks = T_used // L
+    first = 0 if state.sample_last is None else max(0, n_chunks - math.ceil(state.sample_last / L))
+    assert ch.returns is not None
+    return _DemoChunks(
+        ch.observations,
+        ch.actions,
+        ch.episode_starts,
+        ch.returns,
+        states,
+        torch.arange(first * N, n_chunks * N),
+    )
+
+
+def _weights(returns: Tensor | None, cfg: BCConfig) -> Tensor:
+    """AWR weights of the standardised returns-to-go ``[T, N]``."""
+    if returns is None:
+        raise ConfigError("bc.weighting: return needs demonstrations with returns")
+    z = (returns - returns.mean()) / (returns.std() + 1e-8) if returns.numel() > 1 else returns
+    return core.awr_weights(z, beta=cfg.beta, max_weight=cfg.max_weight)
