@@ -8,14 +8,17 @@ and writes everything into one run directory: the resolved config, TensorBoard e
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import logging
 import re
 import sys
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
+from typing import TextIO
 
 from riskppo import __version__
 from riskppo.config import Config, ConfigError, apply_overrides
@@ -139,6 +142,26 @@ def cmd_backtest(args: argparse.Namespace) -> int:
     return _under_run_lock(args, "riskppo backtest", run)
 
 
+def cmd_record(args: argparse.Namespace) -> int:
+    """``riskppo record``: a demonstration file for ``bc.source: file`` (R-ALG-12)."""
+    from riskppo.train.record import record_run, record_strategy, write_demonstrations
+    from riskppo.train.rundir import latest_checkpoint
+
+    if args.run:
+        if args.config or args.set:
+            raise ConfigError("--run records with the run's own config; drop --config/--set")
+        demos = record_run(latest_checkpoint(Path(args.run)), args.steps)
+        source = f"run {args.run}"
+    else:
+        cfg = load_config(args.config, args.set or [])
+        demos = record_strategy(cfg, args.strategy, args.steps)
+        source = f"strategy {args.strategy}"
+    path = write_demonstrations(Path(args.out), demos, source)
+    T, N = demos.shape
+    print(f"riskppo record: {N} sequence(s) x {T} steps of {source} → {path}")
+    return 0
+
+
 def cmd_pbt(args: argparse.Namespace) -> int:
     from riskppo.train.runlock import lock_run
 
@@ -228,6 +251,17 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return subprocess.run(cmd, cwd=root, check=False).returncode
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: an integer ≥ 1 (argparse prints the one-line usage error)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer ≥ 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer ≥ 1, got {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="riskppo", description="Risk-aware recurrent distributional PPO"
@@ -250,7 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("eval", help="evaluate a trained run")
     p.add_argument("run_dir")
-    p.add_argument("--episodes", type=int, default=10)
+    p.add_argument("--episodes", type=positive_int, default=10, help="episodes to evaluate")
     p.add_argument(
         "--attack",
         metavar="NAMES",
@@ -258,7 +292,7 @@ def build_parser() -> argparse.ArgumentParser:
         "random, pgd (MAD: max policy KL), critic (min predicted return)",
     )
     p.add_argument("--eps", default="0.01,0.05,0.1", help="attack radii (L∞, normalised obs)")
-    p.add_argument("--pgd-steps", type=int, default=10, help="PGD steps per attacked step")
+    p.add_argument("--pgd-steps", type=positive_int, default=10, help="PGD steps per attacked step")
     p.add_argument(
         "--split",
         choices=("train", "val", "test"),
@@ -273,6 +307,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_dir")
     p.add_argument("--split", choices=("train", "val", "test"), default="test")
     p.set_defaults(func=cmd_backtest)
+
+    p = sub.add_parser(
+        "record", help="write a demonstration file (bc.source: file) from a strategy or a run"
+    )
+    p.add_argument("out", help="demonstration file to write (.safetensors)")
+    p.add_argument(
+        "--strategy",
+        choices=("buy_and_hold", "vol_target_buy_and_hold", "sma_crossover"),
+        default="vol_target_buy_and_hold",
+        help="baseline that acts in the config's trading env, train split (default: %(default)s)",
+    )
+    p.add_argument("--run", help="record this run's latest checkpoint instead of a strategy")
+    p.add_argument("--config", help=f"YAML config (default: {DEFAULT_CONFIG})")
+    p.add_argument(
+        "--set", action="append", metavar="KEY=VALUE", help="override a config key (repeatable)"
+    )
+    p.add_argument("--steps", type=int, default=1024, help="steps per env (default: 1024)")
+    p.set_defaults(func=cmd_record)
 
     p = sub.add_parser("pbt", help="population-based training (default: the trading PBT config)")
     p.add_argument(
@@ -298,6 +350,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(message)s"
     )
+    with warnings.catch_warnings():  # restored on return: library users keep Python's format
+        warnings.showwarning = show_warning
+        return run_command(args)
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Run the parsed command. An error in the user's input (config, data, run directory,
+    checkpoint, env, a path) is one line on stderr and exit code 2; anything else is a bug and
+    keeps its traceback."""
     try:
         return int(args.func(args))
     except ConfigError as exc:
@@ -314,25 +375,89 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
 
+def show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
+    """``warnings.showwarning`` of the command line: ``riskppo: warning: MESSAGE`` on one line,
+    without Python's ``file:line: Category`` and the echoed source line."""
+    text = " ".join(str(message).split())
+    print(f"riskppo: warning: {text}", file=file if file is not None else sys.stderr)
+
+
+# OS errors that come from the user's paths or machine (a missing or unwritable path, a full
+# disk), with what to do about them; any other OSError is reported as a bug (traceback).
+OS_ERROR_HINTS: dict[int, str] = {
+    errno.ENOENT: "check the path",
+    errno.ENOTDIR: "check the path (a part of it is a file, not a directory)",
+    errno.EISDIR: "pass a file, not a directory",
+    errno.EEXIST: "remove it or choose another path",
+    errno.EACCES: "check its permissions or choose another path",
+    errno.EPERM: "check its permissions or choose another path",
+    errno.EROFS: "choose a path on a writable file system",
+    errno.ENOSPC: "free disk space or choose another path",
+    errno.EDQUOT: "free disk space or choose another path",
+    errno.ENAMETOOLONG: "choose a shorter path",
+    errno.ELOOP: "check the path (a symlink loop)",
+}
+
+
 def user_error(exc: BaseException) -> str | None:
     """The one-line message for an error that is the user's input (a bad or missing run
-    directory, checkpoint or data file), or ``None`` for anything else (a bug: traceback)."""
+    directory, checkpoint, data file, env or path), or ``None`` for anything else (a bug:
+    traceback)."""
+    for kinds, label in _user_errors():
+        if isinstance(exc, kinds):
+            return f"riskppo: {label}{exc}{_advice(exc)}"
+    if isinstance(exc, OSError) and exc.errno in OS_ERROR_HINTS:
+        where = " → ".join(str(f) for f in (exc.filename, exc.filename2) if f is not None)
+        what = f"{where}: {exc.strerror}" if where else str(exc.strerror or exc)
+        return f"riskppo: {what}; {OS_ERROR_HINTS[exc.errno]}"
+    if isinstance(exc, FileNotFoundError):  # riskppo's own, with its message
+        return f"riskppo: {exc}"
+    return None
+
+
+def _user_errors() -> list[tuple[type[BaseException] | tuple[type[BaseException], ...], str]]:
+    """The error types that are the user's input, each with its message label."""
+    from gymnasium.error import DependencyNotInstalled, DeprecatedEnv, UnregisteredEnv
+
+    from riskppo.data.demos import DemonstrationError
     from riskppo.envs.data import DataError
     from riskppo.train.checkpoint import CheckpointError
     from riskppo.train.runlock import RunLockError
+    from riskppo.train.update import NonFiniteTrainingError
+    from riskppo.train.vec_env import EnvOutputError, NonFiniteInputError
 
-    if isinstance(exc, RunLockError):
-        return f"riskppo: run directory locked: {exc}"
+    return [
+        (RunLockError, "run directory locked: "),
+        (DataError, "data error: "),
+        (CheckpointError, "checkpoint error: "),
+        ((EnvOutputError, NonFiniteInputError), "env error: "),
+        ((UnregisteredEnv, DeprecatedEnv, DependencyNotInstalled), "env error: "),
+        (NonFiniteTrainingError, "training stopped: "),
+        (DemonstrationError, "demonstration error: "),
+    ]
+
+
+def _advice(exc: BaseException) -> str:
+    """What to do, for the errors whose own message does not say it."""
+    from gymnasium.error import UnregisteredEnv
+
+    from riskppo.envs.data import DataError
+
     if isinstance(exc, DataError):
         return (
-            f"riskppo: data error: {exc}; fix the file or point data.path at another one "
-            "(accepted columns and formats: README, 'Bring your own data')"
+            "; fix the file or point data.path at another one (accepted columns and formats: "
+            "README, 'Bring your own data')"
         )
-    if isinstance(exc, CheckpointError):
-        return f"riskppo: checkpoint error: {exc}"
-    if isinstance(exc, FileNotFoundError):
-        return f"riskppo: {exc}; check the path"
-    return None
+    if isinstance(exc, UnregisteredEnv):
+        return "; check env.id (a registered Gymnasium id, or 'module:Name' that registers it)"
+    return ""
 
 
 if __name__ == "__main__":

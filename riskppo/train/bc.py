@@ -66,6 +66,7 @@ __all__ = [
     "bc_term",
     "callable_teacher",
     "strategy_teacher",
+    "trading_env",
 ]
 
 Teacher = Callable[[np.ndarray, np.ndarray], np.ndarray]
@@ -133,7 +134,8 @@ def _base_env(venv: VecEnv) -> VecEnv:
     return venv
 
 
-def _trading_env(venv: VecEnv) -> TradingEnv | None:
+def trading_env(venv: VecEnv) -> TradingEnv | None:
+    """The first env of ``venv`` if it is a :class:`TradingEnv` (a copy with subprocesses)."""
     env = _base_env(venv).get_attr("unwrapped", [0])[0]
     return env if isinstance(env, TradingEnv) else None
 
@@ -171,6 +173,10 @@ class TeacherRecorder(VecEnvWrapper):
         bars = np.fromiter((int(i.get("bar", -1)) for i in infos), np.int64, self.num_envs)
         actions = np.asarray(self.teacher(raw, bars))
         self._rows.append((raw, starts.copy(), actions))
+
+    def latest_labels(self) -> np.ndarray:
+        """The teacher's actions ``[N, *A]`` for the observations just returned."""
+        return self._rows[-1][2]
 
     def recorded(self) -> Demonstrations | None:
         """The kept steps as ``[T, N, ...]`` demonstrations (``None`` before the first reset)."""
@@ -255,7 +261,7 @@ def attach_bc(
 def _teacher(
     venv: VecEnv, cfg: BCConfig, fn: Callable[[Any], Any] | None, by: Literal["bar", "obs"]
 ) -> Teacher:
-    env = _trading_env(venv)
+    env = trading_env(venv)
     if fn is not None:
         return callable_teacher(fn, by, env)
     if cfg.teacher is None:
