@@ -21,17 +21,17 @@ from __future__ import annotations
 import fcntl
 import json
 import math
-import multiprocessing
 import os
+import shutil
 import warnings
-from collections.abc import Callable, Iterable
-from concurrent.futures import Future, ProcessPoolExecutor
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from riskppo.config import Config
+from riskppo.pbt.audit import archive_source
 from riskppo.pbt.member import (
     IntervalResult,
     IntervalTask,
@@ -43,6 +43,8 @@ from riskppo.pbt.member import (
     sample_hyperparams,
     truncation_selection,
 )
+from riskppo.pbt.pool import MemberFailure, WorkerPool
+from riskppo.train.checkpoint import CheckpointError
 from riskppo.train.progress import ProgressBar, fmt
 
 
@@ -61,7 +63,12 @@ def n_rounds(cfg: Config) -> int:
 
 
 class PBTRun:
-    """The scheduler: rounds of training, scoring, selection, exploit/explore, logging."""
+    """The scheduler: rounds of training, scoring, selection, exploit/explore, logging.
+
+    A member's hyperparameters change only in :meth:`record`, together with the history line of
+    the exploit that brought them (R-PBT-5): :meth:`select` decides exploits but leaves the
+    members as they are, and an exploit whose interval fails is dropped whole.
+    """
 
     def __init__(self, cfg: Config, run_dir: Path) -> None:
         self.cfg = cfg
@@ -70,68 +77,136 @@ class PBTRun:
         self.members = initial_members(cfg)
         self.rng = np.random.default_rng([cfg.seed, 11])
         self.pending: dict[int, dict[str, Any]] = {}  # target → exploit decided last round
+        self.failures: list[dict[str, Any]] = []  # one record per failed interval
+        self.recorded: dict[int, set[str]] = {m.id: set() for m in self.members}  # ckpt names
         self.round = 0
 
     def member_dir(self, m: PopulationMember) -> Path:
         return self.run_dir / "members" / f"m{m.id}"
 
+    def active(self) -> list[PopulationMember]:
+        """The members still training (not frozen after too many failures)."""
+        return [m for m in self.members if not m.frozen]
+
     def tasks(self) -> list[IntervalTask]:
+        """This round's interval of every active member: from its recorded checkpoint, with the
+        exploit decided for it (and that exploit's hyperparameters), if any."""
         out = []
-        for m in self.members:
+        for m in self.active():
             ex = self.pending.get(m.id)
+            hyperparams = m.hyperparams if ex is None else ex["new_hyperparams"]
             out.append(
                 IntervalTask(
                     member=m.id,
                     member_dir=str(self.member_dir(m)),
-                    config=member_config(self.cfg, m.id, m.hyperparams).to_dict(),
+                    config=member_config(self.cfg, m.id, hyperparams).to_dict(),
                     updates=self.cfg.pbt.ready_updates,
                     exploit_from=None if ex is None else ex["source_checkpoint"],
                     strategy=self.cfg.pbt.optimizer_strategy,
+                    round=self.round,
+                    resume_from=None if m.checkpoint is None else str(m.checkpoint),
+                    exploit_sha256=None if ex is None else ex["source_manifest_sha256"],
                 )
             )
         return out
 
-    def record(self, results: Iterable[IntervalResult | BaseException]) -> None:
+    def record(self, results: Iterable[IntervalResult | MemberFailure]) -> None:
         """Take a round's results: update members, write the audit trail and member log."""
-        for m, res in zip(self.members, results):
+        for res in results:
+            m = self.members[res.member]
             ex = self.pending.pop(m.id, None)
-            if isinstance(res, BaseException):
-                warnings.warn(
-                    f"PBT member {m.id} failed in round {self.round}: {res!r}; it scores -inf "
-                    "and continues from its last good checkpoint",
-                    stacklevel=2,
-                )
-                m.performance = -math.inf
-                entry = {"round": self.round, "member": m.id, "error": repr(res)}
+            if isinstance(res, MemberFailure):
+                entry = self._failed(m, res, ex)
             else:
-                m.step, m.checkpoint, m.performance = res.step, Path(res.checkpoint), res.score
-                entry = {
-                    "round": self.round,
-                    "member": m.id,
-                    "step": res.step,
-                    "score": res.score,
-                    "hyperparams": m.hyperparams,
-                    "applied_lr": res.applied_lr,
-                    "checkpoint": res.checkpoint,
-                    "seconds": round(res.seconds, 2),
-                    **res.details,
-                }
-                if ex is not None:
-                    ex.update(applied_lr=res.applied_lr, checkpoint_after=res.checkpoint_after)
-                    append_jsonl(self.run_dir / "pbt_history.jsonl", ex)
-                    m.history.append(ex)
+                entry = self._succeeded(m, res, ex)
             append_jsonl(self.run_dir / "pbt_members.jsonl", entry)
+        self.pending.clear()  # exploits of members that did not run (none: all active ran)
         self.round += 1
 
+    def _succeeded(
+        self, m: PopulationMember, res: IntervalResult, ex: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        if ex is not None:  # the history line first, then the hyperparameters it records
+            ex.update(
+                applied_lr=res.applied_lr,
+                checkpoint_after=res.checkpoint_after,
+                checkpoint_after_sha256=res.checkpoint_after_sha256,
+            )
+            append_jsonl(self.run_dir / "pbt_history.jsonl", ex)
+            m.history.append(ex)
+            m.hyperparams = dict(ex["new_hyperparams"])
+            if res.checkpoint_after is not None:
+                self.recorded[m.id].add(Path(res.checkpoint_after).name)
+        m.step, m.checkpoint, m.performance = res.step, Path(res.checkpoint), res.score
+        self.recorded[m.id].add(m.checkpoint.name)
+        return {
+            "round": self.round,
+            "member": m.id,
+            "step": res.step,
+            "score": res.score,
+            "hyperparams": m.hyperparams,
+            "applied_lr": res.applied_lr,
+            "checkpoint": res.checkpoint,
+            "started_from": res.started_from,
+            "seconds": round(res.seconds, 2),
+            **res.details,
+        }
+
+    def _failed(
+        self, m: PopulationMember, res: MemberFailure, ex: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        """Score the round as failed, drop its exploit (the hyperparameters stay), roll the
+        member's directory back to its last recorded checkpoint; freeze it after too many."""
+        m.failures += 1
+        m.performance = -math.inf
+        m.frozen = m.failures > self.cfg.pbt.max_failures
+        record: dict[str, Any] = {
+            "round": self.round,
+            "member": m.id,
+            "kind": res.kind,
+            "reason": res.reason,
+            "failures": m.failures,
+            "action": "frozen" if m.frozen else "restart",
+            "restart_from": None if m.checkpoint is None else str(m.checkpoint),
+            "at_step": m.step,
+        }
+        if ex is not None:
+            keep = ("source", "new_hyperparams", "source_checkpoint", "source_manifest_sha256")
+            record["dropped_exploit"] = {k: ex[k] for k in keep}
+        record["discarded"] = rollback_member_dir(
+            self.member_dir(m), m.checkpoint, self.recorded[m.id]
+        )
+        self.failures.append(record)
+        what = (
+            "is frozen (pbt.max_failures reached)"
+            if m.frozen
+            else ("restarts from its last recorded checkpoint")
+        )
+        warnings.warn(
+            f"PBT member {m.id} failed in round {self.round}: {res.reason}; it scores -inf "
+            f"and {what}",
+            stacklevel=3,
+        )
+        return {**record, "error": res.reason, "hyperparams": m.hyperparams}
+
     def select(self) -> None:
-        """Truncation selection + explore; the exploits run at the start of the next round."""
+        """Truncation selection among the active members + explore. The exploits run at the
+        start of the next round; each source is first archived and hashed (see
+        :mod:`riskppo.pbt.audit`). No member's hyperparameters change here."""
         p = self.cfg.pbt
         scores = {
-            m.id: (m.performance if m.performance is not None else -math.inf) for m in self.members
+            m.id: (m.performance if m.performance is not None else -math.inf) for m in self.active()
         }
         for target_id, source_id in truncation_selection(scores, p.quantile, self.rng):
             target, source = self.members[target_id], self.members[source_id]
             if source.checkpoint is None:
+                continue
+            try:
+                archived, digest = archive_source(
+                    self.run_dir, source.checkpoint, self.round, source.id
+                )
+            except (CheckpointError, OSError) as exc:
+                warnings.warn(f"PBT: no exploit of m{source.id}: {exc}", stacklevel=2)
                 continue
             new = explore(
                 source.hyperparams,
@@ -150,9 +225,10 @@ class PBTRun:
                 "old_hyperparams": dict(target.hyperparams),
                 "new_hyperparams": new,
                 "strategy": p.optimizer_strategy,
-                "source_checkpoint": str(source.checkpoint),
+                "source_checkpoint": str(archived),
+                "source_original": str(source.checkpoint),
+                "source_manifest_sha256": digest,
             }
-            target.hyperparams = new
 
     def best(self) -> PopulationMember:
         return max(
@@ -168,9 +244,12 @@ class PBTRun:
             "best_member": best.id,
             "best_score": best.performance,
             "best_dir": str(self.member_dir(best)),
-            "best_checkpoint": str(best.checkpoint),
+            "best_checkpoint": None if best.checkpoint is None else str(best.checkpoint),
             "best_hyperparams": best.hyperparams,
             "n_exploits": sum(len(m.history) for m in self.members),
+            "n_failures": len(self.failures),
+            "failures": self.failures,
+            "frozen": [m.id for m in self.members if m.frozen],
             "members": [
                 {
                     "member": m.id,
@@ -178,6 +257,8 @@ class PBTRun:
                     "step": m.step,
                     "hyperparams": m.hyperparams,
                     "exploits": len(m.history),
+                    "failures": m.failures,
+                    "status": "frozen" if m.frozen else "active",
                 }
                 for m in self.members
             ],
@@ -187,8 +268,33 @@ class PBTRun:
         return summary
 
 
+def rollback_member_dir(mdir: Path, recorded: Path | None, names: set[str]) -> list[str]:
+    """After a failed interval: remove the checkpoints it wrote that the scheduler never recorded
+    (``ckpt-*``, ``exploit-*``) and point ``checkpoints/latest`` back at the recorded one (or
+    remove it when there is none), so the member directory holds only what the logs describe.
+    Returns the names removed."""
+    ckpts = mdir / "checkpoints"
+    removed: list[str] = []
+    if not ckpts.is_dir():
+        return removed
+    for p in sorted(ckpts.iterdir()):
+        if p.is_dir() and p.name.startswith(("ckpt-", "exploit-")) and p.name not in names:
+            shutil.rmtree(p, ignore_errors=True)
+            removed.append(p.name)
+    if recorded is None:
+        (ckpts / "latest").unlink(missing_ok=True)
+    else:
+        tmp = ckpts / ".latest.tmp"
+        tmp.write_text(recorded.name)
+        os.replace(tmp, ckpts / "latest")
+    return removed
+
+
 def run_pbt_local(cfg: Config, run_dir: Path, *, progress_bar: bool = True) -> dict[str, Any]:
-    """Run the whole population; returns the summary (also in ``pbt_summary.json``)."""
+    """Run the whole population; returns the summary (also in ``pbt_summary.json``).
+
+    A member whose worker dies or raises loses that round only (R-PBT-5); the run goes on and
+    its summary lists every failure."""
     run_dir.mkdir(parents=True, exist_ok=True)
     if (run_dir / "pbt_history.jsonl").exists() or (run_dir / "members").exists():
         raise FileExistsError(f"{run_dir} already holds a PBT run; choose another --run-dir")
@@ -201,7 +307,7 @@ def run_pbt_local(cfg: Config, run_dir: Path, *, progress_bar: bool = True) -> d
         f"{cfg.pbt.ready_updates} updates, {workers} worker(s), metric {pbt.metric} → {run_dir}"
     )
     with (
-        _Pool(workers) as pool,
+        WorkerPool(workers, run_interval) as pool,
         ProgressBar(
             rounds,
             description="pbt rounds",
@@ -211,57 +317,28 @@ def run_pbt_local(cfg: Config, run_dir: Path, *, progress_bar: bool = True) -> d
         ) as bar,
     ):
         for r in range(rounds):
+            if not pbt.active():
+                break  # every member frozen: nothing left to train
             pbt.record(pool.run(pbt.tasks()))
             if r < rounds - 1:
                 pbt.select()
             bar.update(advance=1, best=fmt(pbt.best().performance, ".4g"))
     summary = pbt.write_summary()
-    from riskppo.pbt.report import plot_population
+    from riskppo.pbt.report import plot_population  # matplotlib only when plotting
 
     plot_population(run_dir)
+    failed = f", {summary['n_failures']} failed interval(s)" if summary["n_failures"] else ""
     print(
         f"riskppo pbt: best member m{summary['best_member']} ({pbt.metric} "
-        f"{summary['best_score']:.4g}), {summary['n_exploits']} exploits → "
+        f"{fmt(summary['best_score'], '.4g')}), {summary['n_exploits']} exploits{failed} → "
         f"{run_dir / 'pbt_history.jsonl'}"
     )
+    for f in summary["failures"]:
+        print(
+            f"riskppo pbt: m{f['member']} failed in round {f['round']} ({f['reason']}): "
+            f"{f['action']}"
+        )
     return summary
-
-
-class _Pool:
-    """Members in spawned worker processes (fork is unsafe with torch threads)."""
-
-    def __init__(self, workers: int) -> None:
-        self.workers = workers
-        self.executor: ProcessPoolExecutor | None = None
-
-    def __enter__(self) -> _Pool:
-        if self.workers > 1:
-            ctx = multiprocessing.get_context("spawn")
-            self.executor = ProcessPoolExecutor(self.workers, mp_context=ctx)
-        return self
-
-    def run(self, tasks: list[IntervalTask]) -> list[IntervalResult | BaseException]:
-        if self.executor is None:
-            return [_call(run_interval, t) for t in tasks]
-        futures: list[Future[IntervalResult]] = [
-            self.executor.submit(run_interval, t) for t in tasks
-        ]
-        out: list[IntervalResult | BaseException] = []
-        for f in futures:
-            exc = f.exception()
-            out.append(exc if exc is not None else f.result())
-        return out
-
-    def __exit__(self, *exc: object) -> None:
-        if self.executor is not None:
-            self.executor.shutdown(cancel_futures=True)
-
-
-def _call(fn: Callable[[IntervalTask], IntervalResult], task: IntervalTask) -> Any:
-    try:
-        return fn(task)
-    except Exception as exc:  # a failing member must not end the population
-        return exc
 
 
 def append_jsonl(path: Path, obj: dict[str, Any]) -> None:

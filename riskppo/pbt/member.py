@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
+import signal
 import time
 import warnings
 from collections.abc import Mapping
@@ -37,8 +39,9 @@ from riskppo.train.checkpoint import (
     restore_normalizers,
     restore_optimizer,
     restore_weights,
+    sha256,
 )
-from riskppo.train.rundir import latest_good_checkpoint, save_run_checkpoint
+from riskppo.train.rundir import drop_metrics_after, save_run_checkpoint
 from riskppo.train.trainer import DistributionalPPO
 
 LR = "ppo.learning_rate"
@@ -62,6 +65,8 @@ class PopulationMember:
     step: int = 0
     checkpoint: Path | None = None
     history: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    failures: int = 0  # failed intervals so far (R-PBT-5)
+    frozen: bool = False  # failed more than pbt.max_failures times: trains no more
 
     @property
     def normalizer(self) -> Path | None:
@@ -286,9 +291,21 @@ def _opt_float(v: Any) -> float | None:
 
 
 # ---- one interval of one member (the unit of work of both backends) ----------------------------
+FAULT_ENV = "RISKPPO_PBT_FAULT"
+"""Test-only fault injection (read in the worker): ``"<member>:<round>:<kill|raise>"``, several
+separated by commas. The worker of that member in that round, right after it saved its interval's
+checkpoint (the worst moment: ``latest`` has moved past the scheduler's record), SIGKILLs itself
+(``kill``) or raises (``raise``). Unset in normal use."""
+
+
 @dataclasses.dataclass(frozen=True)
 class IntervalTask:
-    """Train ``member`` for ``updates`` updates (after an exploit, if ``exploit_from``)."""
+    """Train ``member`` for ``updates`` updates (after an exploit, if ``exploit_from``).
+
+    ``resume_from`` is the member's last *recorded* checkpoint (None: a fresh member); the worker
+    never trusts ``checkpoints/latest``, which a failed interval may have moved. ``exploit_sha256``
+    is the SHA-256 of the source's ``manifest.json`` the scheduler recorded; a source whose
+    manifest differs is refused."""
 
     member: int
     member_dir: str
@@ -296,6 +313,9 @@ class IntervalTask:
     updates: int
     exploit_from: str | None = None
     strategy: Strategy = "copy"
+    round: int = 0
+    resume_from: str | None = None
+    exploit_sha256: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -308,6 +328,8 @@ class IntervalResult:
     applied_lr: float
     checkpoint_after: str | None
     seconds: float
+    started_from: str | None = None
+    checkpoint_after_sha256: str | None = None
 
 
 def member_config(base: Config, member: int, hyperparams: Mapping[str, float]) -> Config:
@@ -325,32 +347,69 @@ def member_config(base: Config, member: int, hyperparams: Mapping[str, float]) -
     return Config.build(data)
 
 
+def manifest_sha256(checkpoint: str | Path) -> str:
+    """SHA-256 of a checkpoint's ``manifest.json``: it lists every file's SHA-256, so this one
+    digest pins the whole checkpoint (what ``pbt_history.jsonl`` records per exploit)."""
+    return sha256(Path(checkpoint) / "manifest.json")
+
+
+def _open_member(task: IntervalTask, cfg: Config, mdir: Path) -> DistributionalPPO:
+    """The member as the scheduler last recorded it: its recorded checkpoint, or a fresh model.
+    ``metrics.jsonl`` rows a failed interval logged past that point are dropped."""
+    hyperparams = {p: _get(cfg, p) for p in cfg.pbt.hyperparams}
+    if task.resume_from is None:
+        drop_metrics_after(mdir / "metrics.jsonl", 0)
+        return DistributionalPPO(config=cfg, run_dir=mdir)
+    model = DistributionalPPO.load(Path(task.resume_from), env=cfg.env.id, run_dir=mdir)
+    drop_metrics_after(mdir / "metrics.jsonl", model.num_timesteps)
+    model.set_hyperparams(hyperparams)  # the scheduler's values, not the stored ones
+    return model
+
+
+def _exploit_task(model: DistributionalPPO, task: IntervalTask, mdir: Path) -> tuple[str, str]:
+    """Run the task's exploit after checking the source is the one recorded; returns the
+    checkpoint saved right after it and that checkpoint's manifest hash."""
+    source = task.exploit_from
+    if source is None:
+        raise ValueError("the task has no exploit")
+    if task.exploit_sha256 is not None and manifest_sha256(source) != task.exploit_sha256:
+        raise CheckpointError(f"{source}: manifest differs from the one the scheduler recorded")
+    hyperparams = {p: _get(model.config, p) for p in model.config.pbt.hyperparams}
+    exploit(model, source, hyperparams, task.strategy)
+    name = f"exploit-{model.num_timesteps:012d}-r{task.round:03d}"
+    after = model.save(mdir / "checkpoints" / name)
+    return str(after), manifest_sha256(after)
+
+
+def inject_fault(task: IntervalTask) -> None:
+    """The test-only hook of :data:`FAULT_ENV` (no effect unless that variable names this task)."""
+    for spec in filter(None, os.environ.get(FAULT_ENV, "").split(",")):
+        member, rnd, kind = spec.split(":")
+        if int(member) == task.member and int(rnd) == task.round:
+            if kind == "kill":
+                os.kill(os.getpid(), signal.SIGKILL)
+            raise RuntimeError(f"injected fault ({FAULT_ENV}={spec})")
+
+
 def run_interval(task: IntervalTask) -> IntervalResult:
-    """Load (or create) the member, exploit if told to, train ``updates`` updates, checkpoint,
-    score. Runs in a worker process (local backend) or a Ray trial; all state is on disk."""
+    """Load the member's recorded checkpoint (or create it), exploit if told to, train
+    ``updates`` updates, checkpoint, score. Runs in a worker process (local backend); all state
+    is on disk."""
     t0 = time.perf_counter()
     torch.set_num_threads(1)
     cfg = Config.build(task.config)
     mdir = Path(task.member_dir)
-    hyperparams = {p: _get(cfg, p) for p in cfg.pbt.hyperparams}
-    has_own = (mdir / "checkpoints" / "latest").is_file()
-    if has_own:
-        model = DistributionalPPO.load(latest_good_checkpoint(mdir), env=cfg.env.id, run_dir=mdir)
-        model.set_hyperparams(hyperparams)  # the scheduler's values, not the stored ones
-    else:
-        model = DistributionalPPO(config=cfg, run_dir=mdir)
+    model = _open_member(task, cfg, mdir)
     try:
-        checkpoint_after = None
+        after: tuple[str | None, str | None] = (None, None)
         if task.exploit_from is not None:
-            exploit(model, task.exploit_from, hyperparams, task.strategy)
-            checkpoint_after = str(
-                model.save(mdir / "checkpoints" / f"exploit-{model.num_timesteps:012d}")
-            )
+            after = _exploit_task(model, task, mdir)
         applied_lr = float(model.optimizer.param_groups[0]["lr"])
         steps = task.updates * cfg.ppo.n_steps * cfg.env.n_envs
         model.learn(steps, reset_num_timesteps=False)
         path = save_run_checkpoint(model, mdir, model.config.checkpoint.keep_last)
         model.config.to_yaml(mdir / "config.yaml")  # `riskppo eval/backtest` work on mdir
+        inject_fault(task)
         score, details = member_score(model, cfg.pbt)
     finally:
         model.close()
@@ -361,8 +420,10 @@ def run_interval(task: IntervalTask) -> IntervalResult:
         score,
         details,
         applied_lr,
-        checkpoint_after,
+        after[0],
         time.perf_counter() - t0,
+        task.resume_from,
+        after[1],
     )
 
 
