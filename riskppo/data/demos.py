@@ -208,6 +208,8 @@ def _check_actions(
         if bool(((a < lo) | (a >= lo + n)).any()):
             raise fail("actions", f"has a value outside [{lo}, {lo + n}) of {space}")
         return a.long()
+    if space is None and not a.dtype.is_floating_point and a.dtype != torch.bool:
+        return a.long()  # discrete actions, no space to check them against
     if not a.dtype.is_floating_point:
         raise fail("actions", f"must be float for a continuous action space, got {a.dtype}")
     _finite(a, fail, "actions")
