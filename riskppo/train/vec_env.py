@@ -3,11 +3,13 @@
 Order of wrappers: ``VecEnv (Monitor per env) → VecFiniteGuard → VecNormalize(obs only)``, so a
 NaN/inf from an env is caught before it can reach the normaliser statistics (R-REL-5).
 
-A reward that is not a number (``None``, an array, a string) is found inside each env
-(:class:`RewardCheck`, also in ``SubprocVecEnv`` workers), passed on as NaN with a note in
-the step's info, and raised by :class:`VecFiniteGuard` as an :class:`EnvOutputError` naming the
-env index, the step and the field, whatever ``nonfinite_policy`` says. With ``vec_env: subproc``,
-``env.step_timeout`` bounds how long one ``step()`` may take (:class:`TimeoutSubprocVecEnv`).
+A reward that is not a number (``None``, an array, a string) or an observation of the wrong kind
+(``None``, a string, the wrong shape, not numeric) is found inside each env (:class:`RewardCheck`,
+:class:`ObservationCheck`, also in ``SubprocVecEnv`` workers), passed on as NaN with a note in
+the step's (or reset's) info, and raised by :class:`VecFiniteGuard` as an :class:`EnvOutputError`
+naming the env index, the step and the field, whatever ``nonfinite_policy`` says. With
+``vec_env: subproc``, ``env.step_timeout`` bounds how long one ``step()`` may take
+(:class:`TimeoutSubprocVecEnv`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 import math
 import multiprocessing as mp
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -44,7 +46,20 @@ class EnvOutputError(RuntimeError):
     """An environment returned something of the wrong kind, or did not return in time."""
 
 
-BAD_OUTPUT_KEY = "riskppo/bad_output"  # info key set by RewardCheck for a bad reward
+class ObservationError(EnvOutputError, ValueError):
+    """An observation of the wrong kind (a ``ValueError`` too, as it was before it named the env
+    index and step)."""
+
+
+# Info key under which RewardCheck / ObservationCheck note a bad output: (what, what to do).
+BAD_OUTPUT_KEY = "riskppo/bad_output"
+
+
+def describe(value: Any) -> str:
+    """A short description of what an env returned, for an error message."""
+    if isinstance(value, np.ndarray):
+        return f"an array of shape {value.shape} and dtype {value.dtype}"
+    return f"{value!r} ({type(value).__name__})"[:200]
 
 
 class VecFiniteGuard(VecEnvWrapper):
@@ -59,24 +74,29 @@ class VecFiniteGuard(VecEnvWrapper):
         self.n_steps = 0
         self.n_skipped = 0
 
+        # A bad observation is marked by NaN only in a float space; otherwise notes are read
+        # on every step (RewardCheck / ObservationCheck).
+        dtype = getattr(venv.observation_space, "dtype", None)
+        self._read_notes = dtype is not None and np.dtype(dtype).kind != "f"
+
     def reset(self) -> Any:
         obs = self.venv.reset()
-        return self._check_obs(obs, "reset observation")
+        reset_infos = getattr(self.venv, "reset_infos", None)
+        if self._read_notes and reset_infos is not None:
+            self._raise_noted(reset_infos)
+        return self._check_obs(obs, "reset observation", reset_infos)
 
     def step_wait(self) -> Any:
         obs, rewards, dones, infos = self.venv.step_wait()
         self.n_steps += 1
-        obs = self._check_obs(obs, "observation")
+        if self._read_notes:
+            self._raise_noted(infos, dones)
+        obs = self._check_obs(obs, "observation", infos, dones)
         bad = ~np.isfinite(rewards)
         if bad.any():
             # RewardCheck turned a reward that is no number into NaN with a note: only then are
             # the infos read (not on every step). Never skipped: such a reward is a bug.
-            for k in np.flatnonzero(bad).tolist():
-                if BAD_OUTPUT_KEY in infos[k]:
-                    raise EnvOutputError(
-                        f"env {k} {infos[k][BAD_OUTPUT_KEY]} at vec step {self.n_steps}; step() "
-                        "must return (obs, reward: float, terminated, truncated, info)"
-                    )
+            self._raise_noted(infos, dones)
             if self.policy == "raise":
                 i = int(np.flatnonzero(bad)[0])
                 raise NonFiniteInputError(
@@ -88,14 +108,32 @@ class VecFiniteGuard(VecEnvWrapper):
         for info in infos:
             term = info.get("terminal_observation")
             if term is not None and not np.all(np.isfinite(term)):
+                self._raise_noted(infos, dones)
                 info["terminal_observation"] = self._fix(np.asarray(term), "terminal observation")
         return obs, rewards, dones, infos
 
-    def _check_obs(self, obs: Any, field: str) -> Any:
+    def _raise_noted(self, infos: Sequence[dict[str, Any]], dones: Any = None) -> None:
+        """Raise the first bad output noted by RewardCheck / ObservationCheck in ``infos`` (or,
+        for an env that was just reset, in its reset info)."""
+        reset_infos = getattr(self.venv, "reset_infos", None)
+        for k, info in enumerate(infos):
+            note = info.get(BAD_OUTPUT_KEY)
+            if note is None and reset_infos is not None and (dones is None or dones[k]):
+                note = reset_infos[k].get(BAD_OUTPUT_KEY)
+            if note is not None:
+                what, fix = note
+                error = ObservationError if "'observation'" in what else EnvOutputError
+                raise error(f"env {k} {what}, at vec step {self.n_steps}; {fix}")
+
+    def _check_obs(
+        self, obs: Any, field: str, infos: Sequence[dict[str, Any]] | None = None, dones: Any = None
+    ) -> Any:
         flat = np.asarray(obs).reshape(len(obs), -1)
         finite = np.isfinite(flat)
         if finite.all():
             return obs
+        if infos is not None:
+            self._raise_noted(infos, dones)  # a bad observation (NaN-marked): never skipped
         if self.policy == "raise":
             i, j = (int(v) for v in np.argwhere(~finite)[0])
             raise NonFiniteInputError(
@@ -175,9 +213,11 @@ class TimeoutSubprocVecEnv(SubprocVecEnv):
 
 
 class ObservationCheck(gym.Wrapper):
-    """Refuse observations whose shape does not match the declared space (R-REL-5).
-
-    Without it a wrong shape surfaces as a numpy broadcasting error deep inside the VecEnv.
+    """Catch observations that do not fit the declared Box (R-REL-5): ``None``, a string, the
+    wrong shape, not numeric. Such an observation is passed on as NaN (zeros in an integer
+    space) with a note in the step's or reset's info, raised by :class:`VecFiniteGuard` naming
+    the env index and the step (raising here would kill a ``SubprocVecEnv`` worker without a
+    message, and a numpy error deep inside the VecEnv names nothing).
     """
 
     def __init__(self, env: gym.Env) -> None:
@@ -188,28 +228,43 @@ class ObservationCheck(gym.Wrapper):
                 f"{env}: observation space must be a Box (flatten Dict spaces first), got {space}"
             )
         self._shape = tuple(space.shape)
+        self._dtype = np.dtype(space.dtype)
+        self._steps = 0  # steps since the last reset
 
-    def _check(self, obs: Any, where: str) -> Any:
+    def _check(self, obs: Any, info: dict[str, Any], where: str) -> Any:
         # the common case first and cheaply: a numeric ndarray of the declared shape
         if isinstance(obs, np.ndarray) and obs.shape == self._shape and obs.dtype.kind in "fiub":
             return obs
-        shape = np.shape(obs)
+        try:
+            shape: tuple[int, ...] | None = np.shape(obs)
+        except ValueError:  # a ragged sequence
+            shape = None
+        if shape == self._shape and np.asarray(obs).dtype.kind in "fiub":
+            return obs
         if shape != self._shape:
-            raise ValueError(
-                f"{self.env}: {where} returned an observation of shape {shape}, but its "
-                f"observation_space has shape {self._shape}"
+            problem = (
+                f"{where} returned an observation of shape {shape}, but its observation_space "
+                f"has shape {self._shape}"
             )
-        if not np.issubdtype(np.asarray(obs).dtype, np.number):
-            raise ValueError(f"{self.env}: {where} returned a non-numeric observation")
-        return obs
+        else:
+            problem = f"{where} returned a non-numeric observation"
+        at = "at reset" if where == "reset()" else f"at step {self._steps} of its episode"
+        info[BAD_OUTPUT_KEY] = (
+            f"({self.env.unwrapped}) {problem} (field 'observation': {describe(obs)}), {at}",
+            f"{where} must return an observation that fits the env's observation_space "
+            f"(numbers, shape {self._shape})",
+        )
+        return np.full(self._shape, np.nan if self._dtype.kind == "f" else 0, self._dtype)
 
     def reset(self, **kwargs: Any) -> Any:
         obs, info = self.env.reset(**kwargs)
-        return self._check(obs, "reset()"), info
+        self._steps = 0
+        return self._check(obs, info, "reset()"), info
 
     def step(self, action: Any) -> Any:
         obs, reward, terminated, truncated, info = self.env.step(action)
-        return self._check(obs, "step()"), reward, terminated, truncated, info
+        self._steps += 1
+        return self._check(obs, info, "step()"), reward, terminated, truncated, info
 
 
 class RewardCheck(gym.Wrapper):
@@ -240,14 +295,10 @@ class RewardCheck(gym.Wrapper):
         arr = np.asarray(reward) if isinstance(reward, np.ndarray | np.generic) else None
         if arr is not None and arr.size == 1 and arr.dtype.kind in "fiu":
             return float(arr.reshape(()))
-        kind = (
-            f"an array of shape {arr.shape} and dtype {arr.dtype}"
-            if arr is not None
-            else f"{reward!r} ({type(reward).__name__})"[:200]
-        )
         info[BAD_OUTPUT_KEY] = (
-            f"({self.env}) returned a field 'reward' that is not a number: {kind}, at step "
-            f"{self._steps} of its episode,"
+            f"({self.env.unwrapped}) returned a field 'reward' that is not a number: "
+            f"{describe(reward)}, at step {self._steps} of its episode",
+            "step() must return (obs, reward: float, terminated, truncated, info)",
         )
         return math.nan
 
