@@ -10,6 +10,7 @@ import json
 import logging
 import math
 import re
+import weakref
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,9 @@ class Monitor:
 
                 formats.append(TensorBoardOutputFormat(str(self.run_dir)))
         self.logger = Logger(str(self.run_dir) if self.run_dir else None, formats)
+        # Closed when the Monitor is collected, too: a model dropped without close() must not
+        # keep TensorBoard's writer thread and metrics.jsonl open (issue 16, item 9).
+        self._close = weakref.finalize(self, self.logger.close)
         self.alerts: Counter[str] = Counter()
         self.alert_messages: dict[str, str] = {}
         self.latest: dict[str, float] = {}
@@ -82,7 +86,7 @@ class Monitor:
         return "\n".join(lines)
 
     def close(self) -> None:
-        self.logger.close()
+        self._close()  # closes the logger once
 
 
 def check_alerts(mon: Monitor, thresholds: Any, metrics: dict[str, float], discrete: bool) -> None:
