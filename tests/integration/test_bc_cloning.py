@@ -22,9 +22,8 @@ AGREEMENT = 0.95
 
 
 def test_cloned_policy_reproduces_a_toy_teacher_on_held_out_observations():
-    """Mutation check: replaying the demonstration chunks from zero states is harmless here
-    (the cue is in the current observation), but cloning the agent's own actions instead of the
-    teacher's (``ch.actions`` → ``the policy's samples``) drops agreement to chance (~50%)."""
+    """Mutation check: cloning the policy's own samples instead of the teacher's actions
+    (``actions = dist.sample()`` in ``bc._demo_loss``) drops agreement to chance (~50%)."""
     model = DistributionalPPO(
         Cue,
         config={
