@@ -69,7 +69,7 @@ class AttackedAgent:
         seen = obs + delta
         with torch.no_grad():
             step = policy.act(
-                seen, state.pi, starts, deterministic=deterministic, generator=m.sample_gen
+                seen, state.pi, starts, deterministic=deterministic, generator=m.state.rng.sample
             )
             _, vf = policy.critic_step(seen, state, starts, step.critic_input)
         return env_actions(step.actions, m.action_space), RecurrentState(step.pi_state, vf)

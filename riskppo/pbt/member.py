@@ -36,8 +36,8 @@ from riskppo.train.checkpoint import (
     CheckpointData,
     CheckpointError,
     read_checkpoint,
-    restore_normalizers,
     restore_optimizer,
+    restore_statistics,
     restore_weights,
     sha256,
 )
@@ -104,9 +104,7 @@ def exploit(
         )
         new[LR] = current
     restore_weights(target, ck)
-    restore_normalizers(target, ck)  # statistics in sync with the copied weights
-    target.num_timesteps = int(ck.state["num_timesteps"])
-    target.n_updates = int(ck.state["n_updates"])
+    restore_statistics(target, ck)  # statistics and counters in sync with the copied weights
     if strategy == "copy":
         restore_optimizer(target, ck)  # moments of the source; its lr is replaced just below
     target.set_hyperparams(new)

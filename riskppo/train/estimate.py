@@ -1,9 +1,12 @@
 """Estimate step: critic pass over the rollout, GAE with time-limit bootstrap, return scaling.
 
 Order (R-ALG-6/7/8): values from the critics (twin → min of means, raw units) → GAE →
-update return statistics with this rollout's returns → PopArt-rescale the output layers so their
-de-normalised outputs are unchanged → normalise targets with the *updated* statistics → normalise
-advantages once for the whole rollout → cut into chunks for training.
+update return statistics with this rollout's returns → normalise targets with the *updated*
+statistics → normalise advantages once for the whole rollout → cut into chunks for training.
+
+Pure: no weights change here. With PopArt the critics' output layers must follow the new
+statistics; :attr:`Estimates.rescales` says which, and the training loop applies them
+(:func:`riskppo.train.scaling.apply_rescale`) as an explicit step before the update.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from riskppo.nn.critics import Critic
 from riskppo.nn.policy import RecurrentActorCritic, RecurrentState
 from riskppo.nn.recurrent import LSTMState
 from riskppo.train.risk import RiskEstimate, RiskState, risk_estimate
-from riskppo.train.scaling import ReturnScaling, update_scaling
+from riskppo.train.scaling import Rescale, ReturnScaling, update_scaling
 
 
 @dataclass
@@ -41,6 +44,8 @@ class Estimates:
     uncapped_scale: float
     explained_variance: float
     risk: RiskEstimate | None = None  # the CVaR constraint's part (when configured)
+    # PopArt rescales of output layers that the loop must apply before the update (R-ALG-8)
+    rescales: tuple[Rescale, ...] = ()
 
 
 def critic_values(
@@ -129,14 +134,9 @@ def estimate(
     main_out = out[: policy.n_critics]
     old_pred = critic.old_prediction(main_out)
     popart = cfg.critic.popart and critic.supports_popart
-    new_scaling, uncapped = update_scaling(
-        cfg,
-        scaling,
-        returns,
-        policy.critic_out_layers,
-        popart,
-    )
-    if popart:  # the outputs were rescaled: their old predictions must follow (R-ALG-5/8)
+    new_scaling, uncapped = update_scaling(cfg, scaling, returns)
+    rescales = [Rescale("critics", scaling, new_scaling)] if popart else []
+    if popart:  # the outputs will be rescaled: their old predictions must follow (R-ALG-5/8)
         old_pred = new_scaling.to_norm(scaling.to_raw(old_pred))
     targets = new_scaling.to_norm(returns)
     if p.normalize_advantage:
@@ -149,9 +149,8 @@ def estimate(
     risk = None
     if risk_state is not None:
         dones = rollout.terminated | rollout.truncated
-        risk = risk_estimate(
-            cfg, risk_state, rollout.rewards, dones, out[policy.n_critics], policy.risk_out_layer
-        )
+        risk = risk_estimate(cfg, risk_state, rollout.rewards, dones, out[policy.n_critics])
+        rescales.append(Rescale("risk_head", risk_state.scaling, risk.state.scaling))
         # R-RISK-4: (A + λ·Â_cvar)/(1+λ), Â_cvar on unit scale — λ cannot swamp the policy.
         adv_return = adv_norm
         adv_norm, a_cvar_unit = core.lagrangian_advantage(
@@ -191,4 +190,5 @@ def estimate(
         uncapped_scale=uncapped,
         explained_variance=ev,
         risk=risk,
+        rescales=tuple(rescales),
     )

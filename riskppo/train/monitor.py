@@ -8,21 +8,17 @@ from __future__ import annotations
 
 import json
 import logging
-import math
-import re
 import weakref
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 from stable_baselines3.common.logger import JSONOutputFormat, KVWriter, Logger
 
-log = logging.getLogger("riskppo")
+from riskppo.config import Config
+from riskppo.train.alerts import alerts
+from riskppo.train.metrics import UpdateLog
 
-# The value critics' gradient norms as the update logs them: one per critic head, named after
-# its parameter group (``critic1``, ``critic2``, …; riskppo.train.update.param_groups). The risk
-# head is left out: its gradient is legitimately 0 in a minibatch where no segment finished.
-CRITIC_GRAD_NORM = re.compile(r"critic\d+_grad_norm")
+log = logging.getLogger("riskppo")
 
 
 class _AppendJSON(JSONOutputFormat):
@@ -89,51 +85,13 @@ class Monitor:
         self._close()  # closes the logger once
 
 
-def check_alerts(mon: Monitor, thresholds: Any, metrics: dict[str, float], discrete: bool) -> None:
-    """Evaluate the R-MON alert rules on one update's metrics (keys without namespace)."""
-    t = thresholds
-    g = metrics.get
-    if g("log_ratio_clamp_frac", 0.0) > t.log_ratio_clamp_frac:
-        mon.alert(
-            "log_ratio_clamp",
-            f"log-ratio clamp fraction {g('log_ratio_clamp_frac'):.3f} > "
-            f"{t.log_ratio_clamp_frac} (policy moved far from the behaviour policy; lower lr)",
-        )
-    if g("grad_norm_pre_clip", 0.0) > t.grad_norm_pre_clip:
-        mon.alert(
-            "grad_norm_pre_clip",
-            f"pre-clip gradient norm {g('grad_norm_pre_clip'):.1f} > {t.grad_norm_pre_clip}",
-        )
-    c1, c2 = g("critic1_grad_norm"), g("critic2_grad_norm")
-    if c1 is not None and c2 is not None:
-        ratio = c1 / max(c2, 1e-12)
-        mon.record("train/critics_grad_ratio", ratio)
-        if ratio > t.critics_grad_ratio_high or ratio < t.critics_grad_ratio_low:
-            mon.alert(
-                "critic_grad_imbalance",
-                f"twin-critic gradient ratio {ratio:.3g} outside "
-                f"[{t.critics_grad_ratio_low}, {t.critics_grad_ratio_high}]",
-            )
-    for key in sorted(k for k in metrics if CRITIC_GRAD_NORM.fullmatch(k)):
-        norm = metrics[key]
-        if norm < t.critic_grad_vanishing:
-            mon.alert("critic_grad_vanishing", f"{key} = {norm:.2e} (vanishing critic gradient)")
-    ent = g("entropy")
-    if ent is not None and discrete and ent < t.entropy_discrete:
-        mon.alert("entropy_collapse", f"mean policy entropy {ent:.4f} < {t.entropy_discrete}")
-    ent_dim = g("entropy_per_dim")
-    if ent_dim is not None and not discrete and ent_dim < t.entropy_continuous_per_dim:
-        mon.alert(
-            "entropy_collapse",
-            f"per-dimension entropy {ent_dim:.3f} < {t.entropy_continuous_per_dim}",
-        )
-    for key in ("loss", "policy_loss", "value_loss"):
-        v = g(key)
-        if v is not None and (not math.isfinite(v) or abs(v) > t.loss_max):
-            mon.alert("loss_out_of_range", f"{key} = {v:.4g} (NaN or > {t.loss_max})")
-    if g("bc_loss_ratio", 0.0) > t.bc_loss_ratio:
-        mon.alert(
-            "bc_loss_ratio",
-            f"behaviour-cloning loss is {g('bc_loss_ratio'):.2f} of the total "
-            f"(> {t.bc_loss_ratio})",
-        )
+def log_update(mon: Monitor, log: UpdateLog, cfg: Config, fps: float) -> None:
+    """Record one iteration's scalars and raise its alerts (:mod:`riskppo.train.alerts`);
+    dump every ``monitor.log_interval`` updates."""
+    for key, value in log.scalars():
+        mon.record(key, value)
+    mon.record("time/fps", fps)
+    for a in alerts(log, cfg.monitor, cfg.critic.scale_cap):
+        mon.alert(a.name, a.message)
+    if log.n_updates % cfg.monitor.log_interval == 0:
+        mon.dump(log.num_timesteps)

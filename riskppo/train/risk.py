@@ -76,7 +76,6 @@ def risk_estimate(
     rewards: Tensor,
     dones: Tensor,
     risk_out: Tensor,
-    risk_layer: torch.nn.Linear,
 ) -> RiskEstimate:
     """One rollout of the constraint. ``risk_out`` ``[T, N, K]``: the risk head (normalised)."""
     r = cfg.risk
@@ -114,9 +113,9 @@ def risk_estimate(
             metrics["risk/cvar_violation"] = violation
     a_cvar = core.cvar_advantage(info, q_rtg, nu, alpha)
     # Risk-head targets: segment return-to-go, y_t = R − acc_t, on finished segments only;
-    # statistics updated (and the head PopArt-rescaled) exactly as for the value critics.
+    # statistics updated exactly as for the value critics (the loop PopArt-rescales the head).
     y = info.seg_return - info.acc_before
-    scaling, _ = update_scaling(cfg, state.scaling, y[torch.isfinite(y)], [risk_layer], True)
+    scaling, _ = update_scaling(cfg, state.scaling, y[torch.isfinite(y)])
     new_state = RiskState(lam, info.acc_after.cpu(), info.len_after.cpu(), scaling, recent, pid)
     metrics.update(
         {

@@ -6,6 +6,7 @@ Shared by the value critics (λ-returns) and the CVaR risk head (segment return-
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 from torch import Tensor, nn
@@ -38,30 +39,38 @@ def initial_scaling(cfg: Config) -> ReturnScaling:
 
 
 def update_scaling(
-    cfg: Config,
-    scaling: ReturnScaling,
-    returns: Tensor,
-    output_layers: list[nn.Linear],
-    popart: bool,
+    cfg: Config, scaling: ReturnScaling, returns: Tensor
 ) -> tuple[ReturnScaling, float]:
     """Update return statistics with this rollout (before its targets are normalised, R-ALG-8).
 
-    With PopArt (van Hasselt et al. 2016) the critics' linear output layers are rescaled in place
-    so that their de-normalised outputs are unchanged. Returns the new scaling and the uncapped
-    scale (for ``warn/excessive_return_scaling``).
+    Returns the new scaling and the uncapped scale (for ``warn/excessive_return_scaling``). Pure:
+    the critics that follow the new scaling are rescaled by :func:`apply_rescale`, an explicit
+    step of the training loop.
     """
     moments = core.update_moments(scaling.moments, returns.reshape(-1))
     std = float(moments.var.sqrt())
     scale, uncapped = core.value_target_scale(
         std, ret_clip=cfg.critic.ret_clip, std_floor=cfg.critic.std_floor, cap=cfg.critic.scale_cap
     )
-    new = ReturnScaling(moments, scale, float(moments.mean))
-    if popart:
-        with torch.no_grad():
-            for layer in output_layers:
-                w, b = core.popart_rescale(
-                    layer.weight, layer.bias, scaling.mean, scaling.scale, new.mean, new.scale
-                )
-                layer.weight.copy_(w)
-                layer.bias.copy_(b)
-    return new, uncapped
+    return ReturnScaling(moments, scale, float(moments.mean)), uncapped
+
+
+@dataclass(frozen=True)
+class Rescale:
+    """PopArt (van Hasselt et al. 2016): the output layers of ``target`` must move from the
+    ``old`` normalisation to the ``new`` one with unchanged de-normalised outputs."""
+
+    target: Literal["critics", "risk_head"]
+    old: ReturnScaling
+    new: ReturnScaling
+
+
+def apply_rescale(layers: list[nn.Linear], r: Rescale) -> None:
+    """Rescale ``layers`` (the output layers of ``r.target``) in place, ``old`` → ``new``."""
+    with torch.no_grad():
+        for layer in layers:
+            w, b = core.popart_rescale(
+                layer.weight, layer.bias, r.old.mean, r.old.scale, r.new.mean, r.new.scale
+            )
+            layer.weight.copy_(w)
+            layer.bias.copy_(b)

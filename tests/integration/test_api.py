@@ -108,7 +108,7 @@ CKPT_FILES = (
     "model.safetensors",
     "optimizer.safetensors",
     "normalizer.safetensors",
-    "rng.safetensors",
+    "training.safetensors",
 )
 
 

@@ -31,7 +31,9 @@ SMALL = dict(n_envs=2, n_steps=16, batch_size=32, bptt_len=8, lstm_hidden_size=8
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[DistributionalPPO, Path]:
-    model = DistributionalPPO("CartPole-v1", seed=0, normalize_obs=True, **SMALL)
+    model = DistributionalPPO(
+        "CartPole-v1", seed=0, normalize_obs=True, cvar_limit=5.0, cvar_horizon=8, **SMALL
+    )
     model.learn(64)
     path = model.save(tmp_path_factory.mktemp("ck") / "good")
     return model, path
@@ -56,7 +58,7 @@ def test_round_trip_keeps_normaliser_statistics(trained, tmp_path):
     src = ckpt_mod.find_normalizer(model.env).obs_rms
     dst = ckpt_mod.find_normalizer(loaded.env).obs_rms
     assert (src.mean == dst.mean).all() and (src.var == dst.var).all() and src.count == dst.count
-    assert torch.equal(model.scaling.moments.var, loaded.scaling.moments.var)
+    assert torch.equal(model.state.scaling.moments.var, loaded.state.scaling.moments.var)
 
 
 @pytest.mark.parametrize("name", ["model.safetensors", "optimizer.safetensors", "state.json"])
@@ -107,7 +109,7 @@ class _Payload:
 
 @pytest.mark.parametrize(
     "name",
-    ["model.safetensors", "optimizer.safetensors", "normalizer.safetensors", "rng.safetensors",
+    ["model.safetensors", "optimizer.safetensors", "normalizer.safetensors", "training.safetensors",
      "state.json", "config.json", "manifest.json"],
 )  # fmt: skip
 def test_planted_pickle_is_never_executed(trained, tmp_path, name):
@@ -141,7 +143,7 @@ def test_crash_during_save_keeps_latest_complete(trained, tmp_path, monkeypatch)
     model, _ = trained
     run = tmp_path / "run"
     first = save_run_checkpoint(model, run, keep_last=3)
-    model.num_timesteps += 1  # a new checkpoint name
+    model.state = model.state.with_counters(num_timesteps=model.num_timesteps + 1)  # new name
 
     calls = {"n": 0}
     real = ckpt_mod.save_file
@@ -166,7 +168,7 @@ def test_disk_full_is_a_clear_error_and_the_previous_checkpoint_survives(
     model, _ = trained
     run = tmp_path / "run"
     first = save_run_checkpoint(model, run, keep_last=3)
-    model.num_timesteps += 1
+    model.state = model.state.with_counters(num_timesteps=model.num_timesteps + 1)
 
     def full(*a, **k):
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -183,7 +185,7 @@ def test_resume_falls_back_to_the_previous_good_checkpoint(trained, tmp_path):
     run = tmp_path / "run"
     Config.build(model.config.to_dict()).to_yaml(run.mkdir() or run / "config.yaml")
     older = save_run_checkpoint(model, run, keep_last=3)
-    model.num_timesteps += 32
+    model.state = model.state.with_counters(num_timesteps=model.num_timesteps + 32)
     newer = save_run_checkpoint(model, run, keep_last=3)
     (newer / "model.safetensors").write_bytes(b"garbage")
     with pytest.warns(UserWarning, match="skipping bad checkpoint"):
@@ -307,23 +309,30 @@ def test_deeply_nested_json_is_refused(trained, tmp_path, name):
 @pytest.mark.parametrize(
     ("field", "value"),
     [
-        ("num_timesteps", "64"),
-        ("num_timesteps", -1),
-        ("n_updates", -5),
-        ("n_updates", 1.5),
-        ("nonfinite_skips", -1),
+        ("training.counters.num_timesteps", "64"),
+        ("training.counters.num_timesteps", -1),
+        ("training.counters.n_updates", -5),
+        ("training.counters.n_updates", 1.5),
+        ("training.counters.nonfinite_skips", -1),
+        ("training.counters.extra", 1),
         ("format_version", 99),
         ("format_version", True),
-        ("ent_coef", "x"),
-        ("ent_coef", float("nan")),
-        ("ent_state", 5),
-        ("ent_state", {"update": 1}),
-        ("ent_floor", {"log_coef": "a", "below": 0}),
+        ("training.entropy.coef", "x"),
+        ("training.entropy.coef", float("nan")),
+        ("training.entropy.schedule", 5),
+        ("training.entropy.schedule", {"update": 1}),
+        ("training.entropy.floor", {"log_coef": "a", "below": 0}),
+        ("training.scaling.scale", -1.0),
+        ("training.rng.sample", {"tensor": "training/rng/sample"}),
+        ("training.episodes.returns", ["a"]),
+        ("training.risk", None),
+        ("training", []),
         ("observation_space", []),
         ("observation_space", {"type": "Box", "low": 1, "high": 2, "shape": [1], "dtype": "x"}),
         ("action_space", {"type": "Discrete", "n": "two"}),
         ("action_space", {"type": "Tuple"}),
         ("n_envs", 0),
+        ("n_envs", 3),  # the open CVaR segments are per env: [2] tensors do not fit 3 envs
         ("env_is_id", "yes"),
         ("optimizer", "adam"),
         ("optimizer", {"state": [], "param_groups": []}),
@@ -334,7 +343,14 @@ def test_deeply_nested_json_is_refused(trained, tmp_path, name):
 def test_state_json_is_schema_checked(trained, tmp_path, field, value):
     path = copy(trained[1], tmp_path)
     state = json.loads((path / "state.json").read_text())
-    state = [] if field is None else {**state, field: value}
+    if field is None:
+        state = []
+    else:
+        *parents, leaf = field.split(".")
+        node = state
+        for key in parents:
+            node = node[key]
+        node[leaf] = value
     (path / "state.json").write_text(json.dumps(state))
     rehash(path, "state.json")
     with pytest.raises(CheckpointError, match=r"state\.json"):
@@ -356,12 +372,29 @@ def retensor(path: Path, name: str, key: str, value: torch.Tensor | None) -> Non
     [
         ("model.safetensors", None, None, "non-finite"),
         ("normalizer.safetensors", "obs/mean", None, "non-finite"),
-        ("normalizer.safetensors", "ret/var", None, "non-finite"),
+        ("training.safetensors", "training/scaling/moments/var", None, "non-finite"),
         ("normalizer.safetensors", "obs/mean", torch.zeros(7, dtype=torch.float64), "shape"),
         ("normalizer.safetensors", "obs/var", -torch.ones(4, dtype=torch.float64), "negative"),
-        ("normalizer.safetensors", "ret/mean", torch.zeros(3, dtype=torch.float64), "shape"),
-        ("normalizer.safetensors", "ret/count", torch.tensor(-1.0, dtype=torch.float64), "neg"),
-        ("rng.safetensors", "sample", torch.zeros(3, dtype=torch.uint8), "rng"),
+        ("training.safetensors", "training/scaling/moments/mean", torch.zeros(3), "expected"),
+        ("training.safetensors", "training/scaling/moments/count", -torch.ones(()), "expected"),
+        (
+            "training.safetensors",
+            "training/scaling/moments/count",
+            -torch.ones((), dtype=torch.float64),
+            "negative",
+        ),
+        (
+            "training.safetensors",
+            "training/risk/length",
+            -torch.ones(2, dtype=torch.long),
+            "negative",
+        ),
+        (
+            "training.safetensors",
+            "training/rng/sample",
+            torch.zeros(3, dtype=torch.uint8),
+            "generator",
+        ),
     ],
 )
 def test_bad_tensors_are_refused(trained, tmp_path, name, key, value, match):

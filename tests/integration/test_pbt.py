@@ -20,6 +20,7 @@ from riskppo.config import Config
 from riskppo.pbt import exploit
 from riskppo.pbt.local import run_pbt_local
 from riskppo.train.checkpoint import CheckpointError, read_checkpoint, verify_checkpoint
+from riskppo.train.loop import reset_carry
 from riskppo.train.trainer import DistributionalPPO
 from riskppo.train.vec_env import find_normalizer
 
@@ -70,7 +71,7 @@ def test_exploit_applies_perturbed_hyperparams_and_syncs_statistics(
     assert all(g["lr"] == 5e-4 for g in target.optimizer.param_groups)
     assert target.config.ppo.learning_rate == 5e-4
     assert target.config.ppo.clip_range == 0.15
-    assert target.config.ppo.ent_coef == 0.02 and target.ent_coef == 0.02
+    assert target.config.ppo.ent_coef == 0.02 and target.state.entropy.coef == 0.02
 
     # weights and normalisation statistics are the source's
     assert state_equal(target.policy.state_dict(), ck.tensors["model.safetensors"])
@@ -79,8 +80,9 @@ def test_exploit_applies_perturbed_hyperparams_and_syncs_statistics(
     np.testing.assert_array_equal(rms.mean, norm["obs/mean"].numpy())
     np.testing.assert_array_equal(rms.var, norm["obs/var"].numpy())
     assert rms.count == float(norm["obs/count"])
-    assert torch.equal(target.scaling.moments.mean, norm["ret/mean"])
-    assert torch.equal(target.scaling.moments.var, norm["ret/var"])
+    assert torch.equal(target.state.scaling.moments.mean, ck.training.scaling.moments.mean)
+    assert torch.equal(target.state.scaling.moments.var, ck.training.scaling.moments.var)
+    assert target.state.counters.n_updates == ck.training.counters.n_updates
 
     # optimizer: the source's Adam moments (copy) or none yet (reset)
     moments = [s["exp_avg"] for s in target.optimizer.state.values()]
@@ -102,23 +104,19 @@ def test_exploit_applies_perturbed_hyperparams_and_syncs_statistics(
 
 
 def test_exploit_resets_recurrent_state_and_episodes(source_ckpt: Path) -> None:
-    def first_chunk_state(model: DistributionalPPO) -> tuple[torch.Tensor, torch.Tensor]:
-        est = model.last_estimates
-        assert est is not None
-        n = model.n_envs  # chunk columns j*N + i: the first N are each env's first chunk
-        return est.data.state.pi.h[:, :n], est.data.episode_starts[0, :n]
-
     target = make(seed=2, lr=3e-4)
     target.learn(64)
     target.learn(32, reset_num_timesteps=False)  # continuing: carried, non-zero state
-    h, starts = first_chunk_state(target)
-    assert h.abs().sum() > 0 and not starts.all()
+    carry = target.state.carry
+    assert carry is not None
+    assert carry.state.pi.h.abs().sum() > 0 and not carry.episode_start.all()
 
     exploit(target, source_ckpt, NEW)
-    assert target._carry is None and target.last_estimates is None
+    assert target.state.carry is None  # the next update starts from reset envs
+    fresh = reset_carry(target.learner(), target.state).carry  # what that update starts from
+    assert fresh is not None
+    assert torch.count_nonzero(fresh.state.pi.h) == 0 and fresh.episode_start.all()
     target.learn(32, reset_num_timesteps=False)
-    h, starts = first_chunk_state(target)
-    assert torch.count_nonzero(h) == 0 and starts.all()  # fresh episodes, zero LSTM state
     target.close()
 
 
@@ -168,7 +166,7 @@ def test_concurrent_rewrites_yield_whole_versions_or_errors(tmp_path: Path) -> N
         with torch.no_grad():
             for p in model.policy.parameters():
                 p.fill_(float(k))
-        model.num_timesteps = 1000 * k
+        model.state = model.state.with_counters(num_timesteps=1000 * k)
         versions.append(model.save(tmp_path / f"v{k}"))
     model.close()
     live = tmp_path / "live"
@@ -196,7 +194,7 @@ def test_concurrent_rewrites_yield_whole_versions_or_errors(tmp_path: Path) -> N
                 errors += 1
                 continue
             ok += 1
-            k = int(ck.state["num_timesteps"]) // 1000
+            k = ck.training.counters.num_timesteps // 1000
             weights = ck.tensors["model.safetensors"]
             assert all(torch.all(v == float(k)) for n, v in weights.items() if "weight" in n)
     finally:
@@ -235,6 +233,7 @@ def test_local_pbt_smoke_run_writes_the_audit_trail(tmp_path: Path) -> None:
             source.tensors["normalizer.safetensors"],
         )
         assert state_equal(norm_a, norm_s)
+        assert after.training.scaling == source.training.scaling  # return statistics (PopArt)
     members = [json.loads(x) for x in (run / "pbt_members.jsonl").read_text().splitlines()]
     assert len(members) == cfg.pbt.population * summary["rounds"]
     best = Path(summary["best_dir"])

@@ -26,7 +26,12 @@ CONFIG = {
     "policy": {"lstm_hidden_size": 16, "net_arch": [16]},
     "checkpoint": {"every_updates": 3, "keep_last": 2},
 }
-FILES = ("model.safetensors", "optimizer.safetensors", "normalizer.safetensors", "rng.safetensors")
+FILES = (
+    "model.safetensors",
+    "optimizer.safetensors",
+    "normalizer.safetensors",
+    "training.safetensors",
+)
 
 
 def cli(*args: str) -> list[str]:
@@ -74,6 +79,9 @@ def test_sigkill_then_resume_is_bit_identical(tmp_path: Path) -> None:
         assert a[name].keys() == b[name].keys(), name
         for key in a[name]:
             assert torch.equal(a[name][key], b[name][key]), f"{name}:{key} differs"
+    # and the training state's JSON part: counters, schedules, episode window (issue 15)
+    states = [json.loads((latest_checkpoint(d) / "state.json").read_text()) for d in (full, killed)]
+    assert states[0]["training"] == states[1]["training"]
 
     # the resumed run appends to metrics.jsonl: the lines logged before the kill are kept
     lines = (killed / "metrics.jsonl").read_text().splitlines()

@@ -14,6 +14,7 @@ import torch
 from riskppo import DistributionalPPO, core
 from riskppo.train.collect import collect_rollout
 from riskppo.train.estimate import estimate
+from riskppo.train.loop import apply_rescales, reset_carry, risk_log
 from riskppo.train.monitor import Monitor
 from riskppo.train.update import (
     NonFiniteTrainingError,
@@ -27,13 +28,19 @@ from riskppo.train.update import (
 
 def rollout_and_estimates(model):
     """One rollout from freshly reset envs and its estimates (no optimizer step)."""
-    model._carry = model._reset_carry()
+    model.state = reset_carry(model.learner(), model.state)
     cfg = model.config
     rollout, _, _ = collect_rollout(
-        model.policy, model.env, model._carry, cfg.ppo.n_steps, cfg.ppo.chunk_len, model.sample_gen
+        model.policy,
+        model.env,
+        model.state.carry,
+        cfg.ppo.n_steps,
+        cfg.ppo.chunk_len,
+        model.state.rng.sample,
     )
-    scaling = model.scaling
-    est = estimate(cfg, model.policy, model.critic, scaling, rollout, model.risk_state)
+    scaling = model.state.scaling
+    est = estimate(cfg, model.policy, model.critic, scaling, rollout, model.state.risk)
+    apply_rescales(model.policy, est.rescales)  # the loop's PopArt step
     return rollout, est
 
 
@@ -54,7 +61,7 @@ def test_nonfinite_skips_are_counted_across_updates():
     with pytest.raises(NonFiniteTrainingError, match="consecutive minibatches"):
         model.learn(per_update * (limit + 3))
     assert model.n_updates == limit - 1  # the update that reached the limit raised
-    assert model.nonfinite_skips == limit - 1
+    assert model.state.counters.nonfinite_skips == limit - 1
     assert torch.isinf(model.policy.action_head.log_std).all()
     model.close()
 
@@ -62,19 +69,21 @@ def test_nonfinite_skips_are_counted_across_updates():
 def test_nonfinite_skip_count_resets_on_an_applied_minibatch():
     """Defect 1: the carried count goes back to 0 as soon as a minibatch is applied."""
     model = DistributionalPPO("Pendulum-v1", seed=0, **PENDULUM)
-    model.nonfinite_skips = model.config.ppo.max_nonfinite_updates - 1
+    model.state = model.state.with_counters(
+        nonfinite_skips=model.config.ppo.max_nonfinite_updates - 1
+    )
     model.learn(2 * 32)
-    assert model.nonfinite_skips == 0
+    assert model.state.counters.nonfinite_skips == 0
     model.close()
 
 
 def test_nonfinite_skip_count_survives_a_checkpoint(tmp_path):
     """Defect 1: the carried count is part of the checkpoint (exact resume)."""
     model = DistributionalPPO("Pendulum-v1", seed=0, **PENDULUM)
-    model.nonfinite_skips = 3
+    model.state = model.state.with_counters(nonfinite_skips=3)
     model.save(tmp_path / "ckpt")
     loaded = DistributionalPPO.load(tmp_path / "ckpt", rebuild_env=False)
-    assert loaded.nonfinite_skips == 3
+    assert loaded.state.counters.nonfinite_skips == 3
     model.close()
     loaded.close()
 
@@ -84,10 +93,10 @@ CARTPOLE = dict(n_envs=4, n_steps=32, batch_size=64, bptt_len=16, n_epochs=2, ls
 
 def _first_minibatch_stats(model, est):
     ctx = UpdateContext(
-        model.config, model.policy, model.critic, model.optimizer, model.shuffle_gen, 0.0
+        model.config, model.policy, model.critic, model.optimizer, model.state.rng.shuffle, 0.0
     )
     L = est.data.obs.shape[0]
-    mb = next(est.data.minibatches(model.config.ppo.batch_size // L, model.shuffle_gen))
+    mb = next(est.data.minibatches(model.config.ppo.batch_size // L, model.state.rng.shuffle))
     with torch.no_grad():
         _, stats, n_bad = minibatch_loss(ctx, mb)
     assert n_bad == 0
@@ -119,7 +128,7 @@ def test_value_clipping_does_not_fire_before_any_step(critic, mode, popart):
         vf_clip_mode=mode,
         **CARTPOLE,
     )
-    scale_before = model.scaling.scale
+    scale_before = model.state.scaling.scale
     _, est = rollout_and_estimates(model)
     assert est.scaling.scale != pytest.approx(scale_before, rel=0.1)  # the units did change
     stats = _first_minibatch_stats(model, est)
@@ -134,7 +143,7 @@ def test_predicted_cvar_uses_the_scaling_of_the_rollout(critic):
     the scaling they were produced under. Mutation: de-normalise with the updated scaling."""
     model = DistributionalPPO("CartPole-v1", seed=0, critic=critic, **CARTPOLE)
     model.monitor = Monitor(None, tensorboard=False)
-    rollout_scaling = model.scaling
+    rollout_scaling = model.state.scaling
     _, est = rollout_and_estimates(model)
     alpha = model.config.risk.cvar_alpha
     taus = core.quantile_midpoints(max(model.critic.n_out, 32))
@@ -148,8 +157,8 @@ def test_predicted_cvar_uses_the_scaling_of_the_rollout(critic):
 
     expected = cvar_pred(rollout_scaling)
     assert abs(expected - cvar_pred(est.scaling)) > 0.1  # the statistics update moved the units
-    model._log_risk(est)
-    assert model.monitor.latest["risk/cvar_pred"] == pytest.approx(expected, rel=1e-6)
+    logged = risk_log(model.learner(), est, model.state).cvar_pred
+    assert logged == pytest.approx(expected, rel=1e-6)
     if critic == "quantile":  # PopArt: the rescaled critic, in the new units, predicts the same
         with torch.no_grad():
             d = est.data
@@ -177,7 +186,7 @@ def test_target_kl_stops_before_the_step_of_the_minibatch_above_it():
     model = DistributionalPPO("CartPole-v1", seed=0, target_kl=target, **CARTPOLE)
     _, est = rollout_and_estimates(model)
     ctx = UpdateContext(
-        model.config, model.policy, model.critic, model.optimizer, model.shuffle_gen, 0.0
+        model.config, model.policy, model.critic, model.optimizer, model.state.rng.shuffle, 0.0
     )
     before = _params(model)
     m = ppo_update(ctx, est.data)
@@ -188,9 +197,11 @@ def test_target_kl_stops_before_the_step_of_the_minibatch_above_it():
     # the reference: an identical model, exactly one step on the same first minibatch
     ref = DistributionalPPO("CartPole-v1", seed=0, **CARTPOLE)
     _, ref_est = rollout_and_estimates(ref)
-    ref_ctx = UpdateContext(ref.config, ref.policy, ref.critic, ref.optimizer, ref.shuffle_gen, 0.0)
+    ref_ctx = UpdateContext(
+        ref.config, ref.policy, ref.critic, ref.optimizer, ref.state.rng.shuffle, 0.0
+    )
     L = ref_est.data.obs.shape[0]
-    first = next(ref_est.data.minibatches(ref.config.ppo.batch_size // L, ref.shuffle_gen))
+    first = next(ref_est.data.minibatches(ref.config.ppo.batch_size // L, ref.state.rng.shuffle))
     assert apply_minibatch(ref_ctx, first, UpdateMetrics()) is not None
     after, expected = _params(model), _params(ref)
     assert any(not torch.equal(a, b) for a, b in zip(after, before))  # one step was taken
@@ -207,7 +218,7 @@ def test_target_kl_above_every_minibatch_changes_nothing():
         model = DistributionalPPO("CartPole-v1", seed=0, target_kl=target_kl, **CARTPOLE)
         _, est = rollout_and_estimates(model)
         ctx = UpdateContext(
-            model.config, model.policy, model.critic, model.optimizer, model.shuffle_gen, 0.0
+            model.config, model.policy, model.critic, model.optimizer, model.state.rng.shuffle, 0.0
         )
         m = ppo_update(ctx, est.data)
         assert m.early_stop_epoch is None and m.early_stop_kl is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import gymnasium as gym
@@ -15,6 +16,7 @@ from riskppo.config import Config
 from riskppo.data.buffer import to_chunks
 from riskppo.train.collect import collect_rollout
 from riskppo.train.estimate import estimate
+from riskppo.train.loop import reset_carry
 from riskppo.train.risk import initial_risk_state, risk_estimate
 
 SMALL = dict(n_envs=4, n_steps=32, batch_size=64, bptt_len=16, n_epochs=2, lstm_hidden_size=16)
@@ -25,15 +27,20 @@ def test_cvar_term_reaches_the_advantages_the_policy_loss_sees():
     model = DistributionalPPO(
         "CartPole-v1", seed=0, cvar_limit=10.0, cvar_alpha=0.1, cvar_horizon=8, **SMALL
     )
-    assert model.risk_state is not None
-    model.risk_state.lam = 2.0
+    assert model.state.risk is not None
+    model.state = model.state.replace(risk=dataclasses.replace(model.state.risk, lam=2.0))
     model.config.risk.cvar_min_segments = 1_000_000  # λ holds at 2 for this rollout
-    model._carry = model._reset_carry()
+    model.state = reset_carry(model.learner(), model.state)
     cfg = model.config
     rollout, _, _ = collect_rollout(
-        model.policy, model.env, model._carry, cfg.ppo.n_steps, cfg.ppo.chunk_len, model.sample_gen
+        model.policy,
+        model.env,
+        model.state.carry,
+        cfg.ppo.n_steps,
+        cfg.ppo.chunk_len,
+        model.state.rng.sample,
     )
-    est = estimate(cfg, model.policy, model.critic, model.scaling, rollout, model.risk_state)
+    est = estimate(cfg, model.policy, model.critic, model.state.scaling, rollout, model.state.risk)
     assert est.risk is not None and est.risk.lam == 2.0
     a_cvar = est.risk.a_cvar
     assert float(a_cvar.abs().sum()) > 0.0
@@ -60,7 +67,7 @@ def test_multiplier_reads_the_empirical_cvar_not_an_untrained_head():
     rewards = torch.ones(16, 2)  # every 4-step segment returns +4 ≥ limit 0
     dones = torch.zeros(16, 2, dtype=torch.bool)
     head_out = torch.full((16, 2, 8), -100.0)
-    est = risk_estimate(cfg, state, rewards, dones, head_out, torch.nn.Linear(4, 8))
+    est = risk_estimate(cfg, state, rewards, dones, head_out)
     assert est.metrics["risk/cvar_empirical_segment"] == pytest.approx(4.0)
     assert est.metrics["risk/cvar_pred_segment"] < -50.0
     assert est.metrics["risk/cvar_pred_error"] < -50.0  # logged calibration error
@@ -72,11 +79,10 @@ def test_multiplier_rises_on_empirical_violation_and_holds_before_enough_segment
     state = initial_risk_state(cfg, 2)
     losing = -torch.ones(16, 2)  # segments return −4 < limit 0
     dones = torch.zeros(16, 2, dtype=torch.bool)
-    head = torch.nn.Linear(4, 8)
-    est = risk_estimate(cfg, state, losing, dones, torch.zeros(16, 2, 8), head)
+    est = risk_estimate(cfg, state, losing, dones, torch.zeros(16, 2, 8))
     assert est.lam == 0.5  # 8 segments finished < 9: λ holds
     assert "risk/cvar_violation" not in est.metrics
-    est = risk_estimate(cfg, est.state, losing, dones, torch.zeros(16, 2, 8), head)
+    est = risk_estimate(cfg, est.state, losing, dones, torch.zeros(16, 2, 8))
     assert est.lam > 0.5 and est.metrics["risk/cvar_violation"] > 0.0
 
 
@@ -90,7 +96,6 @@ def test_lambda_update_kind_and_pid_terms_logged(update):
         -torch.ones(16, 2),
         torch.zeros(16, 2, dtype=torch.bool),
         torch.zeros(16, 2, 8),
-        torch.nn.Linear(4, 8),
     )
     v = est.metrics["risk/cvar_violation"]  # (0 − (−4)) / max(|0|, σ, 1e-8)
     if update == "pid":
@@ -113,7 +118,6 @@ def test_no_segment_start_uses_the_accumulated_return():
         torch.ones(8, 1),
         torch.zeros(8, 1, dtype=torch.bool),
         torch.zeros(8, 1, 8),
-        torch.nn.Linear(4, 8),
     )
     assert est.metrics["risk/cvar_pred_segment"] >= 50.0  # not the head's 0 alone
 
@@ -130,7 +134,7 @@ def test_entropy_floor_learns_a_coefficient_and_alerts_when_binding():
     assert latest["train/target_entropy"] == 1.0
     assert latest["train/ent_floor_coef"] > 1e-4 * math.exp(0.3 * 11)
     assert model.monitor.alerts["entropy_floor_binding"] > 0
-    assert model.ent_floor.below >= 3
+    assert model.state.entropy.floor.below >= 3
 
 
 def test_entropy_floor_holds_entropy_where_the_policy_would_collapse():
@@ -199,7 +203,7 @@ def test_cvar_constraint_trains_on_cuda(sharing):
     )
     model.learn(4 * 32 * 3)
     assert model.monitor.latest["risk/lambda"] > 0.0
-    assert model.risk_state.acc.device.type == "cpu"
+    assert model.state.risk.acc.device.type == "cpu"
 
 
 def test_pid_and_risk_state_survive_a_checkpoint(tmp_path):
@@ -215,9 +219,9 @@ def test_pid_and_risk_state_survive_a_checkpoint(tmp_path):
         **SMALL,
     )
     model.learn(4 * 32 * 3)
-    assert model.risk_state.pid.steps == 3 and model.risk_state.lam > 0.0
+    assert model.state.risk.pid.steps == 3 and model.state.risk.lam > 0.0
     model.save(tmp_path / "ck")
     loaded = DistributionalPPO.load(tmp_path / "ck")
-    assert loaded.risk_state.pid == model.risk_state.pid
-    assert loaded.risk_state.lam == model.risk_state.lam
-    assert list(loaded.risk_state.recent) == list(model.risk_state.recent)
+    assert loaded.state.risk.pid == model.state.risk.pid
+    assert loaded.state.risk.lam == model.state.risk.lam
+    assert list(loaded.state.risk.recent) == list(model.state.risk.recent)
