@@ -26,25 +26,8 @@ from riskppo.cli import load_config
 from riskppo.config import apply_overrides
 from riskppo.evaluation.backtest import backtest_run
 from riskppo.runner import train_run
-from riskppo.train.bc import attach_bc
-from riskppo.train.trainer import DistributionalPPO
 
 KEYS = ("market_share", "cvar_horizon", "cvar_limit_met", "sharpe", "mean_abs_exposure")
-
-
-def install_bc_hook() -> None:
-    """Call :func:`attach_bc` after every ``DistributionalPPO(...)`` (the trainer's BC hook,
-    for a trainer that does not call it yet; attaching twice is harmless)."""
-    init = DistributionalPPO.__init__
-    if getattr(init, "_bc_hook", False):
-        return
-
-    def hooked(self: DistributionalPPO, *args: Any, **kwargs: Any) -> None:
-        init(self, *args, **kwargs)
-        attach_bc(self)
-
-    hooked._bc_hook = True  # type: ignore[attr-defined]
-    DistributionalPPO.__init__ = hooked  # type: ignore[method-assign]
 
 
 def variants(a: argparse.Namespace) -> dict[str, list[str]]:
@@ -83,7 +66,6 @@ def main() -> None:
     p.add_argument("--out", default="runs/bc_warmstart")
     a = p.parse_args()
     a.decay_steps = a.decay_steps or a.steps // 2
-    install_bc_hook()
     results: dict[str, dict[int, dict[str, Any]]] = {}
     for name, sets in variants(a).items():
         results[name] = {s: run_one(name, sets, s, a) for s in a.seeds}

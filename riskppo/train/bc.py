@@ -16,7 +16,7 @@ Demonstrations carry no advantages: they are cloned with weight 1, or with
 (``exp(min(z/β, log max_weight))``, ``z = (R − mean R) / std R``; files with ``returns`` only).
 
 **Recurrent-correct.** Demonstrations run through the actor LSTM like rollouts: once per update
-(on its first minibatch) the whole ``[T, N]`` set is replayed through the actor LSTM from a zero
+(before its first minibatch) the whole ``[T, N]`` set is replayed through the actor LSTM from a zero
 state with its own episode starts, capturing the state entering every chunk of ``ppo.bptt_len``
 steps; each minibatch then samples as many ``[L, ·]`` chunks as the PPO minibatch has and replays
 them from those states — the same layout and cost as a rollout minibatch, no per-sample loop.
@@ -28,15 +28,15 @@ constant), so PPO takes over from the demonstrator. ``train/bc_loss``, ``train/b
 ``train/bc_loss_ratio`` (share of the BC term in the loss magnitude; alert above
 ``monitor.bc_loss_ratio``) are logged.
 
-The trainer calls :func:`attach_bc` once after building the model (``file``/``teacher``
-sources need it: it loads and validates the file, or wraps the env); :func:`bc_term` is the
-BC part of the minibatch loss.
+The source is an explicit component: :func:`attach_bc` (called when the model is built) sets the
+model's :class:`BCSource` — it loads and validates the file, or wraps the env; the training loop
+turns it into one update's :class:`BCInputs` (:func:`bc_inputs`: the decayed coefficient and the
+replayed demonstrations) and :func:`bc_term` is the BC part of the minibatch loss.
 """
 
 from __future__ import annotations
 
 import math
-import weakref
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -79,17 +79,17 @@ class _Context(Protocol):
     cfg: Config
     policy: RecurrentActorCritic
     generator: torch.Generator
+    bc: BCInputs | None
 
 
 class _Model(Protocol):
-    """What :func:`attach_bc` reads of a ``DistributionalPPO``."""
+    """What :func:`attach_bc` reads and sets on a ``DistributionalPPO``."""
 
     config: Config
     env: VecEnv | None
-    policy: RecurrentActorCritic
     observation_space: spaces.Space[Any]
     action_space: spaces.Space[Any]
-    num_timesteps: int
+    bc: BCSource | None
 
 
 # ---- teachers ---------------------------------------------------------------------------------
@@ -192,7 +192,7 @@ class TeacherRecorder(VecEnvWrapper):
 
 
 @dataclass
-class _DemoChunks:
+class DemoChunks:
     """One update's demonstrations, chunked ``[L, C, ...]`` with the actor state entering each."""
 
     obs: Tensor  # [L, C, D] normalised like the agent's observations
@@ -203,18 +203,23 @@ class _DemoChunks:
     usable: Tensor  # [U] chunk indices that minibatches sample from
 
 
-@dataclass
-class _BCState:
-    source: Callable[[], Demonstrations | None] | None  # None: the rollout source
-    normalizer: VecNormalize | None = None
-    model: weakref.ReferenceType[Any] | None = None
+@dataclass(frozen=True)
+class BCSource:
+    """A demonstration source of the learner (``bc.source: file | teacher``; the rollout source
+    needs none): what :func:`prepare_demos` replays once per update."""
+
+    demos: Callable[[], Demonstrations | None]  # the current demonstrations (None: none yet)
+    normalizer: VecNormalize | None = None  # the agent's observation normaliser
     sample_last: int | None = None  # sample only chunks of the latest steps (teacher)
-    updates: int = 0
-    ctx: weakref.ReferenceType[Any] | None = None
-    chunks: _DemoChunks | None = None
 
 
-_STATES: weakref.WeakKeyDictionary[RecurrentActorCritic, _BCState] = weakref.WeakKeyDictionary()
+@dataclass(frozen=True)
+class BCInputs:
+    """What one update's BC term reads (``UpdateContext.bc``)."""
+
+    coef: float  # bc_coef at this update (after the decay)
+    from_demos: bool  # file or teacher source (else: the rollout's own actions, AWR)
+    demos: DemoChunks | None = None  # this update's chunked demonstrations (None: none yet)
 
 
 def attach_bc(
@@ -223,12 +228,13 @@ def attach_bc(
     *,
     teacher_input: Literal["bar", "obs"] = "bar",
 ) -> None:
-    """Set up ``model.config.bc``'s source for ``model`` (the trainer calls it once).
+    """Set ``model.bc`` (and, for a teacher, ``model.env``) from ``model.config.bc``.
 
     ``file``: load and validate ``bc.path`` against the model's spaces. ``teacher``: wrap
     ``model.env`` in a :class:`TeacherRecorder` labelling with the ``bc.teacher`` baseline or
     with ``teacher``, a user function of the bar index (``teacher_input="bar"``) or of the raw
-    observation (``"obs"``) returning the action target (see :func:`callable_teacher`).
+    observation (``"obs"``) returning the action target (see :func:`callable_teacher`). The
+    trainer calls it when the model is built; call it again to pass your own teacher.
 
     Raises:
         ConfigError: a teacher without ``bc.source: teacher``, no teacher at all, a baseline
@@ -238,24 +244,22 @@ def attach_bc(
     cfg = model.config.bc
     if teacher is not None and cfg.source != "teacher":
         raise ConfigError(f"a teacher callable needs bc.source: teacher (got {cfg.source!r})")
-    state = _BCState(None, model=weakref.ref(model))
+    model.bc = None
     if cfg.source == "file":
         assert cfg.path is not None  # BCConfig validates it
         demos = load_demonstrations(cfg.path, model.observation_space, model.action_space)
         if cfg.weighting == "return" and demos.returns is None:
             raise ConfigError(f"bc.weighting: return needs 'returns' in {cfg.path}")
-        state.source = lambda: demos
-    elif cfg.source == "teacher" and model.env is not None:
+        normalizer = find_normalizer(model.env) if model.env is not None else None
+        model.bc = BCSource(lambda: demos, normalizer)
+    elif cfg.source == "teacher" and model.env is not None and (teacher or cfg.teacher):
         if cfg.weighting == "return":
             raise ConfigError("bc.weighting: return needs a demonstration file with returns")
         fn = _teacher(model.env, cfg, teacher, teacher_input)
         recorder = _recorder(model.env, fn, capacity=2 * model.config.ppo.n_steps)
         model.env = recorder
-        state.source = recorder.recorded
-        state.sample_last = model.config.ppo.n_steps
-    if model.env is not None:
-        state.normalizer = find_normalizer(model.env)
-    _STATES[model.policy] = state
+        n_steps = model.config.ppo.n_steps
+        model.bc = BCSource(recorder.recorded, find_normalizer(recorder), sample_last=n_steps)
 
 
 def _teacher(
@@ -264,11 +268,7 @@ def _teacher(
     env = trading_env(venv)
     if fn is not None:
         return callable_teacher(fn, by, env)
-    if cfg.teacher is None:
-        raise ConfigError(
-            "bc.source: teacher needs bc.teacher (buy_and_hold, vol_target_buy_and_hold, "
-            "sma_crossover) or a callable passed to riskppo.train.bc.attach_bc"
-        )
+    assert cfg.teacher is not None  # attach_bc calls this with a callable or a baseline name
     if env is None:
         raise ConfigError(
             f"bc.teacher={cfg.teacher!r} is a trading baseline: it needs the trading env "
@@ -295,28 +295,22 @@ def bc_coef_at(cfg: BCConfig, steps: int) -> float:
     return cfg.bc_coef * max(0.0, 1.0 - steps / cfg.decay_steps)
 
 
-def _state_for(ctx: _Context) -> _BCState:
-    """The policy's BC state; counts updates (a new context = a new update)."""
-    state = _STATES.get(ctx.policy)
-    if state is None:
-        if ctx.cfg.bc.source != "rollout":
-            raise ConfigError(
-                f"bc.source: {ctx.cfg.bc.source} needs riskppo.train.bc.attach_bc(model) "
-                "after the model is built"
-            )
-        state = _STATES[ctx.policy] = _BCState(None)
-    if state.ctx is None or state.ctx() is not ctx:
-        state.ctx = weakref.ref(ctx)
-        state.updates += 1
-        state.chunks = None  # refreshed below, once per update, with the current weights
-    return state
-
-
-def _steps(state: _BCState, cfg: Config) -> int:
-    model = state.model() if state.model is not None else None
-    if model is not None:
-        return int(model.num_timesteps)
-    return state.updates * cfg.ppo.n_steps * cfg.env.n_envs  # not attached: count updates
+def bc_inputs(
+    cfg: Config, policy: RecurrentActorCritic, source: BCSource | None, num_timesteps: int
+) -> BCInputs | None:
+    """The BC term's inputs for the next update (None: no BC term). Demonstrations are replayed
+    through the actor LSTM here, once per update, with the current weights."""
+    if cfg.bc.bc_coef <= 0:
+        return None
+    if cfg.bc.source != "rollout" and source is None:
+        what = "bc.path" if cfg.bc.source == "file" else "bc.teacher (a baseline) or a callable"
+        raise ConfigError(
+            f"bc.source: {cfg.bc.source} needs {what}: pass it to "
+            "riskppo.train.bc.attach_bc(model, ...) before training"
+        )
+    coef = bc_coef_at(cfg.bc, num_timesteps)
+    demos = prepare_demos(policy, cfg, source) if source is not None and coef > 0 else None
+    return BCInputs(coef, source is not None, demos)
 
 
 def bc_term(
@@ -328,19 +322,19 @@ def bc_term(
     source reuses them); ``others`` (0-dim): the magnitude of the other loss terms, for
     ``bc_loss_ratio``. Only the actor (LSTM, MLP, action head) gets gradient from it.
     """
-    cfg = ctx.cfg.bc
-    state = _state_for(ctx)
-    coef = bc_coef_at(cfg, _steps(state, ctx.cfg))
+    bc = ctx.bc
+    assert bc is not None
+    cfg, coef = ctx.cfg.bc, bc.coef
     if coef == 0.0:
         zero = log_prob.new_zeros(())
         return zero, {"bc_loss": zero, "bc_loss_ratio": zero, "bc_coef": zero}
-    if state.source is None:
+    if not bc.from_demos:
         weights = core.awr_weights(
             mb.raw_advantages.reshape(-1), beta=cfg.beta, max_weight=cfg.max_weight
         )
         bc_loss = -(weights * log_prob).mean()
     else:
-        bc_loss = _demo_loss(ctx, state, mb.n_chunks)
+        bc_loss = _demo_loss(ctx, bc.demos, mb.n_chunks)
     term = coef * bc_loss
     ratio = term.abs() / (others.detach() + term.abs() + 1e-8)
     stats = {
@@ -351,11 +345,8 @@ def bc_term(
     return term, stats
 
 
-def _demo_loss(ctx: _Context, state: _BCState, n_chunks: int) -> Tensor:
+def _demo_loss(ctx: _Context, ch: DemoChunks | None, n_chunks: int) -> Tensor:
     """``−mean(w · log π(a_demo | s_demo))`` over ``n_chunks`` sampled demonstration chunks."""
-    if state.chunks is None:
-        state.chunks = _prepare(ctx, state)
-    ch = state.chunks
     if ch is None:  # nothing recorded yet
         return ctx.policy.action_head.net.weight.sum() * 0.0
     n = len(ch.usable)
@@ -371,19 +362,17 @@ def _demo_loss(ctx: _Context, state: _BCState, n_chunks: int) -> Tensor:
     return -(ch.weights[:, idx].reshape(-1) * log_prob).mean()
 
 
-def _prepare(ctx: _Context, state: _BCState) -> _DemoChunks | None:
+def prepare_demos(policy: RecurrentActorCritic, cfg: Config, source: BCSource) -> DemoChunks | None:
     """Normalise, chunk and replay the source's demonstrations through the actor LSTM."""
-    assert state.source is not None
-    demos = state.source()
+    demos = source.demos()
     if demos is None:
         return None
-    policy, cfg = ctx.policy, ctx.cfg
     device = next(policy.parameters()).device
     L = cfg.ppo.chunk_len
     T, N = demos.shape
     obs = demos.observations
-    if state.normalizer is not None:
-        flat = state.normalizer.normalize_obs(obs.reshape(T * N, -1).numpy())
+    if source.normalizer is not None:
+        flat = source.normalizer.normalize_obs(obs.reshape(T * N, -1).numpy())
         obs = torch.as_tensor(np.asarray(flat, dtype=np.float32)).reshape(T, N, -1)
     weights = _weights(demos.returns, cfg.bc) if cfg.bc.weighting == "return" else None
     # the per-step weights ride in the ``returns`` slot, so that they are chunked alike
@@ -404,9 +393,10 @@ def _prepare(ctx: _Context, state: _BCState) -> _DemoChunks | None:
         )
     states = cat_states([captured[t] for t in range(0, T_used, L)])
     n_chunks = T_used // L
-    first = 0 if state.sample_last is None else max(0, n_chunks - math.ceil(state.sample_last / L))
+    last = source.sample_last
+    first = 0 if last is None else max(0, n_chunks - math.ceil(last / L))
     assert ch.returns is not None
-    return _DemoChunks(
+    return DemoChunks(
         ch.observations,
         ch.actions,
         ch.episode_starts,

@@ -24,6 +24,7 @@ from riskppo.adversarial.regularizer import sa_eps
 from riskppo.config import Config
 from riskppo.nn.critics import Critic
 from riskppo.nn.policy import RecurrentActorCritic, RecurrentState
+from riskppo.train.bc import BCSource, bc_inputs
 from riskppo.train.collect import CollectorState, collect_rollout, obs_tensor
 from riskppo.train.estimate import Estimates, estimate
 from riskppo.train.metrics import (
@@ -53,6 +54,7 @@ class Learner:
     optimizer: torch.optim.Optimizer
     vgs: Any | None  # riskppo.optim.VarianceGradientScaler
     env: VecEnv
+    bc: BCSource | None = None  # demonstrations for the BC term (bc.source: file | teacher)
 
 
 def learning_rate(cfg: Config, state: TrainingState) -> float:
@@ -123,6 +125,7 @@ def train_iteration(learner: Learner, state: TrainingState) -> tuple[TrainingSta
         bonus,
         learner.vgs,
         sa_eps=current_sa_eps(cfg, c.n_updates),
+        bc=bc_inputs(cfg, policy, learner.bc, c.num_timesteps),
         consecutive_skips=c.nonfinite_skips,
     )
     metrics = ppo_update(ctx, est.data)

@@ -23,6 +23,7 @@ from riskppo.config import Config, ConfigError, check_rollout_memory, set_by_pat
 from riskppo.nn.critics import Critic, build_critic
 from riskppo.nn.policy import RecurrentActorCritic, RecurrentState
 from riskppo.optim import build_optimizer
+from riskppo.train.bc import BCSource, attach_bc
 from riskppo.train.checkpoint import load_checkpoint, save_checkpoint
 from riskppo.train.collect import env_actions, obs_tensor
 from riskppo.train.episodes import run_episodes
@@ -100,6 +101,9 @@ class DistributionalPPO:
                 risk_head=cfg.risk.cvar_limit is not None,
             ).to(self.device)
         self.reset_optimizer()
+        self.bc: BCSource | None = None  # R-ALG-12: a demonstration file or a teacher
+        if self.env is not None:  # (a predict-only model needs no demonstrations)
+            attach_bc(self)
         warn_alpha_resolution(cfg, self.critic.n_out)
         try:
             entropy_target(cfg, act_space)
@@ -182,7 +186,9 @@ class DistributionalPPO:
         """What :func:`~riskppo.train.loop.train_iteration` trains (needs an env)."""
         if self.env is None:
             raise RuntimeError("this model has no environment (loaded for predict only)")
-        return Learner(self.config, self.policy, self.critic, self.optimizer, self.vgs, self.env)
+        return Learner(
+            self.config, self.policy, self.critic, self.optimizer, self.vgs, self.env, self.bc
+        )
 
     def _iterate(self) -> UpdateLog:
         """collect → estimate → update (:func:`train_iteration`) → log."""

@@ -24,7 +24,7 @@ from riskppo.config import Config
 from riskppo.data.buffer import ChunkBatch
 from riskppo.nn.critics import Critic
 from riskppo.nn.policy import RecurrentActorCritic
-from riskppo.train.bc import bc_term
+from riskppo.train.bc import BCInputs, bc_term
 
 
 class NonFiniteTrainingError(RuntimeError):
@@ -59,6 +59,7 @@ class UpdateContext:
     ent_coef: float
     vgs: Any | None = None  # riskppo.optim.VarianceGradientScaler
     sa_eps: float = 0.0  # current ε of the SA-PPO regulariser (R-ADV; 0 = off)
+    bc: BCInputs | None = None  # this update's behaviour-cloning term (R-ALG-12; None = off)
     # non-finite skips in a row carried in from the previous updates (``UpdateMetrics``)
     consecutive_skips: int = 0
     groups: dict[str, list[nn.Parameter]] = field(default_factory=dict)
@@ -164,7 +165,7 @@ def minibatch_loss(ctx: UpdateContext, mb: ChunkBatch) -> tuple[Tensor, dict[str
     }
     if sa.kappa > 0 and ctx.sa_eps > 0:
         stats["sa_kl"] = sa_kl.detach()
-    if cfg.bc.bc_coef > 0:  # R-ALG-12: rollout (AWR), demonstration file or teacher source
+    if ctx.bc is not None:  # R-ALG-12: rollout (AWR), demonstration file or teacher source
         others = pg_loss.abs() + p.vf_coef * vf_loss.abs() + ctx.ent_coef * entropy.abs()
         bc_loss_term, bc_stats = bc_term(ctx, mb, log_prob, others)
         stats.update(bc_stats)

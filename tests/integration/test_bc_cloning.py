@@ -103,7 +103,6 @@ def test_record_writes_a_file_that_trains_with_the_file_source(tmp_path, capsys)
     model = DistributionalPPO(
         config=trading_config(source="file", path=str(out), bc_coef=1.0, weighting="return")
     )
-    attach_bc(model)
     model.learn(256)
     assert np.isfinite(model.monitor.latest["train/bc_loss"])
     assert model.monitor.latest["train/bc_coef"] == 1.0
@@ -112,9 +111,8 @@ def test_record_writes_a_file_that_trains_with_the_file_source(tmp_path, capsys)
 def test_malformed_file_is_one_line_on_the_command_line(tmp_path):
     bad = tmp_path / "bad.safetensors"
     save_file({"observations": torch.zeros(4, 3)}, str(bad))
-    model = DistributionalPPO(config=trading_config(source="file", path=str(bad), bc_coef=1.0))
-    with pytest.raises(DemonstrationError) as info:
-        attach_bc(model)
+    with pytest.raises(DemonstrationError) as info:  # when the model is built
+        DistributionalPPO(config=trading_config(source="file", path=str(bad), bc_coef=1.0))
     line = user_error(info.value)
     assert line is not None and line.startswith("riskppo: demonstration error: ")
     assert "bad.safetensors" in line and "'actions' is missing" in line and "\n" not in line

@@ -178,10 +178,14 @@ class Ctx:
     cfg: Config
     policy: Any
     generator: torch.Generator
+    bc: Any
 
 
-def ctx_for(model):
-    return Ctx(model.config, model.policy, torch.Generator().manual_seed(0))
+def ctx_for(model, steps=0):
+    """The update context of the next update at ``steps`` env steps (BC inputs built as the
+    training loop builds them)."""
+    inputs = bc.bc_inputs(model.config, model.policy, model.bc, steps)
+    return Ctx(model.config, model.policy, torch.Generator().manual_seed(0), inputs)
 
 
 def fake_batch(T=8, B=4):
@@ -209,7 +213,6 @@ def test_demo_bc_gradient_reaches_only_the_actor(tmp_path):
     critics) and adding the critic outputs to the loss fails the critic assertion."""
     path = save_demonstrations(tmp_path / "d.safetensors", demos())
     model = make(source="file", path=str(path), bc_coef=1.0)
-    attach_bc(model)
     ctx = ctx_for(model)
     log_prob = torch.zeros(32, requires_grad=True)
     term, stats = bc_term(ctx, fake_batch(), log_prob, torch.tensor(1.0))
@@ -228,19 +231,15 @@ def test_rollout_bc_gradient_reaches_only_the_actor():
     _check_actor_only(_grads(model, term))
 
 
-def test_bc_term_is_zero_when_the_coefficient_is_zero(monkeypatch):
+def test_bc_term_is_zero_when_the_coefficient_is_zero():
     """``bc_coef`` decayed to 0: the term is exactly 0 and gives no gradient. Mutation check:
     ``bc_coef_at`` returning ``cfg.bc_coef`` unconditionally fails this test."""
     model = make(bc_coef=1.0, decay_steps=10)
-    attach_bc(model)
-    monkeypatch.setattr(bc, "_steps", lambda state, cfg: steps)
-    steps = 10
     log_prob = torch.randn(32, requires_grad=True)
-    term, stats = bc_term(ctx_for(model), fake_batch(), log_prob, torch.tensor(1.0))
+    term, stats = bc_term(ctx_for(model, steps=10), fake_batch(), log_prob, torch.tensor(1.0))
     assert float(term) == 0.0 and float(stats["bc_loss_ratio"]) == 0.0
     assert not term.requires_grad
-    steps = 5
-    term, stats = bc_term(ctx_for(model), fake_batch(), log_prob, torch.tensor(1.0))
+    term, stats = bc_term(ctx_for(model, steps=5), fake_batch(), log_prob, torch.tensor(1.0))
     assert float(stats["bc_coef"]) == 0.5 and term.requires_grad
 
 
@@ -267,10 +266,14 @@ def test_return_weights_clamp_the_exponent_before_exp():
     assert bool(torch.isfinite(w).all()) and float(w[0, 0]) < 1.0
 
 
-def test_file_source_needs_attach_and_returns():
-    model = make(source="file", path="x.safetensors", bc_coef=1.0)
+def test_file_source_needs_attach_and_returns(tmp_path):
+    with pytest.raises(DemonstrationError, match=r"x\.safetensors"):  # checked when built
+        make(source="file", path=str(tmp_path / "x.safetensors"), bc_coef=1.0)
+    path = save_demonstrations(tmp_path / "d.safetensors", demos())
+    model = make(source="file", path=str(path), bc_coef=1.0)
+    model.bc = None  # a loop given no source for a file config: a clear error, not AWR
     with pytest.raises(ConfigError, match="attach_bc"):
-        bc_term(ctx_for(model), fake_batch(), torch.zeros(32), torch.tensor(1.0))
+        bc.bc_inputs(model.config, model.policy, model.bc, 0)
     with pytest.raises(ConfigError, match=r"needs bc\.source: teacher"):
         attach_bc(make(bc_coef=1.0), teacher=lambda o: 0)
 
@@ -285,10 +288,8 @@ def test_chunk_replay_equals_the_whole_sequence(tmp_path):
     d = demos(T=32, N=2)
     path = save_demonstrations(tmp_path / "d.safetensors", d)
     model = make(source="file", path=str(path), bc_coef=1.0)
-    attach_bc(model)
-    ctx = ctx_for(model)
-    state = bc._state_for(ctx)
-    ch = bc._prepare(ctx, state)
+    assert model.bc is not None
+    ch = bc.prepare_demos(model.policy, model.config, model.bc)
     assert ch is not None and ch.obs.shape == (8, 8, 3)
     with torch.no_grad():
         dist, _, _ = model.policy.actor_sequence(
