@@ -40,6 +40,7 @@ class Rollout:
     last_episode_start: Tensor  # [N] bool
     last_pi_state: LSTMState  # actor state after the last step
     costs_fraction: Tensor  # [T, N] info["reward_costs_fraction"] (NaN where absent/invalid)
+    costs_nonfinite: int  # entries that were reported but not a finite number
 
 
 def to_chunks(x: Tensor, chunk_len: int) -> Tensor:

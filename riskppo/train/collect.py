@@ -70,7 +70,8 @@ def collect_rollout(
     rewards = np.empty((n_steps, N), dtype=np.float32)
     dones = np.empty((n_steps, N), dtype=bool)
     truncs = np.zeros((n_steps, N), dtype=bool)
-    costs = np.full((n_steps, N), np.nan, dtype=np.float32)
+    costs = np.full((n_steps, N), np.nan, dtype=np.float32)  # NaN: not reported
+    n_bad_costs = 0  # reported but not a finite number
     critic_inputs: list[torch.Tensor] = []  # ActStep.critic_input (when the critics read it)
     final_obs: list[np.ndarray] = []
     final_idx: list[tuple[int, int]] = []
@@ -107,6 +108,7 @@ def collect_rollout(
                 c = info.get("reward_costs_fraction")
                 if c is not None:
                     costs[t, i] = _finite_or_nan(c)
+                    n_bad_costs += int(math.isnan(costs[t, i]))
             obs = obs_tensor(next_obs, device)
             ep_start = torch.as_tensor(done, device=device)
             pi_state = step.pi_state
@@ -133,6 +135,7 @@ def collect_rollout(
         last_episode_start=ep_start,
         last_pi_state=pi_state,
         costs_fraction=torch.as_tensor(costs, device=device),
+        costs_nonfinite=n_bad_costs,
     )
     new_carry = CollectorState(obs, ep_start, RecurrentState(pi_state, carry.state.vf))
     return rollout, new_carry, episodes

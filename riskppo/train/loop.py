@@ -22,6 +22,7 @@ from stable_baselines3.common.vec_env import VecEnv
 from riskppo import core
 from riskppo.adversarial.regularizer import sa_eps
 from riskppo.config import Config
+from riskppo.data.buffer import Rollout
 from riskppo.nn.critics import Critic
 from riskppo.nn.policy import RecurrentActorCritic, RecurrentState
 from riskppo.train.bc import BCSource, bc_inputs
@@ -142,7 +143,7 @@ def train_iteration(learner: Learner, state: TrainingState) -> tuple[TrainingSta
         episodes=state.episodes.extend(episodes),
         carry=dataclasses.replace(carry, state=RecurrentState(carry.state.pi, est.vf_state)),
     )
-    log = update_log(learner, new, est, metrics, lr, rollout.costs_fraction)
+    log = update_log(learner, new, est, metrics, lr, rollout)
     return new.replace(entropy=step_entropy(learner, ent, metrics)), log
 
 
@@ -162,7 +163,7 @@ def update_log(
     est: Estimates,
     m: UpdateMetrics,
     lr: float,
-    costs: torch.Tensor,
+    rollout: Rollout,
 ) -> UpdateLog:
     """The iteration's numbers (nothing is logged here)."""
     cfg, space = learner.cfg, learner.env.action_space
@@ -176,6 +177,7 @@ def update_log(
     if target is not None:
         ent = state.entropy
         floor = EntropyFloorLog(target, floor_coef(cfg, space, ent.floor), ent.floor.below)
+    costs = rollout.costs_fraction
     finite = costs[torch.isfinite(costs)]
     ep = state.episodes
     return UpdateLog(
@@ -198,7 +200,7 @@ def update_log(
         ep_rew_mean=float(np.mean(ep.returns)) if ep.returns else None,
         ep_len_mean=float(np.mean(ep.lengths)) if ep.lengths else None,
         costs_fraction=float(finite.mean()) if finite.numel() else None,
-        costs_nonfinite=int((~torch.isfinite(costs)).sum()),
+        costs_nonfinite=rollout.costs_nonfinite,
         vgs_factors=dict(learner.vgs.last_factors) if learner.vgs is not None else {},
     )
 

@@ -135,8 +135,8 @@ class UpdateLog:
     risk: RiskLog | None = None
     ep_rew_mean: float | None = None
     ep_len_mean: float | None = None
-    costs_fraction: float | None = None  # mean finite info["reward_costs_fraction"]
-    costs_nonfinite: int = 0  # non-finite entries among them
+    costs_fraction: float | None = None  # mean of the finite info["reward_costs_fraction"]
+    costs_nonfinite: int = 0  # entries reported but not finite (absent ones are not counted)
     vgs_factors: dict[str, float] = field(default_factory=dict)
 
     def critics_grad_ratio(self) -> float | None:
@@ -196,5 +196,5 @@ class UpdateLog:
             yield "rollout/ep_len_mean", self.ep_len_mean
         if self.costs_fraction is not None:
             yield "rollout/reward_costs_fraction", self.costs_fraction
-            if self.costs_nonfinite:
-                yield "warn/reward_costs_fraction_nonfinite", self.costs_nonfinite
+        if self.costs_nonfinite:
+            yield "warn/reward_costs_fraction_nonfinite", self.costs_nonfinite

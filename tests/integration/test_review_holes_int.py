@@ -200,23 +200,12 @@ def test_reward_costs_fraction_ignores_non_finite_entries_and_counts_them(tmp_pa
     assert m["warn/reward_costs_fraction_nonfinite"] == 16
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="real bug: when every reported entry is non-finite, finite_costs is empty and the "
-    "trainer records neither rollout/reward_costs_fraction nor the warn/ counter (it cannot "
-    "tell non-finite from absent: collect maps both to NaN)",
-)
 def test_all_non_finite_costs_are_still_counted(tmp_path):
     """SPEC R-MON: non-finite costs → NaN + ``warn/`` counter, also when no entry is finite."""
     m = _metrics_after_one_update(tmp_path, (math.nan, math.inf))
     assert m.get("warn/reward_costs_fraction_nonfinite") == 32
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="real bug: steps whose info has no reward_costs_fraction key are stored as NaN like "
-    "non-finite values and counted in warn/reward_costs_fraction_nonfinite",
-)
 def test_absent_costs_are_not_counted_as_non_finite(tmp_path):
     """An env that reports costs only at some steps (here every other step, all finite) gets the
     mean of what it reported and no non-finite warning."""
