@@ -5,6 +5,7 @@ an exploit copied from is usually gone by the end of the run. When the scheduler
 exploit it therefore first copies the source checkpoint into the PBT run directory::
 
     RUN_DIR/pbt/exploit_sources/r<round>-m<source>/   a verified copy, never pruned
+                                                      (Ray: <target>-from-<source>-<ckpt>/)
 
 and records that copy as the history line's ``source_checkpoint`` (the member's own path as
 ``source_original``) together with ``source_manifest_sha256``, the SHA-256 of its
@@ -26,14 +27,16 @@ from riskppo.train.checkpoint import CheckpointError, verify_checkpoint
 SOURCES = Path("pbt") / "exploit_sources"
 
 
-def archive_source(run_dir: Path, checkpoint: Path, round_: int, source: int) -> tuple[Path, str]:
-    """Copy the exploit source ``checkpoint`` to ``RUN_DIR/pbt/exploit_sources/r<round>-m<source>``
-    (once per round and source), verify the copy; returns it and its manifest SHA-256.
+def archive_source(run_dir: Path, checkpoint: Path, name: str) -> tuple[Path, str]:
+    """Copy the exploit source ``checkpoint`` to ``RUN_DIR/pbt/exploit_sources/<name>`` (once
+    per name: the local backend uses ``r<round>-m<source>``, Ray
+    ``<target>-from-<source>-<checkpoint>``), verify the copy; returns it and its manifest
+    SHA-256.
 
     Raises :class:`CheckpointError` when the source does not verify (the exploit is then not
     made). The copy goes through a temporary sibling renamed into place, so a half-written copy
     is never taken for a finished one."""
-    dest = run_dir / SOURCES / f"r{round_:03d}-m{source}"
+    dest = run_dir / SOURCES / name
     if not dest.is_dir():
         verify_checkpoint(checkpoint)
         tmp = dest.with_name(f".{dest.name}.tmp")

@@ -202,9 +202,8 @@ class PBTRun:
             if source.checkpoint is None:
                 continue
             try:
-                archived, digest = archive_source(
-                    self.run_dir, source.checkpoint, self.round, source.id
-                )
+                name = f"r{self.round:03d}-m{source.id}"
+                archived, digest = archive_source(self.run_dir, source.checkpoint, name)
             except (CheckpointError, OSError) as exc:
                 warnings.warn(f"PBT: no exploit of m{source.id}: {exc}", stacklevel=2)
                 continue

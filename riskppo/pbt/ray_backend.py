@@ -22,8 +22,15 @@ from pathlib import Path
 from typing import Any
 
 from riskppo.config import Config
+from riskppo.pbt.audit import archive_source
 from riskppo.pbt.local import append_jsonl, json_safe, n_rounds
-from riskppo.pbt.member import exploit, member_config, member_score, resolve_metric
+from riskppo.pbt.member import (
+    exploit,
+    manifest_sha256,
+    member_config,
+    member_score,
+    resolve_metric,
+)
 
 _WORST = -1e30  # Ray reports must be finite: a failed evaluation ranks last
 
@@ -106,7 +113,10 @@ def _exploit_from(
 ) -> None:
     old_file = mdir / "hyperparams.json"
     old = json.loads(old_file.read_text()) if old_file.is_file() else None
-    applied = exploit(model, ckpt_dir / "model", hp, model.config.pbt.optimizer_strategy)
+    name = f"{trial_id}-from-{info['trial_id']}-{Path(source_path).name}"
+    # a verified copy the history can point at after Ray prunes its checkpoints (R-PBT-5)
+    source, digest = archive_source(root, ckpt_dir / "model", name)
+    applied = exploit(model, source, hp, model.config.pbt.optimizer_strategy)
     after = model.save(mdir / "checkpoints" / f"exploit-{model.num_timesteps:012d}")
     append_jsonl(
         root / "pbt_history.jsonl",
@@ -118,8 +128,11 @@ def _exploit_from(
             "new_hyperparams": hp,
             "applied_lr": applied,
             "strategy": model.config.pbt.optimizer_strategy,
-            "source_checkpoint": source_path,
+            "source_checkpoint": str(source),
+            "source_original": source_path,
+            "source_manifest_sha256": digest,
             "checkpoint_after": str(after),
+            "checkpoint_after_sha256": manifest_sha256(after),
         },
     )
 

@@ -146,8 +146,8 @@ def test_failed_exploit_changes_nothing_and_every_exploit_verifies(tmp_path: Pat
     assert on_disk == {h["checkpoint_after"] for h in history}
     # the members' own source checkpoints were pruned; the archived copies verify
     assert not Path(history[0]["source_original"]).exists()
-    assert all(h["source_checkpoint"].startswith(str(run / "pbt/exploit_sources")) for h in history)
     assert assert_history_verifies(run) == 2
+    assert all(h["source_checkpoint"].startswith(str(run / "pbt/exploit_sources")) for h in history)
     assert (run / "pbt_summary.png").stat().st_size > 10_000
 
     # the audit notices a changed file and a swapped manifest
