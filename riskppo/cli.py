@@ -347,9 +347,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(message)s"
-    )
+    # riskppo's own log at INFO; other libraries' (matplotlib's font cache, ...) only from WARNING
+    level = logging.DEBUG if args.verbose else logging.WARNING
+    logging.basicConfig(level=level, format="%(levelname)s %(message)s")
+    logging.getLogger("riskppo").setLevel(min(level, logging.INFO))
     with warnings.catch_warnings():  # restored on return: library users keep Python's format
         warnings.showwarning = show_warning
         return run_command(args)
@@ -418,7 +419,7 @@ def user_error(exc: BaseException) -> str | None:
         what = f"{where}: {exc.strerror}" if where else str(exc.strerror or exc)
         return f"riskppo: {what}; {OS_ERROR_HINTS[exc.errno]}"
     if isinstance(exc, FileNotFoundError):  # riskppo's own, with its message
-        return f"riskppo: {exc}"
+        return f"riskppo: {exc}" + ("" if ";" in str(exc) else "; check the path")
     return None
 
 

@@ -73,7 +73,7 @@ from riskppo.evaluation.metrics import (
 from riskppo.evaluation.plots import save_plots
 from riskppo.evaluation.report import STRATEGY_LABELS, format_value, metric_rows, write_report
 from riskppo.train.checkpoint import CheckpointError
-from riskppo.train.rundir import latest_checkpoint
+from riskppo.train.rundir import latest_good_checkpoint
 from riskppo.train.trainer import DistributionalPPO
 
 __all__ = [
@@ -470,7 +470,7 @@ def backtest_run(
     sma_slow: int = 50,
     sma_allow_short: bool = False,
 ) -> BacktestArtifacts:
-    """Backtest the latest checkpoint of ``run_dir`` on ``split``; write the files listed in the
+    """Backtest the newest good checkpoint of ``run_dir`` on ``split``; write the files in the
     module docstring into ``out_dir`` (default ``RUN_DIR/backtest_<split>``).
 
     The agent is deterministic and the evaluation env has no randomness, so one run dir gives
@@ -478,7 +478,7 @@ def backtest_run(
     ``metrics.json`` files with :func:`~riskppo.evaluation.metrics.aggregate_metrics`.
     """
     run_dir = Path(run_dir)
-    ckpt = latest_checkpoint(run_dir)
+    ckpt = latest_good_checkpoint(run_dir)  # an older good one if the latest is bad
     model = DistributionalPPO.load(ckpt, rebuild_env=False)  # it makes its own eval envs
     try:
         result = backtest(

@@ -25,7 +25,7 @@ from typing import Any
 from riskppo.config import Config
 from riskppo.envs.factory import data_kwargs, data_label, trading_range
 from riskppo.envs.registration import TRADING_ID
-from riskppo.train.rundir import latest_checkpoint, open_run
+from riskppo.train.rundir import latest_good_checkpoint, open_run
 
 __all__ = ["evaluation_summary", "format_evaluation", "run_label", "write_evaluation"]
 
@@ -45,15 +45,15 @@ def _period(cfg: Config, split: str) -> dict[str, str]:
 
 
 def evaluation_summary(run_dir: Path, n_episodes: int = 10, split: str = "test") -> dict[str, Any]:
-    """Evaluate the latest checkpoint of ``run_dir`` over ``n_episodes`` episodes with the
+    """Evaluate the newest good checkpoint of ``run_dir`` over ``n_episodes`` episodes with the
     deterministic policy (trading: each episode runs the whole ``split`` period).
 
     Returns ``{run_dir, checkpoint, num_timesteps, env, split, period, episodes,
     deterministic, cvar_alpha, return: {mean, std, cvar, min, max}}``; returns are raw episode
     returns (sums of rewards), ``split`` and ``period`` are ``None`` for non-trading envs.
     """
-    ckpt = latest_checkpoint(run_dir)
-    with open_run(run_dir) as (cfg, model):
+    ckpt = latest_good_checkpoint(run_dir)  # an older good one if the latest is bad
+    with open_run(run_dir, ckpt) as (cfg, model):
         stats = model.evaluate(n_episodes=n_episodes, deterministic=True, part=split)
         steps = int(model.num_timesteps)
     trading = cfg.env.id == TRADING_ID

@@ -61,11 +61,19 @@ def latest_checkpoint(run_dir: Path) -> Path:
 
 def latest_good_checkpoint(run_dir: Path) -> Path:
     """The newest checkpoint that verifies (R-REL-3): ``latest`` first, then older ones, each
-    fallback announced with a warning naming what was wrong."""
+    fallback announced with a warning naming what was wrong (a ``latest`` pointer that names
+    no sibling checkpoint included). Used by ``--resume``, eval and backtest."""
+    if not run_dir.is_dir():
+        raise CheckpointError(
+            f"{run_dir}: no such run directory; pass a run directory written by `riskppo train`"
+        )
     ckpts = checkpoint_dir(run_dir)
     candidates: list[Path] = []
     if (ckpts / "latest").is_file():
-        candidates.append(latest_checkpoint(run_dir))
+        try:
+            candidates.append(latest_checkpoint(run_dir))
+        except CheckpointError as exc:
+            warnings.warn(f"ignoring the latest pointer: {exc}", stacklevel=2)
     older = sorted((p for p in ckpts.glob("ckpt-*") if p.is_dir()), reverse=True)
     candidates += [p for p in older if p not in candidates]
     for path in candidates:
@@ -76,7 +84,7 @@ def latest_good_checkpoint(run_dir: Path) -> Path:
             warnings.warn(f"skipping bad checkpoint: {exc}", stacklevel=2)
     raise CheckpointError(
         f"{run_dir}: no usable checkpoint in {ckpts}; pass a run directory written by "
-        "`riskppo train`, or start the run again without --resume"
+        "`riskppo train`, or train this one again (without --resume)"
     )
 
 
@@ -115,10 +123,14 @@ def drop_metrics_after(path: Path, step: int) -> int:
 
 
 @contextmanager
-def open_run(run_dir: Path) -> Iterator[tuple[Config, DistributionalPPO]]:
-    """The run's config and its latest checkpoint, loaded; closed on exit."""
+def open_run(
+    run_dir: Path, checkpoint: Path | None = None
+) -> Iterator[tuple[Config, DistributionalPPO]]:
+    """The run's config and ``checkpoint`` (default: its newest good one,
+    :func:`latest_good_checkpoint`), loaded; closed on exit."""
+    path = checkpoint if checkpoint is not None else latest_good_checkpoint(run_dir)
     cfg = Config.from_yaml(run_dir / "config.yaml")
-    model = DistributionalPPO.load(latest_checkpoint(run_dir), env=cfg.env.id)
+    model = DistributionalPPO.load(path, env=cfg.env.id)
     try:
         yield cfg, model
     finally:
