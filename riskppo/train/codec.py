@@ -83,11 +83,19 @@ def _dec(tpl: Any, x: Any, tensors: dict[str, Tensor], path: str, hint: Any, met
         if not isinstance(x, list) or not all(_is_number(v) for v in x):
             raise StateDecodeError(f"{path}: must be a list of numbers")
         return deque(x, maxlen=tpl.maxlen) if isinstance(tpl, deque) else tuple(x)
-    if tpl is None and hint is None:
+    if tpl is None and not _is_scalar_hint(hint):  # e.g. no risk state: the model has none
         if x is not None:
             raise StateDecodeError(f"{path}: saved with a value where this model has none")
         return None
     return _scalar(x, hint if hint is not None else type(tpl), path, meta)
+
+
+def _is_scalar_hint(hint: Any) -> bool:
+    """Whether a field's type hint admits only JSON scalars (e.g. ``int | None``)."""
+    if hint is None:
+        return False
+    allowed = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+    return all(a in _SCALARS for a in allowed)
 
 
 def _keys(x: Any, want: set[str], path: str) -> None:
