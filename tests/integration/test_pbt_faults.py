@@ -152,13 +152,14 @@ def test_failed_exploit_changes_nothing_and_every_exploit_verifies(tmp_path: Pat
 
     # the audit notices a changed file and a swapped manifest
     src = Path(history[0]["source_checkpoint"])
-    (src / "rng.safetensors").write_bytes(b"tampered")
+    tampered = sorted(json.loads((src / "manifest.json").read_text())["files"])[0]
+    (src / tampered).write_bytes(b"tampered")
     after = Path(history[1]["checkpoint_after"])
     manifest = json.loads((after / "manifest.json").read_text())
     (after / "manifest.json").write_text(json.dumps({**manifest, "riskppo_version": "x"}))
     report = verify_history(run)
     assert [r["ok"] for r in report] == [False, False]
-    assert "corrupted" in report[0]["problems"][0]
+    assert tampered in report[0]["problems"][0]
     assert "manifest SHA-256" in report[1]["problems"][0]
     with pytest.raises(CheckpointError, match="2 exploit"):
         assert_history_verifies(run)
