@@ -169,7 +169,10 @@ class ActionHead(nn.Module):
             )
 
     def forward(self, latent: Tensor) -> ActionDistribution:
-        out = self.net(latent)
+        return self.distribution(self.net(latent), latent)
+
+    def distribution(self, out: Tensor, latent: Tensor) -> ActionDistribution:
+        """The distribution from the output layer's ``out`` (``net(latent)``) and ``latent``."""
         if self.kind == "discrete":
             return CategoricalDist(out)
         if self.kind == "multidiscrete":

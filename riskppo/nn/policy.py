@@ -13,7 +13,7 @@ nothing is kept on the module. ``lstm_sharing``:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import NamedTuple, cast
 
 import numpy as np
@@ -23,9 +23,14 @@ from torch import Tensor, nn
 
 from riskppo.config import PolicyConfig
 from riskppo.nn.distributions import ActionDistribution, ActionHead
-from riskppo.nn.recurrent import LSTMState, MaskedLSTM, run_lstms
+from riskppo.nn.recurrent import LSTMState, MaskedLSTM, fused_lstm_step, run_lstms
 
 _ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "gelu": nn.GELU}
+# the same activations without a module call (the rollout step)
+_FUNCTIONAL: dict[type[nn.Module], Callable[[Tensor], Tensor]] = {
+    nn.Tanh: torch.tanh,
+    nn.ReLU: torch.relu,
+}
 
 
 class RecurrentState(NamedTuple):
@@ -47,6 +52,43 @@ class ActStep(NamedTuple):
     # [B, H] what the critics read from the actor (its LSTM output) when they share its LSTM
     # (lstm_sharing='all'); None otherwise. Pass it back to critic_step / critic_sequence.
     critic_input: Tensor | None
+
+
+class RolloutActor:
+    """The actor's step with its weights taken once (R-ALG-15): the LSTM as one matmul per layer
+    (:func:`~riskppo.nn.recurrent.fused_lstm_step`), the MLP as ``addmm`` + activation without
+    module calls. Equal to the module path (the MLP and head bit for bit, the LSTM to float
+    rounding). Valid while the weights do not change: build one per rollout."""
+
+    def __init__(self, policy: RecurrentActorCritic) -> None:
+        self.lstm = policy.actor_lstm.step_weights()
+        self.mlp: list[tuple[Tensor, Tensor] | Callable[[Tensor], Tensor]] = [
+            (m.weight.t(), m.bias) if isinstance(m, nn.Linear) else _FUNCTIONAL.get(type(m), m)
+            for m in policy.actor_mlp
+        ]
+        self.head = policy.action_head
+        self.net = (self.head.net.weight.t(), self.head.net.bias)
+        self.critics_read_actor = policy._critics_read_actor
+
+    def act(
+        self,
+        obs: Tensor,
+        pi_state: LSTMState,
+        episode_start: Tensor | np.ndarray,
+        *,
+        deterministic: bool = False,
+        generator: torch.Generator | None = None,
+    ) -> ActStep:
+        """One step for ``B`` envs (:meth:`RecurrentActorCritic.act`); a NumPy ``episode_start``
+        decides the reset without a tensor op."""
+        latent, new_state = fused_lstm_step(self.lstm, obs, pi_state, episode_start)
+        x = latent
+        for layer in self.mlp:
+            x = torch.addmm(layer[1], x, layer[0]) if isinstance(layer, tuple) else layer(x)
+        dist = self.head.distribution(torch.addmm(self.net[1], x, self.net[0]), x)
+        actions = dist.mode() if deterministic else dist.sample(generator)
+        critic_input = latent if self.critics_read_actor else None
+        return ActStep(actions, dist.log_prob(actions), new_state, critic_input)
 
 
 def mlp(in_dim: int, sizes: list[int], activation: str) -> tuple[nn.Sequential, int]:
@@ -184,11 +226,13 @@ class RecurrentActorCritic(nn.Module):
         generator: torch.Generator | None = None,
     ) -> ActStep:
         """One step for ``B`` envs: ``obs`` ``[B, D]``, ``episode_start`` ``[B]``."""
-        latent, new_state = self.actor_lstm.step(obs, pi_state, episode_start)
-        dist = self.action_head(self.actor_mlp(latent))
-        actions = dist.mode() if deterministic else dist.sample(generator)
-        critic_input = latent if self._critics_read_actor else None
-        return ActStep(actions, dist.log_prob(actions), new_state, critic_input)
+        return self.rollout_actor().act(
+            obs, pi_state, episode_start, deterministic=deterministic, generator=generator
+        )
+
+    def rollout_actor(self) -> RolloutActor:
+        """A snapshot of the actor for a step loop with fixed weights (a rollout)."""
+        return RolloutActor(self)
 
     def actor_sequence(
         self, obs: Tensor, episode_starts: Tensor, pi_state: LSTMState

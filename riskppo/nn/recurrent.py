@@ -13,10 +13,11 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
-from riskppo.nn.lstm_kernel import masked_lstm_recurrence
+from riskppo.nn.lstm_kernel import _gate_scale, masked_lstm_recurrence
 
 
 class LSTMState(NamedTuple):
@@ -82,24 +83,70 @@ class MaskedLSTM(nn.Module):
         """Run the sequence and return ``(out, final_state, captured)`` (see :func:`run_lstms`)."""
         return run_lstms([self], x, [state], episode_starts, capture)[0]
 
-    def step(self, x: Tensor, state: LSTMState, episode_start: Tensor) -> tuple[Tensor, LSTMState]:
+    def step_weights(self) -> list[tuple[Tensor, Tensor]]:
+        """Per layer ``(W [in + H, 4H], b [4H])`` for :func:`fused_lstm_step`: ``[W_ih, W_hh]ᵀ``
+        stacked so one matmul covers input and state, both biases summed, the ``g`` gate doubled
+        (``tanh(z) = 2σ(2z) − 1``: one ``sigmoid`` for all gates, as in the sequence kernel).
+
+        A snapshot: take it once per rollout (the weights do not change during one)."""
+        scale = None
+        out = []
+        for layer in range(self.n_layers):
+            w_ih, w_hh, bias = self.layer_params(layer)
+            if scale is None:
+                scale = _gate_scale(bias, self.hidden_size)
+            w = torch.cat([w_ih, w_hh], dim=1).T * scale
+            out.append((w.contiguous(), bias * scale))
+        return out
+
+    def step(
+        self,
+        x: Tensor,
+        state: LSTMState,
+        episode_start: Tensor | np.ndarray,
+        weights: list[tuple[Tensor, Tensor]] | None = None,
+    ) -> tuple[Tensor, LSTMState]:
         """One step for a batch: ``x`` ``[B, in]``, ``episode_start`` ``[B]`` → ``[B, H]``.
 
-        The rollout hot path: PyTorch's fused ``lstm_cell`` per layer (same gate equations as
-        the sequence kernel; results agree to float rounding).
+        The rollout hot path (:func:`fused_lstm_step`): one matmul per layer, the same gate
+        equations as the sequence kernel (results agree to float rounding). ``weights``: a
+        :meth:`step_weights` snapshot (taken now if not given); a NumPy ``episode_start``
+        decides the reset without a tensor op.
         """
-        h0, c0 = state.reset(episode_start) if bool(episode_start.any()) else state
-        hs, cs = [], []
-        inp = x
-        for layer in range(self.n_layers):
-            w_ih, w_hh = getattr(self, f"weight_ih_l{layer}"), getattr(self, f"weight_hh_l{layer}")
-            b_ih, b_hh = getattr(self, f"bias_ih_l{layer}"), getattr(self, f"bias_hh_l{layer}")
-            inp, c = torch.lstm_cell(inp, (h0[layer], c0[layer]), w_ih, w_hh, b_ih, b_hh)
-            hs.append(inp)
-            cs.append(c)
-        if self.n_layers == 1:  # a view instead of a one-element stack (the rollout hot path)
-            return inp, LSTMState(inp.unsqueeze(0), cs[0].unsqueeze(0))
-        return inp, LSTMState(torch.stack(hs), torch.stack(cs))
+        return fused_lstm_step(
+            self.step_weights() if weights is None else weights, x, state, episode_start
+        )
+
+
+def fused_lstm_step(
+    weights: list[tuple[Tensor, Tensor]],
+    x: Tensor,
+    state: LSTMState,
+    episode_start: Tensor | np.ndarray,
+) -> tuple[Tensor, LSTMState]:
+    """One LSTM step from :meth:`MaskedLSTM.step_weights`: per layer ``z = [x, h] W + b`` (one
+    ``addmm``), ``σ`` in place over all four gates, then the cell update of the sequence kernel
+    (``c = (f ⊙ c' − i) + 2 i ⊙ s``, ``h = o ⊙ tanh c``). ``state`` is never modified."""
+    if isinstance(episode_start, np.ndarray):
+        reset = bool(episode_start.any())
+        mask = torch.from_numpy(episode_start).to(x.device) if reset else None
+    else:
+        reset = bool(episode_start.any())
+        mask = episode_start if reset else None
+    h0, c0 = state.reset(mask) if mask is not None else state
+    H = h0.shape[-1]
+    hs, cs = [], []
+    inp = x
+    for layer, (w, b) in enumerate(weights):
+        z = torch.addmm(b, torch.cat([inp, h0[layer]], dim=1), w).sigmoid_()
+        i, f, s, o = z.split(H, dim=1)
+        c = torch.mul(f, c0[layer]).sub_(i).addcmul_(i, s, value=2.0)
+        inp = torch.mul(o, torch.tanh(c))
+        hs.append(inp)
+        cs.append(c)
+    if len(weights) == 1:  # a view instead of a one-element stack (the rollout hot path)
+        return inp, LSTMState(inp.unsqueeze(0), cs[0].unsqueeze(0))
+    return inp, LSTMState(torch.stack(hs), torch.stack(cs))
 
 
 def run_lstms(

@@ -64,9 +64,10 @@ def collect_rollout(
     N, D = carry.obs.shape
     space = venv.action_space
     obs_buf = torch.empty(n_steps, N, D, device=device)
+    obs_buf[0] = carry.obs
     act_buf: list[torch.Tensor] = []
     logp_buf = torch.empty(n_steps, N, device=device)
-    starts = torch.empty(n_steps, N, dtype=torch.bool, device=device)
+    starts = np.empty((n_steps, N), dtype=bool)
     rewards = np.empty((n_steps, N), dtype=np.float32)
     dones = np.empty((n_steps, N), dtype=bool)
     truncs = np.zeros((n_steps, N), dtype=bool)
@@ -79,14 +80,16 @@ def collect_rollout(
     pi_chunks: list[LSTMState] = []
     episodes = EpisodeStats()
 
-    obs, ep_start, pi_state = carry.obs, carry.episode_start, carry.state.pi
+    obs, pi_state = carry.obs, carry.state.pi
+    # episode starts as NumPy: resets are decided without tensor ops (R-ALG-15)
+    ep_start: np.ndarray = carry.episode_start.cpu().numpy().astype(bool)
     with torch.inference_mode():
+        actor = policy.rollout_actor()  # weights taken once for the whole rollout
         for t in range(n_steps):
             if t % chunk_len == 0:
                 pi_chunks.append(pi_state)
-            step = policy.act(obs, pi_state, ep_start, generator=generator)
+            step = actor.act(obs, pi_state, ep_start, generator=generator)
             next_obs, rew, done, infos = venv.step(env_actions(step.actions, space))
-            obs_buf[t] = obs
             act_buf.append(step.actions)
             logp_buf[t] = step.log_prob
             starts[t] = ep_start
@@ -109,11 +112,16 @@ def collect_rollout(
                 if c is not None:
                     costs[t, i] = _finite_or_nan(c)
                     n_bad_costs += int(math.isnan(costs[t, i]))
-            obs = obs_tensor(next_obs, device)
-            ep_start = torch.as_tensor(done, device=device)
+            if t + 1 < n_steps:  # the next observation straight into the buffer
+                obs_buf[t + 1] = torch.as_tensor(np.asarray(next_obs, np.float32).reshape(N, D))
+                obs = obs_buf[t + 1]
+            else:
+                obs = obs_tensor(next_obs, device)
+            ep_start = np.asarray(done, dtype=bool)
             pi_state = step.pi_state
 
     done_t = torch.as_tensor(dones, device=device)
+    last_start = torch.as_tensor(ep_start, device=device)
     trunc_t = torch.as_tensor(truncs, device=device)
     rollout = Rollout(
         obs=obs_buf,
@@ -122,7 +130,7 @@ def collect_rollout(
         rewards=torch.as_tensor(rewards, device=device),
         terminated=done_t & ~trunc_t,
         truncated=trunc_t,
-        episode_starts=starts,
+        episode_starts=torch.as_tensor(starts, device=device),
         start_state=carry.state,
         pi_chunk_states=pi_chunks,
         final_obs=obs_tensor(np.stack(final_obs), device)
@@ -132,12 +140,12 @@ def collect_rollout(
         final_pi_state=cat_states(final_pi) if final_pi else None,
         actor_latent=torch.stack(critic_inputs) if critic_inputs else None,
         last_obs=obs,
-        last_episode_start=ep_start,
+        last_episode_start=last_start,
         last_pi_state=pi_state,
         costs_fraction=torch.as_tensor(costs, device=device),
         costs_nonfinite=n_bad_costs,
     )
-    new_carry = CollectorState(obs, ep_start, RecurrentState(pi_state, carry.state.vf))
+    new_carry = CollectorState(obs, last_start, RecurrentState(pi_state, carry.state.vf))
     return rollout, new_carry, episodes
 
 

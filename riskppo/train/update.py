@@ -10,8 +10,7 @@ variance gradient scaler, gradient clipping at ``max_grad_norm`` (R-ALG-14) and 
 
 from __future__ import annotations
 
-import math
-from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,9 +62,17 @@ class UpdateContext:
     # non-finite skips in a row carried in from the previous updates (``UpdateMetrics``)
     consecutive_skips: int = 0
     groups: dict[str, list[nn.Parameter]] = field(default_factory=dict)
+    # id(parameter) → index of its group in ``groups`` (parameters of no group: absent)
+    group_index: dict[int, int] = field(default_factory=dict)
+    # the minibatch loss: :func:`minibatch_loss` (None) or a compiled equivalent
+    # (:mod:`riskppo.train.compiled`)
+    loss_fn: Callable[[UpdateContext, ChunkBatch], tuple[Tensor, dict[str, Tensor], int]] | None = (
+        None
+    )
 
     def __post_init__(self) -> None:
         self.groups = param_groups(self.policy)
+        self.group_index = {id(q): i for i, ps in enumerate(self.groups.values()) for q in ps}
 
 
 def group_grad_norms(groups: dict[str, list[nn.Parameter]]) -> dict[str, float]:
@@ -180,6 +187,34 @@ def split_micro(mb: ChunkBatch, n: int) -> list[ChunkBatch]:
     return [mb.select(i) for i in idx]
 
 
+@dataclass
+class MinibatchStats:
+    """One applied minibatch's numbers as one tensor (``names[i]`` ↔ ``values[i]``): kept on the
+    device until the update ends, so a minibatch costs no host sync for its logging."""
+
+    names: list[str]
+    values: Tensor
+
+    def as_dict(self) -> dict[str, float]:
+        return dict(zip(self.names, self.values.tolist()))
+
+
+def _grad_norms(
+    ctx: UpdateContext, grads: list[Tensor], params: list[nn.Parameter]
+) -> tuple[Tensor, Tensor]:
+    """``(total L2 norm, per-group L2 norms [len(groups)])`` of the gradients from one fused
+    ``_foreach_norm``: the total as :func:`total_grad_norm`, the groups as
+    :func:`group_grad_norms` (float64), without a second pass or a host sync."""
+    norms = torch.stack(torch._foreach_norm(grads))
+    total = torch.linalg.vector_norm(norms)
+    owner_of = ctx.group_index
+    n_groups = len(ctx.groups)
+    owner = torch.tensor([owner_of.get(id(q), n_groups) for q in params], device=norms.device)
+    n2 = norms.double()
+    sq = n2.new_zeros(n_groups + 1).index_add_(0, owner, n2 * n2)
+    return total, sq[:n_groups].sqrt()
+
+
 def apply_minibatch(
     ctx: UpdateContext, mb: ChunkBatch, m: UpdateMetrics
 ) -> dict[str, float] | None:
@@ -188,57 +223,77 @@ def apply_minibatch(
     ``None`` = not applied: skipped for non-finite values, or (``m.early_stop_kl`` set) its KL
     exceeds ``target_kl``.
     """
+    out = _apply_minibatch(ctx, mb, m)
+    return None if out is None else out.as_dict()
+
+
+def _apply_minibatch(ctx: UpdateContext, mb: ChunkBatch, m: UpdateMetrics) -> MinibatchStats | None:
+    """:func:`apply_minibatch` with its numbers left as one tensor (:class:`MinibatchStats`)."""
     cfg, policy = ctx.cfg, ctx.policy
     ctx.optimizer.zero_grad(set_to_none=True)
-    stats_sum: dict[str, Tensor] = defaultdict(lambda: torch.zeros(()))
     total = mb.n_samples
     nonfinite = 0
-    loss_value = 0.0
+    loss_sum: Tensor | None = None
+    stats_sum: Tensor | None = None
+    names: list[str] = []
+    loss_fn = ctx.loss_fn or minibatch_loss
     for micro in split_micro(mb, cfg.ppo.grad_accum_steps):
-        loss, stats, n_bad = minibatch_loss(ctx, micro)
+        loss, stats, n_bad = loss_fn(ctx, micro)
         nonfinite += n_bad
         if n_bad:
             break
         share = micro.n_samples / total  # R-ALG-13: weight by the share of samples
         (loss * share).backward()
-        loss_value += float(loss.detach()) * share
-        for k, v in stats.items():
-            stats_sum[k] = stats_sum[k] + v * share
+        names = list(stats)
+        vec = torch.stack([loss.detach(), *stats.values()]) * share
+        stats_sum = vec if stats_sum is None else stats_sum + vec
+        loss_sum = stats_sum[0]
     if nonfinite:
         m.n_skipped_nonfinite_ratio += 1
         _skip(ctx, m)
         return None
-    grads: list[Tensor] = [q.grad for q in policy.parameters() if q.grad is not None]
+    assert stats_sum is not None and loss_sum is not None
+    params = [q for q in policy.parameters() if q.grad is not None]
+    grads: list[Tensor] = [q.grad for q in params]  # type: ignore[misc]
     # R-REL-6: check before the VGS sees the gradients, so its statistics are never polluted.
-    pre_norm = total_grad_norm(grads)
-    if not math.isfinite(loss_value) or not torch.isfinite(pre_norm):
+    pre_norm, group_norms = _grad_norms(ctx, grads, params)
+    if not bool(torch.isfinite(loss_sum) & torch.isfinite(pre_norm)):
         m.n_skipped_nonfinite_loss += 1
         _skip(ctx, m)
         return None
-    out = {k: float(v) for k, v in stats_sum.items()}
     # R-ALG-11 (like SB3): the minibatch whose k3 KL estimate — measured before its step, on
     # the parameters the previous minibatches left — exceeds target_kl (factor 1) is not applied;
     # the caller stops the epoch loop. Checked before the VGS sees the gradients.
     target_kl = cfg.ppo.target_kl
-    if target_kl is not None and out["approx_kl_k3"] > target_kl:
-        ctx.optimizer.zero_grad(set_to_none=True)
-        m.early_stop_kl = out["approx_kl_k3"]
-        return None
+    if target_kl is not None:
+        kl = float(stats_sum[1 + names.index("approx_kl_k3")])
+        if kl > target_kl:
+            ctx.optimizer.zero_grad(set_to_none=True)
+            m.early_stop_kl = kl
+            return None
     ctx.consecutive_skips = 0
-    out["loss"] = loss_value
-    m.max_loss = max(m.max_loss, abs(loss_value))
     if ctx.vgs is not None:
         ctx.vgs.scale_()  # R-OPT-2: before clipping, so clipping still bounds the final norm
-        pre_norm = total_grad_norm(grads)
-    for group, norm in group_grad_norms(ctx.groups).items():
-        out[f"{group}_grad_norm"] = norm
+        pre_norm, group_norms = _grad_norms(ctx, grads, params)
     # R-ALG-14: clip the (scaled) gradients at max_grad_norm; optimizer step afterwards.
     coef = (cfg.ppo.max_grad_norm / (pre_norm + 1e-6)).clamp(max=1.0)
     torch._foreach_mul_(grads, coef)
-    out["grad_norm_pre_clip"] = float(pre_norm)
-    out["grad_norm_post_clip"] = float(pre_norm * coef)
+    values = torch.cat(
+        [
+            stats_sum.to(group_norms.dtype),
+            group_norms,
+            torch.stack([pre_norm, pre_norm * coef]).to(group_norms.dtype),
+        ]
+    )
     ctx.optimizer.step()
-    return out
+    names = [
+        "loss",
+        *names,
+        *(f"{g}_grad_norm" for g in ctx.groups),
+        "grad_norm_pre_clip",
+        "grad_norm_post_clip",
+    ]
+    return MinibatchStats(names, values)
 
 
 def _skip(ctx: UpdateContext, m: UpdateMetrics) -> None:
@@ -258,21 +313,23 @@ def ppo_update(ctx: UpdateContext, data: ChunkBatch) -> UpdateMetrics:
     chunk_len = data.obs.shape[0]
     chunks_per_batch = p.batch_size // chunk_len
     m = UpdateMetrics()
-    sums: dict[str, float] = defaultdict(float)
+    applied: list[MinibatchStats] = []
     for epoch in range(p.n_epochs):
         for mb in data.minibatches(chunks_per_batch, ctx.generator):
-            stats = apply_minibatch(ctx, mb, m)
+            stats = _apply_minibatch(ctx, mb, m)
             if m.early_stop_kl is not None:  # R-ALG-11: KL above target_kl, not applied
                 m.early_stop_epoch = epoch
                 break
             if stats is None:  # skipped: non-finite values
                 continue
             m.n_applied += 1
-            for k, v in stats.items():
-                sums[k] += v
+            applied.append(stats)
         if m.early_stop_epoch is not None:
             break
-    if m.n_applied:
-        m.means = {k: v / m.n_applied for k, v in sums.items()}
+    if applied:  # one host sync for the whole update
+        table = torch.stack([a.values for a in applied])
+        names = applied[0].names
+        m.means = dict(zip(names, (table.sum(0) / len(applied)).tolist()))
+        m.max_loss = float(table[:, names.index("loss")].abs().max())
     m.consecutive_skips = ctx.consecutive_skips
     return m
