@@ -236,32 +236,16 @@ def backtest(
     does not enter). Raises ``ValueError`` if the model was not trained on the trading env.
     """
     cfg = model.config
-    if cfg.env.id != TRADING_ID:
-        raise ValueError(f"backtest needs a model trained on {TRADING_ID!r}, not {cfg.env.id!r}")
-    if part not in SPLIT_PARTS:
-        raise ValueError(f"part must be one of {SPLIT_PARTS}, got {part!r}")
+    _check_backtestable(cfg, part)
     factory = _eval_env_factory(cfg, part)
     env = factory(**cfg.env.kwargs)  # the agent's env, without observation normalisation
     close = env.df["close"]
     agent_frame, obs_seq, bootstrap = _run_agent(model, factory, part, close, agent or model)
     first_bar, last_bar = env.trading_range
-    policies: dict[str, Policy] = {
-        "buy_and_hold": buy_and_hold_policy(),
-        "vol_target_buy_and_hold": buy_and_hold_policy(),
-        "sma_crossover": sma_crossover_policy(
-            close, sma_fast, sma_slow, allow_short=sma_allow_short
-        ),
-    }
-    frames = {"agent": agent_frame}
+    sma = {"fast": sma_fast, "slow": sma_slow, "allow_short": sma_allow_short}
     baseline_envs = {s: factory(**_with_sizing(cfg.env.kwargs, s)) for s in ("none", "vol_target")}
-    for name, policy in policies.items():
-        frames[name] = _run_baseline(baseline_envs[BASELINE_SIZING[name]], policy, first_bar)
-    for name, frame in frames.items():
-        if not frame.index.equals(agent_frame.index):
-            raise RuntimeError(  # e.g. the agent was ruined (ruin_equity) and stopped early
-                f"{name} ran over bars {frame.index[0]}..{frame.index[-1]} but the agent over "
-                f"{agent_frame.index[0]}..{agent_frame.index[-1]}"
-            )
+    frames = {"agent": agent_frame, **_run_baselines(baseline_envs, close, first_bar, sma)}
+    _check_same_bars(frames, agent_frame)
     start = pd.Timestamp(env.df.index[first_bar])
     decision_index = pd.DatetimeIndex([start, *agent_frame.index[:-1]], name="timestamp")
     critic = _critic_forecast(
@@ -272,12 +256,73 @@ def backtest(
         decision_index,
         reward_scale=env.reward_scale,
     )
-    bpy = env.bars_per_year
-    metrics = {
+    return BacktestResult(
+        part=part,
+        dataset=data_label(cfg.data.dataset, cfg.data.path),
+        start=start,
+        end=pd.Timestamp(env.df.index[last_bar]),
+        bars_per_year=env.bars_per_year,
+        frames=frames,
+        metrics=_all_metrics(frames, cfg, env.bars_per_year, flat_threshold),
+        critic=critic,
+        cvar_alpha=cfg.risk.cvar_alpha,
+        gamma=cfg.ppo.gamma,
+        env_settings=_env_settings(env, baseline_envs["vol_target"], float(close.iloc[first_bar])),
+        config=cfg,
+        num_timesteps=int(model.num_timesteps),
+        sma=sma,
+        flat_threshold=flat_threshold,
+    )
+
+
+def _check_backtestable(cfg: Config, part: str) -> None:
+    """Raise ``ValueError`` unless ``cfg`` trained on the trading env and ``part`` is a split."""
+    if cfg.env.id != TRADING_ID:
+        raise ValueError(f"backtest needs a model trained on {TRADING_ID!r}, not {cfg.env.id!r}")
+    if part not in SPLIT_PARTS:
+        raise ValueError(f"part must be one of {SPLIT_PARTS}, got {part!r}")
+
+
+def _run_baselines(
+    baseline_envs: dict[str, TradingEnv],
+    close: pd.Series,
+    first_bar: int,
+    sma: dict[str, Any],
+) -> dict[str, pd.DataFrame]:
+    """Strategy frame of each baseline, run in the env of its :data:`BASELINE_SIZING` from the
+    agent's first decision bar ``first_bar``; ``sma`` holds ``fast``, ``slow``, ``allow_short``."""
+    policies: dict[str, Policy] = {
+        "buy_and_hold": buy_and_hold_policy(),
+        "vol_target_buy_and_hold": buy_and_hold_policy(),
+        "sma_crossover": sma_crossover_policy(
+            close, sma["fast"], sma["slow"], allow_short=sma["allow_short"]
+        ),
+    }
+    return {
+        name: _run_baseline(baseline_envs[BASELINE_SIZING[name]], policy, first_bar)
+        for name, policy in policies.items()
+    }
+
+
+def _check_same_bars(frames: dict[str, pd.DataFrame], agent_frame: pd.DataFrame) -> None:
+    """Raise ``RuntimeError`` if a strategy ran over other bars than the agent."""
+    for name, frame in frames.items():
+        if not frame.index.equals(agent_frame.index):
+            raise RuntimeError(  # e.g. the agent was ruined (ruin_equity) and stopped early
+                f"{name} ran over bars {frame.index[0]}..{frame.index[-1]} but the agent over "
+                f"{agent_frame.index[0]}..{agent_frame.index[-1]}"
+            )
+
+
+def _all_metrics(
+    frames: dict[str, pd.DataFrame], cfg: Config, bars_per_year: float, flat_threshold: float
+) -> dict[str, StrategyMetrics]:
+    """strategy → :class:`StrategyMetrics` of its net log returns and positions."""
+    return {
         name: strategy_metrics(
             f["log_return"],
             f["position"],
-            bars_per_year=bpy,
+            bars_per_year=bars_per_year,
             cvar_alpha=cfg.risk.cvar_alpha,
             cvar_horizon=cfg.risk.cvar_horizon,
             cvar_limit=cfg.risk.cvar_limit,
@@ -285,36 +330,24 @@ def backtest(
         )
         for name, f in frames.items()
     }
-    sized = baseline_envs["vol_target"]
-    return BacktestResult(
-        part=part,
-        dataset=data_label(cfg.data.dataset, cfg.data.path),
-        start=start,
-        end=pd.Timestamp(env.df.index[last_bar]),
-        bars_per_year=bpy,
-        frames=frames,
-        metrics=metrics,
-        critic=critic,
-        cvar_alpha=cfg.risk.cvar_alpha,
-        gamma=cfg.ppo.gamma,
-        env_settings={
-            "fee": env.fee,
-            "borrow_rate": env.borrow_rate,
-            "positions": list(env.positions) if not env.continuous else "continuous [-1, 1]",
-            "window": env.window,
-            "reward_scale": env.reward_scale,
-            "bars_per_year": bpy,
-            "agent_sizing": env.sizing,
-            "vol_target": sized.vol_target,
-            "vol_span": sized.vol_span,
-            "max_leverage": sized.max_leverage,
-            "start_close": float(close.iloc[first_bar]),
-        },
-        config=cfg,
-        num_timesteps=int(model.num_timesteps),
-        sma={"fast": sma_fast, "slow": sma_slow, "allow_short": sma_allow_short},
-        flat_threshold=flat_threshold,
-    )
+
+
+def _env_settings(env: TradingEnv, sized: TradingEnv, start_close: float) -> dict[str, Any]:
+    """Costs and settings of the agent's ``env`` and the vol-targeted baseline's ``sized`` env;
+    ``start_close`` is the close at the first decision bar."""
+    return {
+        "fee": env.fee,
+        "borrow_rate": env.borrow_rate,
+        "positions": list(env.positions) if not env.continuous else "continuous [-1, 1]",
+        "window": env.window,
+        "reward_scale": env.reward_scale,
+        "bars_per_year": env.bars_per_year,
+        "agent_sizing": env.sizing,
+        "vol_target": sized.vol_target,
+        "vol_span": sized.vol_span,
+        "max_leverage": sized.max_leverage,
+        "start_close": start_close,
+    }
 
 
 def _with_sizing(kwargs: dict[str, Any], sizing: str) -> dict[str, Any]:
