@@ -200,43 +200,17 @@ def strategy_metrics(
     if not (math.isfinite(bars_per_year) and bars_per_year > 0):
         raise ValueError(f"bars_per_year={bars_per_year!r} must be finite and > 0")
     horizon = DEFAULT_CVAR_HORIZON if cvar_horizon is None else int(cvar_horizon)
-    lr = _as_array(log_returns, "log_returns")
-    pos = _as_array(positions, "positions")
-    if lr.shape != pos.shape:
-        raise ValueError(
-            f"log_returns ({lr.shape[0]} bars) and positions ({pos.shape[0]} bars) differ in length"
-        )
-    if (
-        isinstance(log_returns, pd.Series)
-        and isinstance(positions, pd.Series)
-        and not log_returns.index.equals(positions.index)
-    ):
-        raise ValueError("log_returns and positions must share the same index")
+    lr, pos = _checked_inputs(log_returns, positions)
     n = lr.shape[0]
-    simple = np.expm1(lr)
     ann = float(bars_per_year)
     dpos = np.abs(np.diff(pos, prepend=0.0))
     in_market = np.abs(pos) >= IN_MARKET_EXPOSURE
     share = float(in_market.mean()) if n else None
     hcvar = horizon_cvar(lr, cvar_alpha, horizon)
     limit_met = None if cvar_limit is None or hcvar is None else bool(hcvar >= cvar_limit)
-
-    def metric(fn: Any, *args: Any, **kwargs: Any) -> float | None:
-        if n == 0:
-            return None
-        with np.errstate(all="ignore"):
-            return _finite_or_none(fn(simple, *args, **kwargs))
-
     log_total = float(lr.sum())
     return StrategyMetrics(
-        annual_return=metric(empyrical.annual_return, annualization=ann),
-        annual_volatility=metric(empyrical.annual_volatility, annualization=ann),
-        sharpe=metric(empyrical.sharpe_ratio, annualization=ann),
-        sortino=metric(empyrical.sortino_ratio, annualization=ann),
-        max_drawdown=metric(empyrical.max_drawdown),
-        calmar=metric(empyrical.calmar_ratio, annualization=ann),
-        cvar_95=metric(empyrical.conditional_value_at_risk, cutoff=0.05),
-        var_95=metric(empyrical.value_at_risk, cutoff=0.05),
+        **_return_stats(lr, ann),
         turnover=_finite_or_none(dpos.mean() * ann) if n else None,
         hit_rate=(_finite_or_none(np.mean(lr[in_market] > 0.0)) if in_market.any() else None),
         n_bars=int(n),
@@ -251,6 +225,47 @@ def strategy_metrics(
         cvar_limit_met=limit_met,
         flat=share is None or share < flat_threshold,
     )
+
+
+def _checked_inputs(log_returns: pd.Series, positions: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """``(log_returns, positions)`` as finite float64 ``[n]`` arrays of equal length (and equal
+    index when both are Series); ``ValueError`` otherwise."""
+    lr = _as_array(log_returns, "log_returns")
+    pos = _as_array(positions, "positions")
+    if lr.shape != pos.shape:
+        raise ValueError(
+            f"log_returns ({lr.shape[0]} bars) and positions ({pos.shape[0]} bars) differ in length"
+        )
+    if (
+        isinstance(log_returns, pd.Series)
+        and isinstance(positions, pd.Series)
+        and not log_returns.index.equals(positions.index)
+    ):
+        raise ValueError("log_returns and positions must share the same index")
+    return lr, pos
+
+
+def _return_stats(lr: np.ndarray, ann: float) -> dict[str, float | None]:
+    """The empyrical statistics of the simple returns ``expm1(lr)`` (``[n]`` net log returns),
+    annualised with ``ann`` bars a year; all ``None`` when ``n == 0``."""
+    simple = np.expm1(lr)
+
+    def metric(fn: Any, *args: Any, **kwargs: Any) -> float | None:
+        if len(lr) == 0:
+            return None
+        with np.errstate(all="ignore"):
+            return _finite_or_none(fn(simple, *args, **kwargs))
+
+    return {
+        "annual_return": metric(empyrical.annual_return, annualization=ann),
+        "annual_volatility": metric(empyrical.annual_volatility, annualization=ann),
+        "sharpe": metric(empyrical.sharpe_ratio, annualization=ann),
+        "sortino": metric(empyrical.sortino_ratio, annualization=ann),
+        "max_drawdown": metric(empyrical.max_drawdown),
+        "calmar": metric(empyrical.calmar_ratio, annualization=ann),
+        "cvar_95": metric(empyrical.conditional_value_at_risk, cutoff=0.05),
+        "var_95": metric(empyrical.value_at_risk, cutoff=0.05),
+    }
 
 
 def dumps_metrics(metrics: Mapping[str, StrategyMetrics | Mapping[str, Any]]) -> str:
