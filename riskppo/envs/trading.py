@@ -144,10 +144,7 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
             ruin_equity=ruin_equity,
         )
         self._positions: tuple[float, ...] = _action_positions(continuous, positions)
-        _require(
-            isinstance(sizing, str) and sizing in SIZINGS, "sizing", sizing, f"one of {SIZINGS}"
-        )
-        check_sizing(target=vol_target, span=vol_span, max_leverage=max_leverage)
+        _validate_sizing(sizing, vol_target, vol_span, max_leverage)
 
         self.df: pd.DataFrame = validate_ohlcv(df)
         self.window = int(window)
@@ -164,6 +161,13 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
         self.vol_target, self.vol_span = float(vol_target), int(vol_span)
         self.max_leverage = float(max_leverage)
 
+        self._init_bars(features, start, end)
+        self._new_episode_state(self._first_start, self._last_bar)
+        self._needs_reset = True
+
+    def _init_bars(self, features: Sequence[str], start: Any, end: Any) -> None:
+        """Everything derived from the bars of ``self.df``: features, exposure scale, trading
+        range ``[start, end)``, the per-bar tables ``step`` indexes, and the spaces."""
         fm = compute_features(self.df, features)
         self.feature_names: tuple[str, ...] = fm.names
         self._n_bars = len(fm.values)
@@ -178,8 +182,6 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
         )
         self._init_tables(fm.values, close)
         self._init_spaces()
-        self._new_episode_state(self._first_start, self._last_bar)
-        self._needs_reset = True
 
     def _init_sizing(self, close: np.ndarray) -> int:
         """Set the per-bar exposure scale (``_scale``); return the first sized bar."""
@@ -497,6 +499,12 @@ def _validate_scalars(
         ruin_equity,
         "None or in (0, 1)",
     )
+
+
+def _validate_sizing(sizing: str, vol_target: float, vol_span: int, max_leverage: float) -> None:
+    """``sizing`` is one of :data:`SIZINGS` and the vol-targeting parameters are valid."""
+    _require(isinstance(sizing, str) and sizing in SIZINGS, "sizing", sizing, f"one of {SIZINGS}")
+    check_sizing(target=vol_target, span=vol_span, max_leverage=max_leverage)
 
 
 def _action_positions(continuous: bool, positions: Sequence[float] | None) -> tuple[float, ...]:
