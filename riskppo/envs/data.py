@@ -40,7 +40,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -160,24 +160,12 @@ def load_ohlcv(
             raises :class:`DataError`).
     """
     p = Path(path)
-    source = str(p)
-    kind = _file_kind(p)
-    if not p.exists():
-        raise FileNotFoundError(f"{source}: no such file")
-    if p.is_dir():
-        raise DataError(source, "is a directory, not a data file")
-    if not p.is_file():  # a FIFO or device would block or never end
-        raise DataError(source, "not a regular file")
-    raw = _read_csv(p) if kind == "csv" else _read_parquet(p)
     return _canonical_frame(
-        raw,
-        source,
+        _read_file(p),
+        str(p),
+        times=_TimeSpec(timestamp_col, timestamp_format, dayfirst, sort),
         nan_policy=nan_policy,
         ffill_limit=ffill_limit,
-        timestamp_col=timestamp_col,
-        timestamp_format=timestamp_format,
-        dayfirst=dayfirst,
-        sort=sort,
         adjusted=adjusted,
         require_volume=require_volume,
     )
@@ -209,15 +197,25 @@ def validate_ohlcv(
     return _canonical_frame(
         raw,
         source,
+        times=_TimeSpec(timestamp_col, None, None, sort),
         nan_policy=nan_policy,
         ffill_limit=ffill_limit,
-        timestamp_col=timestamp_col,
-        timestamp_format=None,
-        dayfirst=None,
-        sort=sort,
         adjusted=False,
         require_volume=require_volume,
     )
+
+
+def _read_file(p: Path) -> pd.DataFrame:
+    """The raw cells of the file at ``p``, read by its suffix (:func:`_file_kind`)."""
+    source = str(p)
+    kind = _file_kind(p)
+    if not p.exists():
+        raise FileNotFoundError(f"{source}: no such file")
+    if p.is_dir():
+        raise DataError(source, "is a directory, not a data file")
+    if not p.is_file():  # a FIFO or device would block or never end
+        raise DataError(source, "not a regular file")
+    return _read_csv(p) if kind == "csv" else _read_parquet(p)
 
 
 def _file_kind(p: Path) -> Literal["csv", "parquet"]:
@@ -261,16 +259,22 @@ def _read_parquet(p: Path) -> pd.DataFrame:
     return raw
 
 
+class _TimeSpec(NamedTuple):
+    """Where the timestamps are and how they parse (see :func:`load_ohlcv`)."""
+
+    col: str | None  # timestamp_col
+    format: str | None  # timestamp_format
+    dayfirst: bool | None
+    sort: bool  # stably sort the rows by time instead of raising on unsorted ones
+
+
 def _canonical_frame(
     raw: pd.DataFrame,
     source: str,
     *,
+    times: _TimeSpec,
     nan_policy: NanPolicy,
     ffill_limit: int,
-    timestamp_col: str | None,
-    timestamp_format: str | None,
-    dayfirst: bool | None,
-    sort: bool,
     adjusted: bool,
     require_volume: bool,
 ) -> pd.DataFrame:
@@ -282,55 +286,76 @@ def _canonical_frame(
         raise DataError(source, "empty file: a header but no data rows")
 
     columns = _map_columns(raw, source)
-    time_values = _find_time_values(raw, columns, timestamp_col, source)
+    time_values = _find_time_values(raw, columns, times.col, source)
     required = [*PRICE_COLUMNS, "volume"] if require_volume else list(PRICE_COLUMNS)
     if adjusted:
         required.append("adj_close")
-    missing = [c for c in required if c not in columns]
-    if time_values is None:
-        missing.append("timestamp (a Date/Time/timestamp/datetime column)")
-    if missing:
-        found = [str(c) for c in raw.columns]
-        hint = ""
-        if len(found) == 1:
-            seps = [sep for sep in (";", "\t", "|") if sep in found[0]]
-            if seps:
-                hint = (
-                    f"; the one column found contains {seps[0]!r}: the file seems to use "
-                    f"{seps[0]!r} as delimiter, but only ',' is read — convert it to commas"
-                )
-        raise DataError(source, f"missing required columns {missing}; found columns {found}{hint}")
+    _check_required(raw, columns, required, time_values is not None, source)
     assert time_values is not None
 
-    n = len(raw)
-    rows = np.arange(1, n + 1)
-    ts = _parse_timestamps(time_values, timestamp_format, dayfirst, source)
-    values = {c: _numeric(raw[columns[c]], c, ts, source) for c in required if c != "adj_close"}
-    if not require_volume and "volume" not in values:
-        values["volume"] = (
-            _numeric(raw[columns["volume"]], "volume", ts, source)
-            if "volume" in columns
-            else np.zeros(n)
-        )
+    rows = np.arange(1, len(raw) + 1)
+    ts = _parse_timestamps(time_values, times.format, times.dayfirst, source)
+    values = _column_values(raw, columns, required, ts, source)
     if adjusted:
         adj = _numeric(raw[columns["adj_close"]], "adj_close", ts, source)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            factor = adj / values["close"]
-        for c in ("open", "high", "low"):
-            values[c] = values[c] * factor
-        values["close"] = adj
+        _adjust_prices(values, adj)
 
     # Order: timestamps (sort / duplicates / order) -> NaN policy -> value checks.
-    if sort:
+    if times.sort:
         order = np.argsort(ts, kind="stable")
         ts, rows = ts[order], rows[order]
         values = {c: v[order] for c, v in values.items()}
-    _check_time_order(ts, rows, source, sort)
+    _check_time_order(ts, rows, source, times.sort)
     _apply_nan_policy(values, ts, rows, source, nan_policy, ffill_limit)
     _check_values(values, ts, rows, source)
 
     index = pd.DatetimeIndex(ts, name="timestamp")
     return pd.DataFrame({c: values[c] for c in OHLCV_COLUMNS}, index=index)
+
+
+def _check_required(
+    raw: pd.DataFrame, columns: dict[str, str], required: list[str], has_time: bool, source: str
+) -> None:
+    """Raise naming the missing required columns (and a likely wrong delimiter), if any."""
+    missing = [c for c in required if c not in columns]
+    if not has_time:
+        missing.append("timestamp (a Date/Time/timestamp/datetime column)")
+    if not missing:
+        return
+    found = [str(c) for c in raw.columns]
+    hint = ""
+    if len(found) == 1:
+        seps = [sep for sep in (";", "\t", "|") if sep in found[0]]
+        if seps:
+            hint = (
+                f"; the one column found contains {seps[0]!r}: the file seems to use "
+                f"{seps[0]!r} as delimiter, but only ',' is read — convert it to commas"
+            )
+    raise DataError(source, f"missing required columns {missing}; found columns {found}{hint}")
+
+
+def _column_values(
+    raw: pd.DataFrame, columns: dict[str, str], required: list[str], ts: np.ndarray, source: str
+) -> dict[str, np.ndarray]:
+    """canonical name -> float64 ``[n]`` values of the OHLCV columns (volume 0 when it is not
+    required and absent); ``adj_close`` is left out."""
+    values = {c: _numeric(raw[columns[c]], c, ts, source) for c in required if c != "adj_close"}
+    if "volume" not in values:  # not required
+        values["volume"] = (
+            _numeric(raw[columns["volume"]], "volume", ts, source)
+            if "volume" in columns
+            else np.zeros(len(raw))
+        )
+    return values
+
+
+def _adjust_prices(values: dict[str, np.ndarray], adj: np.ndarray) -> None:
+    """In place: ``close`` becomes ``adj`` and open/high/low scale by ``adj / close``."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        factor = adj / values["close"]
+    for c in ("open", "high", "low"):
+        values[c] = values[c] * factor
+    values["close"] = adj
 
 
 def _map_columns(raw: pd.DataFrame, source: str) -> dict[str, str]:
