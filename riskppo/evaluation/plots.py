@@ -120,12 +120,23 @@ def plot_positions(result: BacktestResult) -> Figure:
     agent = result.frames["agent"]
     close = _with_start(result, agent["close"], float(result.env_settings["start_close"]))
     pos = agent["position"].to_numpy()
-    m = result.metrics["agent"]
     fig = _new_figure(10, 5.6)
     ax, ax_pos = fig.subplots(2, 1, sharex=True, height_ratios=[2.2, 1])
+    _price_panel(ax, result, close, pos)
+    _exposure_panel(ax_pos, result, close.index, pos)
+    for a in (ax, ax_pos):
+        _style(a)
+    _date_axis(ax_pos)
+    return fig
+
+
+def _price_panel(ax: Axes, result: BacktestResult, close: pd.Series, pos: np.ndarray) -> None:
+    """The close (with its start bar) and the agent's long/short bars shaded; ``pos`` is the
+    agent's ``[n]`` exposure per bar of ``result.frames["agent"]``."""
+    m = result.metrics["agent"]
     ax.plot(close.index, close.to_numpy(), color="#222222", lw=1.2, label="Close")
     # position p is held over (previous bar, this bar]: shade with steps "pre"
-    x = agent.index
+    x = result.frames["agent"].index
     for sign, color, text in ((1, _GREEN, "Agent long"), (-1, _RED, "Agent short")):
         mask = np.sign(pos) == sign
         if mask.any():
@@ -151,7 +162,11 @@ def plot_positions(result: BacktestResult) -> Figure:
         loc="left",
     )
     ax.legend(loc="best", frameon=False)
-    xs = close.index
+
+
+def _exposure_panel(ax_pos: Axes, result: BacktestResult, xs: pd.Index, pos: np.ndarray) -> None:
+    """The agent's ``[n]`` exposure ``pos`` as steps over ``xs`` (``[n + 1]``: the start bar
+    first, exposure 0 there), the vol-targeted buy-and-hold exposure dashed for reference."""
     ps = np.concatenate(([0.0], pos))
     ax_pos.step(xs, ps, where="pre", color=COLORS["agent"], lw=1.4, label="Agent exposure")
     ax_pos.fill_between(xs, ps, 0.0, step="pre", color=COLORS["agent"], alpha=0.15, lw=0)
@@ -179,10 +194,6 @@ def plot_positions(result: BacktestResult) -> Figure:
     ax_pos.set_ylim(lo - 0.15, hi + 0.15)
     ax_pos.set_ylabel("Exposure")
     ax_pos.set_xlabel("Date")
-    for a in (ax, ax_pos):
-        _style(a)
-    _date_axis(ax_pos)
-    return fig
 
 
 def plot_return_distribution(result: BacktestResult) -> Figure:
