@@ -178,6 +178,9 @@ def _finish_pbt(cfg: Config, run_dir: Path, args: argparse.Namespace) -> int:
     from riskppo.pbt import run_pbt
 
     summary = run_pbt(cfg, run_dir, progress_bar=not args.no_progress)
+    if "best_checkpoint" in summary and summary["best_checkpoint"] is None:  # all failed
+        print("riskppo pbt: no member finished a round: no best member to backtest")
+        return 0
     if cfg.env.id == TRADING_ID:  # the best member's held-out test backtest
         from riskppo.evaluation.backtest import backtest_run
 

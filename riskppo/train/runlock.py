@@ -77,7 +77,9 @@ def _acquire(run_dir: Path, what: str) -> int:
         os.close(fd)
         raise
     os.ftruncate(fd, 0)
-    os.pwrite(fd, f"pid {os.getpid()}: {what} {' '.join(sys.argv[1:])}".rstrip().encode(), 0)
+    args = " ".join(sys.argv[1:])
+    holder = f"pid {os.getpid()}: {what}" + (f" (arguments: {args})" if args else "")
+    os.pwrite(fd, holder.encode(), 0)
     return fd
 
 
