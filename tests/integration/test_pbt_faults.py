@@ -163,3 +163,22 @@ def test_failed_exploit_changes_nothing_and_every_exploit_verifies(tmp_path: Pat
     assert "manifest SHA-256" in report[1]["problems"][0]
     with pytest.raises(CheckpointError, match="2 exploit"):
         assert_history_verifies(run)
+
+
+def test_a_population_that_never_finishes_a_round_still_ends_cleanly(tmp_path: Path) -> None:
+    """Every member dies in round 0 with no failure allowed: `riskppo pbt` exits 0 with a
+    summary that has no best checkpoint, says so, and does not try to backtest nothing.
+    Mutation check: `_finish_pbt` without its no-best guard fails on the missing checkpoint."""
+    cfg = tiny(rounds=2, population=2, max_failures=0)
+    data = cfg.to_dict()
+    data["env"] = {"id": "riskppo/Trading-v0", "n_envs": 2, "kwargs": {"episode_length": 64}}
+    Config.build(data).to_yaml(tmp_path / "pbt.yaml")
+    run = tmp_path / "run"
+    env = {**os.environ, FAULT_ENV: "0:0:raise,1:0:raise"}
+    cmd = [sys.executable, "-m", "riskppo.cli", "pbt", "--config", str(tmp_path / "pbt.yaml")]
+    cmd += ["--run-dir", str(run), "--no-progress"]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads((run / "pbt_summary.json").read_text())
+    assert summary["best_checkpoint"] is None and summary["n_failures"] == 2
+    assert "no member finished a round" in proc.stdout
