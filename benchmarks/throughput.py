@@ -2,7 +2,9 @@
 
 Same settings for every trainer: LSTM 64, n_envs 8, n_steps 128, batch 256, 4 epochs; riskppo
 with twin quantile critics (and a single scalar critic, to measure the distributional + twin
-overhead).
+overhead), eager (the default) and compiled (``riskppo-compiled``: ``compile=True``, its one-off
+compile seconds — the warm-up update's time beyond a steady one — reported apart from its
+steady-state steps/s; inductor's disk cache makes a second run's compile short).
 
 Steps/s: per env, all trainers are built in **one** process (1 torch thread) and trained side by
 side, one update (n_envs × n_steps steps) each in turn, for ``--steps`` timed steps per trainer
@@ -38,6 +40,7 @@ def build(a: argparse.Namespace) -> Any:
         return DistributionalPPO(
             a.env,
             seed=0,
+            compile=a.algo == "riskppo-compiled",
             n_envs=a.n_envs,
             n_steps=a.n_steps,
             batch_size=a.batch_size,
@@ -64,14 +67,18 @@ def build(a: argparse.Namespace) -> Any:
 
 
 def side_by_side(a: argparse.Namespace) -> dict[str, list[float]]:
-    """Seconds of each update of each trainer, trained in turn in this process."""
+    """Seconds of each update of each trainer, trained in turn in this process, and each
+    trainer's one-off compile seconds (``ALGO/compile_s``)."""
     import torch
 
     torch.set_num_threads(a.threads)
     update = a.n_envs * a.n_steps
     models = {algo: build(argparse.Namespace(**{**vars(a), "algo": algo})) for algo in a.algos}
-    for model in models.values():
-        model.learn(update)  # warm-up update, not timed
+    warmup: dict[str, float] = {}
+    for algo, model in models.items():
+        t = time.perf_counter()
+        model.learn(update)  # warm-up update (and compile), not timed
+        warmup[algo] = time.perf_counter() - t
     seconds: dict[str, list[float]] = {algo: [] for algo in a.algos}
     for r in range(max(1, a.steps // update)):
         order = a.algos[r % len(a.algos) :] + a.algos[: r % len(a.algos)]  # rotate who goes first
@@ -79,6 +86,9 @@ def side_by_side(a: argparse.Namespace) -> dict[str, list[float]]:
             t = time.perf_counter()
             models[algo].learn(update, reset_num_timesteps=False)
             seconds[algo].append(time.perf_counter() - t)
+    # compile seconds: the warm-up update's time beyond a steady-state update
+    for algo in a.algos:
+        seconds[f"{algo}/compile_s"] = [max(0.0, warmup[algo] - statistics.median(seconds[algo]))]
     return seconds
 
 
@@ -118,8 +128,17 @@ def main() -> None:
     p.add_argument(
         "--algos",
         nargs="+",
-        default=["riskppo", "riskppo-separate", "riskppo-scalar", "RecurrentPPO", "PPO"],
+        default=[
+            "riskppo",
+            "riskppo-compiled",
+            "riskppo-separate",
+            "riskppo-scalar",
+            "RecurrentPPO",
+            "PPO",
+        ],
         help="riskppo: twin quantile critics, the default (the heads share one critic LSTM); "
+        "riskppo-compiled: the same with compile=true (torch.compile of the minibatch loss and "
+        "backward; its compile seconds are reported apart from the steady-state steps/s); "
         "riskppo-separate: each twin critic has its own LSTM (lstm_sharing=none); "
         "riskppo-scalar: one scalar critic",
     )
@@ -154,8 +173,8 @@ def main() -> None:
                 )
                 rss[algo] = out["rss_mb"]
         rows += _rows(env, a.algos, seconds, rss, update)
-    header = ["env", "trainer", "steps/s", f"vs {ANCHOR} (per-round median)", "peak RSS MB",
-              "RSS ratio"]  # fmt: skip
+    header = ["env", "trainer", "steps/s", f"vs {ANCHOR} (per-round median)", "vs PPO",
+              "compile s", "peak RSS MB", "RSS ratio"]  # fmt: skip
     print(table(rows, header))
 
 
@@ -174,18 +193,23 @@ def _rows(
     rows = []
     for algo in algos:
         fps = update * len(seconds[algo]) / sum(seconds[algo])
-        vs = "-"
+        vs = vs_ppo = "-"
         if ANCHOR in seconds:  # steps/s ratio = inverse time ratio
             total, per_round = _ratio(seconds[ANCHOR], seconds[algo])
             vs = f"{total:.2f}× ({per_round:.2f}×)"
+        if "PPO" in seconds:
+            total, per_round = _ratio(seconds["PPO"], seconds[algo])
+            vs_ppo = f"{total:.2f}× ({per_round:.2f}×)"
+        compile_s = seconds.get(f"{algo}/compile_s", [0.0])[0]
+        comp = f"{compile_s:.1f}" if algo == "riskppo-compiled" else "-"
         mem = f"{rss[algo]:.0f}" if algo in rss else "-"
         mem_ratio = f"{rss[algo] / rss[ANCHOR]:.2f}" if algo in rss and ANCHOR in rss else "-"
-        rows.append([env, algo, f"{fps:,.0f}", vs, mem, mem_ratio])
+        rows.append([env, algo, f"{fps:,.0f}", vs, vs_ppo, comp, mem, mem_ratio])
     for twin in ("riskppo", "riskppo-separate"):
         if twin in seconds and "riskppo-scalar" in seconds:
             total, per_round = _ratio(seconds[twin], seconds["riskppo-scalar"])
             label = f"overhead {twin} vs scalar"
-            rows.append([env, label, f"{total - 1:+.1%} ({per_round - 1:+.1%})", "", "", ""])
+            rows.append([env, label, f"{total - 1:+.1%} ({per_round - 1:+.1%})", *[""] * 5])
     return rows
 
 

@@ -173,8 +173,31 @@ def masked_lstm_recurrence(
         ``(hs, cs)``: ``[T, K, B, H]`` hidden and cell states after every step.
     """
     keep = keep.to(xproj.dtype)
+    if torch.compiler.is_compiling():  # the traceable form (riskppo.train.compiled)
+        return unrolled_recurrence(xproj, w_hh, h0, c0, keep)
     if torch.is_grad_enabled() and any(x.requires_grad for x in (xproj, w_hh, h0, c0)):
         out: tuple[Tensor, Tensor] = _MaskedLSTMRecurrence.apply(xproj, w_hh, h0, c0, keep)
         return out
     hs, cs, _, _ = _recurrence(xproj, w_hh, h0, c0, keep, _resets(keep), save=False)
     return hs, cs
+
+
+def unrolled_recurrence(
+    xproj: Tensor, w_hh: Tensor, h0: Tensor, c0: Tensor, keep: Tensor
+) -> tuple[Tensor, Tensor]:
+    """:func:`masked_lstm_recurrence` as plain differentiable ops unrolled over ``T`` (no host
+    sync, no in-place writes): what ``torch.compile`` traces, autograd differentiates and
+    inductor fuses. Equal to the kernel up to float rounding."""
+    T = xproj.shape[0]
+    w_t = w_hh.transpose(1, 2)  # [K, H, 4H]
+    h, c = h0, c0
+    hs, cs = [], []
+    for t in range(T):
+        k = keep[t].view(1, -1, 1)
+        h, c = h * k, c * k
+        i, f, g, o = torch.baddbmm(xproj[t], h, w_t).chunk(4, dim=-1)
+        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+        h = torch.sigmoid(o) * torch.tanh(c)
+        hs.append(h)
+        cs.append(c)
+    return torch.stack(hs), torch.stack(cs)

@@ -313,6 +313,10 @@ def ppo_update(ctx: UpdateContext, data: ChunkBatch) -> UpdateMetrics:
     chunk_len = data.obs.shape[0]
     chunks_per_batch = p.batch_size // chunk_len
     m = UpdateMetrics()
+    if ctx.cfg.compile and ctx.loss_fn is None:  # the opt-in compiled loss (issue 18)
+        from riskppo.train.compiled import compiled_loss_for
+
+        ctx.loss_fn = compiled_loss_for(ctx.cfg, ctx.policy)
     applied: list[MinibatchStats] = []
     for epoch in range(p.n_epochs):
         for mb in data.minibatches(chunks_per_batch, ctx.generator):

@@ -22,6 +22,7 @@ from riskppo.data.buffer import ChunkBatch
 from riskppo.nn.critics import build_critic
 from riskppo.nn.policy import RecurrentActorCritic, RecurrentState
 from riskppo.nn.recurrent import LSTMState, MaskedLSTM, run_lstms
+from riskppo.train.bc import BCInputs
 from riskppo.train.update import UpdateContext, UpdateMetrics, apply_minibatch
 
 F64 = torch.float64
@@ -84,7 +85,13 @@ def _apply(base: RecurrentActorCritic, mb: ChunkBatch, accum: int):
     policy = copy.deepcopy(base)
     opt = torch.optim.SGD(policy.parameters(), lr=0.1)
     ctx = UpdateContext(
-        cfg, policy, build_critic(cfg.critic), opt, torch.Generator().manual_seed(0), 0.01
+        cfg,
+        policy,
+        build_critic(cfg.critic),
+        opt,
+        torch.Generator().manual_seed(0),
+        0.01,
+        bc=BCInputs(cfg.bc.bc_coef, False),  # the rollout (AWR) BC term, as the loop passes it
     )
     out = apply_minibatch(ctx, mb, UpdateMetrics())
     assert out is not None

@@ -1,0 +1,237 @@
+"""The opt-in compiled minibatch loss (``compile: true``, issue 18).
+
+:func:`traced_minibatch_loss` is :func:`riskppo.train.update.minibatch_loss` written without
+host syncs or data-dependent Python branches, so ``torch.compile`` (inductor) captures the whole
+forward — both LSTMs unrolled over the chunk (:func:`riskppo.nn.lstm_kernel.masked_lstm_recurrence`
+switches to its traceable form while compiling), heads, PPO, value and risk losses, the BC term —
+as one graph, and AOTAutograd compiles its backward. The update loop is unchanged: it calls the
+compiled function where it would call the eager one, then ``backward`` as before.
+
+What differs from eager, by float rounding only (the tests check losses and gradients to
+``rtol=1e-4, atol=1e-5`` in float32 and the CartPole trajectory to ``atol=1e-4``):
+the unrolled LSTM with inductor's fused kernels, and the risk head's loss as a masked mean
+instead of a mean over the selected rows. The eager path stays the default and the reference.
+
+Not compiled (the update runs eager, and the reason is logged once per model): the SA-PPO
+regulariser (its PGD inner loop takes ``autograd.grad`` and draws from a generator), BC from
+demonstration files or a teacher (chunks sampled with a generator per minibatch), and a
+compile that fails (e.g. no C++ compiler: the error is logged). The first call pays the
+compile (``compile_seconds``); inductor's disk cache makes later processes' compiles cheap.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from riskppo import core
+from riskppo.config import Config
+from riskppo.data.buffer import ChunkBatch
+from riskppo.nn.critics import Critic
+from riskppo.nn.policy import RecurrentActorCritic, RecurrentState
+from riskppo.nn.recurrent import LSTMState
+
+__all__ = ["CompiledLoss", "compiled_loss_for", "fallback_reason", "traced_minibatch_loss"]
+
+log = logging.getLogger("riskppo")
+
+LossFn = Callable[[Any, ChunkBatch], tuple[Tensor, dict[str, Tensor], int]]
+
+
+def fallback_reason(cfg: Config, ctx: Any) -> str | None:
+    """Why the update cannot use the compiled loss (None: it can)."""
+    if cfg.adversarial.kappa > 0 and ctx.sa_eps > 0:
+        return (
+            "the SA-PPO regulariser (adversarial.kappa > 0) runs a PGD inner loop "
+            "(autograd.grad, generator draws) that is not compiled"
+        )
+    if ctx.bc is not None and ctx.bc.from_demos:
+        return (
+            "BC from demonstrations (bc.source: file | teacher) samples chunks with a "
+            "generator per minibatch, which is not compiled"
+        )
+    return None
+
+
+def traced_minibatch_loss(
+    cfg: Config,
+    policy: RecurrentActorCritic,
+    critic: Critic,
+    mb: ChunkBatch,
+    ent_coef: Tensor,
+    bc_coef: Tensor | None,
+) -> tuple[Tensor, dict[str, Tensor], Tensor]:
+    """:func:`~riskppo.train.update.minibatch_loss` without syncs: same loss and stats; the count
+    of non-finite log-ratios as a 0-dim tensor; ``ent_coef`` and ``bc_coef`` (None: no BC term)
+    as 0-dim tensors so that their schedules do not recompile."""
+    p = cfg.ppo
+    dist, out = policy.evaluate_sequences(mb.obs, mb.episode_starts, mb.state)
+    flat_actions = mb.actions.reshape(-1, *mb.actions.shape[2:])
+    log_prob = dist.log_prob(flat_actions)
+    adv = mb.advantages.reshape(-1)
+    pg_loss, pg = core.ppo_policy_loss(
+        log_prob, mb.old_log_probs.reshape(-1), adv, p.clip_range, p.log_ratio_clip
+    )
+    entropy = dist.entropy().mean()
+    K, C = out.shape[-1], policy.n_critics
+    vf_loss, vf_clip = critic.value_loss(
+        out[:C].reshape(-1, K),
+        mb.old_critic[:C].reshape(-1, K),
+        mb.targets.reshape(-1).repeat(C),
+        p.clip_range_vf,
+        p.vf_clip_mode,
+    )
+    if mb.risk_targets is not None:  # R-RISK-2, as a masked mean (0 when no segment ended)
+        y = mb.risk_targets.reshape(-1)
+        done = torch.isfinite(y)
+        q = out[C].reshape(-1, K)
+        per = core.quantile_huber_loss(
+            q, torch.where(done, y, torch.zeros_like(y)).unsqueeze(-1), kappa=cfg.critic.kappa
+        )
+        w = done.to(per.dtype)
+        vf_loss = vf_loss + (per * w).sum() / w.sum().clamp(min=1.0)
+    loss = pg_loss + p.vf_coef * vf_loss - ent_coef * entropy
+    stats = {
+        "policy_loss": pg_loss.detach(),
+        "value_loss": vf_loss.detach(),
+        "entropy": entropy.detach(),
+        "clip_fraction": pg.clip_fraction,
+        "log_ratio_clamp_frac": pg.clamp_fraction,
+        "large_log_ratio_count": pg.n_large_log_ratio.float(),
+        "approx_kl_k1": pg.approx_kl_k1,
+        "approx_kl_k3": pg.approx_kl_k3,
+        "vf_clip_fraction": vf_clip.detach(),
+    }
+    if bc_coef is not None:  # R-ALG-12, rollout source (AWR): see riskppo.train.bc.bc_term
+        others = pg_loss.abs() + p.vf_coef * vf_loss.abs() + ent_coef * entropy.abs()
+        weights = core.awr_weights(
+            mb.raw_advantages.reshape(-1), beta=cfg.bc.beta, max_weight=cfg.bc.max_weight
+        )
+        bc_loss = -(weights * log_prob).mean()
+        on = bc_coef != 0.0
+        bc_loss = torch.where(on, bc_loss, torch.zeros_like(bc_loss))
+        term = bc_coef * bc_loss
+        ratio = term.abs() / (others.detach() + term.abs() + 1e-8)
+        stats["bc_loss"] = bc_loss.detach()
+        stats["bc_loss_ratio"] = ratio.detach()
+        stats["bc_coef"] = bc_coef.to(loss.dtype)
+        loss = loss + term
+    return loss, stats, pg.n_nonfinite
+
+
+def _flat(mb: ChunkBatch) -> list[Tensor | None]:
+    s = mb.state
+    return [
+        mb.obs,
+        mb.actions,
+        mb.old_log_probs,
+        mb.advantages,
+        mb.targets,
+        mb.old_critic,
+        mb.episode_starts,
+        s.pi.h,
+        s.pi.c,
+        mb.raw_advantages,
+        mb.risk_targets,
+        *(t for v in s.vf for t in (v.h, v.c)),
+    ]
+
+
+def _unflat(xs: tuple[Tensor | None, ...]) -> ChunkBatch:
+    vf = tuple(LSTMState(xs[i], xs[i + 1]) for i in range(11, len(xs), 2))  # type: ignore[arg-type]
+    return ChunkBatch(
+        obs=xs[0],  # type: ignore[arg-type]
+        actions=xs[1],  # type: ignore[arg-type]
+        old_log_probs=xs[2],  # type: ignore[arg-type]
+        advantages=xs[3],  # type: ignore[arg-type]
+        targets=xs[4],  # type: ignore[arg-type]
+        old_critic=xs[5],  # type: ignore[arg-type]
+        episode_starts=xs[6],  # type: ignore[arg-type]
+        state=RecurrentState(LSTMState(xs[7], xs[8]), vf),  # type: ignore[arg-type]
+        raw_advantages=xs[9],  # type: ignore[arg-type]
+        risk_targets=xs[10],
+    )
+
+
+def _traced(
+    policy: RecurrentActorCritic,
+    critic: Critic,
+    cfg: Config,
+    ent_coef: Tensor,
+    bc_coef: Tensor | None,
+    *xs: Tensor | None,
+) -> tuple[Tensor, dict[str, Tensor], Tensor]:
+    return traced_minibatch_loss(cfg, policy, critic, _unflat(xs), ent_coef, bc_coef)
+
+
+_COMPILED: list[Callable[..., Any]] = []  # torch.compile(_traced), made on first use
+
+
+def _compiled() -> Callable[..., Any]:
+    if not _COMPILED:
+        _COMPILED.append(torch.compile(_traced, dynamic=False))
+    return _COMPILED[0]
+
+
+class CompiledLoss:
+    """The compiled minibatch loss of one model; falls back to eager (logged once) when a feature
+    is not compiled or compiling fails. ``compile_seconds``: the time the calls that compiled
+    took (the first per input shape). Holds no reference to the policy."""
+
+    def __init__(self, cfg: Config) -> None:
+        self.cfg = cfg
+        self.compile_seconds = 0.0
+        self.failed: str | None = None
+        self._logged: set[str] = set()
+        self._shapes: set[tuple[Any, ...]] = set()
+
+    def _log_once(self, reason: str) -> None:
+        if reason not in self._logged:
+            self._logged.add(reason)
+            log.warning("compile: the update runs eager: %s", reason)
+
+    def __call__(self, ctx: Any, mb: ChunkBatch) -> tuple[Tensor, dict[str, Tensor], int]:
+        from riskppo.train.update import minibatch_loss
+
+        reason = self.failed or fallback_reason(ctx.cfg, ctx)
+        if reason is not None:
+            self._log_once(reason)
+            return minibatch_loss(ctx, mb)
+        dtype = mb.advantages.dtype
+        ent = torch.tensor(float(ctx.ent_coef), dtype=dtype)
+        bc = None if ctx.bc is None else torch.tensor(float(ctx.bc.coef), dtype=dtype)
+        xs = _flat(mb)
+        key = tuple(None if x is None else (tuple(x.shape), x.dtype) for x in xs)
+        first = key not in self._shapes
+        t0 = time.perf_counter()
+        try:
+            loss, stats, n_bad = _compiled()(ctx.policy, ctx.critic, ctx.cfg, ent, bc, *xs)
+        except Exception as exc:  # any compile failure falls back to eager
+            self.failed = f"torch.compile failed ({type(exc).__name__}: {exc})".split("\n")[0]
+            self._log_once(self.failed)
+            return minibatch_loss(ctx, mb)
+        if first:
+            self._shapes.add(key)
+            dt = time.perf_counter() - t0
+            self.compile_seconds += dt
+            log.info("compile: minibatch loss compiled in %.1f s (shapes %s)", dt, key[0])
+        return loss, stats, int(n_bad)
+
+
+_CACHE: weakref.WeakKeyDictionary[RecurrentActorCritic, CompiledLoss] = weakref.WeakKeyDictionary()
+
+
+def compiled_loss_for(cfg: Config, policy: RecurrentActorCritic) -> CompiledLoss:
+    """The :class:`CompiledLoss` of this policy (built once; compiled on first use, again when
+    the config's constants change, e.g. after a PBT explore)."""
+    cl = _CACHE.get(policy)
+    if cl is None:
+        cl = CompiledLoss(cfg)
+        _CACHE[policy] = cl
+    return cl
