@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+import torch.optim.optimizer as _optim_mod
 from torch import Tensor, nn
 
 from riskppo import core
@@ -285,7 +286,7 @@ def _apply_minibatch(ctx: UpdateContext, mb: ChunkBatch, m: UpdateMetrics) -> Mi
             torch.stack([pre_norm, pre_norm * coef]).to(group_norms.dtype),
         ]
     )
-    ctx.optimizer.step()
+    optimizer_step(ctx.optimizer)
     names = [
         "loss",
         *names,
@@ -294,6 +295,78 @@ def _apply_minibatch(ctx: UpdateContext, mb: ChunkBatch, m: UpdateMetrics) -> Mi
         "grad_norm_post_clip",
     ]
     return MinibatchStats(names, values)
+
+
+def optimizer_step(optimizer: torch.optim.Optimizer) -> None:
+    """``optimizer.step()``; for torch's fused Adam/AdamW (what ``optim.optimizer: adam|adamw``
+    builds) its kernel is called directly — the same ``_foreach_add_`` of the step counts and the
+    same ``_fused_adam(w)_`` call that ``step()`` makes, bit for bit, without its per-call Python
+    bookkeeping (about half a millisecond per minibatch on a 2-core CPU). Anything else (state
+    not yet created, hooks, several groups or devices/dtypes, amsgrad, …) takes ``step()``."""
+    work = _fused_adam_work(optimizer)
+    if work is None:
+        optimizer.step()
+        return
+    g, params, grads, exp_avgs, exp_avg_sqs, steps = work
+    torch._foreach_add_(steps, 1)
+    fn = torch._fused_adamw_ if g["decoupled_weight_decay"] else torch._fused_adam_
+    beta1, beta2 = g["betas"]
+    fn(
+        params,
+        grads,
+        exp_avgs,
+        exp_avg_sqs,
+        [],
+        steps,
+        amsgrad=False,
+        lr=g["lr"],
+        beta1=beta1,
+        beta2=beta2,
+        weight_decay=g["weight_decay"],
+        eps=g["eps"],
+        maximize=False,
+        grad_scale=None,
+        found_inf=None,
+    )
+
+
+def _fused_adam_work(opt: torch.optim.Optimizer) -> tuple[Any, ...] | None:
+    if not isinstance(opt, torch.optim.Adam) or len(opt.param_groups) != 1:
+        return None
+    g = opt.param_groups[0]
+    if (
+        not g["fused"]
+        or g["amsgrad"]
+        or g["maximize"]
+        or g["differentiable"]
+        or g["capturable"]
+        or isinstance(g["lr"], Tensor)
+        or opt._optimizer_step_pre_hooks
+        or opt._optimizer_step_post_hooks
+        or _optim_mod._global_optimizer_pre_hooks
+        or _optim_mod._global_optimizer_post_hooks
+    ):
+        return None
+    params = [q for q in g["params"] if q.grad is not None]
+    if not params:
+        return None
+    state = opt.state
+    try:
+        sts = [state[q] for q in params]
+        work = (
+            g,
+            params,
+            [q.grad for q in params],
+            [st["exp_avg"] for st in sts],
+            [st["exp_avg_sq"] for st in sts],
+            [st["step"] for st in sts],
+        )
+    except KeyError:  # no state yet: the first step creates it
+        return None
+    first = params[0]
+    if any(q.device != first.device or q.dtype != first.dtype or q.grad.is_sparse for q in params):
+        return None
+    return work
 
 
 def _skip(ctx: UpdateContext, m: UpdateMetrics) -> None:

@@ -98,3 +98,34 @@ def test_fused_step_bitwise_mlp_and_head_from_its_latent():
             h = torch.addmm(layer[1], h, layer[0]) if isinstance(layer, tuple) else layer(h)
         got = actor.head.distribution(torch.addmm(actor.net[1], h, actor.net[0]), h).logits
     assert torch.equal(got, ref)
+
+
+@pytest.mark.parametrize("name", ["adam", "adamw"])
+def test_direct_fused_adam_step_is_bit_identical_to_step(name):
+    """``optimizer_step`` (torch's fused Adam kernel called directly) = ``optimizer.step()``:
+    parameters and optimizer state bit for bit over several steps, a changed lr included."""
+    from riskppo.optim import build_optimizer
+    from riskppo.train.update import _fused_adam_work, optimizer_step
+
+    torch.manual_seed(0)
+    shapes = [(8, 3), (8,), (4, 8), (4,)]
+    start = [torch.randn(s) for s in shapes]
+    runs = []
+    for direct in (False, True):
+        params = [torch.nn.Parameter(t.clone()) for t in start]
+        opt = build_optimizer(name, params, lr=1e-2, weight_decay=0.1, eps=1e-5, fused=True)
+        g = torch.Generator().manual_seed(1)
+        for i in range(4):
+            for q in params:
+                q.grad = torch.randn(q.shape, generator=g)
+            if i == 2:
+                opt.param_groups[0]["lr"] = 3e-3
+            optimizer_step(opt) if direct else opt.step()
+        assert _fused_adam_work(opt) is not None  # the direct call applies after the first step
+        runs.append((params, opt.state_dict()["state"]))
+    (p0, s0), (p1, s1) = runs
+    for a, b in zip(p0, p1):
+        assert torch.equal(a, b)
+    for k in s0:
+        for field in ("step", "exp_avg", "exp_avg_sq"):
+            assert torch.equal(s0[k][field], s1[k][field]), (k, field)
