@@ -155,6 +155,9 @@ class TeacherRecorder(VecEnvWrapper):
         self._normalizer: VecNormalize | None = find_normalizer(venv)
 
     def reset(self) -> Any:
+        # a reset starts the kept window afresh: what the teacher source holds after a
+        # checkpoint boundary (where the envs are reset, R-REL-4) is the same in a resumed run
+        self._rows.clear()
         obs = self.venv.reset()
         infos = _base_env(self.venv).reset_infos
         self._record(obs, np.ones(self.num_envs, dtype=bool), infos)

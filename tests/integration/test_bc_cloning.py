@@ -116,3 +116,23 @@ def test_malformed_file_is_one_line_on_the_command_line(tmp_path):
     line = user_error(info.value)
     assert line is not None and line.startswith("riskppo: demonstration error: ")
     assert "bad.safetensors" in line and "'actions' is missing" in line and "\n" not in line
+
+
+def test_teacher_bc_resumes_bit_identically(tmp_path):
+    """The teacher's kept window starts afresh at every env reset, so a run saved at a
+    checkpoint boundary and loaded continues exactly like the run that never stopped. Mutation
+    check: not clearing the window in ``TeacherRecorder.reset`` makes the weights differ."""
+    data = trading_config(source="teacher", teacher="vol_target_buy_and_hold", bc_coef=1.0)
+    cfg = data.to_dict()
+    cfg["checkpoint"] = {"every_updates": 2}
+    cfg["env"]["kwargs"]["continuous"] = True
+    full = DistributionalPPO(config=cfg)
+    full.learn(4 * 256)
+    half = DistributionalPPO(config=cfg)
+    half.learn(2 * 256)
+    half.save(tmp_path / "half")
+    half.close()
+    loaded = DistributionalPPO.load(tmp_path / "half")
+    loaded.learn(2 * 256, reset_num_timesteps=False)
+    for (name, a), b in zip(full.policy.state_dict().items(), loaded.policy.state_dict().values()):
+        assert torch.equal(a, b), name
