@@ -36,6 +36,7 @@ from riskppo.data.buffer import ChunkBatch
 from riskppo.nn.critics import Critic
 from riskppo.nn.policy import RecurrentActorCritic, RecurrentState
 from riskppo.nn.recurrent import LSTMState
+from riskppo.train.losses import base_stats, ppo_terms
 
 __all__ = ["CompiledLoss", "compiled_loss_for", "fallback_reason", "traced_minibatch_loss"]
 
@@ -71,22 +72,9 @@ def traced_minibatch_loss(
     of non-finite log-ratios as a 0-dim tensor; ``ent_coef`` and ``bc_coef`` (None: no BC term)
     as 0-dim tensors so that their schedules do not recompile."""
     p = cfg.ppo
-    dist, out = policy.evaluate_sequences(mb.obs, mb.episode_starts, mb.state)
-    flat_actions = mb.actions.reshape(-1, *mb.actions.shape[2:])
-    log_prob = dist.log_prob(flat_actions)
-    adv = mb.advantages.reshape(-1)
-    pg_loss, pg = core.ppo_policy_loss(
-        log_prob, mb.old_log_probs.reshape(-1), adv, p.clip_range, p.log_ratio_clip
-    )
-    entropy = dist.entropy().mean()
+    t = ppo_terms(cfg, policy, critic, mb)
+    _, out, log_prob, pg_loss, pg, entropy, vf_loss, _ = t
     K, C = out.shape[-1], policy.n_critics
-    vf_loss, vf_clip = critic.value_loss(
-        out[:C].reshape(-1, K),
-        mb.old_critic[:C].reshape(-1, K),
-        mb.targets.reshape(-1).repeat(C),
-        p.clip_range_vf,
-        p.vf_clip_mode,
-    )
     if mb.risk_targets is not None:  # R-RISK-2, as a masked mean (0 when no segment ended)
         y = mb.risk_targets.reshape(-1)
         done = torch.isfinite(y)
@@ -97,17 +85,7 @@ def traced_minibatch_loss(
         w = done.to(per.dtype)
         vf_loss = vf_loss + (per * w).sum() / w.sum().clamp(min=1.0)
     loss = pg_loss + p.vf_coef * vf_loss - ent_coef * entropy
-    stats = {
-        "policy_loss": pg_loss.detach(),
-        "value_loss": vf_loss.detach(),
-        "entropy": entropy.detach(),
-        "clip_fraction": pg.clip_fraction,
-        "log_ratio_clamp_frac": pg.clamp_fraction,
-        "large_log_ratio_count": pg.n_large_log_ratio.float(),
-        "approx_kl_k1": pg.approx_kl_k1,
-        "approx_kl_k3": pg.approx_kl_k3,
-        "vf_clip_fraction": vf_clip.detach(),
-    }
+    stats = base_stats(t, vf_loss)
     if bc_coef is not None:  # R-ALG-12, rollout source (AWR): see riskppo.train.bc.bc_term
         others = pg_loss.abs() + p.vf_coef * vf_loss.abs() + ent_coef * entropy.abs()
         weights = core.awr_weights(

@@ -25,6 +25,8 @@ from riskppo.data.buffer import ChunkBatch
 from riskppo.nn.critics import Critic
 from riskppo.nn.policy import RecurrentActorCritic
 from riskppo.train.bc import BCInputs, bc_term
+from riskppo.train.compiled import compiled_loss_for
+from riskppo.train.losses import base_stats, ppo_terms
 
 
 class NonFiniteTrainingError(RuntimeError):
@@ -114,27 +116,11 @@ def param_groups(policy: RecurrentActorCritic) -> dict[str, list[nn.Parameter]]:
 
 def minibatch_loss(ctx: UpdateContext, mb: ChunkBatch) -> tuple[Tensor, dict[str, Tensor], int]:
     """Loss of one (micro-)batch and its stats; also the count of non-finite log-ratios."""
-    cfg, policy, critic = ctx.cfg, ctx.policy, ctx.critic
+    cfg, policy = ctx.cfg, ctx.policy
     p = cfg.ppo
-    dist, out = policy.evaluate_sequences(mb.obs, mb.episode_starts, mb.state)
-    flat_actions = mb.actions.reshape(-1, *mb.actions.shape[2:])
-    log_prob = dist.log_prob(flat_actions)
-    adv = mb.advantages.reshape(-1)
-    pg_loss, pg = core.ppo_policy_loss(
-        log_prob, mb.old_log_probs.reshape(-1), adv, p.clip_range, p.log_ratio_clip
-    )
-    entropy = dist.entropy().mean()
-    K, C = out.shape[-1], policy.n_critics
-    # R-ALG-4: the value loss is the average of the critics' losses, each clipped against its own
-    # old prediction. The critics are stacked along the batch ([C·N, K], the target repeated), so
-    # one loss call gives exactly that average (every critic has the same N samples).
-    vf_loss, vf_clip = critic.value_loss(
-        out[:C].reshape(-1, K),
-        mb.old_critic[:C].reshape(-1, K),
-        mb.targets.reshape(-1).repeat(C),
-        p.clip_range_vf,
-        p.vf_clip_mode,
-    )
+    t = ppo_terms(cfg, policy, ctx.critic, mb)
+    dist, out, log_prob, pg_loss, pg, entropy, vf_loss, _ = t
+    K = out.shape[-1]
     if mb.risk_targets is not None:  # R-RISK-2: risk head ← segment return-to-go quantiles
         y = mb.risk_targets.reshape(-1)
         done = torch.isfinite(y)
@@ -160,17 +146,7 @@ def minibatch_loss(ctx: UpdateContext, mb: ChunkBatch) -> tuple[Tensor, dict[str
             generator=ctx.generator,
         )
         loss = loss + sa.kappa * sa_kl
-    stats = {
-        "policy_loss": pg_loss.detach(),
-        "value_loss": vf_loss.detach(),
-        "entropy": entropy.detach(),
-        "clip_fraction": pg.clip_fraction,
-        "log_ratio_clamp_frac": pg.clamp_fraction,
-        "large_log_ratio_count": pg.n_large_log_ratio.float(),
-        "approx_kl_k1": pg.approx_kl_k1,
-        "approx_kl_k3": pg.approx_kl_k3,
-        "vf_clip_fraction": vf_clip.detach(),
-    }
+    stats = base_stats(t, vf_loss)
     if sa.kappa > 0 and ctx.sa_eps > 0:
         stats["sa_kl"] = sa_kl.detach()
     if ctx.bc is not None:  # R-ALG-12: rollout (AWR), demonstration file or teacher source
@@ -387,8 +363,6 @@ def ppo_update(ctx: UpdateContext, data: ChunkBatch) -> UpdateMetrics:
     chunks_per_batch = p.batch_size // chunk_len
     m = UpdateMetrics()
     if ctx.cfg.compile and ctx.loss_fn is None:  # the opt-in compiled loss (issue 18)
-        from riskppo.train.compiled import compiled_loss_for
-
         ctx.loss_fn = compiled_loss_for(ctx.cfg, ctx.policy)
     applied: list[MinibatchStats] = []
     for epoch in range(p.n_epochs):
