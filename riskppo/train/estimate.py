@@ -120,61 +120,30 @@ def estimate(
     head gets its segment return-to-go targets (R-RISK-2).
     """
     p = cfg.ppo
-    L = p.chunk_len
-    out, values, next_values, final, vf_chunks = critic_values(policy, critic, scaling, rollout, L)
-    adv, returns = core.gae(
-        rollout.rewards,
-        values,
-        next_values,
-        rollout.terminated,
-        rollout.truncated,
-        p.gamma,
-        p.gae_lambda,
+    out, values, next_values, final, vf_chunks = critic_values(
+        policy, critic, scaling, rollout, p.chunk_len
     )
-    main_out = out[: policy.n_critics]
-    old_pred = critic.old_prediction(main_out)
+    adv, returns = core.gae(
+        rollout.rewards, values, next_values, rollout.terminated, rollout.truncated, p.gamma,
+        p.gae_lambda,
+    )  # fmt: skip
+    old_pred = critic.old_prediction(out[: policy.n_critics])
     popart = cfg.critic.popart and critic.supports_popart
     new_scaling, uncapped = update_scaling(cfg, scaling, returns)
     rescales = [Rescale("critics", scaling, new_scaling)] if popart else []
     if popart:  # the outputs will be rescaled: their old predictions must follow (R-ALG-5/8)
         old_pred = new_scaling.to_norm(scaling.to_raw(old_pred))
-    targets = new_scaling.to_norm(returns)
-    if p.normalize_advantage:
-        adv_norm, adv_stats = core.normalize_advantages(adv, per_env=p.per_env_advantage)
-    else:
-        adv_norm = adv
-        adv_stats = core.AdvantageStats(
-            float(adv.mean()), float(adv.std()), float(adv.abs().max()), False
-        )
+    adv_norm, adv_stats = _normalized(adv, cfg)
     risk = None
     if risk_state is not None:
         dones = rollout.terminated | rollout.truncated
         risk = risk_estimate(cfg, risk_state, rollout.rewards, dones, out[policy.n_critics])
         rescales.append(Rescale("risk_head", risk_state.scaling, risk.state.scaling))
-        # R-RISK-4: (A + λ·Â_cvar)/(1+λ), Â_cvar on unit scale — λ cannot swamp the policy.
-        adv_return = adv_norm
-        adv_norm, a_cvar_unit = core.lagrangian_advantage(
-            adv_norm, risk.a_cvar, risk.lam, per_env=p.per_env_advantage
-        )
-        weight = 1.0 + risk.lam
-        risk.metrics["risk/adv_return_part_abs_mean"] = float(adv_return.abs().mean() / weight)
-        risk.metrics["risk/adv_cvar_part_abs_mean"] = float(
-            risk.lam * a_cvar_unit.abs().mean() / weight
-        )
-    pi_chunks = cat_states(rollout.pi_chunk_states)
-    vf_chunk_states = tuple(cat_states([c[k] for c in vf_chunks]) for k in range(len(final)))
-    data = ChunkBatch(
-        obs=to_chunks(rollout.obs, L),
-        actions=to_chunks(rollout.actions, L),
-        old_log_probs=to_chunks(rollout.log_probs, L),
-        advantages=to_chunks(adv_norm, L),
-        targets=to_chunks(targets, L),
-        old_critic=chunk_critic(old_pred, L),
-        episode_starts=to_chunks(rollout.episode_starts, L),
-        state=RecurrentState(pi_chunks, vf_chunk_states),
-        raw_advantages=to_chunks(adv, L),
-        risk_targets=None if risk is None else to_chunks(risk.targets, L),
-    )
+        adv_norm = _with_cvar_part(adv_norm, risk, cfg)
+    vf_states = tuple(cat_states([c[k] for c in vf_chunks]) for k in range(len(final)))
+    states = RecurrentState(cat_states(rollout.pi_chunk_states), vf_states)
+    targets = new_scaling.to_norm(returns)
+    data = _chunks(rollout, cfg, states, adv_norm, adv, targets, old_pred, risk)
     var_ret = returns.var()
     ev = float(1 - (returns - values).var() / var_ret) if var_ret > 0 else float("nan")
     return Estimates(
@@ -191,4 +160,54 @@ def estimate(
         explained_variance=ev,
         risk=risk,
         rescales=tuple(rescales),
+    )
+
+
+def _normalized(adv: Tensor, cfg: Config) -> tuple[Tensor, core.AdvantageStats]:
+    """Advantages normalised once for the whole rollout (R-ALG-7), or as they are."""
+    p = cfg.ppo
+    if p.normalize_advantage:
+        return core.normalize_advantages(adv, per_env=p.per_env_advantage)
+    stats = core.AdvantageStats(float(adv.mean()), float(adv.std()), float(adv.abs().max()), False)
+    return adv, stats
+
+
+def _with_cvar_part(adv_norm: Tensor, risk: RiskEstimate, cfg: Config) -> Tensor:
+    """R-RISK-4: ``(A + λ·Â_cvar)/(1+λ)``, Â_cvar on unit scale — λ cannot swamp the policy.
+    Logs each part's mean magnitude in ``risk.metrics``."""
+    combined, a_cvar_unit = core.lagrangian_advantage(
+        adv_norm, risk.a_cvar, risk.lam, per_env=cfg.ppo.per_env_advantage
+    )
+    weight = 1.0 + risk.lam
+    risk.metrics["risk/adv_return_part_abs_mean"] = float(adv_norm.abs().mean() / weight)
+    risk.metrics["risk/adv_cvar_part_abs_mean"] = float(
+        risk.lam * a_cvar_unit.abs().mean() / weight
+    )
+    return combined
+
+
+def _chunks(
+    rollout: Rollout,
+    cfg: Config,
+    states: RecurrentState,
+    adv_norm: Tensor,
+    adv: Tensor,
+    targets: Tensor,
+    old_pred: Tensor,
+    risk: RiskEstimate | None,
+) -> ChunkBatch:
+    """The training chunks ``[L, n_chunks·N, ...]`` (:mod:`riskppo.data.buffer`) entering
+    with ``states``."""
+    L = cfg.ppo.chunk_len
+    return ChunkBatch(
+        obs=to_chunks(rollout.obs, L),
+        actions=to_chunks(rollout.actions, L),
+        old_log_probs=to_chunks(rollout.log_probs, L),
+        advantages=to_chunks(adv_norm, L),
+        targets=to_chunks(targets, L),
+        old_critic=chunk_critic(old_pred, L),
+        episode_starts=to_chunks(rollout.episode_starts, L),
+        state=states,
+        raw_advantages=to_chunks(adv, L),
+        risk_targets=None if risk is None else to_chunks(risk.targets, L),
     )
