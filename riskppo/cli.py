@@ -18,7 +18,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from riskppo import __version__
 from riskppo.config import Config, ConfigError, apply_overrides
@@ -276,17 +276,32 @@ def build_parser() -> argparse.ArgumentParser:
         "--version", action="version", version=f"riskppo {__version__}", help="print the version"
     )
     sub = parser.add_subparsers(dest="command", required=True)
+    for add in (_train_parser, _eval_parser, _backtest_parser, _record_parser, _pbt_parser):
+        add(sub)
+    p = sub.add_parser("bench", help="run a benchmark script from benchmarks/ (no NAME: list them)")
+    p.add_argument("name", nargs="?", help="e.g. throughput, sample_efficiency, robustness")
+    p.add_argument("rest", nargs=argparse.REMAINDER, help="options passed to the script")
+    p.set_defaults(func=cmd_bench)
+    return parser
 
-    p = sub.add_parser("train", help="train an agent (default: the bundled default config)")
-    p.add_argument("--config", help="YAML config file (default: the built-in default)")
+
+def _add_set(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--set", action="append", metavar="KEY=VALUE", help="override a config key (repeatable)"
     )
+
+
+def _train_parser(sub: Any) -> None:
+    p = sub.add_parser("train", help="train an agent (default: the bundled default config)")
+    p.add_argument("--config", help="YAML config file (default: the built-in default)")
+    _add_set(p)
     p.add_argument("--run-dir", help="run directory (default: runs/<time>-<env>-s<seed>)")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its latest checkpoint")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_train)
 
+
+def _eval_parser(sub: Any) -> None:
     p = sub.add_parser("eval", help="evaluate a trained run")
     p.add_argument("run_dir")
     p.add_argument("--episodes", type=positive_int, default=10, help="episodes to evaluate")
@@ -306,6 +321,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_eval)
 
+
+def _backtest_parser(sub: Any) -> None:
     p = sub.add_parser(
         "backtest", help="backtest a trained trading agent against buy-and-hold and SMA"
     )
@@ -313,6 +330,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", choices=("train", "val", "test"), default="test")
     p.set_defaults(func=cmd_backtest)
 
+
+def _record_parser(sub: Any) -> None:
     p = sub.add_parser(
         "record", help="write a demonstration file (bc.source: file) from a strategy or a run"
     )
@@ -325,29 +344,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--run", help="record this run's latest checkpoint instead of a strategy")
     p.add_argument("--config", help=f"YAML config (default: {DEFAULT_CONFIG})")
-    p.add_argument(
-        "--set", action="append", metavar="KEY=VALUE", help="override a config key (repeatable)"
-    )
+    _add_set(p)
     p.add_argument("--steps", type=int, default=1024, help="steps per env (default: 1024)")
     p.set_defaults(func=cmd_record)
 
+
+def _pbt_parser(sub: Any) -> None:
     p = sub.add_parser("pbt", help="population-based training (default: the trading PBT config)")
     p.add_argument(
         "--config", help=f"YAML config with a pbt section (default: {DEFAULT_PBT_CONFIG})"
     )
-    p.add_argument(
-        "--set", action="append", metavar="KEY=VALUE", help="override a config key (repeatable)"
-    )
+    _add_set(p)
     p.add_argument("--run-dir", help="run directory (default: runs/<time>-pbt-<env>-s<seed>)")
     p.add_argument("--backend", choices=("local", "ray"), help="overrides pbt.backend")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_pbt)
-
-    p = sub.add_parser("bench", help="run a benchmark script from benchmarks/ (no NAME: list them)")
-    p.add_argument("name", nargs="?", help="e.g. throughput, sample_efficiency, robustness")
-    p.add_argument("rest", nargs=argparse.REMAINDER, help="options passed to the script")
-    p.set_defaults(func=cmd_bench)
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:

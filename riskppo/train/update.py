@@ -208,28 +208,12 @@ def _apply_minibatch(ctx: UpdateContext, mb: ChunkBatch, m: UpdateMetrics) -> Mi
     """:func:`apply_minibatch` with its numbers left as one tensor (:class:`MinibatchStats`)."""
     cfg, policy = ctx.cfg, ctx.policy
     ctx.optimizer.zero_grad(set_to_none=True)
-    total = mb.n_samples
-    nonfinite = 0
-    loss_sum: Tensor | None = None
-    stats_sum: Tensor | None = None
-    names: list[str] = []
-    loss_fn = ctx.loss_fn or minibatch_loss
-    for micro in split_micro(mb, cfg.ppo.grad_accum_steps):
-        loss, stats, n_bad = loss_fn(ctx, micro)
-        nonfinite += n_bad
-        if n_bad:
-            break
-        share = micro.n_samples / total  # R-ALG-13: weight by the share of samples
-        (loss * share).backward()
-        names = list(stats)
-        vec = torch.stack([loss.detach(), *stats.values()]) * share
-        stats_sum = vec if stats_sum is None else stats_sum + vec
-        loss_sum = stats_sum[0]
-    if nonfinite:
+    stats_sum, names = _accumulate(ctx, mb)
+    if stats_sum is None:  # a non-finite log-ratio
         m.n_skipped_nonfinite_ratio += 1
         _skip(ctx, m)
         return None
-    assert stats_sum is not None and loss_sum is not None
+    loss_sum = stats_sum[0]
     params = [q for q in policy.parameters() if q.grad is not None]
     grads: list[Tensor] = [q.grad for q in params]  # type: ignore[misc]
     # R-REL-6: check before the VGS sees the gradients, so its statistics are never polluted.
@@ -271,6 +255,25 @@ def _apply_minibatch(ctx: UpdateContext, mb: ChunkBatch, m: UpdateMetrics) -> Mi
         "grad_norm_post_clip",
     ]
     return MinibatchStats(names, values)
+
+
+def _accumulate(ctx: UpdateContext, mb: ChunkBatch) -> tuple[Tensor | None, list[str]]:
+    """Backward over the micro-batches, each loss weighted by its share of the minibatch's
+    samples (R-ALG-13), so the gradient equals the full-minibatch one. Returns the share-weighted
+    ``[loss, *stats]`` as one tensor and the stats' names; ``None`` on a non-finite log-ratio."""
+    stats_sum: Tensor | None = None
+    names: list[str] = []
+    loss_fn = ctx.loss_fn or minibatch_loss
+    for micro in split_micro(mb, ctx.cfg.ppo.grad_accum_steps):
+        loss, stats, n_bad = loss_fn(ctx, micro)
+        if n_bad:
+            return None, names
+        share = micro.n_samples / mb.n_samples  # R-ALG-13: weight by the share of samples
+        (loss * share).backward()
+        names = list(stats)
+        vec = torch.stack([loss.detach(), *stats.values()]) * share
+        stats_sum = vec if stats_sum is None else stats_sum + vec
+    return stats_sum, names
 
 
 def optimizer_step(optimizer: torch.optim.Optimizer) -> None:
