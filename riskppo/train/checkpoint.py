@@ -474,15 +474,12 @@ def restore_statistics(model: DistributionalPPO, ck: CheckpointData) -> None:
     generators, entropy schedule and episode statistics."""
     restore_normalizers(model, ck)
     src = ck.training
-    counters = dataclasses.replace(
-        model.state.counters,
-        num_timesteps=src.counters.num_timesteps,
-        n_updates=src.counters.n_updates,
-    )
     risk = model.state.risk
     if risk is not None and src.risk is not None and src.risk.acc.shape == risk.acc.shape:
         risk = src.risk
-    model.state = model.state.replace(scaling=src.scaling, risk=risk, counters=counters)
+    model.state = model.state.with_counters(
+        num_timesteps=src.counters.num_timesteps, n_updates=src.counters.n_updates
+    ).replace(scaling=src.scaling, risk=risk)
 
 
 def migrate_v1(

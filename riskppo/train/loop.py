@@ -38,7 +38,7 @@ from riskppo.train.metrics import (
 )
 from riskppo.train.scaling import Rescale, apply_rescale
 from riskppo.train.settings import ent_schedule, entropy_target, floor_coef, step_entropy_floor
-from riskppo.train.state import TrainingState
+from riskppo.train.state import EntropyControl, TrainingState
 from riskppo.train.update import UpdateContext, UpdateMetrics, ppo_update
 
 __all__ = ["Learner", "learning_rate", "reset_carry", "train_iteration"]
@@ -147,7 +147,7 @@ def train_iteration(learner: Learner, state: TrainingState) -> tuple[TrainingSta
     return new.replace(entropy=step_entropy(learner, ent, metrics)), log
 
 
-def step_entropy(learner: Learner, ent: Any, metrics: UpdateMetrics) -> Any:
+def step_entropy(learner: Learner, ent: EntropyControl, metrics: UpdateMetrics) -> EntropyControl:
     """The entropy coefficient schedule and the learned floor after an update (R-ALG-10)."""
     if not metrics.means:
         return ent

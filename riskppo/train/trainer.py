@@ -150,13 +150,9 @@ class DistributionalPPO:
         if total_timesteps < 1:
             raise ConfigError(f"total_timesteps must be >= 1, got {total_timesteps}")
         if reset_num_timesteps:
-            counters = dataclasses.replace(self.state.counters, num_timesteps=0)
-            self.state = self.state.replace(counters=counters, carry=None)
+            self.state = self.state.with_counters(num_timesteps=0).replace(carry=None)
         start_steps = self.num_timesteps
-        counters = dataclasses.replace(
-            self.state.counters, schedule_total=start_steps + total_timesteps
-        )
-        self.state = self.state.replace(counters=counters)
+        self.state = self.state.with_counters(schedule_total=start_steps + total_timesteps)
         if self.config.num_threads is not None:
             torch.set_num_threads(self.config.num_threads)
         if self.monitor is None:
