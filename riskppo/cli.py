@@ -335,7 +335,9 @@ def _record_parser(sub: Any) -> None:
     p = sub.add_parser(
         "record", help="write a demonstration file (bc.source: file) from a strategy or a run"
     )
-    p.add_argument("out", help="demonstration file to write (.safetensors)")
+    p.add_argument(
+        "out", help="demonstration file to write (.safetensors, or .parquet for a table)"
+    )
     p.add_argument(
         "--strategy",
         choices=("buy_and_hold", "vol_target_buy_and_hold", "sma_crossover"),

@@ -16,13 +16,14 @@ field               shape               meaning
 ==================  ==================  =====================================================
 
 ``[T, D]`` / ``[T, *A]`` / ``[T]`` (one sequence) are accepted as ``N = 1``. Files are
-safetensors (:func:`save_demonstrations` / :func:`load_demonstrations`; never pickle). Every
-problem raises :class:`DemonstrationError`, one line naming the file and the field.
+safetensors, or Parquet tables with one row per step (``.parquet``/``.pq``, columns in
+:mod:`riskppo.data.demo_parquet`); the suffix decides (:func:`save_demonstrations` /
+:func:`load_demonstrations`; never pickle). Every problem raises :class:`DemonstrationError`,
+one line naming the file and the field.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,12 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import Tensor
 
-from riskppo.data.buffer import to_chunks
+from riskppo.data.demo_parquet import (
+    PARQUET_SUFFIXES,
+    read_parquet_demonstrations,
+    write_parquet_demonstrations,
+)
+from riskppo.data.demo_types import DemonstrationError, Demonstrations
 
 __all__ = [
     "FIELDS",
@@ -48,50 +54,14 @@ FIELDS: tuple[str, ...] = ("observations", "actions", "episode_starts", "returns
 _REQUIRED = FIELDS[:3]
 
 
-class DemonstrationError(ValueError):
-    """A demonstration file or set that cannot be used; the message names file and field."""
-
-
-@dataclass
-class Demonstrations:
-    """Time-major demonstrations (see the module docstring for the fields)."""
-
-    observations: Tensor  # [T, N, D] float32, raw
-    actions: Tensor  # [T, N, *A] float32 (Box) or int64 (Discrete)
-    episode_starts: Tensor  # [T, N] bool
-    returns: Tensor | None = None  # [T, N] float32
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        """``(T, N)``: steps per sequence and number of sequences."""
-        return int(self.observations.shape[0]), int(self.observations.shape[1])
-
-    def chunks(self, chunk_len: int) -> Demonstrations:
-        """The last ``T // L * L`` steps cut into ``[L, (T // L) * N, ...]`` chunks: column
-        ``j * N + i`` = chunk ``j`` of sequence ``i`` (:func:`~riskppo.data.buffer.to_chunks`)."""
-        T = self.shape[0] // chunk_len * chunk_len
-        if T == 0:
-            raise DemonstrationError(
-                f"demonstrations of {self.shape[0]} steps are shorter than one chunk of "
-                f"{chunk_len} steps (ppo.bptt_len)"
-            )
-
-        def cut(x: Tensor) -> Tensor:
-            return to_chunks(x[x.shape[0] - T :], chunk_len)
-
-        return Demonstrations(
-            cut(self.observations),
-            cut(self.actions),
-            cut(self.episode_starts),
-            None if self.returns is None else cut(self.returns),
-        )
-
-
 def save_demonstrations(
     path: str | Path, demos: Demonstrations, metadata: dict[str, str] | None = None
 ) -> Path:
-    """Write ``demos`` to a safetensors file; ``metadata``: strings kept in its header."""
+    """Write ``demos`` to a safetensors file, or a Parquet table for a ``.parquet``/``.pq``
+    path; ``metadata``: strings kept in the file's header (schema)."""
     path = Path(path)
+    if path.suffix.lower() in PARQUET_SUFFIXES:
+        return write_parquet_demonstrations(path, demos, metadata)
     tensors = {
         "observations": demos.observations.float().contiguous(),
         "actions": demos.actions.contiguous(),
@@ -109,7 +79,8 @@ def load_demonstrations(
     observation_space: spaces.Space[Any] | None = None,
     action_space: spaces.Space[Any] | None = None,
 ) -> Demonstrations:
-    """Read a safetensors demonstration file and validate it (against the spaces, if given).
+    """Read a demonstration file (safetensors, or Parquet by its suffix) and validate it
+    (against the spaces, if given).
 
     Raises:
         DemonstrationError: unreadable file, a missing or unknown field, a wrong shape or dtype,
@@ -118,6 +89,9 @@ def load_demonstrations(
     path = Path(path)
     if not path.is_file():
         raise DemonstrationError(f"{path}: no such demonstration file")
+    if path.suffix.lower() in PARQUET_SUFFIXES:
+        demos = read_parquet_demonstrations(path)
+        return validate_demonstrations(demos, observation_space, action_space, where=str(path))
     try:
         raw = load_file(str(path))
     except (SafetensorError, OSError, ValueError) as exc:
@@ -214,6 +188,8 @@ def _check_actions(
         raise fail("actions", f"must be float for a continuous action space, got {a.dtype}")
     _finite(a, fail, "actions")
     if isinstance(space, spaces.Box):
+        if a.dim() == 2 and tuple(space.shape) == (1,):
+            a = a.unsqueeze(-1)  # one scalar per step for a 1-d Box
         if tuple(a.shape[2:]) != tuple(space.shape):
             raise fail("actions", f"has action shape {list(a.shape[2:])}, the env's is {space}")
         low = torch.as_tensor(np.asarray(space.low, np.float32))

@@ -91,10 +91,11 @@ def test_cloned_trading_agent_reproduces_a_teacher_on_the_validation_split():
     assert np.mean(agree) >= AGREEMENT, np.mean(agree)
 
 
-def test_record_writes_a_file_that_trains_with_the_file_source(tmp_path, capsys):
+@pytest.mark.parametrize("suffix", [".safetensors", ".parquet"])
+def test_record_writes_a_file_that_trains_with_the_file_source(tmp_path, capsys, suffix):
     cfg_path = tmp_path / "cfg.yaml"
     trading_config().to_yaml(cfg_path)
-    out = tmp_path / "vt.safetensors"
+    out = tmp_path / f"vt{suffix}"
     args = ["record", str(out), "--config", str(cfg_path), "--steps", "48"]
     assert cli_main([*args, "--strategy", "vol_target_buy_and_hold"]) == 0
     assert "4 sequence(s) x 48 steps" in capsys.readouterr().out
