@@ -17,8 +17,6 @@ with ``sizing="vol_target"`` (clipped to ``[-1, 1]``), 0 where undefined.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
 
@@ -104,8 +102,7 @@ def nearest_actions(env: TradingEnv, signals: np.ndarray) -> np.ndarray:
     ``[B]`` int64 indices of the nearest allowed position (ties: the first in the env's list)."""
     s = np.asarray(signals, dtype=np.float64)
     if env.continuous:
-        out: Any = np.clip(s, -1.0, 1.0).astype(np.float32)[:, None]
-        return np.asarray(out)
+        return env.action_for_signal(s)
     allowed = np.asarray(env.positions, dtype=np.float64)
     return np.abs(s[:, None] - allowed[None, :]).argmin(axis=1).astype(np.int64)
 

@@ -57,7 +57,10 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
 
     **Actions.** ``Discrete(len(positions))``: action ``i`` targets ``positions[i]`` (default
     ``(-1, 0, 1)``: short, flat, long). ``continuous=True``: ``Box(-1, 1, (1,), float32)``, the
-    target exposure; values outside ``[-1, 1]`` are clipped, non-finite values raise.
+    target exposure; values outside ``[-1, 1]`` are clipped, non-finite values raise. With
+    ``long_only=True`` the continuous action ``a`` targets ``(a + 1) / 2`` in ``[0, 1]`` (no
+    shorts; the policy's initial mean is half the sized exposure), and discrete positions must be
+    ``>= 0``.
 
     **Observation** (float32, ``window * F + 1 (+1)``): the feature rows of bars
     ``t-window+1 .. t`` (oldest first, flattened, clipped to ``±FEATURE_BOUND``), then the
@@ -128,6 +131,7 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
         vol_target: float = 0.10,
         vol_span: int = 60,
         max_leverage: float = 1.0,
+        long_only: bool = False,
         render_mode: str | None = None,
     ) -> None:
         super().__init__()
@@ -143,12 +147,13 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
             episode_length=episode_length,
             ruin_equity=ruin_equity,
         )
-        self._positions: tuple[float, ...] = _action_positions(continuous, positions)
+        self._positions: tuple[float, ...] = _action_positions(continuous, positions, long_only)
         _validate_sizing(sizing, vol_target, vol_span, max_leverage)
 
         self.df: pd.DataFrame = validate_ohlcv(df)
         self.window = int(window)
         self.continuous = bool(continuous)
+        self.long_only = bool(long_only)
         self.fee = float(fee)
         self.borrow_rate = float(borrow_rate)
         self.bars_per_year = float(bars_per_year)
@@ -260,7 +265,7 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
         high = np.full(self._obs_dim, FEATURE_BOUND, dtype=np.float32)
         # the held exposure is signal * scale with 0 < scale <= max_leverage (1 without sizing)
         lev = self.max_leverage if self.sizing == "vol_target" else 1.0
-        pos_range = [lev * p for p in (self._positions or (-1.0, 1.0))]
+        pos_range = [lev * p for p in (self._positions or self.signal_range)]
         low[n_win], high[n_win] = min(0.0, *pos_range), max(0.0, *pos_range)  # flat at reset
         if self.obs_drawdown:
             low[n_win + 1], high[n_win + 1] = 0.0, 1.0
@@ -272,6 +277,19 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
             self.action_space = spaces.Discrete(len(self._positions))
 
     # ------------------------------------------------------------------ public properties
+
+    @property
+    def signal_range(self) -> tuple[float, float]:
+        """The signals (target positions before sizing) the actions reach: ``(0, 1)`` with
+        ``long_only``, else ``(-1, 1)`` (discrete actions: within it)."""
+        return (0.0, 1.0) if self.long_only else (-1.0, 1.0)
+
+    def action_for_signal(self, signals: np.ndarray) -> np.ndarray:
+        """Continuous env actions ``[B, 1]`` float32 that target ``signals`` ``[B]`` (clipped to
+        :attr:`signal_range`; the inverse of the action → signal map of :meth:`step`)."""
+        x = np.clip(np.asarray(signals, dtype=np.float64), *self.signal_range)
+        a = 2.0 * x - 1.0 if self.long_only else x
+        return np.asarray(a, dtype=np.float32)[:, None]
 
     @property
     def positions(self) -> tuple[float, ...]:
@@ -451,7 +469,8 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
             ) from None
         if not math.isfinite(x):
             raise ValueError(f"continuous action is not finite: {action!r}")
-        return 1.0 if x > 1.0 else (-1.0 if x < -1.0 else x)
+        x = 1.0 if x > 1.0 else (-1.0 if x < -1.0 else x)
+        return 0.5 * (x + 1.0) if self.long_only else x  # long_only: [-1, 1] -> signal [0, 1]
 
     def _resolve_bar(self, value: Any, default: int, name: str) -> int:
         if value is None:
@@ -507,7 +526,9 @@ def _validate_sizing(sizing: str, vol_target: float, vol_span: int, max_leverage
     check_sizing(target=vol_target, span=vol_span, max_leverage=max_leverage)
 
 
-def _action_positions(continuous: bool, positions: Sequence[float] | None) -> tuple[float, ...]:
+def _action_positions(
+    continuous: bool, positions: Sequence[float] | None, long_only: bool
+) -> tuple[float, ...]:
     """The discrete actions' target positions (empty for continuous actions)."""
     if continuous:
         if positions is not None:
@@ -520,6 +541,11 @@ def _action_positions(continuous: bool, positions: Sequence[float] | None) -> tu
         positions,
         "a non-empty list of finite numbers",
     )
+    if long_only and min(pos) < 0:
+        raise ValueError(
+            f"long_only=True with discrete positions {list(pos)}: give positions >= 0 "
+            "(e.g. [0, 0.5, 1]) or use continuous=True"
+        )
     return pos
 
 

@@ -338,7 +338,9 @@ def _env_settings(env: TradingEnv, sized: TradingEnv, start_close: float) -> dic
     return {
         "fee": env.fee,
         "borrow_rate": env.borrow_rate,
-        "positions": list(env.positions) if not env.continuous else "continuous [-1, 1]",
+        "positions": list(env.positions)
+        if not env.continuous
+        else f"continuous {list(env.signal_range)}",
         "window": env.window,
         "reward_scale": env.reward_scale,
         "bars_per_year": env.bars_per_year,

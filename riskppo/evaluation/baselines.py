@@ -85,7 +85,7 @@ def sma_crossover_policy(
 def nearest_action(env: TradingEnv, target: float) -> Any:
     """The env action reaching ``target``: nearest allowed discrete position, or clipped box."""
     if env.continuous:
-        return np.array([np.clip(target, -1.0, 1.0)], dtype=np.float32)
+        return env.action_for_signal(np.array([target]))[0]
     allowed = np.asarray(env.positions, dtype=np.float64)
     return int(np.argmin(np.abs(allowed - target)))
 

@@ -19,6 +19,7 @@ from riskppo.envs import (
     regime_switching,
     vol_target_scale,
 )
+from riskppo.envs.strategies import nearest_actions, strategy_exposures, strategy_signals
 
 
 @pytest.fixture(scope="module")
@@ -279,3 +280,45 @@ def test_check_env_with_sizing(googl, kwargs):
         gym_check_env(TradingEnv(googl, sizing="vol_target", **kwargs), skip_render_check=True)
         sb3_check_env(TradingEnv(googl, sizing="vol_target", **kwargs), warn=True)
     assert [str(w.message) for w in caught] == []
+
+
+# ---- long_only: continuous actions map [-1, 1] to a signal in [0, 1] ----------------------------
+
+
+def test_long_only_maps_the_action_range_onto_long_signals(googl):
+    """Mutation check: dropping the affine map in ``_continuous_target`` (signal = action) gives
+    a short exposure for action -1 and fails the first assertions."""
+    env = TradingEnv(googl, continuous=True, random_start=False, long_only=True)
+    env.reset()
+    for action, signal in ((-1.0, 0.0), (-7.0, 0.0), (0.0, 0.5), (0.5, 0.75), (1.0, 1.0)):
+        info = env.step(np.array([action], np.float32))[4]
+        assert info["signal"] == signal and info["position"] == signal
+    assert env.signal_range == (0.0, 1.0)
+    assert env.observation_space.low[env.observation_names.index("position")] == 0.0
+    # action_for_signal inverts the map (and clips signals below 0 to flat)
+    np.testing.assert_array_equal(
+        env.action_for_signal(np.array([0.0, 0.25, 1.0, -0.5])), [[-1.0], [-0.5], [1.0], [-1.0]]
+    )
+    sized = TradingEnv(googl, continuous=True, long_only=True, sizing="vol_target")
+    rng = np.random.default_rng(0)
+    _, _, infos = run(sized, list(rng.uniform(-1, 1, (300, 1)).astype(np.float32)), seed=0)
+    assert min(i["position"] for i in infos) >= 0.0
+    assert max(i["position"] for i in infos) > 0.0
+
+
+def test_long_only_discrete_needs_non_negative_positions(googl):
+    with pytest.raises(ValueError, match=r"long_only=True with discrete positions \[-1.0"):
+        TradingEnv(googl, long_only=True)
+    env = TradingEnv(googl, long_only=True, positions=(0.0, 0.5, 1.0))
+    assert env.positions == (0.0, 0.5, 1.0)
+
+
+def test_long_only_teacher_reaches_the_baselines_exposure(googl):
+    """The strategy teacher's action on a long_only env makes it hold the baseline's exposure."""
+    env = TradingEnv(googl, continuous=True, random_start=False, long_only=True)
+    targets = strategy_signals(env, strategy_exposures(env, "sma_crossover"))
+    actions = nearest_actions(env, targets)
+    env.reset()
+    first = env.first_valid_index
+    held = [env.step(actions[first + k])[4]["position"] for k in range(100)]
+    np.testing.assert_array_equal(held, targets[first : first + 100])
