@@ -8,7 +8,7 @@ vol-targeted buy-and-hold's action (``bc.source=teacher``, ``bc.teacher=vol_targ
 constraint. Per seed and variant: share of bars in the market, the horizon CVaR against the
 limit, Sharpe (``benchmarks/trading_results.py`` metrics), and the vol-targeted buy-and-hold's.
 
-    python benchmarks/bc_warmstart.py --seeds 0 1 2 --steps 50000
+    python benchmarks/bc_warmstart.py --seeds 0 1 2 --steps 200000 --bc-coef 5
     python benchmarks/bc_warmstart.py --seeds 0 --steps 4096        # smoke test
 """
 
