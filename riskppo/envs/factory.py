@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from riskppo.config import ConfigError, DataConfig
+from riskppo.config import ConfigError
 from riskppo.envs.data import (
     DATASETS,
     DataError,
@@ -19,31 +18,10 @@ from riskppo.envs.data import (
     load_dataset,
     load_ohlcv,
 )
+from riskppo.envs.registration import data_label
 from riskppo.envs.trading import TradingEnv
 
 SPLIT_PARTS = ("train", "val", "test")
-
-
-def data_kwargs(data: DataConfig) -> dict[str, Any]:
-    """The keyword arguments of :func:`make_trading_env` / :func:`trading_range` that the
-    ``data`` config section sets (all but ``part``)."""
-    return {
-        "dataset": data.dataset,
-        "path": data.path,
-        "split": tuple(data.split),
-        "nan_policy": data.nan_policy,
-        "ffill_limit": data.ffill_limit,
-        "sort": data.sort,
-    }
-
-
-def data_label(dataset: str | None, path: str | None) -> str:
-    """The name of the data a trading env trades, for titles and messages: the file name of
-    ``path`` (it wins over ``dataset``, as in :func:`make_trading_env`), else the bundled
-    dataset's name in capitals (``"GOOGL"``)."""
-    if path is not None:
-        return Path(path).name
-    return dataset.upper() if dataset else "data"
 
 
 @lru_cache(maxsize=8)

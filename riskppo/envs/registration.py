@@ -1,6 +1,8 @@
 """Gymnasium ids for riskppo's environments, so configs and the CLI can name them.
 
-Registration is cheap (string entry points): nothing heavy is imported until an env is made.
+Registration is cheap (string entry points): nothing heavy is imported until an env is made. The
+data config's keyword arguments for the trading factory live here for the same reason (a run
+that never makes a trading env never imports pandas).
 
 * ``riskppo/Trading-v0`` — :class:`~riskppo.envs.trading.TradingEnv` on one part (train / val /
   test) of a dataset, features warmed up on the bars before that part
@@ -12,7 +14,12 @@ Registration is cheap (string entry points): nothing heavy is imported until an 
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import gymnasium as gym
+
+from riskppo.config import DataConfig
 
 TRADING_ID = "riskppo/Trading-v0"
 SIMPLE_IDS = {
@@ -23,6 +30,28 @@ MASKED_IDS = {
     "riskppo/MaskedVelocityCartPole-v1": "CartPole-v1",
     "riskppo/MaskedVelocityPendulum-v1": "Pendulum-v1",
 }
+
+
+def data_kwargs(data: DataConfig) -> dict[str, Any]:
+    """The keyword arguments of :func:`make_trading_env` / :func:`trading_range` that the
+    ``data`` config section sets (all but ``part``)."""
+    return {
+        "dataset": data.dataset,
+        "path": data.path,
+        "split": tuple(data.split),
+        "nan_policy": data.nan_policy,
+        "ffill_limit": data.ffill_limit,
+        "sort": data.sort,
+    }
+
+
+def data_label(dataset: str | None, path: str | None) -> str:
+    """The name of the data a trading env trades, for titles and messages: the file name of
+    ``path`` (it wins over ``dataset``, as in :func:`make_trading_env`), else the bundled
+    dataset's name in capitals (``"GOOGL"``)."""
+    if path is not None:
+        return Path(path).name
+    return dataset.upper() if dataset else "data"
 
 
 def register_envs() -> None:

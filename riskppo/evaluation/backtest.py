@@ -51,8 +51,8 @@ import torch
 
 from riskppo import core
 from riskppo.config import Config
-from riskppo.envs.factory import SPLIT_PARTS, data_kwargs, data_label, make_trading_env
-from riskppo.envs.registration import TRADING_ID
+from riskppo.envs.factory import SPLIT_PARTS, make_trading_env
+from riskppo.envs.registration import TRADING_ID, data_kwargs, data_label
 from riskppo.envs.trading import TradingEnv
 from riskppo.evaluation.baselines import (
     STRATEGIES,

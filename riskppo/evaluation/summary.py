@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from riskppo.config import Config
-from riskppo.envs.factory import data_kwargs, data_label, trading_range
-from riskppo.envs.registration import TRADING_ID
+from riskppo.envs.factory import trading_range
+from riskppo.envs.registration import TRADING_ID, data_kwargs, data_label
 from riskppo.train.rundir import latest_good_checkpoint, open_run
 
 __all__ = ["evaluation_summary", "format_evaluation", "run_label", "write_evaluation"]

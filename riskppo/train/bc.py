@@ -51,23 +51,12 @@ from torch import Tensor
 from riskppo import core
 from riskppo.config import BCConfig, Config, ConfigError
 from riskppo.data.buffer import ChunkBatch, cat_states
-from riskppo.data.demos import Demonstrations, load_demonstrations
-from riskppo.envs.strategies import nearest_actions, strategy_exposures, strategy_signals
-from riskppo.envs.trading import TradingEnv
+from riskppo.data.demo_types import Demonstrations
 from riskppo.nn.policy import RecurrentActorCritic
 from riskppo.nn.recurrent import LSTMState
 from riskppo.train.vec_env import find_normalizer
 
-__all__ = [
-    "Teacher",
-    "TeacherRecorder",
-    "attach_bc",
-    "bc_coef_at",
-    "bc_term",
-    "callable_teacher",
-    "strategy_teacher",
-    "trading_env",
-]
+__all__ = ["Teacher", "TeacherRecorder", "attach_bc", "bc_coef_at", "bc_term"]
 
 Teacher = Callable[[np.ndarray, np.ndarray], np.ndarray]
 """``(obs [N, D] raw float32, bars [N] int64 (−1: unknown)) -> env actions [N, *A]``."""
@@ -92,52 +81,11 @@ class _Model(Protocol):
     bc: BCSource | None
 
 
-# ---- teachers ---------------------------------------------------------------------------------
-
-
-def strategy_teacher(env: TradingEnv, name: str) -> Teacher:
-    """The action that makes ``env`` hold baseline ``name``'s exposure at each bar
-    (:func:`~riskppo.envs.strategies.strategy_signals`): a per-bar lookup, vectorised."""
-    table = nearest_actions(env, strategy_signals(env, strategy_exposures(env, name)))
-
-    def teacher(obs: np.ndarray, bars: np.ndarray) -> np.ndarray:
-        if bool((bars < 0).any()):
-            raise RuntimeError(f"bc.teacher={name!r} needs info['bar'] from the trading env")
-        return table[bars]
-
-    return teacher
-
-
-def callable_teacher(
-    fn: Callable[[Any], Any], by: Literal["bar", "obs"], env: TradingEnv | None
-) -> Teacher:
-    """A user function ``bar -> target`` or ``raw observation [D] -> target`` as a teacher.
-
-    On the trading env the target is the env's action target, as for a backtest policy (the
-    position without sizing, the signal with ``sizing="vol_target"``), mapped to the nearest
-    allowed action; on another env it is the action itself.
-    """
-
-    def teacher(obs: np.ndarray, bars: np.ndarray) -> np.ndarray:
-        keys = [int(b) for b in bars] if by == "bar" else list(obs)
-        targets = [fn(k) for k in keys]
-        if env is not None:
-            return nearest_actions(env, np.asarray(targets, dtype=np.float64))
-        return np.stack([np.asarray(t) for t in targets])
-
-    return teacher
-
-
-def _base_env(venv: VecEnv) -> VecEnv:
+def base_env(venv: VecEnv) -> VecEnv:
+    """``venv`` without its :class:`VecEnvWrapper` layers."""
     while isinstance(venv, VecEnvWrapper):
         venv = venv.venv
     return venv
-
-
-def trading_env(venv: VecEnv) -> TradingEnv | None:
-    """The first env of ``venv`` if it is a :class:`TradingEnv` (a copy with subprocesses)."""
-    env = _base_env(venv).get_attr("unwrapped", [0])[0]
-    return env if isinstance(env, TradingEnv) else None
 
 
 class TeacherRecorder(VecEnvWrapper):
@@ -159,13 +107,13 @@ class TeacherRecorder(VecEnvWrapper):
         # checkpoint boundary (where the envs are reset, R-REL-4) is the same in a resumed run
         self._rows.clear()
         obs = self.venv.reset()
-        infos = _base_env(self.venv).reset_infos
+        infos = base_env(self.venv).reset_infos
         self._record(obs, np.ones(self.num_envs, dtype=bool), infos)
         return obs
 
     def step_wait(self) -> Any:
         obs, rewards, dones, infos = self.venv.step_wait()
-        resets = _base_env(self.venv).reset_infos
+        resets = base_env(self.venv).reset_infos
         now = [resets[i] if dones[i] else infos[i] for i in range(self.num_envs)]
         self._record(obs, np.asarray(dones, dtype=bool), now)
         return obs, rewards, dones, infos
@@ -236,8 +184,9 @@ def attach_bc(
     ``file``: load and validate ``bc.path`` against the model's spaces. ``teacher``: wrap
     ``model.env`` in a :class:`TeacherRecorder` labelling with the ``bc.teacher`` baseline or
     with ``teacher``, a user function of the bar index (``teacher_input="bar"``) or of the raw
-    observation (``"obs"``) returning the action target (see :func:`callable_teacher`). The
-    trainer calls it when the model is built; call it again to pass your own teacher.
+    observation (``"obs"``) returning the action target
+    (:func:`~riskppo.train.bc_teacher.callable_teacher`). The trainer calls it when the model is
+    built; call it again to pass your own teacher.
 
     Raises:
         ConfigError: a teacher without ``bc.source: teacher``, no teacher at all, a baseline
@@ -248,7 +197,11 @@ def attach_bc(
     if teacher is not None and cfg.source != "teacher":
         raise ConfigError(f"a teacher callable needs bc.source: teacher (got {cfg.source!r})")
     model.bc = None
+    # The file reader (pyarrow) and the trading teachers (pandas) are imported only by the source
+    # that needs them: ≈ 70 MB of RSS a run without them does not pay (issue #18, peak RSS).
     if cfg.source == "file":
+        from riskppo.data.demos import load_demonstrations
+
         assert cfg.path is not None  # BCConfig validates it
         demos = load_demonstrations(cfg.path, model.observation_space, model.action_space)
         if cfg.weighting == "return" and demos.returns is None:
@@ -258,26 +211,13 @@ def attach_bc(
     elif cfg.source == "teacher" and model.env is not None and (teacher or cfg.teacher):
         if cfg.weighting == "return":
             raise ConfigError("bc.weighting: return needs a demonstration file with returns")
-        fn = _teacher(model.env, cfg, teacher, teacher_input)
+        from riskppo.train.bc_teacher import build_teacher
+
+        fn = build_teacher(model.env, cfg, teacher, teacher_input)
         recorder = _recorder(model.env, fn, capacity=2 * model.config.ppo.n_steps)
         model.env = recorder
         n_steps = model.config.ppo.n_steps
         model.bc = BCSource(recorder.recorded, find_normalizer(recorder), sample_last=n_steps)
-
-
-def _teacher(
-    venv: VecEnv, cfg: BCConfig, fn: Callable[[Any], Any] | None, by: Literal["bar", "obs"]
-) -> Teacher:
-    env = trading_env(venv)
-    if fn is not None:
-        return callable_teacher(fn, by, env)
-    assert cfg.teacher is not None  # attach_bc calls this with a callable or a baseline name
-    if env is None:
-        raise ConfigError(
-            f"bc.teacher={cfg.teacher!r} is a trading baseline: it needs the trading env "
-            "(env.id riskppo/Trading-v0)"
-        )
-    return strategy_teacher(env, cfg.teacher)
 
 
 def _recorder(venv: VecEnv, teacher: Teacher, capacity: int) -> TeacherRecorder:

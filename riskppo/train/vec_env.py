@@ -32,8 +32,7 @@ from stable_baselines3.common.vec_env import (
 )
 
 from riskppo.config import DataConfig, EnvConfig
-from riskppo.envs.factory import data_kwargs
-from riskppo.envs.registration import TRADING_ID, register_envs
+from riskppo.envs.registration import TRADING_ID, data_kwargs, register_envs
 
 EnvSpec = str | Callable[[], gym.Env] | VecEnv
 

@@ -27,7 +27,8 @@ from riskppo.envs.strategies import sma_crossover_targets, strategy_exposures, s
 from riskppo.envs.synthetic import regime_switching
 from riskppo.envs.trading import TradingEnv
 from riskppo.train import bc
-from riskppo.train.bc import attach_bc, bc_coef_at, bc_term, strategy_teacher
+from riskppo.train.bc import attach_bc, bc_coef_at, bc_term
+from riskppo.train.bc_teacher import strategy_teacher
 
 OBS = spaces.Box(-10, 10, (3,), np.float32)
 ACT = spaces.Discrete(2)
