@@ -7,9 +7,9 @@
   better actions dominate; ``L_BC = −mean(w · log π(a|s))`` on the PPO minibatch itself.
 * ``file``: a recorded demonstration set (:mod:`riskppo.data.demos`, ``riskppo record``).
 * ``teacher``: a strategy's action on the agent's **own** observations: the env is wrapped in a
-  :class:`TeacherRecorder` that labels every observation it returns with the teacher's action
-  (a built-in ``bc.teacher`` baseline of the trading env, or a user callable passed to
-  :func:`attach_bc`) and keeps the last ``2 · ppo.n_steps`` steps.
+  :class:`~riskppo.train.bc_teacher.TeacherRecorder` that labels every observation it returns
+  with the teacher's action (a built-in ``bc.teacher`` baseline of the trading env, or a user
+  callable passed to :func:`attach_bc`) and keeps the last ``2 · ppo.n_steps`` steps.
 
 Demonstrations carry no advantages: they are cloned with weight 1, or with
 ``bc.weighting: return`` with the AWR weight of their standardised return-to-go
@@ -37,7 +37,6 @@ replayed demonstrations) and :func:`bc_term` is the BC part of the minibatch los
 from __future__ import annotations
 
 import math
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -45,7 +44,7 @@ from typing import Any, Literal, Protocol
 import numpy as np
 import torch
 from gymnasium import spaces
-from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper, VecNormalize
+from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 from torch import Tensor
 
 from riskppo import core
@@ -56,10 +55,7 @@ from riskppo.nn.policy import RecurrentActorCritic
 from riskppo.nn.recurrent import LSTMState
 from riskppo.train.vec_env import find_normalizer
 
-__all__ = ["Teacher", "TeacherRecorder", "attach_bc", "bc_coef_at", "bc_term"]
-
-Teacher = Callable[[np.ndarray, np.ndarray], np.ndarray]
-"""``(obs [N, D] raw float32, bars [N] int64 (−1: unknown)) -> env actions [N, *A]``."""
+__all__ = ["BCInputs", "BCSource", "attach_bc", "bc_coef_at", "bc_inputs", "bc_term"]
 
 
 class _Context(Protocol):
@@ -79,64 +75,6 @@ class _Model(Protocol):
     observation_space: spaces.Space[Any]
     action_space: spaces.Space[Any]
     bc: BCSource | None
-
-
-def base_env(venv: VecEnv) -> VecEnv:
-    """``venv`` without its :class:`VecEnvWrapper` layers."""
-    while isinstance(venv, VecEnvWrapper):
-        venv = venv.venv
-    return venv
-
-
-class TeacherRecorder(VecEnvWrapper):
-    """Labels every observation the vec env returns with ``teacher``'s action.
-
-    Keeps the last ``capacity`` steps: raw observations ``[N, D]`` (before obs normalisation),
-    episode starts ``[N]`` and teacher actions ``[N, *A]``. The bar of each observation is
-    ``info["bar"]`` (after an automatic reset: the reset info's).
-    """
-
-    def __init__(self, venv: VecEnv, teacher: Teacher, capacity: int) -> None:
-        super().__init__(venv)
-        self.teacher = teacher
-        self._rows: deque[tuple[np.ndarray, np.ndarray, np.ndarray]] = deque(maxlen=capacity)
-        self._normalizer: VecNormalize | None = find_normalizer(venv)
-
-    def reset(self) -> Any:
-        # a reset starts the kept window afresh: what the teacher source holds after a
-        # checkpoint boundary (where the envs are reset, R-REL-4) is the same in a resumed run
-        self._rows.clear()
-        obs = self.venv.reset()
-        infos = base_env(self.venv).reset_infos
-        self._record(obs, np.ones(self.num_envs, dtype=bool), infos)
-        return obs
-
-    def step_wait(self) -> Any:
-        obs, rewards, dones, infos = self.venv.step_wait()
-        resets = base_env(self.venv).reset_infos
-        now = [resets[i] if dones[i] else infos[i] for i in range(self.num_envs)]
-        self._record(obs, np.asarray(dones, dtype=bool), now)
-        return obs, rewards, dones, infos
-
-    def _record(self, obs: Any, starts: np.ndarray, infos: list[dict[str, Any]]) -> None:
-        raw = self._normalizer.get_original_obs() if self._normalizer is not None else obs
-        raw = np.asarray(raw, dtype=np.float32).reshape(self.num_envs, -1)
-        bars = np.fromiter((int(i.get("bar", -1)) for i in infos), np.int64, self.num_envs)
-        actions = np.asarray(self.teacher(raw, bars))
-        self._rows.append((raw, starts.copy(), actions))
-
-    def latest_labels(self) -> np.ndarray:
-        """The teacher's actions ``[N, *A]`` for the observations just returned."""
-        return self._rows[-1][2]
-
-    def recorded(self) -> Demonstrations | None:
-        """The kept steps as ``[T, N, ...]`` demonstrations (``None`` before the first reset)."""
-        if not self._rows:
-            return None
-        obs, starts, actions = (np.stack(x) for x in zip(*self._rows))
-        return Demonstrations(
-            torch.as_tensor(obs), torch.as_tensor(actions), torch.as_tensor(starts)
-        )
 
 
 # ---- attaching a source -----------------------------------------------------------------------
@@ -182,9 +120,9 @@ def attach_bc(
     """Set ``model.bc`` (and, for a teacher, ``model.env``) from ``model.config.bc``.
 
     ``file``: load and validate ``bc.path`` against the model's spaces. ``teacher``: wrap
-    ``model.env`` in a :class:`TeacherRecorder` labelling with the ``bc.teacher`` baseline or
-    with ``teacher``, a user function of the bar index (``teacher_input="bar"``) or of the raw
-    observation (``"obs"``) returning the action target
+    ``model.env`` in a :class:`~riskppo.train.bc_teacher.TeacherRecorder` labelling with the
+    ``bc.teacher`` baseline or with ``teacher``, a user function of the bar index
+    (``teacher_input="bar"``) or of the raw observation (``"obs"``) returning the action target
     (:func:`~riskppo.train.bc_teacher.callable_teacher`). The trainer calls it when the model is
     built; call it again to pass your own teacher.
 
@@ -211,21 +149,14 @@ def attach_bc(
     elif cfg.source == "teacher" and model.env is not None and (teacher or cfg.teacher):
         if cfg.weighting == "return":
             raise ConfigError("bc.weighting: return needs a demonstration file with returns")
-        from riskppo.train.bc_teacher import build_teacher
+        from riskppo.train.bc_teacher import teacher_recorder
 
-        fn = build_teacher(model.env, cfg, teacher, teacher_input)
-        recorder = _recorder(model.env, fn, capacity=2 * model.config.ppo.n_steps)
+        recorder = teacher_recorder(
+            model.env, cfg, 2 * model.config.ppo.n_steps, teacher, teacher_input
+        )
         model.env = recorder
         n_steps = model.config.ppo.n_steps
         model.bc = BCSource(recorder.recorded, find_normalizer(recorder), sample_last=n_steps)
-
-
-def _recorder(venv: VecEnv, teacher: Teacher, capacity: int) -> TeacherRecorder:
-    """``venv`` itself if it is already a recorder (teacher replaced), else a new wrapper."""
-    if isinstance(venv, TeacherRecorder):
-        venv.teacher = teacher
-        return venv
-    return TeacherRecorder(venv, teacher, capacity)
 
 
 # ---- the loss ---------------------------------------------------------------------------------

@@ -1,24 +1,39 @@
 """Teachers for ``bc.source: teacher`` (R-ALG-12): a trading baseline's action on the agent's own
-bars, or a user callable of the bar index or of the raw observation (:mod:`riskppo.train.bc`).
+bars, or a user callable of the bar index or of the raw observation, and the
+:class:`TeacherRecorder` that labels the agent's observations with it (:mod:`riskppo.train.bc`).
 
 A module of its own because it needs the trading env (pandas): :func:`riskppo.train.bc.attach_bc`
-imports it only when a teacher is asked for.
+imports it only when a teacher is asked for, and it imports nothing from ``bc``.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from typing import Any, Literal
 
 import numpy as np
-from stable_baselines3.common.vec_env import VecEnv
+import torch
+from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper, VecNormalize
 
 from riskppo.config import BCConfig, ConfigError
+from riskppo.data.demo_types import Demonstrations
 from riskppo.envs.strategies import nearest_actions, strategy_exposures, strategy_signals
 from riskppo.envs.trading import TradingEnv
-from riskppo.train.bc import Teacher, base_env
+from riskppo.train.vec_env import find_normalizer
 
-__all__ = ["build_teacher", "callable_teacher", "strategy_teacher", "trading_env"]
+__all__ = [
+    "Teacher",
+    "TeacherRecorder",
+    "build_teacher",
+    "callable_teacher",
+    "strategy_teacher",
+    "teacher_recorder",
+    "trading_env",
+]
+
+Teacher = Callable[[np.ndarray, np.ndarray], np.ndarray]
+"""``(obs [N, D] raw float32, bars [N] int64 (−1: unknown)) -> env actions [N, *A]``."""
 
 
 def strategy_teacher(env: TradingEnv, name: str) -> Teacher:
@@ -75,3 +90,81 @@ def build_teacher(
             "(env.id riskppo/Trading-v0)"
         )
     return strategy_teacher(env, cfg.teacher)
+
+
+def base_env(venv: VecEnv) -> VecEnv:
+    """``venv`` without its :class:`VecEnvWrapper` layers."""
+    while isinstance(venv, VecEnvWrapper):
+        venv = venv.venv
+    return venv
+
+
+class TeacherRecorder(VecEnvWrapper):
+    """Labels every observation the vec env returns with ``teacher``'s action.
+
+    Keeps the last ``capacity`` steps: raw observations ``[N, D]`` (before obs normalisation),
+    episode starts ``[N]`` and teacher actions ``[N, *A]``. The bar of each observation is
+    ``info["bar"]`` (after an automatic reset: the reset info's).
+    """
+
+    def __init__(self, venv: VecEnv, teacher: Teacher, capacity: int) -> None:
+        super().__init__(venv)
+        self.teacher = teacher
+        self._rows: deque[tuple[np.ndarray, np.ndarray, np.ndarray]] = deque(maxlen=capacity)
+        self._normalizer: VecNormalize | None = find_normalizer(venv)
+
+    def reset(self) -> Any:
+        # a reset starts the kept window afresh: what the teacher source holds after a
+        # checkpoint boundary (where the envs are reset, R-REL-4) is the same in a resumed run
+        self._rows.clear()
+        obs = self.venv.reset()
+        infos = base_env(self.venv).reset_infos
+        self._record(obs, np.ones(self.num_envs, dtype=bool), infos)
+        return obs
+
+    def step_wait(self) -> Any:
+        obs, rewards, dones, infos = self.venv.step_wait()
+        resets = base_env(self.venv).reset_infos
+        now = [resets[i] if dones[i] else infos[i] for i in range(self.num_envs)]
+        self._record(obs, np.asarray(dones, dtype=bool), now)
+        return obs, rewards, dones, infos
+
+    def _record(self, obs: Any, starts: np.ndarray, infos: list[dict[str, Any]]) -> None:
+        raw = self._normalizer.get_original_obs() if self._normalizer is not None else obs
+        raw = np.asarray(raw, dtype=np.float32).reshape(self.num_envs, -1)
+        bars = np.fromiter((int(i.get("bar", -1)) for i in infos), np.int64, self.num_envs)
+        actions = np.asarray(self.teacher(raw, bars))
+        self._rows.append((raw, starts.copy(), actions))
+
+    def latest_labels(self) -> np.ndarray:
+        """The teacher's actions ``[N, *A]`` for the observations just returned."""
+        return self._rows[-1][2]
+
+    def recorded(self) -> Demonstrations | None:
+        """The kept steps as ``[T, N, ...]`` demonstrations (``None`` before the first reset)."""
+        if not self._rows:
+            return None
+        obs, starts, actions = (np.stack(x) for x in zip(*self._rows))
+        return Demonstrations(
+            torch.as_tensor(obs), torch.as_tensor(actions), torch.as_tensor(starts)
+        )
+
+
+def _recorder(venv: VecEnv, teacher: Teacher, capacity: int) -> TeacherRecorder:
+    """``venv`` itself if it is already a recorder (teacher replaced), else a new wrapper."""
+    if isinstance(venv, TeacherRecorder):
+        venv.teacher = teacher
+        return venv
+    return TeacherRecorder(venv, teacher, capacity)
+
+
+def teacher_recorder(
+    venv: VecEnv,
+    cfg: BCConfig,
+    capacity: int,
+    fn: Callable[[Any], Any] | None = None,
+    by: Literal["bar", "obs"] = "bar",
+) -> TeacherRecorder:
+    """``venv`` wrapped in (or, already wrapped, re-pointed to) a recorder of the teacher
+    :func:`build_teacher` makes, keeping the last ``capacity`` steps."""
+    return _recorder(venv, build_teacher(venv, cfg, fn, by), capacity)

@@ -20,8 +20,7 @@ from stable_baselines3.common.vec_env import VecEnv
 from riskppo.config import Config, ConfigError
 from riskppo.data.demos import Demonstrations, save_demonstrations
 from riskppo.envs.registration import TRADING_ID
-from riskppo.train.bc import TeacherRecorder
-from riskppo.train.bc_teacher import strategy_teacher, trading_env
+from riskppo.train.bc_teacher import TeacherRecorder, strategy_teacher, trading_env
 from riskppo.train.trainer import DistributionalPPO
 from riskppo.train.vec_env import build_vec_env
 

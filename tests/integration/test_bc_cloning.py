@@ -14,7 +14,8 @@ from riskppo.cli import main as cli_main
 from riskppo.cli import user_error
 from riskppo.config import Config
 from riskppo.data.demos import DemonstrationError, load_demonstrations
-from riskppo.train.bc import TeacherRecorder, attach_bc
+from riskppo.train.bc import attach_bc
+from riskppo.train.bc_teacher import TeacherRecorder
 from riskppo.train.vec_env import find_normalizer
 from tests.unit.test_bc import Cue
 
