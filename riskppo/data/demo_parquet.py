@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import torch
 from torch import Tensor
@@ -173,7 +174,7 @@ def _scalars(table: pa.Table, name: str, path: Path) -> np.ndarray:
 def _lists(col: pa.Array, name: str, path: Path) -> np.ndarray:
     if col.null_count:
         raise DemonstrationError(f"{path}: column '{name}' has {col.null_count} missing row(s)")
-    lengths = pa.compute.list_value_length(col).to_numpy(zero_copy_only=False)
+    lengths = pc.list_value_length(col).to_numpy(zero_copy_only=False)
     if len(set(lengths.tolist())) != 1:
         row = int(np.flatnonzero(lengths != lengths[0])[0])
         raise DemonstrationError(
