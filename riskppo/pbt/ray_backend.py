@@ -23,7 +23,7 @@ from typing import Any
 
 from riskppo.config import Config
 from riskppo.pbt.audit import archive_source
-from riskppo.pbt.local import append_jsonl, json_safe, n_rounds
+from riskppo.pbt.local import append_jsonl, initial_members, json_safe, n_rounds
 from riskppo.pbt.member import (
     exploit,
     manifest_sha256,
@@ -150,15 +150,37 @@ def run_pbt_ray(cfg: Config, run_dir: Path, *, progress_bar: bool = True) -> dic
     """Run the population with Ray Tune on the running Ray instance (or a local one)."""
     try:
         import ray
-        from ray import tune
-        from ray.tune.schedulers import PopulationBasedTraining
+        import ray.tune  # Tune is an extra of Ray: fail here, with the hint
     except ImportError:
         raise RuntimeError('pbt.backend=ray needs Ray Tune: pip install "riskppo[ray]"') from None
-    from riskppo.pbt.local import initial_members
 
     run_dir = run_dir.resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     cfg.to_yaml(run_dir / "config.yaml")
+    started = not ray.is_initialized()
+    if started:  # a local Ray instance; on a cluster, ray.init(address=...) beforehand
+        ray.init(num_cpus=cfg.pbt.workers or os.cpu_count(), include_dashboard=False)
+    try:
+        results = _tuner(cfg, run_dir, progress_bar).fit()
+    finally:
+        if started:
+            ray.shutdown()
+    summary = _summary(cfg, run_dir, results)
+    (run_dir / "pbt_summary.json").write_text(json.dumps(json_safe(summary), indent=2))
+    # matplotlib only in the driver: the trainables import this module too
+    from riskppo.pbt.report import plot_population
+
+    plot_population(run_dir)
+    return summary
+
+
+def _tuner(cfg: Config, run_dir: Path, progress_bar: bool) -> Any:
+    """The Ray Tune ``Tuner``: one trial per member (the local backend's initial draws), Ray's
+    synchronous PBT scheduler with the config's quantile, resampling and perturbation factors,
+    explored values clipped to the declared bounds."""
+    from ray import tune
+    from ray.tune.schedulers import PopulationBasedTraining
+
     p = cfg.pbt
     bounds = {name: (s.low, s.high) for name, s in p.hyperparams.items()}
 
@@ -184,10 +206,7 @@ def run_pbt_ray(cfg: Config, run_dir: Path, *, progress_bar: bool = True) -> dic
         "member": tune.grid_search([m.id for m in members]),
         "hp": {name: tune.sample_from(_initial(members, name)) for name in p.hyperparams},
     }
-    started = not ray.is_initialized()
-    if started:  # a local Ray instance; on a cluster, ray.init(address=...) beforehand
-        ray.init(num_cpus=p.workers or os.cpu_count(), include_dashboard=False)
-    tuner = tune.Tuner(
+    return tune.Tuner(
         tune.with_resources(member_trainable, {"cpu": 1}),
         param_space=param_space,
         tune_config=tune.TuneConfig(scheduler=scheduler, metric="score", mode="max"),
@@ -200,15 +219,15 @@ def run_pbt_ray(cfg: Config, run_dir: Path, *, progress_bar: bool = True) -> dic
             verbose=1 if progress_bar else 0,
         ),
     )
-    try:
-        results = tuner.fit()
-    finally:
-        if started:
-            ray.shutdown()
+
+
+def _summary(cfg: Config, run_dir: Path, results: Any) -> dict[str, Any]:
+    """``pbt_summary.json``'s content from Ray's ``ResultGrid``: the best trial by its last
+    score, its hyperparameters and directory, exploit and error counts."""
     best = results.get_best_result(metric="score", mode="max", scope="last")
     last = best.metrics or {}
     trial = str(last.get("trial_id"))
-    summary = {
+    return {
         "backend": "ray",
         "metric": resolve_metric(cfg),
         "best_member": trial,
@@ -219,11 +238,6 @@ def run_pbt_ray(cfg: Config, run_dir: Path, *, progress_bar: bool = True) -> dic
         "n_errors": len(results.errors),
         "ray_results": str(run_dir / "ray"),
     }
-    (run_dir / "pbt_summary.json").write_text(json.dumps(json_safe(summary), indent=2))
-    from riskppo.pbt.report import plot_population
-
-    plot_population(run_dir)
-    return summary
 
 
 def _initial(members: list[Any], name: str) -> Any:
