@@ -66,18 +66,27 @@ def ckpt_name(step: int) -> str:
     return f"ckpt-{step:012d}"
 
 
+def pbt_cli(
+    tmp_path: Path, cfg: Config, faults: str
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """``riskppo pbt`` on ``cfg`` in a fresh process with the fault plan ``faults``
+    (``FAULT_ENV``); returns the finished process (checked for exit 0) and its run directory."""
+    cfg.to_yaml(tmp_path / "pbt.yaml")
+    run = tmp_path / "run"
+    cmd = [sys.executable, "-m", "riskppo.cli", "pbt", "--config", str(tmp_path / "pbt.yaml")]
+    cmd += ["--run-dir", str(run), "--no-progress"]
+    env = {**os.environ, FAULT_ENV: faults}
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc, run
+
+
 def test_killed_workers_cost_their_member_one_round(tmp_path: Path) -> None:
     """`riskppo pbt` with SIGKILLed workers: m1 dies in round 1 and restarts from its round-0
     checkpoint; m2 dies in round 0 (no checkpoint yet: restarts fresh) and fails again in round
     1, which is past max_failures=1, so it is frozen; m0 never notices. Exit 0, summary, plot."""
     cfg = tiny(rounds=3, population=3, quantile=0.0, max_failures=1)
-    cfg.to_yaml(tmp_path / "pbt.yaml")
-    run = tmp_path / "run"
-    env = {**os.environ, FAULT_ENV: "1:1:kill,2:0:kill,2:1:raise"}
-    cmd = [sys.executable, "-m", "riskppo.cli", "pbt", "--config", str(tmp_path / "pbt.yaml")]
-    cmd += ["--run-dir", str(run), "--no-progress"]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc, run = pbt_cli(tmp_path, cfg, "1:1:kill,2:0:kill,2:1:raise")
     assert "m1 failed in round 1 (worker process died (killed by SIGKILL)): restart" in proc.stdout
 
     summary = json.loads((run / "pbt_summary.json").read_text())
@@ -172,13 +181,7 @@ def test_a_population_that_never_finishes_a_round_still_ends_cleanly(tmp_path: P
     cfg = tiny(rounds=2, population=2, max_failures=0)
     data = cfg.to_dict()
     data["env"] = {"id": "riskppo/Trading-v0", "n_envs": 2, "kwargs": {"episode_length": 64}}
-    Config.build(data).to_yaml(tmp_path / "pbt.yaml")
-    run = tmp_path / "run"
-    env = {**os.environ, FAULT_ENV: "0:0:raise,1:0:raise"}
-    cmd = [sys.executable, "-m", "riskppo.cli", "pbt", "--config", str(tmp_path / "pbt.yaml")]
-    cmd += ["--run-dir", str(run), "--no-progress"]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc, run = pbt_cli(tmp_path, Config.build(data), "0:0:raise,1:0:raise")
     summary = json.loads((run / "pbt_summary.json").read_text())
     assert summary["best_checkpoint"] is None and summary["n_failures"] == 2
     assert "no member finished a round" in proc.stdout
