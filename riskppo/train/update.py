@@ -67,8 +67,6 @@ class UpdateContext:
     groups: dict[str, list[nn.Parameter]] = field(default_factory=dict)
     # id(parameter) → index of its group in ``groups`` (parameters of no group: absent)
     group_index: dict[int, int] = field(default_factory=dict)
-    # ids of the parameters that have gradients → their group index tensor (:func:`_owner_index`)
-    owner_cache: dict[tuple[int, ...], Tensor] = field(default_factory=dict)
     # the minibatch loss: :func:`minibatch_loss` (None) or a compiled equivalent
     # (:mod:`riskppo.train.compiled`)
     loss_fn: Callable[[UpdateContext, ChunkBatch], tuple[Tensor, dict[str, Tensor], int]] | None = (
@@ -186,31 +184,12 @@ def _grad_norms(
     :func:`group_grad_norms` (float64), without a second pass or a host sync."""
     norms = torch.stack(torch._foreach_norm(grads))
     total = torch.linalg.vector_norm(norms)
+    owner_of = ctx.group_index
     n_groups = len(ctx.groups)
-    owner = _owner_index(ctx, params, norms.device)
+    owner = torch.tensor([owner_of.get(id(q), n_groups) for q in params], device=norms.device)
     n2 = norms.double()
     sq = n2.new_zeros(n_groups + 1).index_add_(0, owner, n2 * n2)
     return total, sq[:n_groups].sqrt()
-
-
-def _owner_index(ctx: UpdateContext, params: list[nn.Parameter], device: torch.device) -> Tensor:
-    """``[len(params)]`` index of each parameter's group in ``ctx.groups`` (``len(groups)``: none),
-    built once per update for a given list of parameters (it rarely changes between minibatches)."""
-    key = tuple(id(q) for q in params)
-    cached = ctx.owner_cache.get(key)
-    if cached is None or cached.device != device:
-        n_groups, owner_of = len(ctx.groups), ctx.group_index
-        cached = torch.tensor([owner_of.get(id(q), n_groups) for q in params], device=device)
-        ctx.owner_cache[key] = cached
-    return cached
-
-
-def _clear_grads(optimizer: torch.optim.Optimizer) -> None:
-    """``optimizer.zero_grad(set_to_none=True)`` without its per-call profiling and bookkeeping
-    (every gradient of the optimizer's parameters set to ``None``)."""
-    for group in optimizer.param_groups:
-        for q in group["params"]:
-            q.grad = None
 
 
 def apply_minibatch(
@@ -228,7 +207,7 @@ def apply_minibatch(
 def _apply_minibatch(ctx: UpdateContext, mb: ChunkBatch, m: UpdateMetrics) -> MinibatchStats | None:
     """:func:`apply_minibatch` with its numbers left as one tensor (:class:`MinibatchStats`)."""
     cfg, policy = ctx.cfg, ctx.policy
-    _clear_grads(ctx.optimizer)
+    ctx.optimizer.zero_grad(set_to_none=True)
     stats_sum, names = _accumulate(ctx, mb)
     if stats_sum is None:  # a non-finite log-ratio
         m.n_skipped_nonfinite_ratio += 1
@@ -290,11 +269,9 @@ def _accumulate(ctx: UpdateContext, mb: ChunkBatch) -> tuple[Tensor | None, list
         if n_bad:
             return None, names
         share = micro.n_samples / mb.n_samples  # R-ALG-13: weight by the share of samples
+        (loss * share).backward()
         names = list(stats)
-        vec = torch.stack([loss.detach(), *stats.values()])
-        if share != 1.0:  # one micro-batch: x · 1.0 = x exactly, two ops saved
-            loss, vec = loss * share, vec * share
-        loss.backward()
+        vec = torch.stack([loss.detach(), *stats.values()]) * share
         stats_sum = vec if stats_sum is None else stats_sum + vec
     return stats_sum, names
 
