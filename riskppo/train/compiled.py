@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import logging
 import time
-import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -37,12 +36,11 @@ from riskppo.nn.critics import Critic
 from riskppo.nn.policy import RecurrentActorCritic, RecurrentState
 from riskppo.nn.recurrent import LSTMState
 from riskppo.train.losses import base_stats, ppo_terms
+from riskppo.train.update import minibatch_loss
 
-__all__ = ["CompiledLoss", "compiled_loss_for", "fallback_reason", "traced_minibatch_loss"]
+__all__ = ["CompiledLoss", "fallback_reason", "traced_minibatch_loss"]
 
 log = logging.getLogger("riskppo")
-
-LossFn = Callable[[Any, ChunkBatch], tuple[Tensor, dict[str, Tensor], int]]
 
 
 def fallback_reason(cfg: Config, ctx: Any) -> str | None:
@@ -162,8 +160,7 @@ class CompiledLoss:
     is not compiled or compiling fails. ``compile_seconds``: the time the calls that compiled
     took (the first per input shape). Holds no reference to the policy."""
 
-    def __init__(self, cfg: Config) -> None:
-        self.cfg = cfg
+    def __init__(self) -> None:
         self.compile_seconds = 0.0
         self.failed: str | None = None
         self._logged: set[str] = set()
@@ -175,8 +172,6 @@ class CompiledLoss:
             log.warning("compile: the update runs eager: %s", reason)
 
     def __call__(self, ctx: Any, mb: ChunkBatch) -> tuple[Tensor, dict[str, Tensor], int]:
-        from riskppo.train.update import minibatch_loss
-
         reason = self.failed or fallback_reason(ctx.cfg, ctx)
         if reason is not None:
             self._log_once(reason)
@@ -200,16 +195,3 @@ class CompiledLoss:
             self.compile_seconds += dt
             log.info("compile: minibatch loss compiled in %.1f s (shapes %s)", dt, key[0])
         return loss, stats, int(n_bad)
-
-
-_CACHE: weakref.WeakKeyDictionary[RecurrentActorCritic, CompiledLoss] = weakref.WeakKeyDictionary()
-
-
-def compiled_loss_for(cfg: Config, policy: RecurrentActorCritic) -> CompiledLoss:
-    """The :class:`CompiledLoss` of this policy (built once; compiled on first use, again when
-    the config's constants change, e.g. after a PBT explore)."""
-    cl = _CACHE.get(policy)
-    if cl is None:
-        cl = CompiledLoss(cfg)
-        _CACHE[policy] = cl
-    return cl

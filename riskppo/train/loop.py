@@ -39,7 +39,7 @@ from riskppo.train.metrics import (
 from riskppo.train.scaling import Rescale, apply_rescale
 from riskppo.train.settings import ent_schedule, entropy_target, floor_coef, step_entropy_floor
 from riskppo.train.state import EntropyControl, TrainingState
-from riskppo.train.update import UpdateContext, UpdateMetrics, ppo_update
+from riskppo.train.update import LossFn, UpdateContext, UpdateMetrics, ppo_update
 
 __all__ = ["Learner", "learning_rate", "reset_carry", "train_iteration"]
 
@@ -56,6 +56,9 @@ class Learner:
     vgs: Any | None  # riskppo.optim.VarianceGradientScaler
     env: VecEnv
     bc: BCSource | None = None  # demonstrations for the BC term (bc.source: file | teacher)
+    # the minibatch loss when ``compile: true`` (the model's
+    # :class:`~riskppo.train.compiled.CompiledLoss`, so it compiles once); None: the eager one
+    loss_fn: LossFn | None = None
 
 
 def learning_rate(cfg: Config, state: TrainingState) -> float:
@@ -128,6 +131,7 @@ def train_iteration(learner: Learner, state: TrainingState) -> tuple[TrainingSta
         sa_eps=current_sa_eps(cfg, c.n_updates),
         bc=bc_inputs(cfg, policy, learner.bc, c.num_timesteps),
         consecutive_skips=c.nonfinite_skips,
+        loss_fn=learner.loss_fn,
     )
     metrics = ppo_update(ctx, est.data)
     counters = dataclasses.replace(

@@ -26,6 +26,7 @@ from riskppo.optim import build_optimizer
 from riskppo.train.bc import BCSource, attach_bc
 from riskppo.train.checkpoint import load_checkpoint, save_checkpoint
 from riskppo.train.collect import env_actions, obs_tensor
+from riskppo.train.compiled import CompiledLoss
 from riskppo.train.episodes import run_episodes
 from riskppo.train.loop import (
     Learner,
@@ -101,6 +102,9 @@ class DistributionalPPO:
                 risk_head=cfg.risk.cvar_limit is not None,
             ).to(self.device)
         self.reset_optimizer()
+        # the compiled minibatch loss (``compile: true``, issue 18): one per model, compiled on
+        # first use; every learner of this model gets it while the config asks for it
+        self.compiled_loss = CompiledLoss()
         self.bc: BCSource | None = None  # R-ALG-12: a demonstration file or a teacher
         if self.env is not None:  # (a predict-only model needs no demonstrations)
             attach_bc(self)
@@ -182,8 +186,16 @@ class DistributionalPPO:
         """What :func:`~riskppo.train.loop.train_iteration` trains (needs an env)."""
         if self.env is None:
             raise RuntimeError("this model has no environment (loaded for predict only)")
+        loss_fn = self.compiled_loss if self.config.compile else None
         return Learner(
-            self.config, self.policy, self.critic, self.optimizer, self.vgs, self.env, self.bc
+            self.config,
+            self.policy,
+            self.critic,
+            self.optimizer,
+            self.vgs,
+            self.env,
+            self.bc,
+            loss_fn,
         )
 
     def _iterate(self) -> UpdateLog:

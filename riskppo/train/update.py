@@ -25,8 +25,10 @@ from riskppo.data.buffer import ChunkBatch
 from riskppo.nn.critics import Critic
 from riskppo.nn.policy import RecurrentActorCritic
 from riskppo.train.bc import BCInputs, bc_term
-from riskppo.train.compiled import compiled_loss_for
 from riskppo.train.losses import base_stats, ppo_terms
+
+LossFn = Callable[[Any, ChunkBatch], tuple[Tensor, dict[str, Tensor], int]]
+"""A minibatch loss: ``(context, minibatch) -> (loss, stats, non-finite log-ratio count)``."""
 
 
 class NonFiniteTrainingError(RuntimeError):
@@ -69,9 +71,7 @@ class UpdateContext:
     group_index: dict[int, int] = field(default_factory=dict)
     # the minibatch loss: :func:`minibatch_loss` (None) or a compiled equivalent
     # (:mod:`riskppo.train.compiled`)
-    loss_fn: Callable[[UpdateContext, ChunkBatch], tuple[Tensor, dict[str, Tensor], int]] | None = (
-        None
-    )
+    loss_fn: LossFn | None = None
 
     def __post_init__(self) -> None:
         self.groups = param_groups(self.policy)
@@ -365,8 +365,6 @@ def ppo_update(ctx: UpdateContext, data: ChunkBatch) -> UpdateMetrics:
     chunk_len = data.obs.shape[0]
     chunks_per_batch = p.batch_size // chunk_len
     m = UpdateMetrics()
-    if ctx.cfg.compile and ctx.loss_fn is None:  # the opt-in compiled loss (issue 18)
-        ctx.loss_fn = compiled_loss_for(ctx.cfg, ctx.policy)
     applied: list[MinibatchStats] = []
     for epoch in range(p.n_epochs):
         for mb in data.minibatches(chunks_per_batch, ctx.generator):

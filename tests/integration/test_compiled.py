@@ -144,7 +144,7 @@ def test_a_feature_that_is_not_compiled_runs_eager_and_logs_why(caplog):
     logs the reason once."""
     model, ctx, mb = batch_and_context("CartPole-v1", sa_kappa=0.1, sa_eps=0.05)
     ctx.sa_eps = 0.05
-    cl = compiled.CompiledLoss(model.config)
+    cl = compiled.CompiledLoss()
     with caplog.at_level(logging.WARNING, logger="riskppo"):
         ctx.generator.manual_seed(0)  # SA-PPO's PGD draws from it: same draws for the reference
         got = loss_and_grads(model, cl, ctx, mb)
@@ -164,7 +164,7 @@ def test_a_failing_compile_falls_back_to_eager_and_logs_the_error(caplog, monkey
 
     monkeypatch.setattr(compiled, "_compiled", lambda: broken)
     model, ctx, mb = batch_and_context("CartPole-v1")
-    cl = compiled.CompiledLoss(model.config)
+    cl = compiled.CompiledLoss()
     with caplog.at_level(logging.WARNING, logger="riskppo"):
         got = loss_and_grads(model, cl, ctx, mb)
         loss_and_grads(model, cl, ctx, mb)
@@ -185,7 +185,7 @@ def test_compiled_loss_and_gradients_equal_eager():
     env, kw = FEATURES["quantile-critics-risk-bc"]
     model, ctx, mb = batch_and_context(env, **kw)
     ref = loss_and_grads(model, minibatch_loss, ctx, mb)
-    cl = compiled.CompiledLoss(model.config)
+    cl = compiled.CompiledLoss()
     got = loss_and_grads(model, cl, ctx, mb)
     assert cl.failed is None and cl.compile_seconds > 0.0
     assert_same(ref, got, rtol=1e-4, atol=1e-5)
@@ -210,6 +210,9 @@ def test_compiled_training_follows_the_eager_cartpole_trajectory():
     for m in models:
         m.learn(3 * 128)
     eager, comp = models
+    # the compiled model's updates ran its compiled loss; the eager model's never called it
+    assert comp.compiled_loss.compile_seconds > 0 and comp.compiled_loss.failed is None
+    assert eager.compiled_loss.compile_seconds == 0
     assert len(eager.state.episodes.returns) > 5
     assert list(comp.state.episodes.returns) == list(eager.state.episodes.returns)
     assert list(comp.state.episodes.lengths) == list(eager.state.episodes.lengths)
