@@ -215,6 +215,8 @@ BENCHMARKS: dict[str, str] = {
     "env_speed": "How many trading-env steps per second one CPU core simulates",
     "soak": "Long-run stability: memory and open files over a long run and repeated "
     "learn/close cycles",
+    "walk_forward": "Which trading config to ship? Candidates compared on several validation "
+    "windows before the test period, ranked by a rule fixed in advance",
     "bc_warmstart": "Does warm-starting the trading agent from a strategy it clones (behaviour "
     "cloning) beat training from scratch?",
 }
