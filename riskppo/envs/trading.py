@@ -58,8 +58,10 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
     **Actions.** ``Discrete(len(positions))``: action ``i`` targets ``positions[i]`` (default
     ``(-1, 0, 1)``: short, flat, long). ``continuous=True``: ``Box(-1, 1, (1,), float32)``, the
     target exposure; values outside ``[-1, 1]`` are clipped, non-finite values raise. With
-    ``long_only=True`` the continuous action ``a`` targets ``(a + 1) / 2`` in ``[0, 1]`` (no
-    shorts; the policy's initial mean is half the sized exposure), and discrete positions must be
+    ``long_only=True`` the continuous action ``a`` targets ``m + (1 - m)(a + 1) / 2`` in
+    ``[m, 1]``, ``m = min_signal`` (default 0: no shorts; ``m > 0`` keeps a core long position —
+    the agent decides between ``m`` and all of the sized exposure, it can neither short nor leave;
+    the policy's initial mean is the middle of the range), and discrete positions must be
     ``>= 0``.
 
     **Observation** (float32, ``window * F + 1 (+1)``): the feature rows of bars
@@ -132,6 +134,7 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
         vol_span: int = 60,
         max_leverage: float = 1.0,
         long_only: bool = False,
+        min_signal: float = 0.0,
         render_mode: str | None = None,
     ) -> None:
         super().__init__()
@@ -148,12 +151,14 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
             ruin_equity=ruin_equity,
         )
         self._positions: tuple[float, ...] = _action_positions(continuous, positions, long_only)
+        _validate_min_signal(min_signal, continuous, long_only)
         _validate_sizing(sizing, vol_target, vol_span, max_leverage)
 
         self.df: pd.DataFrame = validate_ohlcv(df)
         self.window = int(window)
         self.continuous = bool(continuous)
         self.long_only = bool(long_only)
+        self.min_signal = float(min_signal)
         self.fee = float(fee)
         self.borrow_rate = float(borrow_rate)
         self.bars_per_year = float(bars_per_year)
@@ -280,15 +285,16 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
 
     @property
     def signal_range(self) -> tuple[float, float]:
-        """The signals (target positions before sizing) the actions reach: ``(0, 1)`` with
-        ``long_only``, else ``(-1, 1)`` (discrete actions: within it)."""
-        return (0.0, 1.0) if self.long_only else (-1.0, 1.0)
+        """The signals (target positions before sizing) the actions reach: ``(min_signal, 1)``
+        with ``long_only``, else ``(-1, 1)`` (discrete actions: within it)."""
+        return (self.min_signal, 1.0) if self.long_only else (-1.0, 1.0)
 
     def action_for_signal(self, signals: np.ndarray) -> np.ndarray:
         """Continuous env actions ``[B, 1]`` float32 that target ``signals`` ``[B]`` (clipped to
         :attr:`signal_range`; the inverse of the action → signal map of :meth:`step`)."""
-        x = np.clip(np.asarray(signals, dtype=np.float64), *self.signal_range)
-        a = 2.0 * x - 1.0 if self.long_only else x
+        lo, hi = self.signal_range
+        x = np.clip(np.asarray(signals, dtype=np.float64), lo, hi)
+        a = 2.0 * (x - lo) / (hi - lo) - 1.0 if self.long_only else x
         return np.asarray(a, dtype=np.float32)[:, None]
 
     @property
@@ -470,7 +476,10 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
         if not math.isfinite(x):
             raise ValueError(f"continuous action is not finite: {action!r}")
         x = 1.0 if x > 1.0 else (-1.0 if x < -1.0 else x)
-        return 0.5 * (x + 1.0) if self.long_only else x  # long_only: [-1, 1] -> signal [0, 1]
+        if not self.long_only:
+            return x
+        m = self.min_signal  # long_only: [-1, 1] -> signal [m, 1]
+        return m + (1.0 - m) * (0.5 * (x + 1.0))
 
     def _resolve_bar(self, value: Any, default: int, name: str) -> int:
         if value is None:

@@ -354,8 +354,9 @@ def _env_settings(env: TradingEnv, sized: TradingEnv, start_close: float) -> dic
 
 def _with_sizing(kwargs: dict[str, Any], sizing: str) -> dict[str, Any]:
     """The agent's env kwargs with ``sizing`` instead of its own (vol_target / vol_span /
-    max_leverage stay: the config's values, or the env's defaults where it has none)."""
-    return {**kwargs, "sizing": sizing}
+    max_leverage stay: the config's values, or the env's defaults where it has none). The
+    agent's core position (``min_signal``) is not the baselines': they may go flat."""
+    return {**{k: v for k, v in kwargs.items() if k != "min_signal"}, "sizing": sizing}
 
 
 def _run_baseline(env: TradingEnv, policy: Policy, first_bar: int) -> pd.DataFrame:

@@ -322,3 +322,54 @@ def test_long_only_teacher_reaches_the_baselines_exposure(googl):
     first = env.first_valid_index
     held = [env.step(actions[first + k])[4]["position"] for k in range(100)]
     np.testing.assert_array_equal(held, targets[first : first + 100])
+
+
+# ---- min_signal: a core long position the agent scales between min_signal and 1 ----------------
+
+
+def test_min_signal_keeps_a_core_long_position(googl):
+    """Mutation check: dropping ``m +`` (or the ``(1 - m)`` factor) in ``_continuous_target``
+    moves the signals for actions -1 / 0 and fails the first loop."""
+    env = TradingEnv(googl, continuous=True, random_start=False, long_only=True, min_signal=0.5)
+    env.reset()
+    for action, signal in ((-1.0, 0.5), (-7.0, 0.5), (0.0, 0.75), (1.0, 1.0), (3.0, 1.0)):
+        info = env.step(np.array([action], np.float32))[4]
+        assert info["signal"] == signal and info["position"] == signal
+    assert env.signal_range == (0.5, 1.0)
+    # action_for_signal inverts the map; signals below the core are clipped to it
+    np.testing.assert_array_equal(
+        env.action_for_signal(np.array([0.5, 0.75, 1.0, 0.0])), [[-1.0], [0.0], [1.0], [-1.0]]
+    )
+    sized = TradingEnv(googl, continuous=True, long_only=True, min_signal=0.5, sizing="vol_target")
+    rng = np.random.default_rng(0)
+    _, _, infos = run(sized, list(rng.uniform(-1, 1, (300, 1)).astype(np.float32)), seed=0)
+    assert all(i["signal"] >= 0.5 for i in infos[1:])  # infos[0]: flat at reset
+    assert min(i["position"] / i["signal"] for i in infos[1:]) > 0
+    # min_signal=0 is long_only exactly (same floats)
+    plain = TradingEnv(googl, continuous=True, random_start=False, long_only=True)
+    zero = TradingEnv(googl, continuous=True, random_start=False, long_only=True, min_signal=0.0)
+    acts = list(rng.uniform(-1, 1, (50, 1)).astype(np.float32))
+    assert [i["signal"] for i in run(plain, acts)[2]] == [i["signal"] for i in run(zero, acts)[2]]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"continuous": True, "long_only": True, "min_signal": 1.0}, r"^min_signal=1\.0 is inv"),
+        ({"continuous": True, "long_only": True, "min_signal": -0.1}, r"^min_signal=-0\.1"),
+        ({"continuous": True, "long_only": True, "min_signal": "0.5"}, r"^min_signal='0\.5'"),
+        ({"continuous": True, "min_signal": 0.5}, r"min_signal=0\.5 needs continuous=True and"),
+        ({"long_only": True, "positions": (0.0, 1.0), "min_signal": 0.5}, "needs continuous"),
+    ],
+)
+def test_min_signal_is_checked_with_one_line(googl, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        TradingEnv(googl, **kwargs)
+
+
+def test_baselines_do_not_inherit_the_agents_core_position(tmp_path):
+    """The SMA crossover still goes flat when the agent's env keeps a core position."""
+    from riskppo.evaluation.backtest import _with_sizing
+
+    kwargs = {"continuous": True, "long_only": True, "min_signal": 0.5, "sizing": "vol_target"}
+    assert _with_sizing(kwargs, "none") == {"continuous": True, "long_only": True, "sizing": "none"}
