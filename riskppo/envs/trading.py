@@ -558,6 +558,22 @@ def _action_positions(
     return pos
 
 
+def _validate_min_signal(min_signal: Any, continuous: bool, long_only: bool) -> None:
+    _require(
+        isinstance(min_signal, int | float | np.number)
+        and not isinstance(min_signal, bool)
+        and 0.0 <= float(min_signal) < 1.0,
+        "min_signal",
+        min_signal,
+        "a number in [0, 1)",
+    )
+    if float(min_signal) > 0 and not (continuous and long_only):
+        raise ValueError(
+            f"min_signal={min_signal} needs continuous=True and long_only=True (a core long "
+            "position the agent scales between min_signal and 1)"
+        )
+
+
 def _finite(v: Any) -> bool:
     try:
         return math.isfinite(float(v))
