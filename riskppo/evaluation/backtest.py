@@ -345,6 +345,7 @@ def _env_settings(env: TradingEnv, sized: TradingEnv, start_close: float) -> dic
         "reward_scale": env.reward_scale,
         "bars_per_year": env.bars_per_year,
         "agent_sizing": env.sizing,
+        "signal_range": list(env.signal_range),
         "vol_target": sized.vol_target,
         "vol_span": sized.vol_span,
         "max_leverage": sized.max_leverage,

@@ -190,7 +190,9 @@ def _exposure_panel(ax_pos: Axes, result: BacktestResult, xs: pd.Index, pos: np.
         names = {-1.0: "short", 0.0: "flat", 1.0: "long"}
         ax_pos.set_yticks(allowed)
         ax_pos.set_yticklabels([f"{names[p]} ({p:g})" if p in names else f"{p:g}" for p in allowed])
-    lo, hi = min(-1.0, float(ps.min())), max(1.0, float(ps.max()))
+    # the axis spans the agent's signal range (a long-only agent: from flat), and every exposure
+    signal_lo = min(0.0, float(result.env_settings.get("signal_range", [-1.0])[0]))
+    lo, hi = min(signal_lo, float(ps.min())), max(1.0, float(ps.max()))
     ax_pos.set_ylim(lo - 0.15, hi + 0.15)
     ax_pos.set_ylabel("Exposure")
     ax_pos.set_xlabel("Date")

@@ -472,3 +472,27 @@ def test_realised_line_of_a_flat_agent_is_visible_in_the_critic_chart(flat_backt
     want = np.array(to_rgb(REALISED_COLOR)) * 255
     seen = np.abs(pixels[rows, cols] - want).max(axis=1) <= 8
     assert seen[1:-1].mean() > 0.95, f"realised colour at {seen.mean():.0%} of its points"
+
+
+class HalfAgent:
+    """Continuous action 0: the signal in the middle of the env's range."""
+
+    def predict(self, obs, state=None, episode_start=None, deterministic=False):
+        return np.zeros((len(obs), 1), dtype=np.float32), state
+
+
+@pytest.mark.parametrize(("long_only", "bottom"), [(True, -0.15), (False, -1.15)])
+def test_exposure_panel_spans_the_agents_signal_range(synthetic_csv, long_only, bottom):
+    """A long-only agent's exposure panel starts at flat, not at a short position it cannot take
+    (mutation: the old fixed -1 bottom fails the long-only case)."""
+    from riskppo.evaluation.plots import plot_positions
+
+    kwargs = {**SIZED, "continuous": True, "positions": None, "long_only": long_only}
+    model = _model(synthetic_csv, kwargs)
+    try:
+        result = backtest(model, "test", agent=HalfAgent())
+    finally:
+        model.close()
+    assert result.env_settings["signal_range"] == ([0.0, 1.0] if long_only else [-1.0, 1.0])
+    fig = plot_positions(result)
+    assert fig.axes[-1].get_ylim()[0] == pytest.approx(bottom)
