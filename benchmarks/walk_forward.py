@@ -37,9 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import table
-from trading_results import Dataset, SeedRun, run_seed
-
-HOLDS_SHARE = 0.5
+from trading_results import HOLDS_SHARE, Dataset, SeedRun, run_seed
 
 
 @dataclass(frozen=True)
@@ -131,9 +129,12 @@ def candidate_table(results: dict[str, list[Cell]], limit: float) -> str:
 
 
 def baseline_lines(results: dict[str, list[Cell]]) -> str:
-    cells = next(iter(results.values()))
-    seen = dict((c.fold, c.vt_sharpe) for c in cells)
-    return "vol-targeted buy-and-hold Sharpe: " + ", ".join(f"{f} {s:.2f}" for f, s in seen.items())
+    """Vol-targeted buy-and-hold's Sharpe per fold at the first candidate's settings (each
+    candidate is compared with its own, run at its own target)."""
+    name, cells = next(iter(results.items()))
+    seen = {c.fold: c.vt_sharpe for c in cells}
+    per_fold = ", ".join(f"{f} {s:.2f}" for f, s in seen.items())
+    return f"vol-targeted buy-and-hold Sharpe ({name}'s settings): {per_fold}"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

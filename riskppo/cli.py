@@ -1,6 +1,7 @@
 """The ``riskppo`` command line (SPEC §1.3).
 
-``riskppo train`` with no arguments trains the default agent (``riskppo/configs/default.yaml``)
+``riskppo train`` with no arguments trains the default agent
+(``riskppo/configs/trading_googl.yaml``)
 and writes everything into one run directory: the resolved config, TensorBoard events,
 ``metrics.jsonl``, ``alerts.jsonl``, checkpoints and the final evaluation/report.
 """
@@ -24,7 +25,7 @@ from riskppo import __version__
 from riskppo.config import Config, ConfigError, apply_overrides
 from riskppo.envs.registration import TRADING_ID
 
-DEFAULT_CONFIG = "default.yaml"
+DEFAULT_CONFIG = "trading_googl.yaml"  # the main job: the GOOGL trading agent
 DEFAULT_PBT_CONFIG = "pbt_trading.yaml"
 
 

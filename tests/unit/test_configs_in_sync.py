@@ -1,15 +1,16 @@
-"""`riskppo train` with no arguments runs ``configs/default.yaml``; it must stay the GOOGL trading
-agent of ``configs/trading_googl.yaml`` (once it silently kept an older GOOGL default while
-trading_googl.yaml and the README's results moved on)."""
+"""`riskppo train` with no arguments must train the GOOGL trading agent of
+``configs/trading_googl.yaml`` (once it read a copy, ``default.yaml``, that silently kept an older
+GOOGL default while trading_googl.yaml and the README's results moved on), and ``riskppo pbt``'s
+population the same agent."""
 
 from __future__ import annotations
 
-from riskppo.cli import DEFAULT_CONFIG, preset_path
+from riskppo.cli import load_config, preset_path
 from riskppo.config import Config
 
 
 def test_the_cli_default_is_the_shipped_googl_agent() -> None:
-    default = Config.from_yaml(preset_path(DEFAULT_CONFIG)).to_dict()
+    default = load_config(None, []).to_dict()
     googl = Config.from_yaml(preset_path("trading_googl.yaml")).to_dict()
     assert default == googl
 
