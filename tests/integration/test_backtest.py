@@ -40,7 +40,12 @@ from riskppo.evaluation.baselines import (
     sma_crossover_targets,
 )
 from riskppo.evaluation.metrics import SPEC_METRIC_KEYS, dumps_metrics
-from riskppo.evaluation.plots import REALISED_COLOR, plot_critic_quantiles, save_plots
+from riskppo.evaluation.plots import (
+    REALISED_COLOR,
+    plot_critic_quantiles,
+    plot_positions,
+    save_plots,
+)
 from riskppo.evaluation.report import write_report
 from riskppo.runner import train_run
 
@@ -485,8 +490,6 @@ class HalfAgent:
 def test_exposure_panel_spans_the_agents_signal_range(synthetic_csv, long_only, bottom):
     """A long-only agent's exposure panel starts at flat, not at a short position it cannot take
     (mutation: the old fixed -1 bottom fails the long-only case)."""
-    from riskppo.evaluation.plots import plot_positions
-
     kwargs = {**SIZED, "continuous": True, "positions": None, "long_only": long_only}
     model = _model(synthetic_csv, kwargs)
     try:

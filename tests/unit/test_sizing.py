@@ -20,6 +20,7 @@ from riskppo.envs import (
     vol_target_scale,
 )
 from riskppo.envs.strategies import nearest_actions, strategy_exposures, strategy_signals
+from riskppo.evaluation.backtest import _with_sizing
 
 
 @pytest.fixture(scope="module")
@@ -367,9 +368,7 @@ def test_min_signal_is_checked_with_one_line(googl, kwargs, message):
         TradingEnv(googl, **kwargs)
 
 
-def test_baselines_do_not_inherit_the_agents_core_position(tmp_path):
+def test_baselines_do_not_inherit_the_agents_core_position():
     """The SMA crossover still goes flat when the agent's env keeps a core position."""
-    from riskppo.evaluation.backtest import _with_sizing
-
     kwargs = {"continuous": True, "long_only": True, "min_signal": 0.5, "sizing": "vol_target"}
     assert _with_sizing(kwargs, "none") == {"continuous": True, "long_only": True, "sizing": "none"}
