@@ -17,11 +17,13 @@ Gate layout follows ``torch.nn.LSTM``: ``[i, f, g, o]``. Per step ``t`` and grou
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
+
+from riskppo.nn import native
 
 
 def _gate_scale(like: Tensor, H: int) -> Tensor:
@@ -82,19 +84,147 @@ def _recurrence(
     return hs, cs, acts, tanh_c
 
 
+class _Saved(NamedTuple):
+    """What the forward keeps for the backward (``[T, K, B, ·]`` trajectories, the inputs)."""
+
+    hs: Tensor
+    cs: Tensor
+    acts: Tensor  # gate activations [i, f, s, o], s = σ(2 z_g)
+    tanh_c: Tensor
+    h0: Tensor
+    c0: Tensor
+    w_hh: Tensor
+    keep: Tensor
+
+
+def _weight_grad(saved: _Saved, dz: Tensor) -> Tensor:
+    """``d W_hh`` ``[K, 4H, H]`` as one matmul over all steps: ``Σ_t dz_tᵀ h'_t`` (``h'``: the
+    state entering step ``t`` after the mask)."""
+    T, K, B, G = dz.shape
+    H = G // 4
+    h_prev = torch.cat([saved.h0.unsqueeze(0), saved.hs[:-1]]) * saved.keep.view(T, 1, B, 1)
+    return torch.bmm(
+        dz.transpose(0, 1).reshape(K, T * B, G).transpose(1, 2),
+        h_prev.transpose(0, 1).reshape(K, T * B, H),
+    )
+
+
+def _native_ok(x: Tensor) -> bool:
+    """Whether the C kernel (:mod:`riskppo.nn.native`) runs this recurrence: float32 on the CPU,
+    when it could be built."""
+    return x.dtype == torch.float32 and x.device.type == "cpu" and native.kernel() is not None
+
+
+def _ptr(x: Tensor | None) -> int | None:
+    return None if x is None else x.data_ptr()
+
+
+def _native_forward(
+    xproj: Tensor, w_hh: Tensor, h0: Tensor, c0: Tensor, keep: Tensor
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """:func:`_recurrence` (with ``save``) in C: ``hs, cs, acts, tanh_c``, the same quantities
+    to float rounding."""
+    T, K, B, G = xproj.shape
+    H = G // 4
+    if xproj.stride(-1) != 1:
+        xproj = xproj.contiguous()
+    w_t = (w_hh * _gate_scale(xproj, H).view(1, G, 1)).transpose(1, 2).contiguous()
+    h0, c0, keep = h0.contiguous(), c0.contiguous(), keep.contiguous()
+    hs, cs, tanh_c = (xproj.new_empty(T, K, B, H) for _ in range(3))
+    acts = xproj.new_empty(T, K, B, G)
+    pointers = map(_ptr, (w_t, h0, c0, keep, hs, cs, acts, tanh_c))
+    lib = native.kernel()
+    assert lib is not None
+    lib.riskppo_lstm_forward(T, K, B, H, xproj.data_ptr(), *xproj.stride()[:3], *pointers)
+    return hs, cs, acts, tanh_c
+
+
+def _native_backward(
+    saved: _Saved, d_hs: Tensor | None, d_cs: Tensor | None
+) -> tuple[Tensor, Tensor, Tensor]:
+    """The backward recursion in C: ``dz`` (``[T, K, B, 4H]``, in ``[T, B, K, 4H]`` memory as
+    :func:`_python_backward`), ``dh0``, ``dc0``."""
+    s = saved
+    T, K, B, G = s.acts.shape
+    dz = s.acts.new_empty(T, B, K, G).transpose(1, 2)
+    dh0, dc0 = torch.empty_like(s.c0), torch.empty_like(s.c0)
+    grads = (None if d is None else d.contiguous() for d in (d_hs, d_cs))
+    inputs = map(_ptr, (s.w_hh.contiguous(), s.c0, s.keep, s.cs, s.acts, s.tanh_c, *grads))
+    lib = native.kernel()
+    assert lib is not None
+    lib.riskppo_lstm_backward(
+        T, K, B, G // 4, *inputs, dz.data_ptr(), *dz.stride()[:3], dh0.data_ptr(), dc0.data_ptr()
+    )
+    return dz, dh0, dc0
+
+
+def _python_backward(
+    saved: _Saved, resets: list[bool], d_hs: Tensor | None, d_cs: Tensor | None
+) -> tuple[Tensor, Tensor, Tensor]:
+    """The backward recursion with PyTorch ops: ``dz`` (``[T, K, B, 4H]`` in ``[T, B, K, 4H]``
+    memory: the layout of the input projection it flows back into, see ``run_lstms``, so
+    neither the transpose there nor ``d_w_hh`` needs a copy), ``dh0``, ``dc0``."""
+    cs, acts, tanh_c, _, c0, w_hh, keep = saved[1:]
+    T, K, B, G = acts.shape
+    H = G // 4
+    k4 = keep.view(T, 1, B, 1)
+    c_prev = torch.cat([c0.unsqueeze(0), cs[:-1]]) * k4
+    i, f, s, o = acts.split(H, dim=-1)
+    g = 2.0 * s - 1.0
+    # Everything that does not depend on the backward recursion, for all steps at once:
+    # ∂c/∂z for the i, f, g gates ([T, K, B, 3, H]) and ∂h/∂z_o, ∂h/∂c.
+    dc_dz = torch.stack([g * i * (1 - i), c_prev * f * (1 - f), i * (1 - g * g)], dim=3)
+    dh_dzo = tanh_c * o * (1 - o)
+    o_dtanh = o * (1 - tanh_c * tanh_c)
+    f_keep = f * k4
+    dz = acts.new_empty(T, B, K, G).transpose(1, 2)
+    # Per-step views made once up front (a view costs about as much as a small op).
+    dz_ifg = dz[..., : 3 * H].view(T, K, B, 3, H).unbind(0)
+    dz_o = dz[..., 3 * H :].unbind(0)
+    dz_t, dc_dz_t, dh_dzo_t, o_dtanh_t, f_keep_t, keep_t = (
+        v.unbind(0) for v in (dz, dc_dz, dh_dzo, o_dtanh, f_keep, k4)
+    )
+    d_hs_t = d_hs.unbind(0) if d_hs is not None else None
+    d_cs_t = d_cs.unbind(0) if d_cs is not None else None
+    # dh: gradient w.r.t. the output h_t from later steps and from d_hs[t] (summed below).
+    dh = acts.new_zeros(K, B, H) if d_hs_t is None else d_hs_t[T - 1]
+    dc = acts.new_zeros(K, B, H)
+    for t in range(T - 1, -1, -1):
+        if d_cs_t is not None:
+            dc = dc + d_cs_t[t]
+        dc_t = torch.addcmul(dc, dh, o_dtanh_t[t])
+        torch.mul(dc_t.unsqueeze(2), dc_dz_t[t], out=dz_ifg[t])
+        torch.mul(dh, dh_dzo_t[t], out=dz_o[t])
+        if d_hs_t is None or resets[t] or t == 0:
+            dh = torch.bmm(dz_t[t], w_hh)
+            if resets[t]:
+                dh = dh * keep_t[t]
+            if d_hs_t is not None and t > 0:
+                dh = dh + d_hs_t[t - 1]
+        else:  # the next step's output gradient folded into the matmul
+            dh = torch.baddbmm(d_hs_t[t - 1], dz_t[t], w_hh)
+        dc = dc_t * f_keep_t[t]
+    return dz, dh, dc
+
+
 class _MaskedLSTMRecurrence(torch.autograd.Function):
     @staticmethod
     def forward(
-        ctx: Any,  # FunctionCtx plus ``resets``, reused by backward
+        ctx: Any,  # FunctionCtx plus ``resets`` (None: the C kernel ran), reused by backward
         xproj: Tensor,
         w_hh: Tensor,
         h0: Tensor,
         c0: Tensor,
         keep: Tensor,
     ) -> tuple[Tensor, Tensor]:
-        resets = _resets(keep)
-        hs, cs, acts, tanh_c = _recurrence(xproj, w_hh, h0, c0, keep, resets, save=True)
-        assert acts is not None and tanh_c is not None
+        if _native_ok(xproj):
+            resets = None
+            hs, cs, acts, tanh_c = _native_forward(xproj, w_hh, h0, c0, keep)
+        else:
+            resets = _resets(keep)
+            hs, cs, acts_, tanh_c_ = _recurrence(xproj, w_hh, h0, c0, keep, resets, save=True)
+            assert acts_ is not None and tanh_c_ is not None
+            acts, tanh_c = acts_, tanh_c_
         ctx.save_for_backward(hs, cs, acts, tanh_c, h0, c0, w_hh, keep)
         ctx.resets = resets
         ctx.mark_non_differentiable(keep)
@@ -106,56 +236,12 @@ class _MaskedLSTMRecurrence(torch.autograd.Function):
     def backward(
         ctx: Any, d_hs: Tensor | None, d_cs: Tensor | None
     ) -> tuple[Tensor, Tensor, Tensor, Tensor, None]:
-        hs, cs, acts, tanh_c, h0, c0, w_hh, keep = ctx.saved_tensors
-        T, K, B, G = acts.shape
-        H = G // 4
-        k4 = keep.view(T, 1, B, 1)
-        # States entering each step after the mask (vectorised over T).
-        h_prev = torch.cat([h0.unsqueeze(0), hs[:-1]]) * k4
-        c_prev = torch.cat([c0.unsqueeze(0), cs[:-1]]) * k4
-        i, f, s, o = acts.split(H, dim=-1)
-        g = 2.0 * s - 1.0
-        # Everything that does not depend on the backward recursion, for all steps at once:
-        # ∂c/∂z for the i, f, g gates ([T, K, B, 3, H]) and ∂h/∂z_o, ∂h/∂c.
-        dc_dz = torch.stack([g * i * (1 - i), c_prev * f * (1 - f), i * (1 - g * g)], dim=3)
-        dh_dzo = tanh_c * o * (1 - o)
-        o_dtanh = o * (1 - tanh_c * tanh_c)
-        f_keep = f * k4
-        resets = ctx.resets
-        # dz in [T, B, K, 4H] memory: the layout of the input projection it flows back into
-        # (run_lstms), so neither the transpose there nor d_w_hh below needs a copy.
-        dz = acts.new_empty(T, B, K, G).transpose(1, 2)
-        # Per-step views made once up front (a view costs about as much as a small op).
-        dz_ifg = dz[..., : 3 * H].view(T, K, B, 3, H).unbind(0)
-        dz_o = dz[..., 3 * H :].unbind(0)
-        dz_t, dc_dz_t, dh_dzo_t, o_dtanh_t, f_keep_t, keep_t = (
-            v.unbind(0) for v in (dz, dc_dz, dh_dzo, o_dtanh, f_keep, k4)
-        )
-        d_hs_t = d_hs.unbind(0) if d_hs is not None else None
-        d_cs_t = d_cs.unbind(0) if d_cs is not None else None
-        # dh: gradient w.r.t. the output h_t from later steps and from d_hs[t] (summed below).
-        dh = acts.new_zeros(K, B, H) if d_hs_t is None else d_hs_t[T - 1]
-        dc = acts.new_zeros(K, B, H)
-        for t in range(T - 1, -1, -1):
-            if d_cs_t is not None:
-                dc = dc + d_cs_t[t]
-            dc_t = torch.addcmul(dc, dh, o_dtanh_t[t])
-            torch.mul(dc_t.unsqueeze(2), dc_dz_t[t], out=dz_ifg[t])
-            torch.mul(dh, dh_dzo_t[t], out=dz_o[t])
-            if d_hs_t is None or resets[t] or t == 0:
-                dh = torch.bmm(dz_t[t], w_hh)
-                if resets[t]:
-                    dh = dh * keep_t[t]
-                if d_hs_t is not None and t > 0:
-                    dh = dh + d_hs_t[t - 1]
-            else:  # the next step's output gradient folded into the matmul
-                dh = torch.baddbmm(d_hs_t[t - 1], dz_t[t], w_hh)
-            dc = dc_t * f_keep_t[t]
-        d_w_hh = torch.bmm(
-            dz.transpose(0, 1).reshape(K, T * B, G).transpose(1, 2),
-            h_prev.transpose(0, 1).reshape(K, T * B, H),
-        )
-        return dz, d_w_hh, dh, dc, None
+        saved = _Saved(*ctx.saved_tensors)
+        if ctx.resets is None:
+            dz, dh, dc = _native_backward(saved, d_hs, d_cs)
+        else:
+            dz, dh, dc = _python_backward(saved, ctx.resets, d_hs, d_cs)
+        return dz, _weight_grad(saved, dz), dh, dc, None
 
 
 def masked_lstm_recurrence(
@@ -178,7 +264,10 @@ def masked_lstm_recurrence(
     if torch.is_grad_enabled() and any(x.requires_grad for x in (xproj, w_hh, h0, c0)):
         out: tuple[Tensor, Tensor] = _MaskedLSTMRecurrence.apply(xproj, w_hh, h0, c0, keep)
         return out
-    hs, cs, _, _ = _recurrence(xproj, w_hh, h0, c0, keep, _resets(keep), save=False)
+    if _native_ok(xproj):
+        hs, cs, _, _ = _native_forward(xproj, w_hh, h0, c0, keep)
+    else:
+        hs, cs, _, _ = _recurrence(xproj, w_hh, h0, c0, keep, _resets(keep), save=False)
     return hs, cs
 
 

@@ -174,7 +174,11 @@ def run_lstms(
     for layer in range(lstms[0].n_layers):
         w_ih, w_hh, bias = zip(*(m.layer_params(layer) for m in lstms))
         if layer_in is None:  # shared input: one matmul for all K LSTMs
-            proj = torch.addmm(torch.cat(bias), x.reshape(T * B, -1), torch.cat(w_ih).T)
+            # W_ihᵀ as a contiguous [in, K·4H] (not a transposed view): autograd then forms its
+            # gradient as xᵀ·dz, not (dzᵀ·x)ᵀ — the latter is a skinny matmul with an output of
+            # width ``in`` that the CPU BLAS runs several times slower (benchmarks/lstm_kernel.py).
+            w_in = torch.cat([w.T for w in w_ih], dim=1)
+            proj = torch.addmm(torch.cat(bias), x.reshape(T * B, -1), w_in)
             xproj = proj.view(T, B, K, -1).transpose(1, 2)  # a view; the kernel copes
         else:
             xproj = torch.matmul(

@@ -1,0 +1,201 @@
+/* The masked LSTM recurrence of riskppo.nn.lstm_kernel in C (float32, one thread).
+ *
+ * Why: the recurrence is T sequential steps of one small matmul plus a handful of
+ * elementwise ops on [K, B, H] tensors; in PyTorch every one of those ops pays a dispatch and
+ * an allocation that cost more than its arithmetic. Here a step is one loop nest: the matmul
+ * h' W_hh^T accumulated row by row in registers, then the gates and the cell update fused.
+ * The large matmuls that are not sequential (the input projection, the weight gradient) stay in
+ * PyTorch (riskppo/nn/native.py).
+ *
+ * Same equations, gate layout [i, f, g, o] and saved quantities as the PyTorch kernel:
+ *   h', c' = keep_t h_{t-1}, keep_t c_{t-1}
+ *   z      = xproj_t + h' W_hh^T,   i, f, o = sig(z_i, z_f, z_o),   s = sig(2 z_g), g = 2 s - 1
+ *   c_t    = (f c' - i) + 2 i s,     h_t = o tanh(c_t)
+ * exp and tanh are the Cephes single-precision approximations (about 2 ulp), written
+ * branch-free so that the compiler vectorises them; NaN inputs give NaN outputs.
+ *
+ * Layouts (element strides): xproj [T, K, B, 4H] with strides (xs_t, xs_k, xs_b, 1); acts
+ * [T, K, B, 4H], hs / cs / tanh_c [T, K, B, H], h0 / c0 [K, B, H], keep [T, B] contiguous;
+ * w_t [K, H, 4H] = (W_hh with the g rows doubled)^T and w_hh [K, 4H, H] contiguous;
+ * dz [T, K, B, 4H] with strides (dz_t, dz_k, dz_b, 1).
+ */
+#include <stddef.h>
+#include <stdlib.h>
+#include <stdint.h>
+#include <string.h>
+
+static inline float exp_f(float x) {
+    x = x > 88.0f ? 88.0f : x; /* NaN compares false and passes through */
+    x = x < -87.0f ? -87.0f : x;
+    float n = __builtin_floorf(x * 1.44269504088896341f + 0.5f);
+    float r = x - n * 0.693359375f;
+    r = r + n * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    int32_t bits = ((int32_t)n + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return x != x ? x : p * scale;
+}
+
+static inline float sigmoid_f(float x) { return 1.0f / (1.0f + exp_f(-x)); }
+
+static inline float tanh_f(float x) {
+    float a = x < 0.0f ? -x : x;
+    float z = x * x;
+    float small = ((((-5.70498872745e-3f * z + 2.06390887954e-2f) * z - 5.37397155531e-2f) * z +
+                    1.33314422036e-1f) * z - 3.33332819422e-1f) * z * x + x;
+    float big = 1.0f - 2.0f / (exp_f(2.0f * a) + 1.0f);
+    big = x < 0.0f ? -big : big;
+    return a > 0.625f ? big : small; /* NaN: a > 0.625 is false, small is NaN */
+}
+
+typedef float v8 __attribute__((vector_size(32)));
+typedef float v8u __attribute__((vector_size(32), aligned(4))); /* unaligned loads/stores */
+#define LD(p) (*(const v8u *)(p))
+#define ST(p, v) (*(v8u *)(p) = (v))
+
+/* C[M, N] += A[M, Kd] W[Kd, N] (row-major, leading dimensions lda, ldw, ldc), in 4 x 16 tiles
+ * held in registers while a 16-column strip of W (reused by every row tile) streams past.
+ * Every element is summed over j in the same order on every path, so a row's result does not
+ * depend on M or on where the row falls in a tile. */
+static void gemm_acc(int M, int N, int Kd, const float *restrict A, ptrdiff_t lda,
+                     const float *restrict W, ptrdiff_t ldw, float *restrict C, ptrdiff_t ldc) {
+    int n0 = 0;
+    for (; n0 + 16 <= N; n0 += 16) {
+        int m = 0;
+        for (; m + 4 <= M; m += 4) {
+            float *c0 = C + m * ldc + n0, *c1 = c0 + ldc, *c2 = c1 + ldc, *c3 = c2 + ldc;
+            const float *a0 = A + m * lda, *a1 = a0 + lda, *a2 = a1 + lda, *a3 = a2 + lda;
+            v8 x0 = LD(c0), y0 = LD(c0 + 8), x1 = LD(c1), y1 = LD(c1 + 8);
+            v8 x2 = LD(c2), y2 = LD(c2 + 8), x3 = LD(c3), y3 = LD(c3 + 8);
+            for (int j = 0; j < Kd; ++j) {
+                const v8 w0 = LD(W + j * ldw + n0), w1 = LD(W + j * ldw + n0 + 8);
+                x0 += a0[j] * w0, y0 += a0[j] * w1, x1 += a1[j] * w0, y1 += a1[j] * w1;
+                x2 += a2[j] * w0, y2 += a2[j] * w1, x3 += a3[j] * w0, y3 += a3[j] * w1;
+            }
+            ST(c0, x0), ST(c0 + 8, y0), ST(c1, x1), ST(c1 + 8, y1);
+            ST(c2, x2), ST(c2 + 8, y2), ST(c3, x3), ST(c3 + 8, y3);
+        }
+        for (; m < M; ++m) {
+            float *c0 = C + m * ldc + n0;
+            const float *a0 = A + m * lda;
+            v8 x0 = LD(c0), y0 = LD(c0 + 8);
+            for (int j = 0; j < Kd; ++j)
+                x0 += a0[j] * LD(W + j * ldw + n0), y0 += a0[j] * LD(W + j * ldw + n0 + 8);
+            ST(c0, x0), ST(c0 + 8, y0);
+        }
+    }
+    for (int m = 0; m < M; ++m)
+        for (int j = 0; j < Kd; ++j)
+            for (int n = n0; n < N; ++n) C[m * ldc + n] += A[m * lda + j] * W[j * ldw + n];
+}
+
+/* The gates from their pre-activations z (in place: z becomes [i, f, s, o]) and the cell update
+ * from the state c_prev entering the step (masked by kp here). */
+static void cell(int H, float *restrict z, const float *restrict c_prev, float kp,
+                 float *restrict c, float *restrict tc, float *restrict h) {
+    for (int j = 0; j < 4 * H; ++j) z[j] = sigmoid_f(z[j]);
+    const float *restrict i = z, *restrict f = z + H, *restrict s = z + 2 * H,
+                          *restrict o = z + 3 * H;
+    for (int j = 0; j < H; ++j) {
+        float cj = (f[j] * (c_prev[j] * kp) - i[j]) + 2.0f * (i[j] * s[j]);
+        float tcj = tanh_f(cj);
+        c[j] = cj;
+        tc[j] = tcj;
+        h[j] = o[j] * tcj;
+    }
+}
+
+void riskppo_lstm_forward(int T, int K, int B, int H, const float *xproj, ptrdiff_t xs_t,
+                          ptrdiff_t xs_k, ptrdiff_t xs_b, const float *w_t, const float *h0,
+                          const float *c0, const float *keep, float *hs, float *cs, float *acts,
+                          float *tanh_c) {
+    const int G = 4 * H;
+    const ptrdiff_t BH = (ptrdiff_t)B * H, KBH = K * BH, KBG = (ptrdiff_t)K * B * G;
+    float *hp = malloc(sizeof(float) * (BH > 0 ? BH : 1)); /* masked states entering a step */
+    if (!hp) return;
+    for (int t = 0; t < T; ++t) {
+        for (int k = 0; k < K; ++k) {
+            const float *h_prev = t ? hs + (t - 1) * KBH + k * BH : h0 + k * BH;
+            const float *c_prev = t ? cs + (t - 1) * KBH + k * BH : c0 + k * BH;
+            float *z = acts + t * KBG + (ptrdiff_t)k * B * G;
+            for (int b = 0; b < B; ++b) {
+                const float kp = keep[(ptrdiff_t)t * B + b];
+                const float *x = xproj + t * xs_t + k * xs_k + b * xs_b;
+                for (int j = 0; j < H; ++j) hp[b * H + j] = h_prev[b * H + j] * kp;
+                for (int j = 0; j < G; ++j) z[b * G + j] = x[j];
+                for (int j = 2 * H; j < 3 * H; ++j) z[b * G + j] += x[j];
+            }
+            gemm_acc(B, G, H, hp, H, w_t + (ptrdiff_t)k * H * G, G, z, G);
+            for (int b = 0; b < B; ++b) {
+                const ptrdiff_t row = k * BH + b * H;
+                cell(H, z + b * G, c_prev + b * H, keep[(ptrdiff_t)t * B + b],
+                     cs + t * KBH + row, tanh_c + t * KBH + row, hs + t * KBH + row);
+            }
+        }
+    }
+    free(hp);
+}
+
+/* One step back through cell(): from the gradients dh, dc of its outputs h, c, the gradient dz
+ * of its pre-activations and (in dc, in place) of the state c_prev entering it. */
+static void cell_backward(int H, const float *restrict z, const float *restrict tc,
+                          const float *restrict c_prev, float kp, const float *restrict dh,
+                          float *restrict dc, float *restrict dz) {
+    const float *restrict i = z, *restrict f = z + H, *restrict s = z + 2 * H,
+                          *restrict o = z + 3 * H;
+    for (int j = 0; j < H; ++j) {
+        float tcj = tc[j], oj = o[j], ij = i[j], fj = f[j];
+        float g = 2.0f * s[j] - 1.0f;
+        float dct = dc[j] + dh[j] * (oj * (1.0f - tcj * tcj));
+        dz[j] = dct * (g * (ij * (1.0f - ij)));
+        dz[H + j] = dct * ((c_prev[j] * kp) * (fj * (1.0f - fj)));
+        dz[2 * H + j] = dct * (ij * (1.0f - g * g));
+        dz[3 * H + j] = dh[j] * (tcj * (oj * (1.0f - oj)));
+        dc[j] = dct * (fj * kp);
+    }
+}
+
+/* Backward of riskppo_lstm_forward. d_hs / d_cs: [T, K, B, H] output gradients or NULL.
+ * Writes dz (the gradient of the gate pre-activations z, g unscaled) and the gradients of
+ * the inputs h0, c0 (dh0, dc0: the step-0 mask is applied to them). */
+void riskppo_lstm_backward(int T, int K, int B, int H, const float *w_hh, const float *c0,
+                           const float *keep, const float *cs, const float *acts,
+                           const float *tanh_c, const float *d_hs, const float *d_cs,
+                           float *dz_out, ptrdiff_t dz_t, ptrdiff_t dz_k, ptrdiff_t dz_b,
+                           float *dh0, float *dc0) {
+    const int G = 4 * H;
+    const ptrdiff_t BH = (ptrdiff_t)B * H, KBH = K * BH, KBG = (ptrdiff_t)K * B * G;
+    /* dh0, dc0 hold the running gradients of the states leaving step t */
+    for (ptrdiff_t j = 0; j < KBH; ++j) {
+        dh0[j] = d_hs ? d_hs[(T - 1) * KBH + j] : 0.0f;
+        dc0[j] = 0.0f;
+    }
+    for (int t = T - 1; t >= 0; --t) {
+        if (d_cs)
+            for (ptrdiff_t j = 0; j < KBH; ++j) dc0[j] += d_cs[t * KBH + j];
+        for (int k = 0; k < K; ++k) {
+            const float *c_prev = t ? cs + (t - 1) * KBH + k * BH : c0 + k * BH;
+            float *dz = dz_out + t * dz_t + k * dz_k, *dh = dh0 + k * BH;
+            for (int b = 0; b < B; ++b) {
+                const ptrdiff_t row = k * BH + b * H;
+                cell_backward(H, acts + t * KBG + row * 4, tanh_c + t * KBH + row,
+                              c_prev + b * H, keep[(ptrdiff_t)t * B + b], dh + b * H,
+                              dc0 + row, dz + b * dz_b);
+            }
+            /* dh_{t-1} = keep_t (dz W_hh) + d_hs[t-1] */
+            for (ptrdiff_t j = 0; j < BH; ++j) dh[j] = 0.0f;
+            gemm_acc(B, H, G, dz, dz_b, w_hh + (ptrdiff_t)k * G * H, H, dh, H);
+            for (int b = 0; b < B; ++b)
+                for (int j = 0; j < H; ++j) dh[b * H + j] *= keep[(ptrdiff_t)t * B + b];
+        }
+        if (d_hs && t > 0)
+            for (ptrdiff_t j = 0; j < KBH; ++j) dh0[j] += d_hs[(t - 1) * KBH + j];
+    }
+}
