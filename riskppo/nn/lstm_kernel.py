@@ -244,6 +244,78 @@ class _MaskedLSTMRecurrence(torch.autograd.Function):
         return dz, _weight_grad(saved, dz), dh, dc, None
 
 
+# The C kernel as custom ops, for torch.compile: one opaque call each way, with the backward
+# registered, instead of the unrolled recurrence that autograd would differentiate step by step.
+
+
+@torch.compiler.assume_constant_result
+def _native_available() -> bool:
+    return native.kernel() is not None
+
+
+@torch.library.custom_op("riskppo::lstm_recurrence", mutates_args=())
+def _lstm_op(
+    xproj: Tensor, w_hh: Tensor, h0: Tensor, c0: Tensor, keep: Tensor
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """:func:`_native_forward`: ``hs, cs, acts, tanh_c``."""
+    return _native_forward(xproj, w_hh, h0, c0, keep)
+
+
+@_lstm_op.register_fake
+def _(xproj: Tensor, w_hh: Tensor, h0: Tensor, c0: Tensor, keep: Tensor) -> tuple[Tensor, ...]:
+    T, K, B, G = xproj.shape
+    hs, cs, tanh_c = (xproj.new_empty(T, K, B, G // 4) for _ in range(3))
+    return hs, cs, xproj.new_empty(T, K, B, G), tanh_c
+
+
+@torch.library.custom_op("riskppo::lstm_recurrence_backward", mutates_args=())
+def _lstm_backward_op(
+    cs: Tensor,
+    acts: Tensor,
+    tanh_c: Tensor,
+    c0: Tensor,
+    w_hh: Tensor,
+    keep: Tensor,
+    d_hs: Tensor,
+    d_cs: Tensor,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """:func:`_native_backward`: ``dz`` (contiguous here), ``dh0``, ``dc0``."""
+    saved = _Saved(cs, cs, acts, tanh_c, c0, c0, w_hh, keep)  # hs, h0 are not read
+    dz, dh0, dc0 = _native_backward(saved, d_hs, d_cs)
+    return dz.contiguous(), dh0, dc0
+
+
+@_lstm_backward_op.register_fake
+def _(
+    cs: Tensor,
+    acts: Tensor,
+    tanh_c: Tensor,
+    c0: Tensor,
+    w_hh: Tensor,
+    keep: Tensor,
+    d_hs: Tensor,
+    d_cs: Tensor,
+) -> tuple[Tensor, Tensor, Tensor]:
+    return torch.empty_like(acts), torch.empty_like(c0), torch.empty_like(c0)
+
+
+def _op_setup(ctx: Any, inputs: tuple[Tensor, ...], output: tuple[Tensor, ...]) -> None:
+    _, w_hh, h0, c0, keep = inputs
+    hs, cs, acts, tanh_c = output
+    ctx.save_for_backward(hs, cs, acts, tanh_c, h0, c0, w_hh, keep)
+
+
+def _op_backward(ctx: Any, d_hs: Tensor, d_cs: Tensor, *_: Tensor) -> tuple[Tensor | None, ...]:
+    s = _Saved(*ctx.saved_tensors)
+    dz, dh0, dc0 = torch.ops.riskppo.lstm_recurrence_backward(
+        s.cs, s.acts, s.tanh_c, s.c0, s.w_hh, s.keep, d_hs, d_cs
+    )
+    return dz, _weight_grad(s, dz), dh0, dc0, None
+
+
+_lstm_op.register_autograd(_op_backward, setup_context=_op_setup)
+
+
 def masked_lstm_recurrence(
     xproj: Tensor, w_hh: Tensor, h0: Tensor, c0: Tensor, keep: Tensor
 ) -> tuple[Tensor, Tensor]:
@@ -259,7 +331,10 @@ def masked_lstm_recurrence(
         ``(hs, cs)``: ``[T, K, B, H]`` hidden and cell states after every step.
     """
     keep = keep.to(xproj.dtype)
-    if torch.compiler.is_compiling():  # the traceable form (riskppo.train.compiled)
+    if torch.compiler.is_compiling():  # under torch.compile (riskppo.train.compiled)
+        if xproj.dtype == torch.float32 and xproj.device.type == "cpu" and _native_available():
+            hs, cs, _, _ = torch.ops.riskppo.lstm_recurrence(xproj, w_hh, h0, c0, keep)
+            return hs, cs
         return unrolled_recurrence(xproj, w_hh, h0, c0, keep)
     if torch.is_grad_enabled() and any(x.requires_grad for x in (xproj, w_hh, h0, c0)):
         out: tuple[Tensor, Tensor] = _MaskedLSTMRecurrence.apply(xproj, w_hh, h0, c0, keep)

@@ -2,15 +2,17 @@
 
 :func:`traced_minibatch_loss` is :func:`riskppo.train.update.minibatch_loss` written without
 host syncs or data-dependent Python branches, so ``torch.compile`` (inductor) captures the whole
-forward — both LSTMs unrolled over the chunk (:func:`riskppo.nn.lstm_kernel.masked_lstm_recurrence`
-switches to its traceable form while compiling), heads, PPO, value and risk losses, the BC term —
-as one graph, and AOTAutograd compiles its backward. The update loop is unchanged: it calls the
+forward — the LSTM recurrence (:func:`riskppo.nn.lstm_kernel.masked_lstm_recurrence`: the C
+kernel as one custom op with its registered backward, or, without it, the recurrence unrolled
+over the chunk), heads, PPO, value and risk losses, the BC term — as one graph, and AOTAutograd
+compiles its backward. The update loop is unchanged: it calls the
 compiled function where it would call the eager one, then ``backward`` as before.
 
 What differs from eager, by float rounding only (the tests check losses and gradients to
 ``rtol=1e-4, atol=1e-5`` in float32 and the CartPole trajectory to ``atol=1e-4``):
-the unrolled LSTM with inductor's fused kernels, and the risk head's loss as a masked mean
-instead of a mean over the selected rows. The eager path stays the default and the reference.
+inductor's fused kernels for the heads and losses (and the unrolled LSTM where the C kernel is
+unavailable), and the risk head's loss as a masked mean instead of a mean over the selected
+rows. The eager path stays the default and the reference.
 
 Not compiled (the update runs eager, and the reason is logged once per model): the SA-PPO
 regulariser (its PGD inner loop takes ``autograd.grad`` and draws from a generator), BC from

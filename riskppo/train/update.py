@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import torch.optim.optimizer as _optim_mod
@@ -72,10 +72,26 @@ class UpdateContext:
     # the minibatch loss: :func:`minibatch_loss` (None) or a compiled equivalent
     # (:mod:`riskppo.train.compiled`)
     loss_fn: LossFn | None = None
+    # Taken once per update (listing them per minibatch cost more than its small ops): the
+    # policy's parameters, the group index of each ([len(params)], len(groups) for none), and
+    # the fused Adam's per-parameter lists (:func:`optimizer_step`; the optimizer state is only
+    # replaced between updates, e.g. by a checkpoint load).
+    params: list[nn.Parameter] = field(default_factory=list)
+    owner: Tensor | None = None
+    adam: AdamLists | None = None
 
     def __post_init__(self) -> None:
         self.groups = param_groups(self.policy)
         self.group_index = {id(q): i for i, ps in enumerate(self.groups.values()) for q in ps}
+        self.params = list(self.policy.parameters())
+        n = len(self.groups)
+        self.owner = torch.tensor([self.group_index.get(id(q), n) for q in self.params])
+
+    def clear_grads(self) -> None:
+        """``optimizer.zero_grad(set_to_none=True)`` for the policy's parameters (the optimizer
+        holds exactly those), without its per-call bookkeeping."""
+        for q in self.params:
+            q.grad = None
 
 
 def group_grad_norms(groups: dict[str, list[nn.Parameter]]) -> dict[str, float]:
@@ -184,9 +200,11 @@ def _grad_norms(
     :func:`group_grad_norms` (float64), without a second pass or a host sync."""
     norms = torch.stack(torch._foreach_norm(grads))
     total = torch.linalg.vector_norm(norms)
-    owner_of = ctx.group_index
     n_groups = len(ctx.groups)
-    owner = torch.tensor([owner_of.get(id(q), n_groups) for q in params], device=norms.device)
+    owner = ctx.owner
+    if owner is None or len(params) != len(ctx.params):  # some parameters have no gradient
+        owner = torch.tensor([ctx.group_index.get(id(q), n_groups) for q in params])
+    owner = owner.to(norms.device)
     n2 = norms.double()
     sq = n2.new_zeros(n_groups + 1).index_add_(0, owner, n2 * n2)
     return total, sq[:n_groups].sqrt()
@@ -206,15 +224,15 @@ def apply_minibatch(
 
 def _apply_minibatch(ctx: UpdateContext, mb: ChunkBatch, m: UpdateMetrics) -> MinibatchStats | None:
     """:func:`apply_minibatch` with its numbers left as one tensor (:class:`MinibatchStats`)."""
-    cfg, policy = ctx.cfg, ctx.policy
-    ctx.optimizer.zero_grad(set_to_none=True)
+    cfg = ctx.cfg
+    ctx.clear_grads()
     stats_sum, names = _accumulate(ctx, mb)
     if stats_sum is None:  # a non-finite log-ratio
         m.n_skipped_nonfinite_ratio += 1
         _skip(ctx, m)
         return None
     loss_sum = stats_sum[0]
-    params = [q for q in policy.parameters() if q.grad is not None]
+    params = [q for q in ctx.params if q.grad is not None]
     grads: list[Tensor] = [q.grad for q in params]  # type: ignore[misc]
     # R-REL-6: check before the VGS sees the gradients, so its statistics are never polluted.
     pre_norm, group_norms = _grad_norms(ctx, grads, params)
@@ -229,7 +247,7 @@ def _apply_minibatch(ctx: UpdateContext, mb: ChunkBatch, m: UpdateMetrics) -> Mi
     if target_kl is not None:
         kl = float(stats_sum[1 + names.index("approx_kl_k3")])
         if kl > target_kl:
-            ctx.optimizer.zero_grad(set_to_none=True)
+            ctx.clear_grads()
             m.early_stop_kl = kl
             return None
     ctx.consecutive_skips = 0
@@ -246,7 +264,7 @@ def _apply_minibatch(ctx: UpdateContext, mb: ChunkBatch, m: UpdateMetrics) -> Mi
             torch.stack([pre_norm, pre_norm * coef]).to(group_norms.dtype),
         ]
     )
-    optimizer_step(ctx.optimizer)
+    ctx.adam = optimizer_step(ctx.optimizer, ctx.adam)
     names = [
         "loss",
         *names,
@@ -276,27 +294,44 @@ def _accumulate(ctx: UpdateContext, mb: ChunkBatch) -> tuple[Tensor | None, list
     return stats_sum, names
 
 
-def optimizer_step(optimizer: torch.optim.Optimizer) -> None:
+class AdamLists(NamedTuple):
+    """Torch's fused Adam's per-parameter lists, for :func:`optimizer_step`."""
+
+    group: dict[str, Any]
+    params: list[Tensor]
+    exp_avgs: list[Tensor]
+    exp_avg_sqs: list[Tensor]
+    steps: list[Tensor]
+
+
+def optimizer_step(
+    optimizer: torch.optim.Optimizer, lists: AdamLists | None = None
+) -> AdamLists | None:
     """``optimizer.step()``; for torch's fused Adam/AdamW (what ``optim.optimizer: adam|adamw``
     builds) its kernel is called directly — the same ``_foreach_add_`` of the step counts and the
     same ``_fused_adam(w)_`` call that ``step()`` makes, bit for bit, without its per-call Python
     bookkeeping (about half a millisecond per minibatch on a 2-core CPU). Anything else (state
-    not yet created, hooks, several groups or devices/dtypes, amsgrad, …) takes ``step()``."""
-    work = _fused_adam_work(optimizer)
-    if work is None:
+    not yet created, hooks, several groups or devices/dtypes, amsgrad, …) takes ``step()``.
+
+    ``lists``: what the previous call returned, reused while the parameters that have gradients
+    are the same ones (the caller drops it whenever the optimizer state may have been replaced);
+    returns the lists to pass next time (None: ``step()`` was taken)."""
+    if lists is None or not _same(lists.params, optimizer):
+        lists = _fused_adam_lists(optimizer)
+    if lists is None:
         optimizer.step()
-        return
-    g, params, grads, exp_avgs, exp_avg_sqs, steps = work
-    torch._foreach_add_(steps, 1)
+        return None
+    g = lists.group
+    torch._foreach_add_(lists.steps, 1)
     fn = torch._fused_adamw_ if g["decoupled_weight_decay"] else torch._fused_adam_
     beta1, beta2 = g["betas"]
     fn(
-        params,
-        grads,
-        exp_avgs,
-        exp_avg_sqs,
+        lists.params,
+        [q.grad for q in lists.params],  # type: ignore[misc]
+        lists.exp_avgs,
+        lists.exp_avg_sqs,
         [],
-        steps,
+        lists.steps,
         amsgrad=False,
         lr=g["lr"],
         beta1=beta1,
@@ -307,9 +342,16 @@ def optimizer_step(optimizer: torch.optim.Optimizer) -> None:
         grad_scale=None,
         found_inf=None,
     )
+    return lists
 
 
-def _fused_adam_work(opt: torch.optim.Optimizer) -> tuple[Any, ...] | None:
+def _same(params: list[Tensor], opt: torch.optim.Optimizer) -> bool:
+    """Whether ``params`` are still exactly the optimizer's parameters that have gradients."""
+    with_grad = [q for q in opt.param_groups[0]["params"] if q.grad is not None]
+    return len(with_grad) == len(params) and all(a is b for a, b in zip(with_grad, params))
+
+
+def _fused_adam_lists(opt: torch.optim.Optimizer) -> AdamLists | None:
     if not isinstance(opt, torch.optim.Adam) or len(opt.param_groups) != 1:
         return None
     g = opt.param_groups[0]
@@ -332,10 +374,9 @@ def _fused_adam_work(opt: torch.optim.Optimizer) -> tuple[Any, ...] | None:
     state = opt.state
     try:
         sts = [state[q] for q in params]
-        work = (
+        lists = AdamLists(
             g,
             params,
-            [q.grad for q in params],
             [st["exp_avg"] for st in sts],
             [st["exp_avg_sq"] for st in sts],
             [st["step"] for st in sts],
@@ -345,11 +386,11 @@ def _fused_adam_work(opt: torch.optim.Optimizer) -> tuple[Any, ...] | None:
     first = params[0]
     if any(q.device != first.device or q.dtype != first.dtype or q.grad.is_sparse for q in params):
         return None
-    return work
+    return lists
 
 
 def _skip(ctx: UpdateContext, m: UpdateMetrics) -> None:
-    ctx.optimizer.zero_grad(set_to_none=True)
+    ctx.clear_grads()
     ctx.consecutive_skips += 1
     if ctx.consecutive_skips >= ctx.cfg.ppo.max_nonfinite_updates:
         raise NonFiniteTrainingError(

@@ -102,10 +102,11 @@ def test_fused_step_bitwise_mlp_and_head_from_its_latent():
 
 @pytest.mark.parametrize("name", ["adam", "adamw"])
 def test_direct_fused_adam_step_is_bit_identical_to_step(name):
-    """``optimizer_step`` (torch's fused Adam kernel called directly) = ``optimizer.step()``:
-    parameters and optimizer state bit for bit over several steps, a changed lr included."""
+    """``optimizer_step`` (torch's fused Adam kernel called directly, its lists reused from the
+    previous call) = ``optimizer.step()``: parameters and optimizer state bit for bit over
+    several steps, a changed lr and a step where one parameter has no gradient included."""
     from riskppo.optim import build_optimizer
-    from riskppo.train.update import _fused_adam_work, optimizer_step
+    from riskppo.train.update import _fused_adam_lists, optimizer_step
 
     torch.manual_seed(0)
     shapes = [(8, 3), (8,), (4, 8), (4,)]
@@ -115,13 +116,19 @@ def test_direct_fused_adam_step_is_bit_identical_to_step(name):
         params = [torch.nn.Parameter(t.clone()) for t in start]
         opt = build_optimizer(name, params, lr=1e-2, weight_decay=0.1, eps=1e-5, fused=True)
         g = torch.Generator().manual_seed(1)
-        for i in range(4):
+        lists = None
+        for i in range(6):
             for q in params:
                 q.grad = torch.randn(q.shape, generator=g)
             if i == 2:
                 opt.param_groups[0]["lr"] = 3e-3
-            optimizer_step(opt) if direct else opt.step()
-        assert _fused_adam_work(opt) is not None  # the direct call applies after the first step
+            if i == 4:
+                params[1].grad = None  # step() leaves it alone; the reused lists must not
+            if direct:
+                lists = optimizer_step(opt, lists)
+            else:
+                opt.step()
+        assert _fused_adam_lists(opt) is not None  # the direct call applies after the first step
         runs.append((params, opt.state_dict()["state"]))
     (p0, s0), (p1, s1) = runs
     for a, b in zip(p0, p1):

@@ -15,9 +15,9 @@ import torch
 from riskppo.nn import lstm_kernel, native
 from riskppo.nn.lstm_kernel import (
     _MaskedLSTMRecurrence,
-    _Saved,
     _native_backward,
     _native_forward,
+    _Saved,
     masked_lstm_recurrence,
     unrolled_recurrence,
 )
@@ -224,3 +224,33 @@ def test_concurrent_first_builds_leave_one_library_and_all_work(tmp_path):
     assert len({o for o, _ in outs}) == 1
     files = list((tmp_path / "cache" / "native").iterdir())
     assert len(files) == 1 and files[0].name.startswith("lstm-"), files
+
+
+def test_under_torch_compile_the_c_kernel_is_one_op_with_its_backward(fresh):
+    """``torch.compile`` sees the C kernel as a custom op with a registered backward (not the
+    unrolled recurrence): the same outputs and gradients as eager, bit for bit, and no step of
+    the recurrence in the graph."""
+    args, keep = inputs(6, 2, 5, 16)
+    keep = keep.float()
+
+    def loss(x, w, h0, c0):
+        hs, cs = masked_lstm_recurrence(x, w, h0, c0, keep)
+        return (hs * hs).sum() + cs[-1].sum()
+
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    results = []
+    for fn in (loss, torch.compile(loss, backend=backend, dynamic=False)):
+        leaves = [a.float().requires_grad_() for a in args]
+        fn(*leaves).backward()
+        results.append([a.grad for a in leaves])
+    for a, b in zip(*results):
+        assert torch.equal(a, b)
+    (gm,) = graphs
+    targets = [str(n.target) for n in gm.graph.nodes if n.op == "call_function"]
+    assert targets.count("riskppo.lstm_recurrence") == 1, targets
+    assert not any("baddbmm" in t or "sigmoid" in t for t in targets), targets
