@@ -85,17 +85,23 @@ class ChunkBatch:
         return int(self.obs.shape[1])
 
     def select(self, idx: Tensor) -> ChunkBatch:
+        """The chunks ``idx`` (``index_select`` along the chunk dimension: the same values as
+        ``x[:, idx]``, for a third of its dispatch cost)."""
+
+        def pick(x: Tensor, dim: int = 1) -> Tensor:
+            return x.index_select(dim, idx)
+
         return ChunkBatch(
-            obs=self.obs[:, idx],
-            actions=self.actions[:, idx],
-            old_log_probs=self.old_log_probs[:, idx],
-            advantages=self.advantages[:, idx],
-            targets=self.targets[:, idx],
-            old_critic=self.old_critic[:, :, idx],
-            episode_starts=self.episode_starts[:, idx],
+            obs=pick(self.obs),
+            actions=pick(self.actions),
+            old_log_probs=pick(self.old_log_probs),
+            advantages=pick(self.advantages),
+            targets=pick(self.targets),
+            old_critic=pick(self.old_critic, 2),
+            episode_starts=pick(self.episode_starts),
             state=self.state.select(idx),
-            raw_advantages=self.raw_advantages[:, idx],
-            risk_targets=None if self.risk_targets is None else self.risk_targets[:, idx],
+            raw_advantages=pick(self.raw_advantages),
+            risk_targets=None if self.risk_targets is None else pick(self.risk_targets),
         )
 
     def minibatches(

@@ -246,6 +246,8 @@ class _MaskedLSTMRecurrence(torch.autograd.Function):
 
 # The C kernel as custom ops, for torch.compile: one opaque call each way, with the backward
 # registered, instead of the unrolled recurrence that autograd would differentiate step by step.
+# Inductor's on-disk caches key on the op names, not on their fake (shape) functions: give an op
+# a new name whenever its outputs' shapes or layouts change.
 
 
 @torch.compiler.assume_constant_result
@@ -279,10 +281,11 @@ def _lstm_backward_op(
     d_hs: Tensor,
     d_cs: Tensor,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """:func:`_native_backward`: ``dz`` (contiguous here), ``dh0``, ``dc0``."""
+    """:func:`_native_backward`: ``dz`` as the contiguous ``[T, B, K, 4H]`` tensor it is
+    written into (an op returns no views), ``dh0``, ``dc0``."""
     saved = _Saved(cs, cs, acts, tanh_c, c0, c0, w_hh, keep)  # hs, h0 are not read
     dz, dh0, dc0 = _native_backward(saved, d_hs, d_cs)
-    return dz.contiguous(), dh0, dc0
+    return dz.transpose(1, 2), dh0, dc0
 
 
 @_lstm_backward_op.register_fake
@@ -296,7 +299,8 @@ def _(
     d_hs: Tensor,
     d_cs: Tensor,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    return torch.empty_like(acts), torch.empty_like(c0), torch.empty_like(c0)
+    T, K, B, G = acts.shape
+    return acts.new_empty(T, B, K, G), torch.empty_like(c0), torch.empty_like(c0)
 
 
 def _op_setup(ctx: Any, inputs: tuple[Tensor, ...], output: tuple[Tensor, ...]) -> None:
@@ -307,9 +311,10 @@ def _op_setup(ctx: Any, inputs: tuple[Tensor, ...], output: tuple[Tensor, ...]) 
 
 def _op_backward(ctx: Any, d_hs: Tensor, d_cs: Tensor, *_: Tensor) -> tuple[Tensor | None, ...]:
     s = _Saved(*ctx.saved_tensors)
-    dz, dh0, dc0 = torch.ops.riskppo.lstm_recurrence_backward(
+    dz_tbkg, dh0, dc0 = torch.ops.riskppo.lstm_recurrence_backward(
         s.cs, s.acts, s.tanh_c, s.c0, s.w_hh, s.keep, d_hs, d_cs
     )
+    dz = dz_tbkg.transpose(1, 2)  # [T, K, B, 4H] in the input projection's layout (run_lstms)
     return dz, _weight_grad(s, dz), dh0, dc0, None
 
 

@@ -28,6 +28,8 @@ class LSTMState(NamedTuple):
 
     def select(self, idx: Tensor | slice) -> LSTMState:
         """Select batch entries (dim 1)."""
+        if isinstance(idx, Tensor):
+            return LSTMState(self.h.index_select(1, idx), self.c.index_select(1, idx))
         return LSTMState(self.h[:, idx], self.c[:, idx])
 
     def reset(self, starts: Tensor) -> LSTMState:
