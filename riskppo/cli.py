@@ -214,6 +214,8 @@ BENCHMARKS: dict[str, str] = {
     "plasticity": "Does the agent keep learning when the task keeps changing? Adam vs UPGD vs "
     "gradient-variance scaling",
     "env_speed": "How many trading-env steps per second one CPU core simulates",
+    "lstm_kernel": "How much faster the C LSTM kernel is than the PyTorch one, per training "
+    "minibatch and per rollout pass",
     "soak": "Long-run stability: memory and open files over a long run and repeated "
     "learn/close cycles",
     "walk_forward": "Which trading config to ship? Candidates compared on several validation "

@@ -109,9 +109,9 @@ def _weight_grad(saved: _Saved, dz: Tensor) -> Tensor:
     )
 
 
-def _native_ok(x: Tensor) -> bool:
-    """Whether the C kernel (:mod:`riskppo.nn.native`) runs this recurrence: float32 on the CPU,
-    when it could be built."""
+def native_applies(x: Tensor) -> bool:
+    """Whether the C kernel (:mod:`riskppo.nn.native`) runs an LSTM on ``x``: float32 on the
+    CPU, when it could be built."""
     return x.dtype == torch.float32 and x.device.type == "cpu" and native.kernel() is not None
 
 
@@ -135,8 +135,39 @@ def _native_forward(
     pointers = map(_ptr, (w_t, h0, c0, keep, hs, cs, acts, tanh_c))
     lib = native.kernel()
     assert lib is not None
-    lib.riskppo_lstm_forward(T, K, B, H, xproj.data_ptr(), *xproj.stride()[:3], *pointers)
+    lib.riskppo_lstm_forward(T, K, B, H, xproj.data_ptr(), *xproj.stride()[:3], *pointers, 0)
     return hs, cs, acts, tanh_c
+
+
+def native_step(zx: Tensor, w_t: Tensor, h0: Tensor, c0: Tensor) -> Tensor:
+    """One LSTM step in C for the rollout (:func:`riskppo.nn.recurrent.fused_lstm_step`; check
+    :func:`native_applies` first).
+
+    ``zx`` ``[B, 4H]``: the input part of the gates with the ``g`` gate already doubled;
+    ``w_t`` ``[H, 4H]``: ``W_hhᵀ`` with the ``g`` gate doubled (both as in
+    :meth:`~riskppo.nn.recurrent.MaskedLSTM.step_weights`); ``h0``, ``c0`` ``[B, H]`` the state
+    entering the step (resets already applied). Returns ``h, c`` as one ``[2, 1, B, H]`` tensor
+    (each an :class:`~riskppo.nn.recurrent.LSTMState` field of a one-layer LSTM).
+
+    The rollout's hot path (one call per env step): pointers into two fresh buffers, no op
+    that is not needed."""
+    B, G = zx.shape
+    H = G // 4
+    out = zx.new_empty(2, 1, B, H)
+    scratch = zx.new_empty(B * (G + H))  # the gates and tanh(c), not kept
+    o, s, size = out.data_ptr(), scratch.data_ptr(), out.element_size()
+    lib = native.kernel()
+    assert lib is not None
+    inputs = (_contiguous(x).data_ptr() for x in (zx, w_t, h0, c0))
+    lib.riskppo_lstm_forward(
+        1, 1, B, H, next(inputs), 0, 0, G, *inputs, None, o, o + B * H * size, s,
+        s + B * G * size, 1,
+    )  # fmt: skip
+    return out
+
+
+def _contiguous(x: Tensor) -> Tensor:
+    return x if x.is_contiguous() else x.contiguous()
 
 
 def _native_backward(
@@ -217,7 +248,7 @@ class _MaskedLSTMRecurrence(torch.autograd.Function):
         c0: Tensor,
         keep: Tensor,
     ) -> tuple[Tensor, Tensor]:
-        if _native_ok(xproj):
+        if native_applies(xproj):
             resets = None
             hs, cs, acts, tanh_c = _native_forward(xproj, w_hh, h0, c0, keep)
         else:
@@ -344,7 +375,7 @@ def masked_lstm_recurrence(
     if torch.is_grad_enabled() and any(x.requires_grad for x in (xproj, w_hh, h0, c0)):
         out: tuple[Tensor, Tensor] = _MaskedLSTMRecurrence.apply(xproj, w_hh, h0, c0, keep)
         return out
-    if _native_ok(xproj):
+    if native_applies(xproj):
         hs, cs, _, _ = _native_forward(xproj, w_hh, h0, c0, keep)
     else:
         hs, cs, _, _ = _recurrence(xproj, w_hh, h0, c0, keep, _resets(keep), save=False)

@@ -17,7 +17,12 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from riskppo.nn.lstm_kernel import _gate_scale, masked_lstm_recurrence
+from riskppo.nn.lstm_kernel import (
+    _gate_scale,
+    masked_lstm_recurrence,
+    native_applies,
+    native_step,
+)
 
 
 class LSTMState(NamedTuple):
@@ -126,8 +131,10 @@ def fused_lstm_step(
     state: LSTMState,
     episode_start: Tensor | np.ndarray,
 ) -> tuple[Tensor, LSTMState]:
-    """One LSTM step from :meth:`MaskedLSTM.step_weights`: per layer ``z = [x, h] W + b`` (one
-    ``addmm``), ``σ`` in place over all four gates, then the cell update of the sequence kernel
+    """One LSTM step from :meth:`MaskedLSTM.step_weights`. Float32 on the CPU without gradients:
+    per layer the input part of the gates by one ``addmm``, the rest in C (:func:`native_step`,
+    the sequence kernel's step). Otherwise per layer ``z = [x, h] W + b`` (one ``addmm``), ``σ``
+    in place over all four gates, then the cell update of the sequence kernel
     (``c = (f ⊙ c' − i) + 2 i ⊙ s``, ``h = o ⊙ tanh c``). ``state`` is never modified."""
     if isinstance(episode_start, np.ndarray):
         reset = bool(episode_start.any())
@@ -139,11 +146,23 @@ def fused_lstm_step(
     H = h0.shape[-1]
     hs, cs = [], []
     inp = x
+    # the C step has no backward: it runs where nothing asks for gradients (the rollout)
+    needs_grad = torch.is_grad_enabled() and any(
+        t.requires_grad for t in (x, h0, c0, *(t for wb in weights for t in wb))
+    )
+    in_c = native_applies(x) and not needs_grad
     for layer, (w, b) in enumerate(weights):
-        z = torch.addmm(b, torch.cat([inp, h0[layer]], dim=1), w).sigmoid_()
-        i, f, s, o = z.split(H, dim=1)
-        c = torch.mul(f, c0[layer]).sub_(i).addcmul_(i, s, value=2.0)
-        inp = torch.mul(o, torch.tanh(c))
+        if in_c:
+            d = inp.shape[1]
+            hc = native_step(torch.addmm(b, inp, w[:d]), w[d:], h0[layer], c0[layer])
+            if len(weights) == 1:  # the rollout hot path: the state is hc's two halves
+                return hc[0, 0], LSTMState(*hc.unbind(0))
+            inp, c = hc[0, 0], hc[1, 0]
+        else:
+            z = torch.addmm(b, torch.cat([inp, h0[layer]], dim=1), w).sigmoid_()
+            i, f, s, o = z.split(H, dim=1)
+            c = torch.mul(f, c0[layer]).sub_(i).addcmul_(i, s, value=2.0)
+            inp = torch.mul(o, torch.tanh(c))
         hs.append(inp)
         cs.append(c)
     if len(weights) == 1:  # a view instead of a one-element stack (the rollout hot path)

@@ -21,6 +21,7 @@ from riskppo.nn.lstm_kernel import (
     masked_lstm_recurrence,
     unrolled_recurrence,
 )
+from riskppo.nn.recurrent import LSTMState, MaskedLSTM
 
 pytestmark = pytest.mark.skipif(
     native._compiler() is None, reason="no C compiler: the native kernel cannot be built here"
@@ -254,3 +255,28 @@ def test_under_torch_compile_the_c_kernel_is_one_op_with_its_backward(fresh):
     targets = [str(n.target) for n in gm.graph.nodes if n.op == "call_function"]
     assert targets.count("riskppo.lstm_recurrence") == 1, targets
     assert not any("baddbmm" in t or "sigmoid" in t for t in targets), targets
+
+
+@pytest.mark.parametrize("layers", [1, 2])
+def test_the_rollout_step_in_c_replays_exactly_as_the_sequence_kernel(layers, fresh):
+    """Step by step (the rollout: resets from NumPy, fused weights) and as one sequence (the
+    update's replay), both in C: the same outputs and final state (R-ALG-1). The recurrent part
+    is the same C code; only the input projection's matmul (PyTorch's, on another shape) may
+    round differently."""
+    torch.manual_seed(layers)
+    lstm = MaskedLSTM(4, 24, layers)
+    T, B = 13, 6
+    x = torch.randn(T, B, 4)
+    starts = torch.rand(T, B) < 0.2
+    state = LSTMState(torch.randn(layers, B, 24), torch.randn(layers, B, 24))
+    weights = lstm.step_weights()
+    with torch.inference_mode():
+        out, final, _ = lstm(x, state, starts)
+        s, outs = state, []
+        for t in range(T):
+            o, s = lstm.step(x[t], s, starts[t].numpy(), weights)
+            outs.append(o)
+    assert native.kernel() is not None
+    torch.testing.assert_close(torch.stack(outs), out, rtol=0, atol=1e-6)
+    torch.testing.assert_close(s.h, final.h, rtol=0, atol=1e-6)
+    torch.testing.assert_close(s.c, final.c, rtol=0, atol=1e-6)

@@ -96,7 +96,7 @@ def _load() -> tuple[ctypes.CDLL | None, str | None]:
     sizes: list[Any] = [ctypes.c_int] * 4  # T, K, B, H
     strided: list[Any] = [ctypes.c_void_p] + [ctypes.c_ssize_t] * 3  # data, 3 element strides
     pointers: list[Any] = [ctypes.c_void_p]
-    lib.riskppo_lstm_forward.argtypes = sizes + strided + pointers * 8
+    lib.riskppo_lstm_forward.argtypes = sizes + strided + pointers * 8 + [ctypes.c_int]
     lib.riskppo_lstm_forward.restype = None
     lib.riskppo_lstm_backward.argtypes = sizes + pointers * 8 + strided + pointers * 2
     lib.riskppo_lstm_backward.restype = None

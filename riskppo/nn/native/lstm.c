@@ -14,6 +14,9 @@
  * exp and tanh are the Cephes single-precision approximations (about 2 ulp), written
  * branch-free so that the compiler vectorises them; NaN inputs give NaN outputs.
  *
+ * keep NULL: no reset (all ones). g_doubled: xproj's g gate is already doubled (the rollout step's fused weights); else it is
+ * doubled here.
+ *
  * Layouts (element strides): xproj [T, K, B, 4H] with strides (xs_t, xs_k, xs_b, 1); acts
  * [T, K, B, 4H], hs / cs / tanh_c [T, K, B, H], h0 / c0 [K, B, H], keep [T, B] contiguous;
  * w_t [K, H, 4H] = (W_hh with the g rows doubled)^T and w_hh [K, 4H, H] contiguous;
@@ -115,7 +118,7 @@ static void cell(int H, float *restrict z, const float *restrict c_prev, float k
 void riskppo_lstm_forward(int T, int K, int B, int H, const float *xproj, ptrdiff_t xs_t,
                           ptrdiff_t xs_k, ptrdiff_t xs_b, const float *w_t, const float *h0,
                           const float *c0, const float *keep, float *hs, float *cs, float *acts,
-                          float *tanh_c) {
+                          float *tanh_c, int g_doubled) {
     const int G = 4 * H;
     const ptrdiff_t BH = (ptrdiff_t)B * H, KBH = K * BH, KBG = (ptrdiff_t)K * B * G;
     float *hp = malloc(sizeof(float) * (BH > 0 ? BH : 1)); /* masked states entering a step */
@@ -126,16 +129,17 @@ void riskppo_lstm_forward(int T, int K, int B, int H, const float *xproj, ptrdif
             const float *c_prev = t ? cs + (t - 1) * KBH + k * BH : c0 + k * BH;
             float *z = acts + t * KBG + (ptrdiff_t)k * B * G;
             for (int b = 0; b < B; ++b) {
-                const float kp = keep[(ptrdiff_t)t * B + b];
+                const float kp = keep ? keep[(ptrdiff_t)t * B + b] : 1.0f;
                 const float *x = xproj + t * xs_t + k * xs_k + b * xs_b;
                 for (int j = 0; j < H; ++j) hp[b * H + j] = h_prev[b * H + j] * kp;
                 for (int j = 0; j < G; ++j) z[b * G + j] = x[j];
-                for (int j = 2 * H; j < 3 * H; ++j) z[b * G + j] += x[j];
+                if (!g_doubled)
+                    for (int j = 2 * H; j < 3 * H; ++j) z[b * G + j] += x[j];
             }
             gemm_acc(B, G, H, hp, H, w_t + (ptrdiff_t)k * H * G, G, z, G);
             for (int b = 0; b < B; ++b) {
                 const ptrdiff_t row = k * BH + b * H;
-                cell(H, z + b * G, c_prev + b * H, keep[(ptrdiff_t)t * B + b],
+                cell(H, z + b * G, c_prev + b * H, keep ? keep[(ptrdiff_t)t * B + b] : 1.0f,
                      cs + t * KBH + row, tanh_c + t * KBH + row, hs + t * KBH + row);
             }
         }
