@@ -216,6 +216,8 @@ BENCHMARKS: dict[str, str] = {
     "env_speed": "How many trading-env steps per second one CPU core simulates",
     "lstm_kernel": "How much faster the C LSTM kernel is than the PyTorch one, per training "
     "minibatch and per rollout pass",
+    "update_phases": "Where a training iteration's time goes (rollout, estimate, update, log), "
+    "eager vs compiled",
     "soak": "Long-run stability: memory and open files over a long run and repeated "
     "learn/close cycles",
     "walk_forward": "Which trading config to ship? Candidates compared on several validation "
