@@ -7,6 +7,10 @@ batched ops, the episode-start mask is applied inside the loop, and the backward
 by hand (one loop, gradients of the weights as single matmuls at the end). Each LSTM keeps its
 own parameters; nothing is shared between the ``K`` groups.
 
+For float32 on the CPU both loops run in C (:mod:`riskppo.nn.native`; under ``torch.compile`` as
+custom ops); the PyTorch loops here are the fallback (no C compiler, float64, CUDA) and the
+reference the C kernel is tested against.
+
 Gate layout follows ``torch.nn.LSTM``: ``[i, f, g, o]``. Per step ``t`` and group ``k``::
 
     h', c' = keep_t · h_{t-1}, keep_t · c_{t-1}        (reset where an episode starts)
