@@ -113,10 +113,15 @@ def _weight_grad(saved: _Saved, dz: Tensor) -> Tensor:
     )
 
 
+@torch.compiler.assume_constant_result  # torch.compile treats it as a constant, not a call
+def _native_available() -> bool:
+    return native.kernel() is not None
+
+
 def native_applies(x: Tensor) -> bool:
     """Whether the C kernel (:mod:`riskppo.nn.native`) runs an LSTM on ``x``: float32 on the
     CPU, when it could be built."""
-    return x.dtype == torch.float32 and x.device.type == "cpu" and native.kernel() is not None
+    return x.dtype == torch.float32 and x.device.type == "cpu" and _native_available()
 
 
 def _ptr(x: Tensor | None) -> int | None:
@@ -139,7 +144,9 @@ def _native_forward(
     pointers = map(_ptr, (w_t, h0, c0, keep, hs, cs, acts, tanh_c))
     lib = native.kernel()
     assert lib is not None
-    lib.riskppo_lstm_forward(T, K, B, H, xproj.data_ptr(), *xproj.stride()[:3], *pointers, 0)
+    _check(
+        lib.riskppo_lstm_forward(T, K, B, H, xproj.data_ptr(), *xproj.stride()[:3], *pointers, 0)
+    )
     return hs, cs, acts, tanh_c
 
 
@@ -163,11 +170,16 @@ def native_step(zx: Tensor, w_t: Tensor, h0: Tensor, c0: Tensor) -> Tensor:
     lib = native.kernel()
     assert lib is not None
     inputs = (_contiguous(x).data_ptr() for x in (zx, w_t, h0, c0))
-    lib.riskppo_lstm_forward(
+    _check(lib.riskppo_lstm_forward(
         1, 1, B, H, next(inputs), 0, 0, G, *inputs, None, o, o + B * H * size, s,
         s + B * G * size, 1,
-    )  # fmt: skip
+    ))  # fmt: skip
     return out
+
+
+def _check(status: int) -> None:
+    if status != 0:
+        raise MemoryError("the C LSTM kernel could not allocate its scratch memory")
 
 
 def _contiguous(x: Tensor) -> Tensor:
@@ -178,7 +190,7 @@ def _native_backward(
     saved: _Saved, d_hs: Tensor | None, d_cs: Tensor | None
 ) -> tuple[Tensor, Tensor, Tensor]:
     """The backward recursion in C: ``dz`` (``[T, K, B, 4H]``, in ``[T, B, K, 4H]`` memory as
-    :func:`_python_backward`), ``dh0``, ``dc0``."""
+    :func:`_python_backward`), ``dh0``, ``dc0``. Reads neither ``saved.hs`` nor ``saved.h0``."""
     s = saved
     T, K, B, G = s.acts.shape
     dz = s.acts.new_empty(T, B, K, G).transpose(1, 2)
@@ -282,12 +294,7 @@ class _MaskedLSTMRecurrence(torch.autograd.Function):
 # The C kernel as custom ops, for torch.compile: one opaque call each way, with the backward
 # registered, instead of the unrolled recurrence that autograd would differentiate step by step.
 # Inductor's on-disk caches key on the op names, not on their fake (shape) functions: give an op
-# a new name whenever its outputs' shapes or layouts change.
-
-
-@torch.compiler.assume_constant_result
-def _native_available() -> bool:
-    return native.kernel() is not None
+# a new name whenever its arguments or its outputs' shapes or layouts change.
 
 
 @torch.library.custom_op("riskppo::lstm_recurrence", mutates_args=())
@@ -305,37 +312,22 @@ def _(xproj: Tensor, w_hh: Tensor, h0: Tensor, c0: Tensor, keep: Tensor) -> tupl
     return hs, cs, xproj.new_empty(T, K, B, G), tanh_c
 
 
-@torch.library.custom_op("riskppo::lstm_recurrence_backward", mutates_args=())
+@torch.library.custom_op("riskppo::lstm_recurrence_grad", mutates_args=())
 def _lstm_backward_op(
-    cs: Tensor,
-    acts: Tensor,
-    tanh_c: Tensor,
-    c0: Tensor,
-    w_hh: Tensor,
-    keep: Tensor,
-    d_hs: Tensor,
-    d_cs: Tensor,
-) -> tuple[Tensor, Tensor, Tensor]:
-    """:func:`_native_backward`: ``dz`` as the contiguous ``[T, B, K, 4H]`` tensor it is
-    written into (an op returns no views), ``dh0``, ``dc0``."""
-    saved = _Saved(cs, cs, acts, tanh_c, c0, c0, w_hh, keep)  # hs, h0 are not read
+    hs: Tensor, cs: Tensor, acts: Tensor, tanh_c: Tensor, h0: Tensor, c0: Tensor, w_hh: Tensor,
+    keep: Tensor, d_hs: Tensor, d_cs: Tensor,
+) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
+    """:func:`_native_backward` of the :class:`_Saved` fields: ``dz`` as the contiguous
+    ``[T, B, K, 4H]`` tensor it is written into (an op returns no views), ``dh0``, ``dc0``."""
+    saved = _Saved(hs, cs, acts, tanh_c, h0, c0, w_hh, keep)
     dz, dh0, dc0 = _native_backward(saved, d_hs, d_cs)
     return dz.transpose(1, 2), dh0, dc0
 
 
 @_lstm_backward_op.register_fake
-def _(
-    cs: Tensor,
-    acts: Tensor,
-    tanh_c: Tensor,
-    c0: Tensor,
-    w_hh: Tensor,
-    keep: Tensor,
-    d_hs: Tensor,
-    d_cs: Tensor,
-) -> tuple[Tensor, Tensor, Tensor]:
+def _(hs: Tensor, cs: Tensor, acts: Tensor, *_: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     T, K, B, G = acts.shape
-    return acts.new_empty(T, B, K, G), torch.empty_like(c0), torch.empty_like(c0)
+    return acts.new_empty(T, B, K, G), torch.empty_like(hs[0]), torch.empty_like(hs[0])
 
 
 def _op_setup(ctx: Any, inputs: tuple[Tensor, ...], output: tuple[Tensor, ...]) -> None:
@@ -346,9 +338,7 @@ def _op_setup(ctx: Any, inputs: tuple[Tensor, ...], output: tuple[Tensor, ...]) 
 
 def _op_backward(ctx: Any, d_hs: Tensor, d_cs: Tensor, *_: Tensor) -> tuple[Tensor | None, ...]:
     s = _Saved(*ctx.saved_tensors)
-    dz_tbkg, dh0, dc0 = torch.ops.riskppo.lstm_recurrence_backward(
-        s.cs, s.acts, s.tanh_c, s.c0, s.w_hh, s.keep, d_hs, d_cs
-    )
+    dz_tbkg, dh0, dc0 = torch.ops.riskppo.lstm_recurrence_grad(*s, d_hs, d_cs)
     dz = dz_tbkg.transpose(1, 2)  # [T, K, B, 4H] in the input projection's layout (run_lstms)
     return dz, _weight_grad(s, dz), dh0, dc0, None
 
@@ -372,7 +362,7 @@ def masked_lstm_recurrence(
     """
     keep = keep.to(xproj.dtype)
     if torch.compiler.is_compiling():  # under torch.compile (riskppo.train.compiled)
-        if xproj.dtype == torch.float32 and xproj.device.type == "cpu" and _native_available():
+        if native_applies(xproj):
             hs, cs, _, _ = torch.ops.riskppo.lstm_recurrence(xproj, w_hh, h0, c0, keep)
             return hs, cs
         return unrolled_recurrence(xproj, w_hh, h0, c0, keep)

@@ -76,8 +76,8 @@ class UpdateContext:
     # policy's parameters, the group index of each ([len(params)], len(groups) for none), and
     # the fused Adam's per-parameter lists (:func:`optimizer_step`; the optimizer state is only
     # replaced between updates, e.g. by a checkpoint load).
-    params: list[nn.Parameter] = field(default_factory=list)
-    owner: Tensor | None = None
+    params: list[nn.Parameter] = field(init=False)
+    owner: Tensor = field(init=False)
     adam: AdamLists | None = None
 
     def __post_init__(self) -> None:
@@ -202,7 +202,7 @@ def _grad_norms(
     total = torch.linalg.vector_norm(norms)
     n_groups = len(ctx.groups)
     owner = ctx.owner
-    if owner is None or len(params) != len(ctx.params):  # some parameters have no gradient
+    if len(params) != len(ctx.params):  # some parameters have no gradient
         owner = torch.tensor([ctx.group_index.get(id(q), n_groups) for q in params])
     owner = owner.to(norms.device)
     n2 = norms.double()

@@ -180,7 +180,7 @@ def test_a_compiler_that_fails_falls_back_with_its_reason(monkeypatch, fresh, tm
     assert native.kernel() is None
     reason = native.unavailable_reason()
     assert reason is not None and "badcc: cannot compile this" in reason
-    assert not list(fresh.glob("*")) if fresh.exists() else True  # no half-written library
+    assert not fresh.exists() or not any(fresh.iterdir())  # no half-written library
     args, keep = inputs(3, 1, 2, 4)
     hs, _ = masked_lstm_recurrence(*(a.float() for a in args), keep)  # still runs
     assert bool(torch.isfinite(hs).all())

@@ -97,7 +97,7 @@ def _load() -> tuple[ctypes.CDLL | None, str | None]:
     strided: list[Any] = [ctypes.c_void_p] + [ctypes.c_ssize_t] * 3  # data, 3 element strides
     pointers: list[Any] = [ctypes.c_void_p]
     lib.riskppo_lstm_forward.argtypes = sizes + strided + pointers * 8 + [ctypes.c_int]
-    lib.riskppo_lstm_forward.restype = None
+    lib.riskppo_lstm_forward.restype = ctypes.c_int  # 0, or -1: out of memory
     lib.riskppo_lstm_backward.argtypes = sizes + pointers * 8 + strided + pointers * 2
     lib.riskppo_lstm_backward.restype = None
     return lib, None

@@ -14,6 +14,7 @@
  * exp and tanh are the Cephes single-precision approximations (about 2 ulp), written
  * branch-free so that the compiler vectorises them; NaN inputs give NaN outputs.
  *
+ * Returns 0, or -1 if its scratch memory could not be allocated (nothing was computed).
  * keep NULL: no reset (all ones). g_doubled: xproj's g gate is already doubled (the rollout step's fused weights); else it is
  * doubled here.
  *
@@ -115,14 +116,14 @@ static void cell(int H, float *restrict z, const float *restrict c_prev, float k
     }
 }
 
-void riskppo_lstm_forward(int T, int K, int B, int H, const float *xproj, ptrdiff_t xs_t,
+int riskppo_lstm_forward(int T, int K, int B, int H, const float *xproj, ptrdiff_t xs_t,
                           ptrdiff_t xs_k, ptrdiff_t xs_b, const float *w_t, const float *h0,
                           const float *c0, const float *keep, float *hs, float *cs, float *acts,
                           float *tanh_c, int g_doubled) {
     const int G = 4 * H;
     const ptrdiff_t BH = (ptrdiff_t)B * H, KBH = K * BH, KBG = (ptrdiff_t)K * B * G;
     float *hp = malloc(sizeof(float) * (BH > 0 ? BH : 1)); /* masked states entering a step */
-    if (!hp) return;
+    if (!hp) return -1;
     for (int t = 0; t < T; ++t) {
         for (int k = 0; k < K; ++k) {
             const float *h_prev = t ? hs + (t - 1) * KBH + k * BH : h0 + k * BH;
@@ -145,6 +146,7 @@ void riskppo_lstm_forward(int T, int K, int B, int H, const float *xproj, ptrdif
         }
     }
     free(hp);
+    return 0;
 }
 
 /* One step back through cell(): from the gradients dh, dc of its outputs h, c, the gradient dz
