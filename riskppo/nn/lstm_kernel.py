@@ -21,6 +21,8 @@ Gate layout follows ``torch.nn.LSTM``: ``[i, f, g, o]``. Per step ``t`` and grou
 
 from __future__ import annotations
 
+import hashlib
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import torch
@@ -169,10 +171,11 @@ def native_step(zx: Tensor, w_t: Tensor, h0: Tensor, c0: Tensor) -> Tensor:
     o, s, size = out.data_ptr(), scratch.data_ptr(), out.element_size()
     lib = native.kernel()
     assert lib is not None
-    inputs = (_contiguous(x).data_ptr() for x in (zx, w_t, h0, c0))
+    inputs = [_contiguous(x) for x in (zx, w_t, h0, c0)]  # alive until the call returns
+    zx_p, w_p, h_p, c_p = (x.data_ptr() for x in inputs)
     _check(lib.riskppo_lstm_forward(
-        1, 1, B, H, next(inputs), 0, 0, G, *inputs, None, o, o + B * H * size, s,
-        s + B * G * size, 1,
+        1, 1, B, H, zx_p, 0, 0, G, w_p, h_p, c_p, None, o, o + B * H * size, s, s + B * G * size,
+        1,
     ))  # fmt: skip
     return out
 
@@ -195,13 +198,16 @@ def _native_backward(
     T, K, B, G = s.acts.shape
     dz = s.acts.new_empty(T, B, K, G).transpose(1, 2)
     dh0, dc0 = torch.empty_like(s.c0), torch.empty_like(s.c0)
-    grads = (None if d is None else d.contiguous() for d in (d_hs, d_cs))
-    inputs = map(_ptr, (s.w_hh.contiguous(), s.c0, s.keep, s.cs, s.acts, s.tanh_c, *grads))
+    # Bound to a name until the call returns: a contiguous copy would otherwise be freed as soon
+    # as its pointer is taken, and C would read freed memory.
+    inputs = [s.w_hh, s.c0, s.keep, s.cs, s.acts, s.tanh_c, d_hs, d_cs]
+    inputs = [None if x is None else _contiguous(x) for x in inputs]
     lib = native.kernel()
     assert lib is not None
     lib.riskppo_lstm_backward(
-        T, K, B, G // 4, *inputs, dz.data_ptr(), *dz.stride()[:3], dh0.data_ptr(), dc0.data_ptr()
-    )
+        T, K, B, G // 4, *map(_ptr, inputs), dz.data_ptr(), *dz.stride()[:3], dh0.data_ptr(),
+        dc0.data_ptr(),
+    )  # fmt: skip
     return dz, dh0, dc0
 
 
@@ -293,11 +299,14 @@ class _MaskedLSTMRecurrence(torch.autograd.Function):
 
 # The C kernel as custom ops, for torch.compile: one opaque call each way, with the backward
 # registered, instead of the unrolled recurrence that autograd would differentiate step by step.
-# Inductor's on-disk caches key on the op names, not on their fake (shape) functions: give an op
-# a new name whenever its arguments or its outputs' shapes or layouts change.
+# Inductor's on-disk caches (shared by every process and riskppo version of a user) key a graph on
+# its ops' names only, not on their fake functions or registered backward: a compiled backward
+# cached by another version of this file would call that version's ops. The names therefore carry
+# a digest of this file, so that any change to it compiles afresh.
+_OPS_VERSION = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
 
 
-@torch.library.custom_op("riskppo::lstm_recurrence", mutates_args=())
+@torch.library.custom_op(f"riskppo::lstm_recurrence_{_OPS_VERSION}", mutates_args=())
 def _lstm_op(
     xproj: Tensor, w_hh: Tensor, h0: Tensor, c0: Tensor, keep: Tensor
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
@@ -312,7 +321,7 @@ def _(xproj: Tensor, w_hh: Tensor, h0: Tensor, c0: Tensor, keep: Tensor) -> tupl
     return hs, cs, xproj.new_empty(T, K, B, G), tanh_c
 
 
-@torch.library.custom_op("riskppo::lstm_recurrence_grad", mutates_args=())
+@torch.library.custom_op(f"riskppo::lstm_recurrence_grad_{_OPS_VERSION}", mutates_args=())
 def _lstm_backward_op(
     hs: Tensor, cs: Tensor, acts: Tensor, tanh_c: Tensor, h0: Tensor, c0: Tensor, w_hh: Tensor,
     keep: Tensor, d_hs: Tensor, d_cs: Tensor,
@@ -338,7 +347,7 @@ def _op_setup(ctx: Any, inputs: tuple[Tensor, ...], output: tuple[Tensor, ...]) 
 
 def _op_backward(ctx: Any, d_hs: Tensor, d_cs: Tensor, *_: Tensor) -> tuple[Tensor | None, ...]:
     s = _Saved(*ctx.saved_tensors)
-    dz_tbkg, dh0, dc0 = torch.ops.riskppo.lstm_recurrence_grad(*s, d_hs, d_cs)
+    dz_tbkg, dh0, dc0 = _lstm_backward_op(*s, d_hs, d_cs)
     dz = dz_tbkg.transpose(1, 2)  # [T, K, B, 4H] in the input projection's layout (run_lstms)
     return dz, _weight_grad(s, dz), dh0, dc0, None
 
@@ -363,7 +372,7 @@ def masked_lstm_recurrence(
     keep = keep.to(xproj.dtype)
     if torch.compiler.is_compiling():  # under torch.compile (riskppo.train.compiled)
         if native_applies(xproj):
-            hs, cs, _, _ = torch.ops.riskppo.lstm_recurrence(xproj, w_hh, h0, c0, keep)
+            hs, cs, _, _ = _lstm_op(xproj, w_hh, h0, c0, keep)
             return hs, cs
         return unrolled_recurrence(xproj, w_hh, h0, c0, keep)
     if torch.is_grad_enabled() and any(x.requires_grad for x in (xproj, w_hh, h0, c0)):

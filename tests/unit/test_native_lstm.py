@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
 
+import riskppo
 from riskppo.nn import lstm_kernel, native
 from riskppo.nn.lstm_kernel import (
     _MaskedLSTMRecurrence,
@@ -63,13 +66,22 @@ def outputs_and_grads(fn, args, keep, dtype, d_hs, d_cs):
     [(16, 2, 16, 64), (7, 3, 5, 5), (1, 1, 1, 8), (9, 1, 6, 20), (4, 2, 9, 33)],
 )
 @pytest.mark.parametrize("with_dcs", [True, False])
-def test_outputs_and_gradients_match_the_float64_autograd_reference(T, K, B, H, with_dcs, fresh):
+@pytest.mark.parametrize("strided", [False, True])
+def test_outputs_and_gradients_match_the_float64_autograd_reference(
+    T, K, B, H, with_dcs, strided, fresh
+):
     """Every shape path of the C matmul (4-row tiles and single rows, 16-column strips and
-    leftover columns) and of the masks, against autograd through the plain unrolled LSTM."""
+    leftover columns) and of the masks, against autograd through the plain unrolled LSTM.
+    ``strided``: ``W_hh`` and the incoming gradients are non-contiguous views, so the kernel
+    reads contiguous copies (which must live until C has read them)."""
     args, keep = inputs(T, K, B, H)
     g = torch.Generator().manual_seed(1)
-    d_hs = torch.randn(T, K, B, H, generator=g, dtype=torch.float64)
-    d_cs = torch.randn(T, K, B, H, generator=g, dtype=torch.float64) if with_dcs else None
+    d_hs, d_cs = (torch.randn(T, B, K, H, generator=g, dtype=torch.float64) for _ in range(2))
+    d_hs, d_cs = d_hs.transpose(1, 2), d_cs.transpose(1, 2) if with_dcs else None
+    if strided:
+        args[1] = args[1].transpose(1, 2).contiguous().transpose(1, 2)
+    else:
+        d_hs, d_cs = d_hs.contiguous(), None if d_cs is None else d_cs.contiguous()
     ref = outputs_and_grads(unrolled_recurrence, args, keep, torch.float64, d_hs, d_cs)
     got = outputs_and_grads(_MaskedLSTMRecurrence.apply, args, keep, torch.float32, d_hs, d_cs)
     assert native.kernel() is not None
@@ -227,6 +239,50 @@ def test_concurrent_first_builds_leave_one_library_and_all_work(tmp_path):
     assert len(files) == 1 and files[0].name.startswith("lstm-"), files
 
 
+_COMPILE_AND_BACKWARD = """
+import torch
+from riskppo.nn.lstm_kernel import masked_lstm_recurrence
+
+def loss(x, w, h, c, keep):
+    hs, cs = masked_lstm_recurrence(x, w, h, c, keep)
+    return hs.square().sum() + cs.sum()
+
+torch.manual_seed(0)
+args = [torch.randn(4, 1, 3, 8, requires_grad=True), torch.randn(1, 8, 2, requires_grad=True),
+        torch.randn(1, 3, 2), torch.randn(1, 3, 2), torch.ones(4, 3)]
+torch.compile(loss, dynamic=False)(*args).backward()
+print(float(args[1].grad.sum()))
+"""
+
+
+def test_a_changed_kernel_file_never_runs_a_stale_compiled_backward(tmp_path):
+    """Inductor's disk cache is shared by every riskppo version a user runs, and it keys a graph
+    on its ops' names only. Reproduces a real crash: version A compiles and caches the backward;
+    version B (the backward op renamed, as an upgrade may do) must compile afresh instead of
+    loading A's backward, which calls an op that B does not define."""
+    pkg = tmp_path / "site"  # one path for both versions, as an upgrade in place
+    shutil.copytree(Path(riskppo.__file__).parent, pkg / "riskppo")
+    env = {**os.environ, "PYTHONPATH": str(pkg), "RISKPPO_CACHE": str(tmp_path / "native"),
+           "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),
+           "TORCHINDUCTOR_FX_GRAPH_CACHE": "1", "TORCHINDUCTOR_AUTOGRAD_CACHE": "1"}  # fmt: skip
+    env.pop("RISKPPO_NATIVE", None)
+    script = tmp_path / "train.py"  # a file: inductor does not cache graphs of `python -c`
+    script.write_text(_COMPILE_AND_BACKWARD)
+    outs = []
+    for version in ("a", "b"):
+        if version == "b":
+            kernel = pkg / "riskppo" / "nn" / "lstm_kernel.py"
+            text = kernel.read_text()
+            assert text.count("lstm_recurrence_grad") == 1
+            kernel.write_text(text.replace("lstm_recurrence_grad", "lstm_recurrence_dgrad"))
+        proc = subprocess.run(
+            [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        assert proc.returncode == 0, f"version {version}: {proc.stderr[-2000:]}"
+        outs.append(proc.stdout)
+    assert outs[0] == outs[1]
+
+
 def test_under_torch_compile_the_c_kernel_is_one_op_with_its_backward(fresh):
     """``torch.compile`` sees the C kernel as a custom op with a registered backward (not the
     unrolled recurrence): the same outputs and gradients as eager, bit for bit, and no step of
@@ -253,7 +309,9 @@ def test_under_torch_compile_the_c_kernel_is_one_op_with_its_backward(fresh):
         assert torch.equal(a, b)
     (gm,) = graphs
     targets = [str(n.target) for n in gm.graph.nodes if n.op == "call_function"]
-    assert targets.count("riskppo.lstm_recurrence") == 1, targets
+    assert targets.count(f"riskppo.lstm_recurrence_{lstm_kernel._OPS_VERSION}.default") == 1, (
+        targets
+    )
     assert not any("baddbmm" in t or "sigmoid" in t for t in targets), targets
 
 
@@ -280,3 +338,18 @@ def test_the_rollout_step_in_c_replays_exactly_as_the_sequence_kernel(layers, fr
     torch.testing.assert_close(torch.stack(outs), out, rtol=0, atol=1e-6)
     torch.testing.assert_close(s.h, final.h, rtol=0, atol=1e-6)
     torch.testing.assert_close(s.c, final.c, rtol=0, atol=1e-6)
+
+
+def test_the_rollout_step_reads_non_contiguous_inputs_as_their_values(fresh):
+    """``native_step`` on strided views (the state and ``W_hhᵀ`` as transposed storage) gives
+    bit for bit what it gives on contiguous copies: the copies it makes for C live until the
+    call returns."""
+    g = torch.Generator().manual_seed(3)
+    B, H = 5, 12
+    zx = torch.randn(B, 4 * H, generator=g)
+    w_t = torch.randn(4 * H, H, generator=g).t()
+    h0, c0 = (torch.randn(H, B, generator=g).t() for _ in range(2))
+    assert not any(x.is_contiguous() for x in (w_t, h0, c0))
+    got = lstm_kernel.native_step(zx, w_t, h0, c0)
+    want = lstm_kernel.native_step(zx, w_t.contiguous(), h0.contiguous(), c0.contiguous())
+    assert torch.equal(got, want)
