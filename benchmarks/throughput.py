@@ -40,7 +40,8 @@ def build(a: argparse.Namespace) -> Any:
         return DistributionalPPO(
             a.env,
             seed=0,
-            compile=a.algo == "riskppo-compiled",
+            compile=a.algo.startswith("riskppo-compiled"),
+            cuda_graphs=a.algo != "riskppo-compiled-nographs",
             n_envs=a.n_envs,
             n_steps=a.n_steps,
             batch_size=a.batch_size,
@@ -139,6 +140,8 @@ def main() -> None:
         help="riskppo: twin quantile critics, the default (the heads share one critic LSTM); "
         "riskppo-compiled: the same with compile=true (torch.compile of the minibatch loss and "
         "backward; its compile seconds are reported apart from the steady-state steps/s); "
+        "riskppo-compiled-nographs: compiled, without CUDA graphs on a CUDA device (with them "
+        "is the default there; the same as riskppo-compiled on the CPU); "
         "riskppo-separate: each twin critic has its own LSTM (lstm_sharing=none); "
         "riskppo-scalar: one scalar critic",
     )
@@ -201,7 +204,7 @@ def _rows(
             total, per_round = _ratio(seconds["PPO"], seconds[algo])
             vs_ppo = f"{total:.2f}× ({per_round:.2f}×)"
         compile_s = seconds.get(f"{algo}/compile_s", [0.0])[0]
-        comp = f"{compile_s:.1f}" if algo == "riskppo-compiled" else "-"
+        comp = f"{compile_s:.1f}" if algo.startswith("riskppo-compiled") else "-"
         mem = f"{rss[algo]:.0f}" if algo in rss else "-"
         mem_ratio = f"{rss[algo] / rss[ANCHOR]:.2f}" if algo in rss and ANCHOR in rss else "-"
         rows.append([env, algo, f"{fps:,.0f}", vs, vs_ppo, comp, mem, mem_ratio])

@@ -93,6 +93,12 @@ class Config(_Section):
         "seconds from inductor's disk cache); equal to the eager path to float rounding. "
         "Features not compiled (SA-PPO, BC from demonstrations) run eager with a logged reason",
     )
+    cuda_graphs: bool = Field(
+        True,
+        description="with compile: true on a CUDA device, replay the compiled loss and backward "
+        "as CUDA graphs (inductor's reduce-overhead mode: one launch instead of one per kernel); "
+        "no effect on the CPU",
+    )
     env: EnvConfig = Field(default_factory=EnvConfig)
     ppo: PPOConfig = Field(default_factory=PPOConfig)
     policy: PolicyConfig = Field(default_factory=PolicyConfig)

@@ -88,6 +88,8 @@ class ChunkBatch:
         """The chunks ``idx`` (``index_select`` along the chunk dimension: the same values as
         ``x[:, idx]``, for a third of its dispatch cost)."""
 
+        idx = idx.to(self.obs.device)  # index_select takes no index from another device
+
         def pick(x: Tensor, dim: int = 1) -> Tensor:
             return x.index_select(dim, idx)
 
@@ -108,6 +110,6 @@ class ChunkBatch:
         self, chunks_per_batch: int, generator: torch.Generator
     ) -> Iterator[ChunkBatch]:
         """Shuffled minibatches of ``chunks_per_batch`` chunks (one epoch)."""
-        perm = torch.randperm(self.n_chunks, generator=generator)
+        perm = torch.randperm(self.n_chunks, generator=generator).to(self.obs.device)
         for start in range(0, self.n_chunks, chunks_per_batch):
             yield self.select(perm[start : start + chunks_per_batch])

@@ -6,7 +6,10 @@ forward — the LSTM recurrence (:func:`riskppo.nn.lstm_kernel.masked_lstm_recur
 kernel as one custom op with its registered backward, or, without it, the recurrence unrolled
 over the chunk), heads, PPO, value and risk losses, the BC term — as one graph, and AOTAutograd
 compiles its backward. The update loop is unchanged: it calls the
-compiled function where it would call the eager one, then ``backward`` as before.
+compiled function where it would call the eager one, then ``backward`` as before. On a CUDA
+device both are replayed as CUDA graphs (inductor's ``reduce-overhead`` mode; ``cuda_graphs:
+false`` turns that off): the loop reads the loss and stats of a minibatch before the next call,
+as CUDA graphs require, since a replay reuses its outputs' memory.
 
 What differs from eager, by float rounding only (the tests check losses and gradients to
 ``rtol=1e-4, atol=1e-5`` in float32 and the CartPole trajectory to ``atol=1e-4``):
@@ -40,7 +43,7 @@ from riskppo.nn.recurrent import LSTMState
 from riskppo.train.losses import base_stats, ppo_terms
 from riskppo.train.update import minibatch_loss
 
-__all__ = ["CompiledLoss", "fallback_reason", "traced_minibatch_loss"]
+__all__ = ["CompiledLoss", "compile_mode", "fallback_reason", "traced_minibatch_loss"]
 
 log = logging.getLogger("riskppo")
 
@@ -148,13 +151,22 @@ def _traced(
     return traced_minibatch_loss(cfg, policy, critic, _unflat(xs), ent_coef, bc_coef)
 
 
-_COMPILED: list[Callable[..., Any]] = []  # torch.compile(_traced), made on first use
+_COMPILED: dict[str, Callable[..., Any]] = {}  # torch.compile(_traced) per mode, on first use
 
 
-def _compiled() -> Callable[..., Any]:
-    if not _COMPILED:
-        _COMPILED.append(torch.compile(_traced, dynamic=False))
-    return _COMPILED[0]
+def _compiled(mode: str) -> Callable[..., Any]:
+    if mode not in _COMPILED:
+        _COMPILED[mode] = torch.compile(_traced, mode=mode, dynamic=False)
+    return _COMPILED[mode]
+
+
+def compile_mode(cfg: Config, device: torch.device) -> str:
+    """Inductor's mode: ``reduce-overhead`` (CUDA graphs) on a CUDA device unless
+    ``cuda_graphs: false`` or gradients are accumulated over micro-batches, else ``default``.
+    (A replay reuses its outputs' memory, and a parameter's first gradient *is* the backward's
+    output: a second micro-batch would overwrite the gradient it accumulates into.)"""
+    graphs = device.type == "cuda" and cfg.cuda_graphs and cfg.ppo.grad_accum_steps == 1
+    return "reduce-overhead" if graphs else "default"
 
 
 class CompiledLoss:
@@ -178,15 +190,17 @@ class CompiledLoss:
         if reason is not None:
             self._log_once(reason)
             return minibatch_loss(ctx, mb)
-        dtype = mb.advantages.dtype
-        ent = torch.tensor(float(ctx.ent_coef), dtype=dtype)
-        bc = None if ctx.bc is None else torch.tensor(float(ctx.bc.coef), dtype=dtype)
+        like = mb.advantages  # the coefficients on the model's device: a CPU tensor among CUDA
+        # inputs would keep inductor from using CUDA graphs
+        ent = like.new_tensor(float(ctx.ent_coef))
+        bc = None if ctx.bc is None else like.new_tensor(float(ctx.bc.coef))
         xs = _flat(mb)
         key = tuple(None if x is None else (tuple(x.shape), x.dtype) for x in xs)
         first = key not in self._shapes
         t0 = time.perf_counter()
         try:
-            loss, stats, n_bad = _compiled()(ctx.policy, ctx.critic, ctx.cfg, ent, bc, *xs)
+            fn = _compiled(compile_mode(ctx.cfg, like.device))
+            loss, stats, n_bad = fn(ctx.policy, ctx.critic, ctx.cfg, ent, bc, *xs)
         except Exception as exc:  # any compile failure falls back to eager
             self.failed = f"torch.compile failed ({type(exc).__name__}: {exc})".split("\n")[0]
             self._log_once(self.failed)

@@ -15,8 +15,10 @@ import logging
 
 import pytest
 import torch
+from torch._dynamo.utils import counters
 
 from riskppo import DistributionalPPO
+from riskppo.config import Config
 from riskppo.data.buffer import ChunkBatch
 from riskppo.nn.lstm_kernel import _MaskedLSTMRecurrence, unrolled_recurrence
 from riskppo.train import compiled
@@ -162,7 +164,7 @@ def test_a_failing_compile_falls_back_to_eager_and_logs_the_error(caplog, monkey
     def broken(*args, **kwargs):
         raise RuntimeError("no C++ compiler\nmore lines")
 
-    monkeypatch.setattr(compiled, "_compiled", lambda: broken)
+    monkeypatch.setattr(compiled, "_compiled", lambda mode: broken)
     model, ctx, mb = batch_and_context("CartPole-v1")
     cl = compiled.CompiledLoss()
     with caplog.at_level(logging.WARNING, logger="riskppo"):
@@ -219,5 +221,41 @@ def test_compiled_training_follows_the_eager_cartpole_trajectory():
     w_e, w_c = (torch.cat([p.detach().flatten() for p in m.policy.parameters()]) for m in models)
     torch.testing.assert_close(w_c, w_e, rtol=0, atol=1e-3)
     assert float((w_c - w_e).norm() / (w_e - start).norm()) < 0.05
+    for m in models:
+        m.close()
+
+
+def test_cuda_graphs_only_on_cuda_with_one_micro_batch_and_not_turned_off():
+    """``reduce-overhead`` (CUDA graphs) exactly where a replay's reused output memory is safe."""
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")
+    assert compiled.compile_mode(Config(compile=True), cuda) == "reduce-overhead"
+    assert compiled.compile_mode(Config(compile=True), cpu) == "default"
+    assert compiled.compile_mode(Config(compile=True, cuda_graphs=False), cuda) == "default"
+    accum = Config(compile=True, ppo={"grad_accum_steps": 2, "batch_size": 64})
+    assert compiled.compile_mode(accum, cuda) == "default"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("graphs", [True, False])
+def test_compiled_training_on_cuda_follows_the_eager_trajectory(graphs):
+    """On the GPU (unrolled LSTM, CUDA graphs or not): the compiled loss runs without falling
+    back, inductor does not skip the CUDA graphs it was asked for, and the trajectory is the
+    eager one (as on the CPU). Skipped without CUDA."""
+    small = dict(n_envs=4, n_steps=32, batch_size=64, bptt_len=16, n_epochs=2, device="cuda")
+    skips = counters["inductor"]["cudagraph_skips"]
+    models = [
+        DistributionalPPO(
+            "CartPole-v1", seed=0, compile=c, cuda_graphs=graphs, lstm_hidden_size=16, **small
+        )
+        for c in (False, True)
+    ]
+    for m in models:
+        m.learn(3 * 128)
+    eager, comp = models
+    assert comp.compiled_loss.compile_seconds > 0 and comp.compiled_loss.failed is None
+    assert counters["inductor"]["cudagraph_skips"] == skips
+    assert list(comp.state.episodes.returns) == list(eager.state.episodes.returns)
+    w_e, w_c = (torch.cat([p.detach().flatten() for p in m.policy.parameters()]) for m in models)
+    torch.testing.assert_close(w_c, w_e, rtol=0, atol=1e-3)
     for m in models:
         m.close()
