@@ -26,6 +26,18 @@ def _gen_device(generator: torch.Generator | None) -> torch.device | None:
     return generator.device if generator is not None else None
 
 
+def categorical_uniforms(
+    rows: tuple[int, ...],
+    generator: torch.Generator | None,
+    dtype: torch.dtype,
+    device: torch.device,
+) -> Tensor:
+    """The uniforms :meth:`CategoricalDist.sample` draws for logits of shape ``[*rows, n]``: one
+    per row, ``[*rows, 1]`` (the C rollout step, :mod:`riskppo.nn.actor_step`, draws the same)."""
+    u = torch.rand((*rows, 1), generator=generator, dtype=dtype, device=_gen_device(generator))
+    return u.to(device)
+
+
 class ActionDistribution(Protocol):
     def log_prob(self, actions: Tensor) -> Tensor: ...  # [B]
     def entropy(self) -> Tensor: ...  # [B]
@@ -50,15 +62,7 @@ class CategoricalDist:
     def sample(self, generator: torch.Generator | None) -> Tensor:
         # Inverse-CDF sampling: one uniform per row (cheaper than torch.multinomial).
         cdf = self.logits.exp().cumsum(-1)
-        u = (
-            torch.rand(
-                (*cdf.shape[:-1], 1),
-                generator=generator,
-                dtype=cdf.dtype,
-                device=_gen_device(generator),
-            ).to(cdf.device)
-            * cdf[..., -1:]
-        )
+        u = categorical_uniforms(cdf.shape[:-1], generator, cdf.dtype, cdf.device) * cdf[..., -1:]
         return torch.searchsorted(cdf, u).clamp_(max=cdf.shape[-1] - 1).squeeze(-1)
 
     def mode(self) -> Tensor:

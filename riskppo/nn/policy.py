@@ -22,6 +22,7 @@ from gymnasium import spaces
 from torch import Tensor, nn
 
 from riskppo.config import PolicyConfig
+from riskppo.nn.actor_step import CActorStep
 from riskppo.nn.distributions import ActionDistribution, ActionHead
 from riskppo.nn.recurrent import LSTMState, MaskedLSTM, fused_lstm_step, run_lstms
 
@@ -69,6 +70,11 @@ class RolloutActor:
         self.head = policy.action_head
         self.net = (self.head.net.weight.t(), self.head.net.bias)
         self.critics_read_actor = policy._critics_read_actor
+        # the whole step in one C call where it applies (riskppo.nn.actor_step)
+        discrete = self.head.kind == "discrete"
+        self.c_step = (
+            CActorStep.build(self.lstm, policy.actor_mlp, self.head.net) if discrete else None
+        )
 
     def act(
         self,
@@ -81,6 +87,14 @@ class RolloutActor:
     ) -> ActStep:
         """One step for ``B`` envs (:meth:`RecurrentActorCritic.act`); a NumPy ``episode_start``
         decides the reset without a tensor op."""
+        # the C step: float32 CPU observations, no gradient asked for (it has no backward)
+        c_ok = obs.dtype == torch.float32 and obs.device.type == "cpu"
+        if self.c_step is not None and c_ok and not torch.is_grad_enabled():
+            actions, log_prob, state = self.c_step(
+                obs, pi_state, episode_start, generator, deterministic
+            )
+            critic_input = state.h[0] if self.critics_read_actor else None
+            return ActStep(actions, log_prob, state, critic_input)
         latent, new_state = fused_lstm_step(self.lstm, obs, pi_state, episode_start)
         x = latent
         for layer in self.mlp:

@@ -125,6 +125,17 @@ class MaskedLSTM(nn.Module):
         )
 
 
+def reset_where_starting(state: LSTMState, episode_start: Tensor | np.ndarray) -> LSTMState:
+    """``state`` with the envs whose episode starts reset to zeros (R-ALG-15); ``state`` itself
+    when none does (a NumPy ``episode_start`` decides that without a tensor op)."""
+    if not episode_start.any():
+        return state
+    mask = episode_start
+    if isinstance(mask, np.ndarray):
+        mask = torch.from_numpy(mask).to(state.h.device)
+    return state.reset(mask)
+
+
 def fused_lstm_step(
     weights: list[tuple[Tensor, Tensor]],
     x: Tensor,
@@ -136,13 +147,7 @@ def fused_lstm_step(
     the sequence kernel's step). Otherwise per layer ``z = [x, h] W + b`` (one ``addmm``), ``σ``
     in place over all four gates, then the cell update of the sequence kernel
     (``c = (f ⊙ c' − i) + 2 i ⊙ s``, ``h = o ⊙ tanh c``). ``state`` is never modified."""
-    if isinstance(episode_start, np.ndarray):
-        reset = bool(episode_start.any())
-        mask = torch.from_numpy(episode_start).to(x.device) if reset else None
-    else:
-        reset = bool(episode_start.any())
-        mask = episode_start if reset else None
-    h0, c0 = state.reset(mask) if mask is not None else state
+    h0, c0 = reset_where_starting(state, episode_start)
     H = h0.shape[-1]
     hs, cs = [], []
     inp = x

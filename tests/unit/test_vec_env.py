@@ -1,4 +1,4 @@
-"""InProcessVecEnv behaves exactly like SB3's DummyVecEnv (it only skips the infos deepcopy)."""
+"""InProcessVecEnv behaves exactly like SB3's DummyVecEnv (it only skips the deep copies)."""
 
 from __future__ import annotations
 
@@ -54,3 +54,17 @@ def test_infos_of_a_step_are_not_changed_by_later_steps() -> None:
     for _ in range(50):
         venv.step(np.ones(2, dtype=np.int64))
     assert [dict(i) for i in infos] == snapshot
+
+
+def test_observations_of_a_step_are_not_changed_by_later_steps() -> None:
+    """The observation array returned is a copy, not the env's buffer (the trainer keeps the
+    last one as its carry-over observation)."""
+    venv = make_vec_env("CartPole-v1", n_envs=2, seed=0, vec_env_cls=InProcessVecEnv)
+    first = venv.reset()
+    kept = first.copy()
+    obs, _, _, _ = venv.step(np.zeros(2, dtype=np.int64))
+    snapshot = obs.copy()
+    for _ in range(5):
+        venv.step(np.ones(2, dtype=np.int64))
+    np.testing.assert_array_equal(first, kept)
+    np.testing.assert_array_equal(obs, snapshot)

@@ -100,6 +100,13 @@ def _load() -> tuple[ctypes.CDLL | None, str | None]:
     lib.riskppo_lstm_forward.restype = ctypes.c_int  # 0, or -1: out of memory
     lib.riskppo_lstm_backward.argtypes = sizes + pointers * 8 + strided + pointers * 2
     lib.riskppo_lstm_backward.restype = None
+    lib.riskppo_actor_step.argtypes = (
+        [ctypes.c_int] * 3
+        + pointers * 7
+        + [ctypes.c_int]
+        + (pointers * 3 + [ctypes.c_int] + pointers * 3)
+    )
+    lib.riskppo_actor_step.restype = ctypes.c_int  # 0, or -1: out of memory
     return lib, None
 
 

@@ -205,3 +205,76 @@ void riskppo_lstm_backward(int T, int K, int B, int H, const float *w_hh, const 
             for (ptrdiff_t j = 0; j < KBH; ++j) dh0[j] += d_hs[(t - 1) * KBH + j];
     }
 }
+
+/* y[B, n] = act(x[B, k] W[k, n] + b) for act 0: identity, 1: tanh, 2: relu. */
+static void linear(int B, int k, int n, const float *x, const float *W, const float *b, int act,
+                   float *y) {
+    for (int r = 0; r < B; ++r) memcpy(y + (ptrdiff_t)r * n, b, sizeof(float) * n);
+    gemm_acc(B, n, k, x, k, W, n, y, n);
+    if (act == 1)
+        for (ptrdiff_t j = 0; j < (ptrdiff_t)B * n; ++j) y[j] = tanh_f(y[j]);
+    else if (act == 2)
+        for (ptrdiff_t j = 0; j < (ptrdiff_t)B * n; ++j) y[j] = y[j] > 0.0f ? y[j] : 0.0f;
+}
+
+/* The rollout's whole actor step for a one-layer LSTM, an MLP and a categorical head
+ * (riskppo.nn.policy.RolloutActor), in one call:
+ *   z = b_in + x w_in (the fused step weights: g gate doubled), one LSTM step from (h0, c0)
+ *   (resets already applied) into hc = [h, c]; then n_layers linear layers from h, the last
+ *   one (the action head) without activation and the others with `act`; log-softmax of the
+ *   logits; the action: the inverse CDF at u[r] (the cumulated probabilities, as
+ *   CategoricalDist.sample) or, u NULL, the first argmax; and its log-probability.
+ * x [B, D], w_in [D, 4H], b_in [4H], w_t [H, 4H], h0 / c0 [B, H], hc [2, B, H];
+ * dims [n_layers + 1] = (H, widths..., n_actions), ws[l] [dims[l], dims[l + 1]] row-major,
+ * bs[l] [dims[l + 1]]. Returns 0, or -1 if scratch memory could not be allocated. */
+int riskppo_actor_step(int B, int D, int H, const float *x, const float *w_in, const float *b_in,
+                       const float *w_t, const float *h0, const float *c0, float *hc,
+                       int n_layers, const int *dims, const float *const *ws,
+                       const float *const *bs, int act, const float *u, int64_t *actions,
+                       float *log_probs) {
+    const int G = 4 * H;
+    int width = 1;
+    for (int l = 1; l <= n_layers; ++l) width = dims[l] > width ? dims[l] : width;
+    float *scratch = malloc(sizeof(float) * ((size_t)B * (3 * G + H) + 2 * (size_t)B * width));
+    if (!scratch) return -1;
+    float *zx = scratch, *acts = zx + (ptrdiff_t)B * G, *tc = acts + (ptrdiff_t)B * G;
+    float *buf[2] = {tc + (ptrdiff_t)B * H, tc + (ptrdiff_t)B * H + (ptrdiff_t)B * width};
+    linear(B, D, G, x, w_in, b_in, 0, zx);
+    if (riskppo_lstm_forward(1, 1, B, H, zx, 0, 0, G, w_t, h0, c0, NULL, hc,
+                             hc + (ptrdiff_t)B * H, acts, tc, 1)) {
+        free(scratch);
+        return -1;
+    }
+    const float *in = hc;
+    for (int l = 0; l < n_layers; ++l) {
+        linear(B, dims[l], dims[l + 1], in, ws[l], bs[l], l + 1 < n_layers ? act : 0, buf[l & 1]);
+        in = buf[l & 1];
+    }
+    const int A = dims[n_layers];
+    for (int r = 0; r < B; ++r) {
+        float *lg = (float *)in + (ptrdiff_t)r * A;
+        float m = lg[0];
+        for (int a = 1; a < A; ++a) m = lg[a] > m ? lg[a] : m;
+        float sum = 0.0f;
+        for (int a = 0; a < A; ++a) sum += __builtin_expf(lg[a] - m);
+        const float lse = __builtin_logf(sum);
+        for (int a = 0; a < A; ++a) lg[a] = (lg[a] - m) - lse;
+        int pick = 0;
+        if (u) { /* the first action whose cumulated probability reaches u * total */
+            float total = 0.0f;
+            for (int a = 0; a < A; ++a) total += __builtin_expf(lg[a]);
+            const float target = u[r] * total;
+            float cdf = 0.0f;
+            for (pick = 0; pick < A - 1; ++pick) {
+                cdf += __builtin_expf(lg[pick]);
+                if (cdf >= target) break;
+            }
+        } else {
+            for (int a = 1; a < A; ++a) pick = lg[a] > lg[pick] ? a : pick;
+        }
+        actions[r] = pick;
+        log_probs[r] = lg[pick];
+    }
+    free(scratch);
+    return 0;
+}

@@ -1,0 +1,109 @@
+"""The rollout's actor step in one C call (issue 18): LSTM step, MLP, action head, categorical
+sample and its log-probability (:func:`riskppo_actor_step` in ``riskppo/nn/native/lstm.c``).
+
+Why: a step of 8 CartPole envs is ~20 PyTorch ops on ``[8, 64]`` tensors, each costing more
+in dispatch than in arithmetic; in C it is one call. It serves the common actor — float32 on the
+CPU, a one-layer LSTM, an MLP of ``Linear`` layers with one activation (tanh or ReLU), a
+``Discrete`` action — where no gradient is asked for (the rollout runs in inference mode);
+anything else takes the PyTorch step (:func:`~riskppo.nn.recurrent.fused_lstm_step` and the
+module-free MLP of :class:`~riskppo.nn.policy.RolloutActor`), which stays the reference.
+
+Same results as that step to float rounding: the same uniforms from the same generator
+(:func:`~riskppo.nn.distributions.categorical_uniforms`), the same inverse-CDF rule; only the
+matmuls' summation order and the exp/log/tanh approximations differ (tested against float64).
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from riskppo.nn import native
+from riskppo.nn.distributions import categorical_uniforms
+from riskppo.nn.lstm_kernel import native_applies
+from riskppo.nn.recurrent import LSTMState, reset_where_starting
+
+__all__ = ["CActorStep"]
+
+_ACT_CODES = {nn.Tanh: 1, nn.ReLU: 2}  # riskppo_actor_step's `act`
+
+
+def _mlp_activation(mlp: nn.Sequential) -> int | None:
+    """The C code of the one activation between the ``Linear`` layers of ``mlp`` (``Linear``,
+    activation, ``Linear``, activation, ...), or None when the C step does not cover it."""
+    acts = list(mlp)[1::2]
+    if any(not isinstance(m, nn.Linear) for m in list(mlp)[0::2]) or len(acts) * 2 != len(mlp):
+        return None
+    codes = {_ACT_CODES.get(type(m)) for m in acts}
+    if None in codes or len(codes) > 1:
+        return None
+    return codes.pop() if codes else 1  # no hidden layer: the code is not used
+
+
+class CActorStep:
+    """The C actor step for one rollout's weights (a snapshot, like
+    :meth:`~riskppo.nn.recurrent.MaskedLSTM.step_weights`). Build with :meth:`build`."""
+
+    def __init__(
+        self, lstm: tuple[Tensor, Tensor], linears: list[tuple[Tensor, Tensor]], act: int
+    ) -> None:
+        w, b = lstm
+        self.H = w.shape[1] // 4
+        self.D = w.shape[0] - self.H
+        # kept alive here: C reads them through the pointers below
+        self._tensors = [w[: self.D], b, w[self.D :]]
+        self._tensors += [t.contiguous() for wb in linears for t in wb]
+        self._ptrs = [t.data_ptr() for t in self._tensors[:3]]
+        self.n_layers = len(linears)
+        dims = [self.H, *(wt.shape[1] for wt, _ in linears)]
+        self._dims = (ctypes.c_int * len(dims))(*dims)
+        self._ws = (ctypes.c_void_p * len(linears))(*(t.data_ptr() for t in self._tensors[3::2]))
+        self._bs = (ctypes.c_void_p * len(linears))(*(t.data_ptr() for t in self._tensors[4::2]))
+        self.act = act
+
+    @staticmethod
+    def build(
+        step_weights: list[tuple[Tensor, Tensor]], mlp: nn.Sequential, head: nn.Linear
+    ) -> CActorStep | None:
+        """The C step for this actor, or None where it does not apply (see the module doc)."""
+        act = _mlp_activation(mlp)
+        if len(step_weights) != 1 or act is None or not native_applies(step_weights[0][0]):
+            return None
+        linears = [(m.weight.t(), m.bias) for m in mlp if isinstance(m, nn.Linear)]
+        linears.append((head.weight.t(), head.bias))
+        params = [t for wb in linears for t in wb]
+        if any(t.dtype != torch.float32 or t.device.type != "cpu" for t in params):
+            return None
+        return CActorStep(step_weights[0], [(w.detach(), b.detach()) for w, b in linears], act)
+
+    def __call__(
+        self,
+        obs: Tensor,
+        state: LSTMState,
+        episode_start: Tensor | np.ndarray,
+        generator: torch.Generator | None,
+        deterministic: bool,
+    ) -> tuple[Tensor, Tensor, LSTMState]:
+        """``obs`` ``[B, D]`` float32 → actions ``[B]`` (int64), their log-probabilities ``[B]``
+        and the LSTM state after the step (``[1, B, H]`` each)."""
+        B = obs.shape[0]
+        h0, c0 = reset_where_starting(state, episode_start)
+        hc = obs.new_empty(2, 1, B, self.H)
+        log_prob = obs.new_empty(B)
+        actions = torch.empty(B, dtype=torch.int64)
+        u = None if deterministic else categorical_uniforms((B,), generator, obs.dtype, obs.device)
+        inputs = [t.contiguous() for t in (obs, h0, c0)]  # alive until the call returns
+        lib = native.kernel()
+        assert lib is not None
+        status = lib.riskppo_actor_step(
+            B, self.D, self.H, inputs[0].data_ptr(), *self._ptrs[:2], self._ptrs[2],
+            inputs[1].data_ptr(), inputs[2].data_ptr(), hc.data_ptr(), self.n_layers,
+            self._dims, self._ws, self._bs, self.act, None if u is None else u.data_ptr(),
+            actions.data_ptr(), log_prob.data_ptr(),
+        )  # fmt: skip
+        if status != 0:
+            raise MemoryError("the C actor step could not allocate its scratch memory")
+        return actions, log_prob, LSTMState(hc[0], hc[1])
