@@ -172,7 +172,8 @@ class InProcessVecEnv(DummyVecEnv):
         # SB3 deep-copies the dict of observation buffers (≈ 15 µs); for a Box space (one buffer,
         # key None) that is the same as one array copy
         if self.keys == [None]:
-            return self.buf_obs[None].copy()
+            (buf,) = self.buf_obs.values()
+            return buf.copy()
         return super()._obs_from_buf()
 
 
