@@ -10,6 +10,7 @@ variance gradient scaler, gradient clipping at ``max_grad_norm`` (R-ALG-14) and 
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -22,6 +23,7 @@ from riskppo import core
 from riskppo.adversarial.regularizer import sa_regularizer
 from riskppo.config import Config
 from riskppo.data.buffer import ChunkBatch
+from riskppo.nn import native
 from riskppo.nn.critics import Critic
 from riskppo.nn.policy import RecurrentActorCritic
 from riskppo.train.bc import BCInputs, bc_term
@@ -79,6 +81,7 @@ class UpdateContext:
     params: list[nn.Parameter] = field(init=False)
     owner: Tensor = field(init=False)
     adam: AdamLists | None = None
+    c_adam: _CAdam | None = None  # ``adam`` as C pointer arrays (compile: true, _clip_adam_in_c)
 
     def __post_init__(self) -> None:
         self.groups = param_groups(self.policy)
@@ -224,19 +227,39 @@ def apply_minibatch(
 
 def _apply_minibatch(ctx: UpdateContext, mb: ChunkBatch, m: UpdateMetrics) -> MinibatchStats | None:
     """:func:`apply_minibatch` with its numbers left as one tensor (:class:`MinibatchStats`)."""
-    cfg = ctx.cfg
     ctx.clear_grads()
     stats_sum, names = _accumulate(ctx, mb)
     if stats_sum is None:  # a non-finite log-ratio
         m.n_skipped_nonfinite_ratio += 1
         _skip(ctx, m)
         return None
-    loss_sum = stats_sum[0]
     params = [q for q in ctx.params if q.grad is not None]
     grads: list[Tensor] = [q.grad for q in params]  # type: ignore[misc]
+    names = ["loss", *names, *(f"{g}_grad_norm" for g in ctx.groups),
+             "grad_norm_pre_clip", "grad_norm_post_clip"]  # fmt: skip
+    in_c = _clip_adam_in_c(ctx, stats_sum, params, grads)
+    if in_c is not None:  # compile: true, the common optimizer: the whole tail in one C call
+        norms, stepped = in_c
+        if not stepped:
+            m.n_skipped_nonfinite_loss += 1
+            _skip(ctx, m)
+            return None
+        ctx.consecutive_skips = 0
+        return MinibatchStats(names, torch.cat([stats_sum.to(norms.dtype), norms]))
+    values = _clip_and_step(ctx, m, stats_sum, names, params, grads)
+    return None if values is None else MinibatchStats(names, values)
+
+
+def _clip_and_step(
+    ctx: UpdateContext, m: UpdateMetrics, stats_sum: Tensor, names: list[str],
+    params: list[nn.Parameter], grads: list[Tensor],
+) -> Tensor | None:  # fmt: skip
+    """Guard, KL check, VGS, clip and step; the minibatch's numbers (``names``; None: not
+    applied)."""
+    cfg = ctx.cfg
     # R-REL-6: check before the VGS sees the gradients, so its statistics are never polluted.
     pre_norm, group_norms = _grad_norms(ctx, grads, params)
-    if not bool(torch.isfinite(loss_sum) & torch.isfinite(pre_norm)):
+    if not bool(torch.isfinite(stats_sum[0]) & torch.isfinite(pre_norm)):
         m.n_skipped_nonfinite_loss += 1
         _skip(ctx, m)
         return None
@@ -245,7 +268,7 @@ def _apply_minibatch(ctx: UpdateContext, mb: ChunkBatch, m: UpdateMetrics) -> Mi
     # the caller stops the epoch loop. Checked before the VGS sees the gradients.
     target_kl = cfg.ppo.target_kl
     if target_kl is not None:
-        kl = float(stats_sum[1 + names.index("approx_kl_k3")])
+        kl = float(stats_sum[names.index("approx_kl_k3")])
         if kl > target_kl:
             ctx.clear_grads()
             m.early_stop_kl = kl
@@ -265,14 +288,68 @@ def _apply_minibatch(ctx: UpdateContext, mb: ChunkBatch, m: UpdateMetrics) -> Mi
         ]
     )
     ctx.adam = optimizer_step(ctx.optimizer, ctx.adam)
-    names = [
-        "loss",
-        *names,
-        *(f"{g}_grad_norm" for g in ctx.groups),
-        "grad_norm_pre_clip",
-        "grad_norm_post_clip",
-    ]
-    return MinibatchStats(names, values)
+    return values
+
+
+class _CAdam(NamedTuple):
+    """:class:`AdamLists` as the pointer arrays of ``riskppo_clip_adam`` (made once per lists)."""
+
+    lists: AdamLists
+    arrays: tuple[Any, ...]  # sizes, params, exp_avgs, exp_avg_sqs, steps, owner
+
+
+def _c_adam(ctx: UpdateContext) -> _CAdam | None:
+    """The pointer arrays for ``ctx.adam`` when the C tail applies to it: float32 contiguous
+    CPU parameters, every parameter of the optimizer with a gradient."""
+    lists = ctx.adam
+    if lists is None or not _same(lists.params, ctx.optimizer):
+        return None
+    if ctx.c_adam is not None and ctx.c_adam.lists is lists:
+        return ctx.c_adam
+    tensors = [*lists.params, *lists.exp_avgs, *lists.exp_avg_sqs]
+    if len(lists.params) != len(ctx.params) or any(
+        t.dtype != torch.float32 or t.device.type != "cpu" or not t.is_contiguous() for t in tensors
+    ):
+        return None
+    n = len(lists.params)
+    ptrs = [(ctypes.c_void_p * n)(*(t.data_ptr() for t in ts)) for ts in lists[1:]]
+    sizes = (ctypes.c_int64 * n)(*(q.numel() for q in lists.params))
+    owner = (ctypes.c_int64 * n)(*ctx.owner.tolist())
+    ctx.c_adam = _CAdam(lists, (sizes, *ptrs, owner))
+    return ctx.c_adam
+
+
+def _clip_adam_in_c(
+    ctx: UpdateContext, stats_sum: Tensor, params: list[nn.Parameter], grads: list[Tensor]
+) -> tuple[Tensor, bool] | None:
+    """``compile: true`` with Adam/AdamW, no VGS, no target_kl: the group and total gradient
+    norms, the finite check (R-REL-6), clipping (R-ALG-14) and the Adam step in one C call
+    (``riskppo_clip_adam``; the same arithmetic as torch's fused Adam, to float rounding).
+    Returns the norms ``[len(groups) + 2]`` (float64: groups, pre-clip, post-clip) and whether
+    the step was taken; None where it does not apply (the PyTorch tail runs)."""
+    cfg = ctx.cfg
+    if not cfg.compile or ctx.vgs is not None or cfg.ppo.target_kl is not None:
+        return None
+    lib = native.kernel()
+    c = _c_adam(ctx)
+    if (
+        lib is None
+        or c is None
+        or any(g.dtype != torch.float32 or not g.is_contiguous() for g in grads)
+    ):
+        return None
+    group = c.lists.group
+    sizes, p_ptrs, m_ptrs, v_ptrs, s_ptrs, owner = c.arrays
+    g_ptrs = (ctypes.c_void_p * len(grads))(*(g.data_ptr() for g in grads))
+    norms = torch.empty(len(ctx.groups) + 2, dtype=torch.float64)
+    beta1, beta2 = group["betas"]
+    stepped = lib.riskppo_clip_adam(
+        len(params), sizes, g_ptrs, p_ptrs, m_ptrs, v_ptrs, s_ptrs, owner, len(ctx.groups),
+        float(stats_sum[0]),
+        cfg.ppo.max_grad_norm, group["lr"], beta1, beta2, group["eps"], group["weight_decay"],
+        int(group["decoupled_weight_decay"]), norms.data_ptr(),
+    )  # fmt: skip
+    return norms, bool(stepped)
 
 
 def _accumulate(ctx: UpdateContext, mb: ChunkBatch) -> tuple[Tensor | None, list[str]]:

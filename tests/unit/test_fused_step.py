@@ -136,3 +136,62 @@ def test_direct_fused_adam_step_is_bit_identical_to_step(name):
     for k in s0:
         for field in ("step", "exp_avg", "exp_avg_sq"):
             assert torch.equal(s0[k][field], s1[k][field]), (k, field)
+
+
+def _adam_context(name: str):
+    from riskppo import DistributionalPPO
+    from riskppo.train.update import UpdateContext, optimizer_step
+
+    model = DistributionalPPO("CartPole-v1", seed=0, compile=True, n_envs=2, n_steps=8,
+                              batch_size=16, lstm_hidden_size=8, net_arch=[8], optimizer=name,
+                              weight_decay=0.05)  # fmt: skip
+    ctx = UpdateContext(model.config, model.policy, model.critic, model.optimizer,
+                        torch.Generator(), 0.01)  # fmt: skip
+    g = torch.Generator().manual_seed(9)
+    for _ in range(2):  # optimizer state and the fused-Adam lists exist
+        for q in ctx.params:
+            q.grad = torch.randn(q.shape, generator=g) * 0.01
+        ctx.adam = optimizer_step(ctx.optimizer, ctx.adam)
+    return model, ctx
+
+
+@pytest.mark.parametrize("name", ["adam", "adamw"])
+def test_c_clip_and_adam_equals_the_pytorch_tail(name):
+    """``compile: true``'s C tail (norms, finite check, clipping, Adam/AdamW with weight decay)
+    against the PyTorch tail from the same state: parameters, moments, step counts and the
+    logged norms to float rounding, over steps with and without clipping; a non-finite loss
+    takes no step and changes nothing. (C sums the squares in float64, torch's ``_foreach_norm``
+    in float32: the clip factor, and so the moments, differ in the 6th digit.)"""
+    from riskppo.train.update import UpdateMetrics, _clip_adam_in_c, _clip_and_step
+
+    (ma, a), (mb, b) = _adam_context(name), _adam_context(name)
+    names = ["loss", "x", *(f"{k}_grad_norm" for k in a.groups), "pre", "post"]
+    g = torch.Generator().manual_seed(4)
+    for scale, loss in [(0.01, 1.0), (30.0, 2.0), (0.1, float("nan")), (5.0, 0.5)]:
+        grads = [torch.randn(q.shape, generator=g) * scale for q in a.params]
+        for ctx in (a, b):
+            for q, gr in zip(ctx.params, grads):
+                q.grad = gr.clone()
+        stats = torch.tensor([loss, 0.3])
+        before = [q.detach().clone() for q in a.params]
+        got = _clip_adam_in_c(a, stats, a.params, [q.grad for q in a.params])
+        assert got is not None
+        norms, stepped = got
+        want = _clip_and_step(
+            b, UpdateMetrics(), stats, names, b.params, [q.grad for q in b.params]
+        )
+        assert stepped == (want is not None) == (loss == loss)
+        if not stepped:
+            assert all(torch.equal(q, p0) for q, p0 in zip(a.params, before))
+            continue
+        torch.testing.assert_close(norms, want[2:], rtol=1e-6, atol=0)
+        for x, y in zip(a.params, b.params):
+            torch.testing.assert_close(x, y, rtol=1e-6, atol=1e-7)
+        for x, y in zip(a.params, b.params):
+            sa, sb = a.optimizer.state[x], b.optimizer.state[y]
+            assert float(sa["step"]) == float(sb["step"])
+            torch.testing.assert_close(sa["exp_avg"], sb["exp_avg"], rtol=1e-4, atol=1e-9)
+            torch.testing.assert_close(sa["exp_avg_sq"], sb["exp_avg_sq"], rtol=1e-4, atol=1e-12)
+    assert float(norms[-2]) > float(norms[-1])  # the last step was clipped
+    ma.close()
+    mb.close()
