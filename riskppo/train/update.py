@@ -5,7 +5,9 @@ minibatch's samples, so the accumulated gradient equals the full-minibatch gradi
 non-finite log-ratios / losses / gradients skip the step (R-ALG-9, R-REL-6); a k3 KL estimate
 above ``target_kl`` stops the epoch loop before the step (R-ALG-11); then the optional
 variance gradient scaler, gradient clipping at ``max_grad_norm`` (R-ALG-14) and the optimizer step.
-:func:`ppo_update` returns an :class:`UpdateMetrics`; the caller logs it.
+:func:`ppo_update` returns an :class:`UpdateMetrics`; the caller logs it. With ``compile: true``
+the tail after the backward (norms, guard, clipping, Adam) is one C call where it applies
+(:func:`_clip_adam_in_c`); the PyTorch tail (:func:`_clip_and_step`) is the reference.
 """
 
 from __future__ import annotations
