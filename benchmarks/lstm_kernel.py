@@ -1,10 +1,13 @@
-"""The masked LSTM recurrence: the C kernel (riskppo/nn/native) against the PyTorch kernel, side
-by side in one process (1 torch thread), alternating calls so a slow moment of the host hits both.
+"""The C code (riskppo/nn/native) against the PyTorch code it replaces, side by side in one process
+(1 torch thread), alternating calls so a slow moment of the host hits both: the masked LSTM
+recurrence, the rollout's actor step (``riskppo.nn.actor_step``) and the compiled update's
+minibatch tail (norms, clipping, Adam: ``riskppo.train.update._clip_adam_in_c``).
 
 Shapes are those of SPEC §10 training (LSTM 64, actor + shared critic LSTM: K = 2): an update
 minibatch (16 chunks of 16 steps, forward + backward) and the estimate pass over a rollout
-(128 steps of 8 envs, forward only). Also the input projection's backward with ``W_ihᵀ`` as a
-transposed view (the old form) and as a contiguous matrix (``run_lstms`` now).
+(128 steps of 8 envs, forward only); a rollout step of 8 CartPole envs; the tail of a minibatch
+of the SPEC §10 model. Also the input projection's backward with ``W_ihᵀ`` as a transposed view
+(the old form) and as a contiguous matrix (``run_lstms`` now).
 
     python benchmarks/lstm_kernel.py
     python benchmarks/lstm_kernel.py --hidden 128 --repeats 500
@@ -17,10 +20,13 @@ import statistics
 import time
 from collections.abc import Callable
 
+import numpy as np
 import torch
 from _common import machine, table
 
+from riskppo import DistributionalPPO
 from riskppo.nn import lstm_kernel, native
+from riskppo.train import update
 
 
 def median_us(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
@@ -60,6 +66,65 @@ def recurrence_cases(
         return call
 
     return {"C kernel": run(True), "PyTorch kernel": run(False)}
+
+
+def spec_model() -> DistributionalPPO:
+    return DistributionalPPO(
+        "CartPole-v1", seed=0, compile=True, n_envs=8, n_steps=128, batch_size=256,
+        lstm_hidden_size=64, net_arch=[64], num_threads=1,
+    )  # fmt: skip
+
+
+def actor_cases(model: DistributionalPPO) -> dict[str, Callable[[], object]]:
+    """One rollout step of 8 envs: the C step and the PyTorch step of the same actor."""
+    with torch.inference_mode():
+        c_actor = model.policy.rollout_actor()
+        torch_actor = model.policy.rollout_actor()
+    assert c_actor.c_step is not None, "the C actor step does not apply to this model"
+    torch_actor.c_step = None
+    obs, state = torch.randn(8, 4), model.policy.initial_state(8).pi
+    starts, g = np.zeros(8, bool), torch.Generator().manual_seed(0)
+
+    def run(actor: object) -> Callable[[], object]:
+        def call() -> object:
+            with torch.inference_mode():
+                return actor.act(obs, state, starts, generator=g)  # type: ignore[attr-defined]
+
+        return call
+
+    return {"C": run(c_actor), "PyTorch": run(torch_actor)}
+
+
+def tail_cases(model: DistributionalPPO) -> dict[str, Callable[[], object]]:
+    """The minibatch tail after the backward (gradients fixed, tiny so parameters barely move)."""
+    ctx = update.UpdateContext(
+        model.config, model.policy, model.critic, model.optimizer, torch.Generator(), 0.0
+    )
+    grads = [torch.randn(q.shape) * 1e-6 for q in ctx.params]
+    for _ in range(2):  # the optimizer state and its fused-Adam lists
+        for q, gr in zip(ctx.params, grads):
+            q.grad = gr.clone()
+        ctx.adam = update.optimizer_step(ctx.optimizer, ctx.adam)
+    stats, names = torch.tensor([1.0]), ["loss", *ctx.groups, "pre", "post"]
+
+    def run(in_c: bool) -> Callable[[], object]:
+        def call() -> object:
+            gs = [q.grad for q in ctx.params]
+            if in_c:
+                return update._clip_adam_in_c(ctx, stats, ctx.params, gs)  # type: ignore[arg-type]
+            return update._clip_and_step(
+                ctx,
+                update.UpdateMetrics(),
+                stats,
+                names,
+                ctx.params,
+                gs,  # type: ignore[arg-type]
+            )
+
+        return call
+
+    assert run(True)() is not None, "the C tail does not apply to this model"
+    return {"C": run(True), "PyTorch": run(False)}
 
 
 def projection_cases(T: int, K: int, B: int, H: int, D: int) -> dict[str, Callable[[], object]]:
@@ -104,6 +169,19 @@ def main() -> None:
             [label, name, f"{t:,.0f}", f"{ratio:.2f}×" if name == "C kernel" else "1.00×"]
             for name, t in us.items()
         ]
+    native._state.update(lib=lib)  # the recurrence cases left it switched
+    model = spec_model()
+    for label, fns in [
+        ("rollout actor step, 8 envs", actor_cases(model)),
+        ("compiled update's minibatch tail", tail_cases(model)),
+    ]:
+        us = median_us(fns, a.repeats)
+        ratio = us["PyTorch"] / us["C"]
+        rows += [
+            [label, name, f"{t:,.0f}", f"{ratio:.2f}×" if name == "C" else "1.00×"]
+            for name, t in us.items()
+        ]
+    model.close()
     us = median_us(projection_cases(16, 2, 16, H, a.obs_dim), a.repeats)
     ratio = us["W_ih^T a view"] / us["W_ih^T contiguous"]
     rows += [

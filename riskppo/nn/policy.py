@@ -59,7 +59,9 @@ class RolloutActor:
     """The actor's step with its weights taken once (R-ALG-15): the LSTM as one matmul per layer
     (:func:`~riskppo.nn.recurrent.fused_lstm_step`), the MLP as ``addmm`` + activation without
     module calls. Equal to the module path (the MLP and head bit for bit, the LSTM to float
-    rounding). Valid while the weights do not change: build one per rollout."""
+    rounding). Where :mod:`riskppo.nn.actor_step` applies, the whole step is one C call instead
+    (``c_step``; equal to float rounding, same random draws). Valid while the weights do not
+    change: build one per rollout."""
 
     def __init__(self, policy: RecurrentActorCritic) -> None:
         self.lstm = policy.actor_lstm.step_weights()

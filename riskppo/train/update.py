@@ -302,13 +302,13 @@ class _CAdam(NamedTuple):
 
 def _c_adam(ctx: UpdateContext) -> _CAdam | None:
     """The pointer arrays for ``ctx.adam`` when the C tail applies to it: float32 contiguous
-    CPU parameters, every parameter of the optimizer with a gradient."""
+    CPU parameters, moments and step counts, every parameter of the optimizer with a gradient."""
     lists = ctx.adam
     if lists is None or not _same(lists.params, ctx.optimizer):
         return None
     if ctx.c_adam is not None and ctx.c_adam.lists is lists:
         return ctx.c_adam
-    tensors = [*lists.params, *lists.exp_avgs, *lists.exp_avg_sqs]
+    tensors = [*lists.params, *lists.exp_avgs, *lists.exp_avg_sqs, *lists.steps]
     if len(lists.params) != len(ctx.params) or any(
         t.dtype != torch.float32 or t.device.type != "cpu" or not t.is_contiguous() for t in tensors
     ):
