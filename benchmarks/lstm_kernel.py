@@ -109,9 +109,9 @@ def tail_cases(model: DistributionalPPO) -> dict[str, Callable[[], object]]:
 
     def run(in_c: bool) -> Callable[[], object]:
         def call() -> object:
-            gs = [q.grad for q in ctx.params]
             if in_c:
-                return update._clip_adam_in_c(ctx, stats, ctx.params, gs)  # type: ignore[arg-type]
+                return update._clip_adam_in_c(ctx, stats)
+            gs = [q.grad for q in ctx.params]
             return update._clip_and_step(
                 ctx,
                 update.UpdateMetrics(),

@@ -110,6 +110,7 @@ class ChunkBatch:
         self, chunks_per_batch: int, generator: torch.Generator
     ) -> Iterator[ChunkBatch]:
         """Shuffled minibatches of ``chunks_per_batch`` chunks (one epoch)."""
+        # on the buffer's device once per epoch (select's move is then a no-op per minibatch)
         perm = torch.randperm(self.n_chunks, generator=generator).to(self.obs.device)
         for start in range(0, self.n_chunks, chunks_per_batch):
             yield self.select(perm[start : start + chunks_per_batch])

@@ -34,8 +34,9 @@ _ACT_CODES = {nn.Tanh: 1, nn.ReLU: 2}  # riskppo_actor_step's `act`
 def _mlp_activation(mlp: nn.Sequential) -> int | None:
     """The C code of the one activation between the ``Linear`` layers of ``mlp`` (``Linear``,
     activation, ``Linear``, activation, ...), or None when the C step does not cover it."""
-    acts = list(mlp)[1::2]
-    if any(not isinstance(m, nn.Linear) for m in list(mlp)[0::2]) or len(acts) * 2 != len(mlp):
+    layers = list(mlp)
+    linears, acts = layers[0::2], layers[1::2]
+    if len(acts) != len(linears) or not all(isinstance(m, nn.Linear) for m in linears):
         return None
     codes = {_ACT_CODES.get(type(m)) for m in acts}
     if None in codes or len(codes) > 1:
@@ -53,15 +54,15 @@ class CActorStep:
         w, b = lstm
         self.H = w.shape[1] // 4
         self.D = w.shape[0] - self.H
-        # kept alive here: C reads them through the pointers below
-        self._tensors = [w[: self.D], b, w[self.D :]]
-        self._tensors += [t.contiguous() for wb in linears for t in wb]
-        self._ptrs = [t.data_ptr() for t in self._tensors[:3]]
+        ws = [wt.contiguous() for wt, _ in linears]
+        bs = [bias.contiguous() for _, bias in linears]
+        self._alive = [w, b, *ws, *bs]  # C reads these through the pointers below
+        self._lstm = (w.data_ptr(), b.data_ptr(), w[self.D :].data_ptr())  # w_in, b_in, w_t
         self.n_layers = len(linears)
-        dims = [self.H, *(wt.shape[1] for wt, _ in linears)]
+        dims = [self.H, *(wt.shape[1] for wt in ws)]
         self._dims = (ctypes.c_int * len(dims))(*dims)
-        self._ws = (ctypes.c_void_p * len(linears))(*(t.data_ptr() for t in self._tensors[3::2]))
-        self._bs = (ctypes.c_void_p * len(linears))(*(t.data_ptr() for t in self._tensors[4::2]))
+        self._ws = (ctypes.c_void_p * len(ws))(*(t.data_ptr() for t in ws))
+        self._bs = (ctypes.c_void_p * len(bs))(*(t.data_ptr() for t in bs))
         self.act = act
 
     @staticmethod
@@ -95,14 +96,13 @@ class CActorStep:
         log_prob = obs.new_empty(B)
         actions = torch.empty(B, dtype=torch.int64)
         u = None if deterministic else categorical_uniforms((B,), generator, obs.dtype, obs.device)
-        inputs = [t.contiguous() for t in (obs, h0, c0)]  # alive until the call returns
+        x, h, c = (t.contiguous() for t in (obs, h0, c0))  # alive until the call returns
         lib = native.kernel()
         assert lib is not None
         status = lib.riskppo_actor_step(
-            B, self.D, self.H, inputs[0].data_ptr(), *self._ptrs[:2], self._ptrs[2],
-            inputs[1].data_ptr(), inputs[2].data_ptr(), hc.data_ptr(), self.n_layers,
-            self._dims, self._ws, self._bs, self.act, None if u is None else u.data_ptr(),
-            actions.data_ptr(), log_prob.data_ptr(),
+            B, self.D, self.H, x.data_ptr(), *self._lstm, h.data_ptr(),
+            c.data_ptr(), hc.data_ptr(), self.n_layers, self._dims, self._ws, self._bs, self.act,
+            None if u is None else u.data_ptr(), actions.data_ptr(), log_prob.data_ptr(),
         )  # fmt: skip
         if status != 0:
             raise MemoryError("the C actor step could not allocate its scratch memory")

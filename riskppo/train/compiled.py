@@ -190,8 +190,9 @@ class CompiledLoss:
         if reason is not None:
             self._log_once(reason)
             return minibatch_loss(ctx, mb)
-        like = mb.advantages  # the coefficients on the model's device: a CPU tensor among CUDA
-        # inputs would keep inductor from using CUDA graphs
+        # the coefficients on the model's device: a CPU scalar among CUDA inputs would keep
+        # inductor from using CUDA graphs
+        like = mb.advantages
         ent = like.new_tensor(float(ctx.ent_coef))
         bc = None if ctx.bc is None else like.new_tensor(float(ctx.bc.coef))
         xs = _flat(mb)

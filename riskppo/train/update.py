@@ -235,11 +235,9 @@ def _apply_minibatch(ctx: UpdateContext, mb: ChunkBatch, m: UpdateMetrics) -> Mi
         m.n_skipped_nonfinite_ratio += 1
         _skip(ctx, m)
         return None
-    params = [q for q in ctx.params if q.grad is not None]
-    grads: list[Tensor] = [q.grad for q in params]  # type: ignore[misc]
     names = ["loss", *names, *(f"{g}_grad_norm" for g in ctx.groups),
              "grad_norm_pre_clip", "grad_norm_post_clip"]  # fmt: skip
-    in_c = _clip_adam_in_c(ctx, stats_sum, params, grads)
+    in_c = _clip_adam_in_c(ctx, stats_sum)
     if in_c is not None:  # compile: true, the common optimizer: the whole tail in one C call
         norms, stepped = in_c
         if not stepped:
@@ -248,6 +246,8 @@ def _apply_minibatch(ctx: UpdateContext, mb: ChunkBatch, m: UpdateMetrics) -> Mi
             return None
         ctx.consecutive_skips = 0
         return MinibatchStats(names, torch.cat([stats_sum.to(norms.dtype), norms]))
+    params = [q for q in ctx.params if q.grad is not None]
+    grads: list[Tensor] = [q.grad for q in params]  # type: ignore[misc]
     values = _clip_and_step(ctx, m, stats_sum, names, params, grads)
     return None if values is None else MinibatchStats(names, values)
 
@@ -302,43 +302,41 @@ class _CAdam(NamedTuple):
 
 def _c_adam(ctx: UpdateContext) -> _CAdam | None:
     """The pointer arrays for ``ctx.adam`` when the C tail applies to it: float32 contiguous
-    CPU parameters, moments and step counts, every parameter of the optimizer with a gradient."""
+    CPU parameters, moments and step counts. Everything, the group of each parameter included,
+    is in the order of the optimizer's lists."""
     lists = ctx.adam
     if lists is None or not _same(lists.params, ctx.optimizer):
         return None
     if ctx.c_adam is not None and ctx.c_adam.lists is lists:
         return ctx.c_adam
     tensors = [*lists.params, *lists.exp_avgs, *lists.exp_avg_sqs, *lists.steps]
-    if len(lists.params) != len(ctx.params) or any(
+    if any(
         t.dtype != torch.float32 or t.device.type != "cpu" or not t.is_contiguous() for t in tensors
     ):
         return None
-    n = len(lists.params)
+    n, none = len(lists.params), len(ctx.groups)
     ptrs = [(ctypes.c_void_p * n)(*(t.data_ptr() for t in ts)) for ts in lists[1:]]
     sizes = (ctypes.c_int64 * n)(*(q.numel() for q in lists.params))
-    owner = (ctypes.c_int64 * n)(*ctx.owner.tolist())
+    owner = (ctypes.c_int64 * n)(*(ctx.group_index.get(id(q), none) for q in lists.params))
     ctx.c_adam = _CAdam(lists, (sizes, *ptrs, owner))
     return ctx.c_adam
 
 
-def _clip_adam_in_c(
-    ctx: UpdateContext, stats_sum: Tensor, params: list[nn.Parameter], grads: list[Tensor]
-) -> tuple[Tensor, bool] | None:
+def _clip_adam_in_c(ctx: UpdateContext, stats_sum: Tensor) -> tuple[Tensor, bool] | None:
     """``compile: true`` with Adam/AdamW, no VGS, no target_kl: the group and total gradient
     norms, the finite check (R-REL-6), clipping (R-ALG-14) and the Adam step in one C call
-    (``riskppo_clip_adam``; the same arithmetic as torch's fused Adam, to float rounding).
-    Returns the norms ``[len(groups) + 2]`` (float64: groups, pre-clip, post-clip) and whether
-    the step was taken; None where it does not apply (the PyTorch tail runs)."""
+    (``riskppo_clip_adam``; the same arithmetic as torch's fused Adam, to float rounding), over
+    the parameters that have gradients. Returns the norms ``[len(groups) + 2]`` (float64:
+    groups, pre-clip, post-clip) and whether the step was taken; None where it does not apply
+    (the PyTorch tail runs)."""
     cfg = ctx.cfg
     if not cfg.compile or ctx.vgs is not None or cfg.ppo.target_kl is not None:
         return None
     lib = native.kernel()
-    c = _c_adam(ctx)
-    if (
-        lib is None
-        or c is None
-        or any(g.dtype != torch.float32 or not g.is_contiguous() for g in grads)
-    ):
+    if lib is None or (c := _c_adam(ctx)) is None:
+        return None
+    grads: list[Tensor] = [q.grad for q in c.lists.params]  # type: ignore[misc]
+    if any(g.dtype != torch.float32 or not g.is_contiguous() for g in grads):
         return None
     group = c.lists.group
     sizes, p_ptrs, m_ptrs, v_ptrs, s_ptrs, owner = c.arrays
@@ -346,10 +344,9 @@ def _clip_adam_in_c(
     norms = torch.empty(len(ctx.groups) + 2, dtype=torch.float64)
     beta1, beta2 = group["betas"]
     stepped = lib.riskppo_clip_adam(
-        len(params), sizes, g_ptrs, p_ptrs, m_ptrs, v_ptrs, s_ptrs, owner, len(ctx.groups),
-        float(stats_sum[0]),
-        cfg.ppo.max_grad_norm, group["lr"], beta1, beta2, group["eps"], group["weight_decay"],
-        int(group["decoupled_weight_decay"]), norms.data_ptr(),
+        len(grads), sizes, g_ptrs, p_ptrs, m_ptrs, v_ptrs, s_ptrs, owner, len(ctx.groups),
+        float(stats_sum[0]), cfg.ppo.max_grad_norm, group["lr"], beta1, beta2, group["eps"],
+        group["weight_decay"], int(group["decoupled_weight_decay"]), norms.data_ptr(),
     )  # fmt: skip
     return norms, bool(stepped)
 
