@@ -1,11 +1,46 @@
 """The C recurrence of the masked LSTM (``lstm.c``), built on first use and cached.
 
 :func:`kernel` returns the loaded library, or ``None`` when it cannot be had — no C compiler,
-a failed build or load, or ``RISKPPO_NATIVE=0`` — after logging the reason once; callers then
-use the PyTorch kernel (:mod:`riskppo.nn.lstm_kernel`), which gives the same results to float
-rounding. The build takes about a second (``cc -O3 -march=native``) and is cached under
-``$RISKPPO_CACHE`` (default ``~/.cache/riskppo``) in a file named by a hash of the source, the
-flags, the compiler and this CPU's features, so a machine with other instructions builds its own.
+a failed build or load, a cache that is not safely the user's, or ``RISKPPO_NATIVE=0`` — after
+logging the reason once; callers then use the PyTorch kernel (:mod:`riskppo.nn.lstm_kernel`),
+which gives the same results to float rounding. The build takes about a second (``cc -O3
+-march=native``) and is cached under ``$RISKPPO_CACHE`` (default ``$XDG_CACHE_HOME/riskppo``,
+``~/.cache/riskppo`` when that is unset or relative, as the XDG Base Directory specification
+says), keyed by a hash of the source, the flags, the compiler (its real path, size and
+modification time) and this CPU's features, so a machine with other instructions builds its own.
+
+Trust model. Loading a library runs its code, so the cache holds only what the current user
+wrote, and the loader checks that before anything is loaded (:mod:`riskppo.nn.native.cache`):
+
+- Who may write where: the cache directory ``<cache>/native`` must be owned by the user and not
+  writable by group or others; each parent up to ``/`` must be the user's or root's and not
+  writable by others unless it has the sticky bit (``/tmp``: others may add entries but cannot
+  rename or remove the user's). Symbolic links on the path must be the user's or root's, and the
+  directories they lead to pass the same checks. Directories the loader creates get mode 0700
+  whatever the umask. A cache that fails a check is refused — one logged line names the path and
+  why (with the ``chmod`` that fixes a mode) — and the PyTorch kernel runs; nothing there is
+  loaded, rebuilt or removed.
+- What is verified: the build records ``lstm-<key>.sha256`` (``sha256sum`` format: the SHA-256
+  of the library and its name, ``lstm-<key>-<first 16 hex of that hash>.so``). Both files are
+  opened with ``O_NOFOLLOW`` (a link is refused) and checked with ``fstat`` on the open
+  descriptor: a regular file, owned by the user, not writable by others. The library's bytes
+  are read through that descriptor and hashed; only when the hash matches the record is it
+  loaded, and from the same descriptor: ``dlopen("/proc/self/fd/N")`` opens the inode that was
+  hashed, whatever the name points to by then, so there is no window between check and load in
+  which a file could be swapped (where there is no ``/proc``, the verified bytes are copied into
+  a fresh private temporary directory and loaded from there). The descriptor stays open for the
+  life of the process, so its ``/proc`` name never names another file.
+- Broken entries: a library that is missing, truncated or altered (hash mismatch), or a record
+  that does not parse, is rebuilt. Every file is written into a private per-builder directory
+  and renamed into place, so concurrent builders (PBT workers) never clash and a file another
+  process has mapped is never written into (a rename leaves its inode as it was). A failed or
+  timed-out build (:data:`BUILD_TIMEOUT_S`) is remembered in ``lstm-<key>.failed``, so later
+  processes skip at once with the logged reason until the key changes (a new source or compiler)
+  or :data:`FAILURE_RETRY_S` has passed. Build directories left by a killed builder are removed
+  by the next build (their lock is free and their pid has exited).
+
+Only the current user (and root) can write anything this trusts: a process running as the same
+user could replace the cache, but could as well run its own code directly.
 """
 
 from __future__ import annotations
@@ -15,22 +50,35 @@ import hashlib
 import logging
 import os
 import platform
+import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
+
+from riskppo.nn.native import cache
 
 __all__ = ["kernel", "unavailable_reason"]
 
 log = logging.getLogger("riskppo")
 
 SOURCE = Path(__file__).with_name("lstm.c")
+BUILD_TIMEOUT_S = 60.0  # the build takes about a second; past this it is killed and remembered
+FAILURE_RETRY_S = 86400.0  # a remembered failure is retried after a day
 _FLAGS = ["-O3", "-std=gnu99", "-fPIC", "-shared", "-fno-math-errno", "-fno-trapping-math"]
 _NATIVE_ARCH = {"x86_64": "-march=native", "AMD64": "-march=native", "aarch64": "-mcpu=native"}
+_SUFFIX = ".dll" if sys.platform == "win32" else ".so"
+_RECORD = re.compile(r"([0-9a-f]{64})  (\S+)\n")
 
-_state: dict[str, object] = {}  # "lib": ctypes.CDLL | None, "reason": str | None
+_state: dict[str, object] = {}  # "lib": ctypes.CDLL | None, "reason": str | None, "fd": int
+
+
+class BuildFailed(Exception):
+    """The compiler failed or timed out (now or, remembered, earlier)."""
 
 
 def _cpu_features() -> str:
@@ -50,37 +98,117 @@ def _compiler() -> str | None:
 
 
 def _cache_dir() -> Path:
-    root = os.environ.get("RISKPPO_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "riskppo"
+    """``$RISKPPO_CACHE/native``; else under ``$XDG_CACHE_HOME`` if absolute, or ``~/.cache``."""
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    base = xdg if os.path.isabs(xdg) else os.path.expanduser("~/.cache")
+    return Path(os.environ.get("RISKPPO_CACHE") or os.path.join(base, "riskppo")) / "native"
+
+
+def _flags() -> list[str]:
+    return [*_FLAGS, *([_NATIVE_ARCH[m]] if (m := platform.machine()) in _NATIVE_ARCH else [])]
+
+
+def _key(cc: str) -> str:
+    """16 hex digits naming a build: source, flags, compiler (path, size, mtime), CPU."""
+    st = os.stat(cc)
+    compiler = f"{os.path.realpath(cc)} {st.st_size} {st.st_mtime_ns}"
+    parts = [SOURCE.read_bytes(), " ".join(_flags()).encode(), compiler.encode()]
+    return hashlib.sha256(b"\0".join([*parts, _cpu_features().encode()])).hexdigest()[:16]
+
+
+def _compile(cmd: list[str]) -> None:
+    """Run the compiler in its own process group, killed whole after :data:`BUILD_TIMEOUT_S`."""
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
     )
-    return Path(root) / "native"
-
-
-def _build(cc: str) -> Path:
-    """Compile ``lstm.c`` into the cache (atomically: concurrent builders cannot clash)."""
-    source = SOURCE.read_bytes()
-    flags = [*_FLAGS, *([_NATIVE_ARCH[m]] if (m := platform.machine()) in _NATIVE_ARCH else [])]
-    key = hashlib.sha256(
-        b"\0".join([source, " ".join(flags).encode(), cc.encode(), _cpu_features().encode()])
-    ).hexdigest()[:16]
-    suffix = ".dll" if sys.platform == "win32" else ".so"
-    target = _cache_dir() / f"lstm-{key}{suffix}"
-    if target.exists():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(suffix=suffix, dir=target.parent)
-    os.close(fd)
     try:
-        cmd = [cc, *flags, str(SOURCE), "-o", tmp]
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-        if done.returncode != 0:
-            first = (done.stderr.strip().splitlines() or ["no output"])[0]
-            raise RuntimeError(f"{' '.join(cmd)} failed: {first}")
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return target
+        _, err = proc.communicate(timeout=BUILD_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        if hasattr(os, "killpg"):
+            os.killpg(proc.pid, signal.SIGKILL)  # the driver and cc1, as, ld under it
+        else:
+            proc.kill()
+        proc.communicate()
+        raise BuildFailed(f"{cmd[0]} did not finish within {BUILD_TIMEOUT_S:g} s") from None
+    if proc.returncode != 0:
+        first = (err.strip().splitlines() or ["no output"])[0]
+        raise BuildFailed(f"{' '.join(cmd)} failed: {first}")
+
+
+def _build(cc: str, directory: str, key: str) -> None:
+    """Compile ``lstm.c`` in a private build directory and publish the library, then its
+    record; or remember the failure (``lstm-<key>.failed``) and raise :class:`BuildFailed`."""
+    with cache.build_dir(directory) as work:
+        out = os.path.join(work, "out" + _SUFFIX)
+        try:
+            _compile([cc, *_flags(), str(SOURCE), "-o", out])
+        except BuildFailed as exc:
+            cache.publish(work, directory, f"lstm-{key}.failed", f"{exc}\n".encode())
+            raise
+        data = Path(out).read_bytes()
+        digest = hashlib.sha256(data).hexdigest()
+        name = f"lstm-{key}-{digest[:16]}{_SUFFIX}"
+        cache.publish(work, directory, name, data, mode=0o700)
+        cache.publish(work, directory, f"lstm-{key}.sha256", f"{digest}  {name}\n".encode())
+    Path(directory, f"lstm-{key}.failed").unlink(missing_ok=True)
+
+
+def _verified(directory: str, key: str) -> int | None:
+    """A descriptor of the recorded library whose bytes match the recorded SHA-256; None if
+    there is none yet, or it is missing, truncated or altered (then logged: it is rebuilt)."""
+    record = os.path.join(directory, f"lstm-{key}.sha256")
+    found = cache.read_trusted(record)
+    if found is None:
+        return None
+    match = _RECORD.fullmatch(found[0].decode("ascii", "replace"))
+    if match is None or match[2] != f"lstm-{key}-{match[1][:16]}{_SUFFIX}":
+        log.warning("native kernel cache: %s does not parse; rebuilding", record)
+        return None
+    path = os.path.join(directory, match[2])
+    opened = cache.open_trusted(path)
+    if opened is not None and hashlib.sha256(cache.read_fd(opened.fd)).hexdigest() == match[1]:
+        return opened.fd
+    if opened is not None:
+        os.close(opened.fd)
+    log.warning("native kernel cache: %s is missing or not as %s records; rebuilding", path, record)
+    return None
+
+
+def _remembered_failure(directory: str, key: str) -> str | None:
+    """The reason of a failed build of ``key`` in the last :data:`FAILURE_RETRY_S`, if any."""
+    marker = os.path.join(directory, f"lstm-{key}.failed")
+    found = cache.read_trusted(marker)
+    if found is None or time.time() - found[1].st_mtime > FAILURE_RETRY_S:
+        return None
+    reason = found[0].decode("utf-8", "replace").strip()
+    return f"an earlier build failed: {reason} (remembered in {marker}; delete it to retry)"
+
+
+def _library_fd(cc: str) -> int:
+    """A descriptor of the verified library for this source, compiler and CPU, built if need be."""
+    directory = cache.private_dir(str(_cache_dir()))
+    key = _key(cc)
+    fd = _verified(directory, key)
+    if fd is None:
+        failed = _remembered_failure(directory, key)
+        if failed is not None:
+            raise BuildFailed(failed)
+        _build(cc, directory, key)
+        fd = _verified(directory, key)
+    if fd is None:
+        raise BuildFailed(f"the library just built in {directory} does not verify")
+    return fd
+
+
+def _dlopen(fd: int) -> ctypes.CDLL:
+    """Load the verified library open as ``fd`` (see the trust model above)."""
+    proc = f"/proc/self/fd/{fd}"
+    if os.path.exists(proc):
+        return ctypes.CDLL(proc)
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as private:
+        copy = os.path.join(private, "lstm" + _SUFFIX)
+        Path(copy).write_bytes(cache.read_fd(fd))
+        return ctypes.CDLL(copy)
 
 
 def _load() -> tuple[ctypes.CDLL | None, str | None]:
@@ -90,9 +218,17 @@ def _load() -> tuple[ctypes.CDLL | None, str | None]:
     if cc is None:
         return None, "no C compiler found (set CC, or install gcc or clang)"
     try:
-        lib = ctypes.CDLL(str(_build(cc)))
-    except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
+        fd = _library_fd(cc)
+    except cache.Untrusted as exc:
+        return None, f"refusing the native kernel cache: {exc}"
+    except (OSError, BuildFailed, subprocess.SubprocessError) as exc:
         return None, f"{type(exc).__name__}: {exc}".splitlines()[0]
+    try:
+        lib = _dlopen(fd)
+    except OSError as exc:
+        os.close(fd)
+        return None, f"{type(exc).__name__}: {exc}".splitlines()[0]
+    _state["fd"] = fd  # keeps /proc/self/fd/<fd> naming the loaded file
     sizes: list[Any] = [ctypes.c_int] * 4  # T, K, B, H
     strided: list[Any] = [ctypes.c_void_p] + [ctypes.c_ssize_t] * 3  # data, 3 element strides
     pointers: list[Any] = [ctypes.c_void_p]
