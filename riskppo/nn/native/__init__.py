@@ -116,20 +116,31 @@ def _key(cc: str) -> str:
     return hashlib.sha256(b"\0".join([*parts, _cpu_features().encode()])).hexdigest()[:16]
 
 
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    """SIGKILL the compiler's process group (the driver and cc1, as, ld under it) and reap it."""
+    if hasattr(os, "killpg"):
+        os.killpg(proc.pid, signal.SIGKILL)
+    else:
+        proc.kill()
+    proc.wait()
+    for pipe in (proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()
+
+
 def _compile(cmd: list[str]) -> None:
-    """Run the compiler in its own process group, killed whole after :data:`BUILD_TIMEOUT_S`."""
+    """Run the compiler in its own process group, killed whole after :data:`BUILD_TIMEOUT_S`
+    (or when this process is interrupted meanwhile)."""
     proc = subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
     )
     try:
         _, err = proc.communicate(timeout=BUILD_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        if hasattr(os, "killpg"):
-            os.killpg(proc.pid, signal.SIGKILL)  # the driver and cc1, as, ld under it
-        else:
-            proc.kill()
-        proc.communicate()
-        raise BuildFailed(f"{cmd[0]} did not finish within {BUILD_TIMEOUT_S:g} s") from None
+    except BaseException as exc:
+        _kill_group(proc)
+        if isinstance(exc, subprocess.TimeoutExpired):
+            raise BuildFailed(f"{cmd[0]} did not finish within {BUILD_TIMEOUT_S:g} s") from None
+        raise
     if proc.returncode != 0:
         first = (err.strip().splitlines() or ["no output"])[0]
         raise BuildFailed(f"{' '.join(cmd)} failed: {first}")
