@@ -231,6 +231,19 @@ def test_a_library_that_is_not_what_its_record_says_is_rebuilt_not_loaded(
     assert any(f"{lib} is missing or not as" in r.getMessage() for r in caplog.records)
 
 
+def test_a_record_naming_a_file_outside_the_cache_is_not_followed(root, evil, caplog):
+    """Only ``lstm-<key>-<hash>.so`` in the cache directory is ever opened."""
+    shutil.copy(evil, root.parent / "evil.so")
+    digest = hashlib.sha256(evil.read_bytes()).hexdigest()
+    (root / "native").mkdir(parents=True, mode=0o700)
+    record = root / "native" / f"lstm-{key()}.sha256"
+    record.write_text(f"{digest}  ../../evil.so\n")
+    with caplog.at_level(logging.WARNING, logger="riskppo"):
+        assert native.kernel() is not None
+    assert not (root.parent / "PLANTED_CODE_RAN").exists()
+    assert any(f"{record} does not parse" in r.getMessage() for r in caplog.records)
+
+
 @pytest.mark.parametrize("broken", ["truncated", "garbage"])
 def test_a_broken_cached_library_is_rebuilt_by_the_next_process(root, built, broken):
     """A truncated library made dlopen die of SIGBUS, and an 8-byte one disabled the kernel for
