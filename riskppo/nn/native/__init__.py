@@ -40,7 +40,8 @@ wrote, and the loader checks that before anything is loaded (:mod:`riskppo.nn.na
   by the next build (their lock is free and their pid has exited).
 
 Only the current user (and root) can write anything this trusts: a process running as the same
-user could replace the cache, but could as well run its own code directly.
+user could replace the cache, but could as well run its own code directly. Where there are no
+POSIX user ids (Windows) the owner and mode checks are skipped; the hash is still verified.
 """
 
 from __future__ import annotations
