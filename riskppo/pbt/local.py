@@ -256,7 +256,7 @@ class PBTRun:
         """Everything needed to go on from here (see :mod:`riskppo.pbt.state`)."""
         return SchedulerState(
             self.round,
-            self.rng.bit_generator.state,
+            dict(self.rng.bit_generator.state),
             self.members,
             self.pending,
             self.recorded,
