@@ -476,6 +476,7 @@ def _user_errors() -> list[tuple[type[BaseException] | tuple[type[BaseException]
     from riskppo.pbt.state import ResumeError
     from riskppo.pbt.storage import PopulationStopped
     from riskppo.train.checkpoint import CheckpointError
+    from riskppo.train.outputs import NonFiniteOutputError
     from riskppo.train.runlock import RunLockError
     from riskppo.train.update import NonFiniteTrainingError
     from riskppo.train.vec_env import EnvOutputError, NonFiniteInputError
@@ -489,6 +490,7 @@ def _user_errors() -> list[tuple[type[BaseException] | tuple[type[BaseException]
         (NonFiniteTrainingError, "training stopped: "),
         (DemonstrationError, "demonstration error: "),
         (ResumeError, ""),
+        (NonFiniteOutputError, "unusable policy: "),
         (PopulationStopped, "PBT stopped: "),
     ]
 
