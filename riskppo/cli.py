@@ -169,8 +169,19 @@ def cmd_pbt(args: argparse.Namespace) -> int:
     overrides = list(args.set or [])
     if args.backend:
         overrides.append(f"pbt.backend={args.backend}")
-    cfg = load_config(args.config, overrides, default=DEFAULT_PBT_CONFIG)
-    run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(cfg, prefix="pbt")
+    if args.resume:
+        run_dir = Path(args.resume)
+        if args.run_dir and Path(args.run_dir) != run_dir:
+            raise ConfigError("--resume names the run directory; drop --run-dir")
+        if not (run_dir / "config.yaml").is_file():
+            from riskppo.pbt.state import ResumeError
+
+            raise ResumeError(f"{run_dir} is not a PBT run (no config.yaml); nothing to resume")
+        # the run's own config; --config/--set may only repeat it (checked against the run)
+        cfg = apply_overrides(Config.from_yaml(args.config or run_dir / "config.yaml"), overrides)
+    else:
+        cfg = load_config(args.config, overrides, default=DEFAULT_PBT_CONFIG)
+        run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(cfg, prefix="pbt")
     with lock_run(run_dir, "riskppo pbt"):
         return _finish_pbt(cfg, run_dir, args)
 
@@ -178,7 +189,7 @@ def cmd_pbt(args: argparse.Namespace) -> int:
 def _finish_pbt(cfg: Config, run_dir: Path, args: argparse.Namespace) -> int:
     from riskppo.pbt import run_pbt
 
-    summary = run_pbt(cfg, run_dir, progress_bar=not args.no_progress)
+    summary = run_pbt(cfg, run_dir, progress_bar=not args.no_progress, resume=bool(args.resume))
     if "best_checkpoint" in summary and summary["best_checkpoint"] is None:  # all failed
         print("riskppo pbt: no member finished a round: no best member to backtest")
         return 0
@@ -365,6 +376,11 @@ def _pbt_parser(sub: Any) -> None:
     )
     _add_set(p)
     p.add_argument("--run-dir", help="run directory (default: runs/<time>-pbt-<env>-s<seed>)")
+    p.add_argument(
+        "--resume",
+        metavar="RUN_DIR",
+        help="continue a PBT run (local backend) from its last completed round, with its config",
+    )
     p.add_argument("--backend", choices=("local", "ray"), help="overrides pbt.backend")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_pbt)
@@ -427,6 +443,9 @@ OS_ERROR_HINTS: dict[int, str] = {
     errno.EROFS: "choose a path on a writable file system",
     errno.ENOSPC: "free disk space or choose another path",
     errno.EDQUOT: "free disk space or choose another path",
+    errno.EFBIG: "the file hit a size limit (ulimit -f or the file system's); raise it or "
+    "choose another path",
+    errno.EIO: "the device reported an I/O error; check the disk",
     errno.ENAMETOOLONG: "choose a shorter path",
     errno.ELOOP: "check the path (a symlink loop)",
 }
@@ -454,7 +473,10 @@ def _user_errors() -> list[tuple[type[BaseException] | tuple[type[BaseException]
 
     from riskppo.data.demos import DemonstrationError
     from riskppo.envs.data import DataError
+    from riskppo.pbt.state import ResumeError
+    from riskppo.pbt.storage import PopulationStopped
     from riskppo.train.checkpoint import CheckpointError
+    from riskppo.train.outputs import NonFiniteOutputError
     from riskppo.train.runlock import RunLockError
     from riskppo.train.update import NonFiniteTrainingError
     from riskppo.train.vec_env import EnvOutputError, NonFiniteInputError
@@ -467,6 +489,9 @@ def _user_errors() -> list[tuple[type[BaseException] | tuple[type[BaseException]
         ((UnregisteredEnv, DeprecatedEnv, DependencyNotInstalled), "env error: "),
         (NonFiniteTrainingError, "training stopped: "),
         (DemonstrationError, "demonstration error: "),
+        (ResumeError, ""),
+        (NonFiniteOutputError, "unusable policy: "),
+        (PopulationStopped, "PBT stopped: "),
     ]
 
 

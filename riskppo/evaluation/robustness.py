@@ -25,6 +25,7 @@ from riskppo.evaluation.plots import figure_png
 from riskppo.nn.policy import RecurrentState
 from riskppo.train.collect import env_actions, obs_tensor
 from riskppo.train.episodes import run_episodes
+from riskppo.train.outputs import check_finite_outputs
 from riskppo.train.trainer import DistributionalPPO
 
 TRADING_KEYS = ("sharpe", "cvar_95", "max_drawdown", "annual_return")
@@ -72,6 +73,7 @@ class AttackedAgent:
                 seen, state.pi, starts, deterministic=deterministic, generator=m.state.rng.sample
             )
             _, vf = policy.critic_step(seen, state, starts, step.critic_input)
+        check_finite_outputs(m.loaded_from, action_distribution=step.log_prob)
         return env_actions(step.actions, m.action_space), RecurrentState(step.pi_state, vf)
 
 

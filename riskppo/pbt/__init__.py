@@ -29,8 +29,13 @@ __all__ = [
 ]
 
 
-def run_pbt(cfg: Config, run_dir: Path, *, progress_bar: bool = True) -> dict[str, Any]:
-    """Run the population of ``cfg.pbt`` into ``run_dir``; returns the summary dict."""
+def run_pbt(
+    cfg: Config, run_dir: Path, *, progress_bar: bool = True, resume: bool = False
+) -> dict[str, Any]:
+    """Run the population of ``cfg.pbt`` into ``run_dir``; returns the summary dict.
+
+    ``resume``: continue the run in ``run_dir`` from its last completed round (local backend;
+    ``cfg`` must be the run's own config)."""
     if cfg.ppo.lr_schedule != "constant":
         raise ConfigError(
             f"ppo.lr_schedule={cfg.ppo.lr_schedule!r} with PBT: each member trains in "
@@ -38,9 +43,14 @@ def run_pbt(cfg: Config, run_dir: Path, *, progress_bar: bool = True) -> dict[st
             "rate itself — use ppo.lr_schedule: constant"
         )
     if cfg.pbt.backend == "ray":
+        if resume:
+            raise ConfigError(
+                "resuming a PBT run needs pbt.backend=local; the Ray backend restarts failed "
+                "trials itself (pbt.max_failures)"
+            )
         from riskppo.pbt.ray_backend import run_pbt_ray
 
         return run_pbt_ray(cfg, run_dir, progress_bar=progress_bar)
     from riskppo.pbt.local import run_pbt_local
 
-    return run_pbt_local(cfg, run_dir, progress_bar=progress_bar)
+    return run_pbt_local(cfg, run_dir, progress_bar=progress_bar, resume=resume)

@@ -14,6 +14,13 @@ Run directory::
     RUN_DIR/pbt_members.jsonl    one line per member and round: step, score, hyperparameters
     RUN_DIR/pbt_summary.json     the best member and everyone's final score
     RUN_DIR/pbt_summary.png      hyperparameters and scores over time
+    RUN_DIR/pbt/state.json       the scheduler after the last completed round (--resume)
+
+``run_pbt_local(..., resume=True)`` (``riskppo pbt --resume RUN_DIR``) continues from the last
+completed round (see :mod:`riskppo.pbt.state`). A storage fault (full disk, quota, read-only or
+failing file system, file size limit) in the scheduler or in a member stops the population at
+once with :class:`riskppo.pbt.storage.PopulationStopped`, instead of counting as that member's
+failure; the summary is written if the disk still allows it.
 """
 
 from __future__ import annotations
@@ -44,8 +51,21 @@ from riskppo.pbt.member import (
     truncation_selection,
 )
 from riskppo.pbt.pool import MemberFailure, WorkerPool
+from riskppo.pbt.state import (
+    ResumeError,
+    SchedulerState,
+    check_resume_config,
+    is_pbt_run,
+    json_safe,
+    load_state,
+    prepare_resume,
+    save_state,
+)
+from riskppo.pbt.storage import PopulationStopped, StorageFault, storage_fault
 from riskppo.train.checkpoint import CheckpointError
 from riskppo.train.progress import ProgressBar, fmt
+
+__all__ = ["PBTRun", "append_jsonl", "initial_members", "json_safe", "n_rounds", "run_pbt_local"]
 
 
 def initial_members(cfg: Config) -> list[PopulationMember]:
@@ -80,6 +100,7 @@ class PBTRun:
         self.failures: list[dict[str, Any]] = []  # one record per failed interval
         self.recorded: dict[int, set[str]] = {m.id: set() for m in self.members}  # ckpt names
         self.round = 0
+        self.saved_round = 0  # the round the saved state (pbt/state.json) continues from
 
     def member_dir(self, m: PopulationMember) -> Path:
         return self.run_dir / "members" / f"m{m.id}"
@@ -205,6 +226,8 @@ class PBTRun:
                 name = f"r{self.round:03d}-m{source.id}"
                 archived, digest = archive_source(self.run_dir, source.checkpoint, name)
             except (CheckpointError, OSError) as exc:
+                if storage_fault(exc) is not None:
+                    raise  # a full disk is not a reason to skip an exploit: stop
                 warnings.warn(f"PBT: no exploit of m{source.id}: {exc}", stacklevel=2)
                 continue
             new = explore(
@@ -229,15 +252,58 @@ class PBTRun:
                 "source_manifest_sha256": digest,
             }
 
+    def state(self) -> SchedulerState:
+        """Everything needed to go on from here (see :mod:`riskppo.pbt.state`)."""
+        return SchedulerState(
+            self.round,
+            dict(self.rng.bit_generator.state),
+            self.members,
+            self.pending,
+            self.recorded,
+            self.failures,
+        )
+
+    def restore(self, s: SchedulerState) -> None:
+        """Continue from a saved state: members, decisions, random state; every member
+        directory rolled back to the checkpoint the logs record."""
+        self.round, self.members, self.pending = s.round, s.members, s.pending
+        self.recorded, self.failures = s.recorded, s.failures
+        self.rng.bit_generator.state = s.rng
+        self.saved_round = s.round
+        for m in self.members:
+            rollback_member_dir(self.member_dir(m), m.checkpoint, self.recorded[m.id])
+
+    def save(self) -> None:
+        """Save the scheduler's state: ``--resume`` continues from here."""
+        save_state(self.run_dir, self.state())
+        self.saved_round = self.round
+
+    def stop(self, fault: StorageFault, where: Path | None = None) -> PopulationStopped:
+        """The error that stops the population on ``fault`` (``where``: the member directory,
+        when the fault names no file), after writing what summary the disk allows."""
+        what = fault.describe(None if where is None else str(where))
+        try:
+            self.write_summary(stopped=what)
+            kept = f"summary in {self.run_dir / 'pbt_summary.json'}"
+        except OSError as exc:
+            kept = f"no summary written ({exc.strerror or exc})"
+        return PopulationStopped(
+            f"{what}; the population stopped ({kept}); once the disk is fixed, continue from "
+            f"round {self.saved_round} with `riskppo pbt --resume {self.run_dir}`",
+            fault,
+        )
+
     def best(self) -> PopulationMember:
         return max(
             self.members,
             key=lambda m: (m.performance if m.performance is not None else -math.inf, -m.id),
         )
 
-    def write_summary(self) -> dict[str, Any]:
+    def write_summary(self, stopped: str | None = None) -> dict[str, Any]:
+        """Write ``pbt_summary.json``; ``stopped``: why the population stopped early."""
         best = self.best()
         summary = {
+            "stopped": stopped,
             "metric": self.metric,
             "rounds": self.round,
             "best_member": best.id,
@@ -289,22 +355,66 @@ def rollback_member_dir(mdir: Path, recorded: Path | None, names: set[str]) -> l
     return removed
 
 
-def run_pbt_local(cfg: Config, run_dir: Path, *, progress_bar: bool = True) -> dict[str, Any]:
+def run_pbt_local(
+    cfg: Config, run_dir: Path, *, progress_bar: bool = True, resume: bool = False
+) -> dict[str, Any]:
     """Run the whole population; returns the summary (also in ``pbt_summary.json``).
 
-    A member whose worker dies or raises loses that round only (R-PBT-5); the run goes on and
-    its summary lists every failure."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    if (run_dir / "pbt_history.jsonl").exists() or (run_dir / "members").exists():
-        raise FileExistsError(f"{run_dir} already holds a PBT run; choose another --run-dir")
-    cfg.to_yaml(run_dir / "config.yaml")
-    pbt = PBTRun(cfg, run_dir)
+    ``resume``: continue the run in ``run_dir`` from its last completed round (``cfg`` must be
+    the run's own config, up to ``pbt.workers``); without it, a directory that already holds a
+    PBT run is refused. A member whose worker dies or raises loses that round only (R-PBT-5);
+    the run goes on and its summary lists every failure. A storage fault stops the population:
+    :class:`~riskppo.pbt.storage.PopulationStopped`."""
+    pbt = open_population(cfg, run_dir, resume)
     rounds = n_rounds(cfg)
     workers = cfg.pbt.workers or min(cfg.pbt.population, os.cpu_count() or 1)
+    resumed = f", resumed after round {pbt.round} of {rounds}" if resume else ""
     print(
         f"riskppo pbt: {cfg.pbt.population} members × {rounds} rounds of "
-        f"{cfg.pbt.ready_updates} updates, {workers} worker(s), metric {pbt.metric} → {run_dir}"
+        f"{cfg.pbt.ready_updates} updates, {workers} worker(s), metric {pbt.metric}{resumed} → "
+        f"{run_dir}"
     )
+    try:
+        run_rounds(pbt, rounds, workers, progress_bar)
+        summary = pbt.write_summary()
+        from riskppo.pbt.report import plot_population  # matplotlib only when plotting
+
+        plot_population(run_dir)
+    except PopulationStopped:
+        raise
+    except Exception as exc:
+        fault = storage_fault(exc)
+        if fault is None:
+            raise
+        raise pbt.stop(fault) from exc
+    _print_summary(summary, pbt.metric, run_dir)
+    return summary
+
+
+def open_population(cfg: Config, run_dir: Path, resume: bool) -> PBTRun:
+    """A fresh population in a new run directory, or the one in ``run_dir`` as it was after its
+    last completed round (``resume``)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    pbt = PBTRun(cfg, run_dir)
+    if resume:
+        state, logs = load_state(run_dir)
+        check_resume_config(run_dir, cfg)
+        prepare_resume(run_dir, state, logs)
+        pbt.restore(state)
+        return pbt
+    if is_pbt_run(run_dir):
+        raise ResumeError(
+            f"{run_dir} already holds a PBT run; continue it with `riskppo pbt --resume "
+            f"{run_dir}` (Python: resume=True) or choose another --run-dir"
+        )
+    cfg.to_yaml(run_dir / "config.yaml")
+    pbt.save()
+    return pbt
+
+
+def run_rounds(pbt: PBTRun, rounds: int, workers: int, progress_bar: bool) -> None:
+    """Train, score, select round after round up to ``rounds``, saving the scheduler's state
+    after each; a member's storage fault stops at once (nothing of that round is recorded)."""
     with (
         WorkerPool(workers, run_interval) as pool,
         ProgressBar(
@@ -315,20 +425,24 @@ def run_pbt_local(cfg: Config, run_dir: Path, *, progress_bar: bool = True) -> d
             enabled=progress_bar,
         ) as bar,
     ):
-        for r in range(rounds):
-            if not pbt.active():
-                break  # every member frozen: nothing left to train
-            pbt.record(pool.run(pbt.tasks()))
-            if r < rounds - 1:
+        if pbt.round:
+            bar.update(advance=pbt.round, best=fmt(pbt.best().performance, ".4g"))
+        while pbt.round < rounds and pbt.active():  # all frozen: nothing left to train
+            results = pool.run(pbt.tasks())
+            for res in results:
+                if isinstance(res, MemberFailure) and res.fault is not None:
+                    raise pbt.stop(res.fault, where=pbt.member_dir(pbt.members[res.member]))
+            pbt.record(results)
+            if pbt.round < rounds:
                 pbt.select()
+            pbt.save()
             bar.update(advance=1, best=fmt(pbt.best().performance, ".4g"))
-    summary = pbt.write_summary()
-    from riskppo.pbt.report import plot_population  # matplotlib only when plotting
 
-    plot_population(run_dir)
+
+def _print_summary(summary: dict[str, Any], metric: str, run_dir: Path) -> None:
     failed = f", {summary['n_failures']} failed interval(s)" if summary["n_failures"] else ""
     print(
-        f"riskppo pbt: best member m{summary['best_member']} ({pbt.metric} "
+        f"riskppo pbt: best member m{summary['best_member']} ({metric} "
         f"{fmt(summary['best_score'], '.4g')}), {summary['n_exploits']} exploits{failed} → "
         f"{run_dir / 'pbt_history.jsonl'}"
     )
@@ -337,7 +451,6 @@ def run_pbt_local(cfg: Config, run_dir: Path, *, progress_bar: bool = True) -> d
             f"riskppo pbt: m{f['member']} failed in round {f['round']} ({f['reason']}): "
             f"{f['action']}"
         )
-    return summary
 
 
 def append_jsonl(path: Path, obj: dict[str, Any]) -> None:
@@ -351,16 +464,3 @@ def append_jsonl(path: Path, obj: dict[str, Any]) -> None:
             os.fsync(f.fileno())
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
-
-
-def json_safe(obj: Any) -> Any:
-    """Strict JSON: paths as strings, non-finite floats (a failed member's -inf) as null."""
-    if isinstance(obj, dict):
-        return {str(k): json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [json_safe(v) for v in obj]
-    if isinstance(obj, Path):
-        return str(obj)
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj

@@ -7,14 +7,22 @@ a time, so the parent always knows whose task a dead worker held: that task alon
 :class:`MemberFailure` naming the signal or exit code), the dead worker is replaced by a fresh
 one on demand (the pool is rebuilt), and every other worker keeps its task and its result.
 Workers are reused between rounds (torch is imported once per worker, not once per task).
+
+A worker whose task fails on a storage fault (see :mod:`riskppo.pbt.storage`) answers with that
+fault (kind ``io``), so the scheduler can stop the population instead of blaming the member. On
+Linux a worker dies with the scheduler (``PR_SET_PDEATHSIG``): a SIGKILLed scheduler leaves no
+worker writing into the run directory that ``riskppo pbt --resume`` is about to continue.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import dataclasses
 import multiprocessing
+import os
 import signal
+import sys
 import traceback
 from collections.abc import Callable
 from multiprocessing.connection import Connection, wait
@@ -22,16 +30,19 @@ from multiprocessing.process import BaseProcess
 from typing import Any, Literal
 
 from riskppo.pbt.member import IntervalResult, IntervalTask
+from riskppo.pbt.storage import StorageFault, storage_fault
 
 
 @dataclasses.dataclass(frozen=True)
 class MemberFailure:
     """A member's interval that did not produce a result: ``died`` (its worker process ended
-    without answering) or ``raised`` (an exception in the worker)."""
+    without answering), ``raised`` (an exception in the worker) or ``io`` (a storage fault,
+    ``fault``: not the member's failure)."""
 
     member: int
-    kind: Literal["died", "raised"]
+    kind: Literal["died", "raised", "io"]
     reason: str
+    fault: StorageFault | None = None
 
 
 TaskFn = Callable[[IntervalTask], IntervalResult]
@@ -47,8 +58,23 @@ def describe_exit(exitcode: int | None) -> str:
     return f"exit code {exitcode}"
 
 
-def _worker_main(conn: Connection, fn: TaskFn) -> None:
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def die_with_parent(parent: int) -> None:
+    """Linux: have the kernel SIGKILL this process when its parent dies; exit at once if the
+    parent (pid ``parent``) is already gone. Elsewhere: nothing."""
+    if not sys.platform.startswith("linux"):
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def _worker_main(conn: Connection, fn: TaskFn, parent: int) -> None:
     """Serve tasks until told to stop (``None``) or the parent goes away."""
+    die_with_parent(parent)
     while True:
         try:
             task = conn.recv()
@@ -59,14 +85,20 @@ def _worker_main(conn: Connection, fn: TaskFn) -> None:
         try:
             reply: tuple[str, Any] = ("ok", fn(task))
         except Exception as exc:  # a failing member must not end the worker or the population
-            reply = ("error", f"{exc!r}\n{traceback.format_exc(limit=8)}")
+            fault = storage_fault(exc)
+            if fault is not None:
+                reply = ("io", fault)
+            else:
+                reply = ("error", f"{exc!r}\n{traceback.format_exc(limit=8)}")
         conn.send(reply)
 
 
 class _Worker:
     def __init__(self, ctx: Any, fn: TaskFn) -> None:
         self.conn, child = ctx.Pipe(duplex=True)
-        self.proc: BaseProcess = ctx.Process(target=_worker_main, args=(child, fn), daemon=True)
+        self.proc: BaseProcess = ctx.Process(
+            target=_worker_main, args=(child, fn, os.getpid()), daemon=True
+        )
         self.proc.start()
         child.close()  # only the worker holds its end: its death shows as EOF here
         self.slot: int | None = None  # index of the task it is running
@@ -132,4 +164,6 @@ class WorkerPool:
         self.idle.append(worker)
         if status == "ok":
             return payload
+        if status == "io":
+            return MemberFailure(task.member, "io", payload.describe(task.member_dir), payload)
         return MemberFailure(task.member, "raised", str(payload).splitlines()[0])

@@ -36,7 +36,7 @@ import torch
 from gymnasium import spaces
 from safetensors import SafetensorError
 from safetensors.torch import load as load_bytes
-from safetensors.torch import save_file
+from safetensors.torch import save as save_bytes
 from stable_baselines3.common.running_mean_std import RunningMeanStd
 
 from riskppo.config import Config, ConfigError
@@ -54,6 +54,7 @@ from riskppo.train.ckpt_io import (
     resolve_latest,
     sha256,
     verify_checkpoint,
+    write_file,
     write_manifest,
 )
 from riskppo.train.codec import StateDecodeError, decode, encode
@@ -177,6 +178,12 @@ def save_checkpoint(model: DistributionalPPO, path: Path) -> Path:
     return path
 
 
+def save_file(tensors: dict[str, torch.Tensor], path: str) -> None:
+    """``safetensors.torch.save_file``, but written by Python: an OS error (a full disk) is an
+    ``OSError`` naming the file, not a ``SafetensorError`` naming none."""
+    write_file(Path(path), save_bytes(tensors))
+
+
 def _write_files(model: DistributionalPPO, d: Path) -> None:
     save_file(
         {k: v.detach().cpu().contiguous().clone() for k, v in model.policy.state_dict().items()},
@@ -206,8 +213,8 @@ def _write_files(model: DistributionalPPO, d: Path) -> None:
         "vgs": vgs_json,
         "training": training_json,
     }
-    (d / "state.json").write_text(json.dumps(state, indent=1))
-    (d / "config.json").write_text(model.config.to_json())
+    write_file(d / "state.json", json.dumps(state, indent=1).encode())
+    write_file(d / "config.json", model.config.to_json().encode())
 
 
 # ---- load --------------------------------------------------------------------------------------

@@ -226,6 +226,18 @@ def resolve_latest(ckpts: Path) -> Path:
     return ckpts / name
 
 
+def write_file(path: Path, data: bytes) -> None:
+    """Write ``data`` to the file ``path``. An OS error names ``path`` even when the failing call
+    was a ``write`` (which names no file): a full disk is reported with the file it hit."""
+    try:
+        with open(path, "wb") as f:
+            f.write(data)
+    except OSError as exc:
+        if exc.filename is None:
+            exc.filename = str(path)
+        raise
+
+
 def write_manifest(d: Path) -> None:
     files = {p.name: sha256(p) for p in sorted(d.iterdir()) if p.is_file()}
     manifest = {
@@ -235,7 +247,7 @@ def write_manifest(d: Path) -> None:
         "python_version": sys.version.split()[0],
         "files": files,
     }
-    (d / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    write_file(d / "manifest.json", json.dumps(manifest, indent=1).encode())
     for p in d.iterdir():
         with open(p, "rb") as f:
             os.fsync(f.fileno())

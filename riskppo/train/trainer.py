@@ -37,6 +37,7 @@ from riskppo.train.loop import (
 )
 from riskppo.train.metrics import UpdateLog
 from riskppo.train.monitor import Monitor, log_update
+from riskppo.train.outputs import check_finite_outputs
 from riskppo.train.progress import fmt, training_progress
 from riskppo.train.settings import (
     build_vgs,
@@ -120,6 +121,7 @@ class DistributionalPPO:
         self.run_dir = Path(run_dir) if run_dir else _tb_dir(cfg)
         self.monitor: Monitor | None = None
         self._obs_rms_loaded: Any = None
+        self.loaded_from: Path | None = None  # the checkpoint directory of ``load``, if any
 
     @property
     def num_timesteps(self) -> int:
@@ -288,6 +290,7 @@ class DistributionalPPO:
                 deterministic=deterministic,
                 generator=self.state.rng.sample,
             )
+        check_finite_outputs(self.loaded_from, action_distribution=step.log_prob)
         actions = env_actions(step.actions, self.action_space)
         new_state = RecurrentState(step.pi_state, state.vf)
         return (actions[0] if single else actions), new_state
@@ -324,6 +327,7 @@ class DistributionalPPO:
             pick = means.argmin(dim=0)  # twin: the pessimistic critic
             chosen = out.gather(0, pick[None, ..., None].expand(1, *out.shape[1:]))[0]
             q = self.state.scaling.to_raw(self.critic.quantiles(chosen, taus))
+        check_finite_outputs(self.loaded_from, value_quantiles=q)
         values = q.cpu().numpy()
         return taus.cpu().numpy(), values.reshape(*values.shape[2 - lead :])
 
@@ -424,7 +428,9 @@ class DistributionalPPO:
         if it had never stopped. ``rebuild_env=False`` skips that (predict only, nothing built).
         ``overrides`` are constructor keywords (e.g. ``run_dir``).
         """
-        return load_checkpoint(cls, Path(path), env, rebuild_env=rebuild_env, **overrides)
+        model = load_checkpoint(cls, Path(path), env, rebuild_env=rebuild_env, **overrides)
+        model.loaded_from = Path(path)
+        return model
 
     def close(self) -> None:
         if self.env is not None:

@@ -1,0 +1,185 @@
+"""The scheduler's state after each completed round, and resuming from it (``--resume``).
+
+``RUN_DIR/pbt/state.json`` is rewritten atomically (temp file, fsync, rename) when a round is
+complete: its results recorded *and* the exploits for the next round decided. It holds::
+
+    round            rounds completed
+    config_sha256    SHA-256 of RUN_DIR/config.yaml (the run's config; a changed file is refused)
+    rng              the bit generator state of the exploit/explore decisions
+    members          every member: hyperparameters, score, step, recorded checkpoint, history,
+                     failures, frozen
+    pending          the exploits decided for the next round (target → history line to be)
+    recorded         per member, the checkpoint names the logs describe
+    failures         every failed interval so far
+    logs             the byte length of pbt_members.jsonl and pbt_history.jsonl at that point
+
+A coordinator killed mid-round leaves its logs longer than ``logs`` says, member directories
+with checkpoints nobody recorded, and exploit sources archived for a round that never finished.
+:func:`prepare_resume` cuts the logs back, removes those archives; the scheduler rolls every
+member directory back to its recorded checkpoint. From there the population runs the round again
+with the same tasks and the same random decisions as a run that was never interrupted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+from riskppo.config import Config, ConfigError
+from riskppo.pbt.audit import SOURCES
+from riskppo.pbt.member import PopulationMember
+from riskppo.train.ckpt_io import sha256
+
+STATE = Path("pbt") / "state.json"
+LOGS = ("pbt_members.jsonl", "pbt_history.jsonl")
+STATE_VERSION = 1
+_ARCHIVE = re.compile(r"r(\d+)-m\d+")
+
+
+class ResumeError(RuntimeError):
+    """A directory that cannot be resumed as a PBT run; the message is one line."""
+
+
+@dataclasses.dataclass
+class SchedulerState:
+    """What :class:`riskppo.pbt.local.PBTRun` needs to go on after ``round`` completed rounds."""
+
+    round: int
+    rng: dict[str, Any]
+    members: list[PopulationMember]
+    pending: dict[int, dict[str, Any]]
+    recorded: dict[int, set[str]]
+    failures: list[dict[str, Any]]
+
+
+def is_pbt_run(run_dir: Path) -> bool:
+    """Whether ``run_dir`` already holds (the start of) a PBT run."""
+    return any((run_dir / p).exists() for p in (STATE, Path("members"), *LOGS))
+
+
+def save_state(run_dir: Path, s: SchedulerState) -> None:
+    """Write ``RUN_DIR/pbt/state.json`` atomically (see the module docstring)."""
+    logs = {name: _size(run_dir / name) for name in LOGS}
+    data = {
+        "version": STATE_VERSION,
+        "round": s.round,
+        "config_sha256": sha256(run_dir / "config.yaml"),
+        "rng": s.rng,
+        "members": [dataclasses.asdict(m) for m in s.members],
+        "pending": {str(k): v for k, v in s.pending.items()},
+        "recorded": {str(k): sorted(v) for k, v in s.recorded.items()},
+        "failures": s.failures,
+        "logs": logs,
+    }
+    path = run_dir / STATE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w") as f:
+        f.write(json.dumps(json_safe(data), indent=1))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def load_state(run_dir: Path) -> tuple[SchedulerState, dict[str, int]]:
+    """The state of the last completed round and the log lengths it recorded; a directory that
+    is not a resumable PBT run raises :class:`ResumeError`."""
+    path = run_dir / STATE
+    if not path.is_file():
+        what = "was started by an older riskppo" if is_pbt_run(run_dir) else "is not a PBT run"
+        raise ResumeError(f"{run_dir} {what}: no {STATE}; nothing to resume")
+    try:
+        data = json.loads(path.read_text())
+        if data.get("version") != STATE_VERSION:
+            raise ValueError(f"version {data.get('version')!r}, expected {STATE_VERSION}")
+        if data["config_sha256"] != sha256(run_dir / "config.yaml"):
+            raise ResumeError(
+                f"{run_dir / 'config.yaml'} changed since the run started; restore it to resume"
+            )
+        state = SchedulerState(
+            round=int(data["round"]),
+            rng=data["rng"],
+            members=[_member_from_json(m) for m in data["members"]],
+            pending={int(k): v for k, v in data["pending"].items()},
+            recorded={int(k): set(v) for k, v in data["recorded"].items()},
+            failures=list(data["failures"]),
+        )
+        logs = {name: int(data["logs"][name]) for name in LOGS}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ResumeError(f"{path}: unreadable PBT state ({exc}); cannot resume") from exc
+    return state, logs
+
+
+def check_resume_config(run_dir: Path, cfg: Config) -> None:
+    """Refuse to resume ``run_dir`` with a config other than its own ``config.yaml`` (only
+    ``pbt.workers``, which does not change results, may differ)."""
+    stored = Config.from_yaml(run_dir / "config.yaml").to_dict()
+    given = cfg.to_dict()
+    for d in (stored, given):
+        d["pbt"].pop("workers", None)
+    diff = sorted(_diff(stored, given))
+    if diff:
+        shown = ", ".join(diff[:3]) + (f" and {len(diff) - 3} more" if len(diff) > 3 else "")
+        raise ConfigError(
+            f"the config differs from the one {run_dir} was started with at {shown}; resume "
+            "with the run's own config (drop --config/--set)"
+        )
+
+
+def prepare_resume(run_dir: Path, state: SchedulerState, logs: dict[str, int]) -> None:
+    """Undo what a round that never completed left behind: log lines past the recorded
+    lengths and exploit sources archived at or after round ``state.round`` (still-pending
+    exploits of the resumed round keep theirs). Member directories: see
+    :func:`riskppo.pbt.local.rollback_member_dir`."""
+    for name, size in logs.items():
+        path = run_dir / name
+        if path.is_file() and path.stat().st_size > size:
+            os.truncate(path, size)
+    keep = {Path(ex["source_checkpoint"]).name for ex in state.pending.values()}
+    sources = run_dir / SOURCES
+    for p in sorted(sources.iterdir()) if sources.is_dir() else []:
+        m = _ARCHIVE.fullmatch(p.name)
+        stale = p.name.startswith(".") or (m is not None and int(m.group(1)) >= state.round)
+        if stale and p.name not in keep:
+            shutil.rmtree(p, ignore_errors=True)
+
+
+def _diff(a: Any, b: Any, prefix: str = "") -> list[str]:
+    """Dotted paths where the nested dicts ``a`` and ``b`` differ."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        out: list[str] = []
+        for k in a.keys() | b.keys():
+            out += _diff(a.get(k), b.get(k), f"{prefix}{k}.")
+        return out
+    return [] if a == b else [prefix.rstrip(".")]
+
+
+def _size(path: Path) -> int:
+    return path.stat().st_size if path.is_file() else 0
+
+
+def _member_from_json(d: dict[str, Any]) -> PopulationMember:
+    """A member as :func:`save_state` wrote it; a -inf score comes back as None, which every
+    ranking takes as -inf too."""
+    m = PopulationMember(**d)
+    m.checkpoint = None if d["checkpoint"] is None else Path(d["checkpoint"])
+    return m
+
+
+def json_safe(obj: Any) -> Any:
+    """Strict JSON: paths as strings, non-finite floats (a failed member's -inf) as null."""
+    if isinstance(obj, dict):
+        return {str(k): json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    if isinstance(obj, Path):
+        return str(obj)
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj

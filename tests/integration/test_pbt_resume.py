@@ -1,0 +1,173 @@
+"""A PBT population outlives its coordinator and its disk (SPEC §6, §9), with real processes.
+
+* ``riskppo pbt`` SIGKILLed after its first completed round, then ``riskppo pbt --resume``: the
+  same final members as a run that was never interrupted, bit for bit (every member's final
+  checkpoint tensors, the audit trail, the member log and the summary; paths and timings aside).
+* A storage fault (a file size limit: ``RLIMIT_FSIZE``, so writing a checkpoint fails with
+  ``EFBIG``) stops the population with one line naming the file and the error, a summary, and
+  no member failure counted.
+* Directories that cannot be resumed, or a run directory reused without ``--resume``: one line.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from riskppo.cli import main
+from riskppo.config import Config
+from riskppo.pbt.local import PBTRun, run_pbt_local
+from riskppo.pbt.state import STATE
+from tests.integration.test_pbt_faults import tiny
+
+ROUNDS = 3
+TENSORS = ("model", "optimizer", "normalizer", "training")
+
+
+def pbt_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "riskppo.cli", "pbt", "--no-progress", *args]
+
+
+def completed_rounds(run: Path) -> int:
+    try:
+        return int(json.loads((run / STATE).read_text())["round"])
+    except (OSError, ValueError, KeyError):
+        return 0
+
+
+def final_tensors(run: Path) -> dict[str, bytes]:
+    """Every member's final checkpoint files that hold tensors (weights, optimizer, statistics,
+    RNG states), by member and file."""
+    out = {}
+    for mdir in sorted((run / "members").iterdir()):
+        latest = (mdir / "checkpoints/latest").read_text()
+        for name in TENSORS:
+            out[f"{mdir.name}/{name}"] = (
+                mdir / "checkpoints" / latest / f"{name}.safetensors"
+            ).read_bytes()
+    return out
+
+
+def logs(run: Path, name: str) -> list[dict[str, object]]:
+    """A log's lines with the run directory taken out of paths and timings dropped."""
+    text = (run / name).read_text().replace(str(run), "RUN")
+    rows = (
+        [json.loads(x) for x in text.splitlines() if x.strip()]
+        if name.endswith("l")
+        else [json.loads(text)]
+    )
+    for row in rows:
+        row.pop("seconds", None)
+    return rows
+
+
+@pytest.mark.slow  # three populations of 3 rounds: about 40 s on 2 busy cores
+def test_sigkilled_coordinator_resumes_to_the_uninterrupted_result(tmp_path: Path) -> None:
+    cfg = tiny(rounds=ROUNDS, population=2, quantile=0.5)
+    cfg.to_yaml(tmp_path / "pbt.yaml")
+    ref = tmp_path / "ref"
+    run_pbt_local(cfg, ref, progress_bar=False)
+
+    run = tmp_path / "run"
+    proc = subprocess.Popen(
+        pbt_cmd("--config", str(tmp_path / "pbt.yaml"), "--run-dir", str(run)),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 300
+    while completed_rounds(run) < 1 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    killed_after = completed_rounds(run)
+    assert 1 <= killed_after < ROUNDS, "the kill must land between the first and the last round"
+
+    again = subprocess.run(
+        pbt_cmd("--config", str(tmp_path / "pbt.yaml"), "--run-dir", str(run)),
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert again.returncode == 2 and "Traceback" not in again.stderr
+    assert f"continue it with `riskppo pbt --resume {run}`" in again.stderr.strip()
+
+    resumed = subprocess.run(
+        pbt_cmd("--resume", str(run)), capture_output=True, text=True, timeout=600
+    )
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"resumed after round {killed_after} of {ROUNDS}" in resumed.stdout
+
+    assert final_tensors(run) == final_tensors(ref)  # bit-identical members
+    for name in ("pbt_history.jsonl", "pbt_members.jsonl", "pbt_summary.json"):
+        assert logs(run, name) == logs(ref, name), name
+    # nothing of the interrupted round is left: every checkpoint on disk is one the logs record
+    recorded = {Path(str(e["checkpoint"])).name for e in logs(run, "pbt_members.jsonl")}
+    recorded |= {Path(str(h["checkpoint_after"])).name for h in logs(run, "pbt_history.jsonl")}
+    on_disk = {p.name for p in run.glob("members/*/checkpoints/*-*")}
+    assert on_disk <= recorded
+
+
+def test_a_full_disk_stops_the_population_with_one_line(tmp_path: Path) -> None:
+    """Writing a member's checkpoint fails with EFBIG (a file size limit smaller than its
+    optimizer file): the population stops at once, naming that file, instead of burning every
+    member's max_failures; the summary says why and counts no failure."""
+    cfg = tiny(rounds=ROUNDS, population=2, quantile=0.5)
+    cfg.to_yaml(tmp_path / "pbt.yaml")
+    run = tmp_path / "run"
+
+    def limit_file_size() -> None:  # Python ignores SIGXFSZ, so a write past it fails: EFBIG
+        resource.setrlimit(resource.RLIMIT_FSIZE, (12_000, 12_000))
+
+    proc = subprocess.run(
+        pbt_cmd("--config", str(tmp_path / "pbt.yaml"), "--run-dir", str(run)),
+        capture_output=True, text=True, timeout=300, preexec_fn=limit_file_size,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    err = [x for x in proc.stderr.splitlines() if x.strip()]
+    assert len(err) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert err[0].startswith(f"riskppo: PBT stopped: {run}/members/m")
+    assert ".safetensors: File too large (EFBIG)" in err[0]
+    assert f"riskppo pbt --resume {run}`" in err[0]
+    summary = json.loads((run / "pbt_summary.json").read_text())
+    assert "File too large (EFBIG)" in summary["stopped"]
+    assert summary["n_failures"] == 0 and summary["rounds"] == 0
+    assert not (run / "pbt_members.jsonl").exists()  # no member was blamed
+    assert completed_rounds(run) == 0
+
+
+def test_runs_that_cannot_be_resumed_are_refused_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No training: a directory that is not a PBT run, a changed config, another config."""
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    assert main(["pbt", "--resume", str(plain), "--no-progress"]) == 2
+    assert f"riskppo: {plain} is not a PBT run" in capsys.readouterr().err
+
+    cfg = tiny(rounds=ROUNDS, population=2)
+    run = tmp_path / "run"
+    run.mkdir()
+    cfg.to_yaml(run / "config.yaml")
+    assert main(["pbt", "--resume", str(run), "--no-progress"]) == 2
+    assert "no pbt/state.json; nothing to resume" in capsys.readouterr().err
+
+    PBTRun(cfg, run).save()  # a run that completed no round yet
+    assert main(["pbt", "--resume", str(run), "--set", "ppo.n_steps=32", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("riskppo: configuration error: the config differs from the one")
+    assert "at ppo.n_steps" in err and "\n" not in err
+
+    data = cfg.to_dict()
+    data["seed"] = 1
+    Config.build(data).to_yaml(run / "config.yaml")
+    assert main(["pbt", "--resume", str(run), "--no-progress"]) == 2
+    assert "config.yaml changed since the run started" in capsys.readouterr().err
+
+    cfg.to_yaml(tmp_path / "x.yaml")
+    assert main(["pbt", "--config", str(tmp_path / "x.yaml"), "--run-dir", str(run)]) == 2
+    assert "already holds a PBT run; continue it with" in capsys.readouterr().err
