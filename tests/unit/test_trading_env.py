@@ -36,6 +36,7 @@ INFO_KEYS = {
     "bar",
     "timestamp",
     "episode_step",
+    "fill",
 }
 
 
