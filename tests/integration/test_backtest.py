@@ -157,6 +157,11 @@ def test_report_is_self_contained_and_has_the_metrics_table(run):
     for label in ("Agent", "Buy &amp; hold", "SMA crossover", "Sharpe ratio", "CVaR 95%"):
         assert label in text
     assert "GOOGL" in text and "test split" in text
+    # the fill in use, in the notes and the settings; run_info.json names it too
+    assert "filled at the open of bar t+1 (the position held before earns the overnight gap)" in (
+        " ".join(text.split())
+    )
+    assert json.loads((run.out_dir / "run_info.json").read_text())["env"]["fill"] == "next_open"
 
 
 def test_plots_are_valid_pngs(run):
