@@ -108,15 +108,14 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
 
     ``terminated`` is only set by ruin: equity ``<= ruin_equity`` (off by default).
 
-    **info** (after ``reset`` and every ``step``): ``equity``, ``log_equity``, ``position``
-    (the exposure ``p_t`` just decided, filled by the end of the step, see **Timing**),
-    ``signal`` (the action's target ``a_t`` before sizing), ``turnover`` (cumulative ``|Δp|``),
-    ``drawdown``
-    (``1 - equity / peak equity``), ``reward_costs_fraction`` (episode ``Σ costs / (Σ |gross| +
-    Σ costs)`` in ``[0, 1]``, 0 when both are 0), ``gross_return``, ``costs``, ``fee_cost``,
-    ``borrow_cost`` (this step, unscaled), ``bar`` (position in ``df`` of the observed bar),
-    ``timestamp`` (its time, int nanoseconds since the epoch), ``episode_step``, ``fill`` (the
-    fill mode in use).
+    **info** (after ``reset`` and every ``step``): ``equity``, ``log_equity``, ``position`` (the
+    exposure ``p_t`` just decided, filled by the end of the step, see **Timing**), ``signal`` (the
+    action's target ``a_t`` before sizing), ``turnover`` (cumulative ``|Δp|``), ``drawdown``
+    (``1 - equity / peak equity``), ``reward_costs_fraction`` (episode
+    ``Σ costs / (Σ |gross| + Σ costs)`` in ``[0, 1]``, 0 when both are 0), ``gross_return``,
+    ``costs``, ``fee_cost``, ``borrow_cost`` (this step, unscaled), ``bar`` (position in ``df``
+    of the observed bar), ``timestamp`` (its time, int nanoseconds since the epoch),
+    ``episode_step``, ``fill`` (the fill mode in use).
 
     ``step`` uses no pandas; it allocates a fresh observation array per step (safe to store).
     The env never touches global RNGs or warning filters.

@@ -250,7 +250,7 @@ def _config_items(result: BacktestResult, info: Mapping[str, Any]) -> list[tuple
         ),
         ("Discount γ", f"{result.gamma:g}"),
         ("LSTM hidden size", str(cfg.policy.lstm_hidden_size)),
-        ("Fill", f"{env['fill']} (decided at a close, filled {FILL_TEXT[env['fill']]})"),
+        ("Fill", f"{env['fill']}: decided at the close of bar t, filled {FILL_TEXT[env['fill']]}"),
         ("Fee", f"{env['fee'] * 1e4:g} bp × |Δposition|"),
         ("Borrow cost (shorts)", f"{env['borrow_rate']:.2%} per year"),
         ("Positions", pos_text),
