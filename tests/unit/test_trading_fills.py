@@ -54,8 +54,8 @@ SESSION_EXPOSURE = {
 }
 
 
-def five_bars(opens: list[float] | None = None) -> pd.DataFrame:
-    o = np.asarray(OPEN if opens is None else opens)
+def five_bars() -> pd.DataFrame:
+    o = np.asarray(OPEN)
     c = np.asarray(CLOSE)
     return pd.DataFrame(
         {
@@ -69,9 +69,9 @@ def five_bars(opens: list[float] | None = None) -> pd.DataFrame:
     )
 
 
-def make_env(fill: str, df: pd.DataFrame | None = None, **kwargs) -> TradingEnv:
+def make_env(fill: str) -> TradingEnv:
     return TradingEnv(
-        five_bars() if df is None else df,
+        five_bars(),
         features=("hl_range",),  # no warm-up: decisions at bars 0..3
         positions=POSITIONS,
         fee=FEE,
@@ -80,7 +80,6 @@ def make_env(fill: str, df: pd.DataFrame | None = None, **kwargs) -> TradingEnv:
         fill=fill,
         random_start=False,
         episode_length=None,
-        **kwargs,
     )
 
 
