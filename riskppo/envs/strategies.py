@@ -1,9 +1,10 @@
 """Baseline strategies as per-bar position tables, shared by the backtest and the BC teacher.
 
-A strategy here is a table ``[n_bars]`` of target **exposures** (the position held from the close
-of bar ``t`` to the next), computed causally from the frame's closes. Both layers that need them
-read them from here: :mod:`riskppo.evaluation.baselines` (the backtest's baselines) and
-:mod:`riskppo.train.bc` (the behaviour-cloning teacher, which labels the agent's own bars).
+A strategy here is a table ``[n_bars]`` of target **exposures** (the position decided at the close
+of bar ``t``, filled as the env's ``fill`` says), computed causally from the frame's closes. Both
+layers that need them read them from here: :mod:`riskppo.evaluation.baselines` (the backtest's
+baselines) and :mod:`riskppo.train.bc` (the behaviour-cloning teacher, which labels the agent's own
+bars).
 
 * ``buy_and_hold`` — exposure 1 on every bar;
 * ``vol_target_buy_and_hold`` — exposure ``min(vol_target / σ̂_t, max_leverage)`` (the env's

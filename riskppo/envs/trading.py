@@ -15,11 +15,17 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from riskppo.envs.data import validate_ohlcv
 from riskppo.envs.features import DEFAULT_FEATURES, compute_features
-from riskppo.envs.sizing import SIZINGS, check_sizing, vol_target_scale
+from riskppo.envs.fills import fill_returns, resolve_fill
+from riskppo.envs.sizing import vol_target_scale
+from riskppo.envs.trading_args import (
+    action_positions,
+    validate_min_signal,
+    validate_scalars,
+    validate_sizing,
+)
 
 __all__ = ["TradingEnv"]
 
-_DEFAULT_POSITIONS: tuple[float, ...] = (-1.0, 0.0, 1.0)
 # Features are clipped to +-FEATURE_BOUND (never active on real data: a log return of 1e6) so the
 # observation space is finite and depends only on the configuration, not on the data — train and
 # test envs of one configuration have equal spaces.
@@ -30,24 +36,38 @@ _TABLE_MAX_ELEMENTS = 16 * 2**20  # 64 MiB of float32
 class TradingEnv(gym.Env[np.ndarray, Any]):
     """Trade one asset on OHLCV bars; the agent chooses a target position after each close.
 
-    **Timing.** Let ``c_t`` be the close of bar ``t``. The observation at bar ``t`` uses bars
-    ``<= t`` only (features computed causally once at construction, see
-    :mod:`riskppo.envs.features`). The action taken after observing it sets the position
-    ``p_t`` that is **held from close t to close t+1**: it is filled at bar ``t+1`` — it earns the
-    ``t -> t+1`` return and never trades at the already-observed close.
+    **Timing.** Let ``o_t``/``c_t`` be the open/close of bar ``t``. The observation at bar ``t``
+    uses bars ``<= t`` only (features computed causally once at construction, see
+    :mod:`riskppo.envs.features`). The action taken after observing it sets the exposure ``p_t``;
+    ``fill`` says when that order is filled (:mod:`riskppo.envs.fills` has the table):
+
+    * ``"next_open"``: at ``o_{t+1}``. Over the step ``t -> t+1`` the exposure held before,
+      ``p_{t-1}``, earns the overnight gap ``log(o_{t+1}/c_t)`` and ``p_t`` earns the session
+      ``log(c_{t+1}/o_{t+1})``; the fee on ``|p_t - p_{t-1}|`` is paid at the fill.
+    * ``"next_close"``: at ``c_{t+1}`` (one bar of delay). Over ``t -> t+1`` the exposure
+      ``p_{t-1}`` (decided a step earlier) earns ``log(c_{t+1}/c_t)``; the fee on
+      ``|p_t - p_{t-1}|`` is paid at ``c_{t+1}``. An episode's first step earns nothing (flat),
+      its last decision is filled and pays its fee at the last close of the range.
+    * ``"close"``: at the close ``c_t`` already observed — ``p_t`` earns ``log(c_{t+1}/c_t)``.
+      An optimistic fill (no price can move between seeing a close and trading at it), kept for
+      comparison with earlier results.
+    * ``"auto"`` (default): ``"next_open"`` if the frame has an open on every bar, else
+      ``"next_close"``. :attr:`fill` holds the mode in use; ``info["fill"]`` reports it.
 
     **Sizing.** With ``sizing="none"`` the position is the action's target ``a_t`` itself. With
     ``sizing="vol_target"`` the action is a *signal* and the position (exposure) is
     ``p_t = a_t · min(vol_target / σ̂_t, max_leverage)``, ``σ̂_t`` the causal EWM volatility of
-    ``vol_span`` bars, annualised (:mod:`riskppo.envs.sizing`; Zhang, Zohren & Roberts 2020), so
-    the agent can stay in the market with less risk. The step returns the observation of bar
-    ``t+1`` and the reward
+    ``vol_span`` bars (closes ``<= t``), annualised (:mod:`riskppo.envs.sizing`; Zhang, Zohren &
+    Roberts 2020), so the agent can stay in the market with less risk. The step returns the
+    observation of bar ``t+1`` and the reward (``old_t``/``new_t``: the log returns of the
+    fill's table; ``h_t``: the exposure held over bar ``t+1``'s session, ``p_{t-1}`` with
+    ``next_close``, else ``p_t``)
 
     .. code-block:: text
 
-        gross_t  = p_t * log(c_{t+1} / c_t)
-        fee_t    = fee * |p_t - p_{t-1}|                       (p before the first step: 0, flat)
-        borrow_t = borrow_rate / bars_per_year * max(-p_t, 0)   (shorts only)
+        gross_t  = p_{t-1} * old_t + p_t * new_t           (p before the first step: 0, flat)
+        fee_t    = fee * |p_t - p_{t-1}|
+        borrow_t = borrow_rate / bars_per_year * max(-h_t, 0)   (shorts only)
         reward_t = reward_scale * (gross_t - fee_t - borrow_t)
 
     **Equity.** ``equity`` starts at 1 and is multiplied by ``exp(gross_t - fee_t - borrow_t)``
@@ -66,14 +86,17 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
 
     **Observation** (float32, ``window * F + 1 (+1)``): the feature rows of bars
     ``t-window+1 .. t`` (oldest first, flattened, clipped to ``±FEATURE_BOUND``), then the
-    current position ``p_{t-1}`` and, if ``obs_drawdown``, the current drawdown of equity.
+    current position ``p_{t-1}`` (the last one decided; with every fill mode it is filled by the
+    time bar ``t`` is observed) and, if ``obs_drawdown``, the current drawdown of equity.
     :attr:`observation_names` labels them. The space's bounds depend only on the configuration.
 
     **Trading range and episodes.** ``start``/``end`` restrict trading to bars ``[start, end)``
     (ints are positions in ``df``; timestamps or strings select bars with
     ``start <= time < end``); features still use the bars before ``start`` for warm-up (see
-    :func:`~riskppo.envs.index_range`). A step at bar ``t`` needs ``c_{t+1}``, so the last bar of
-    the range is only observed. The first decision bar is ``max(start, first_valid_index)``.
+    :func:`~riskppo.envs.index_range`). A step at bar ``t`` needs bar ``t+1``, so the last bar of
+    the range is only observed: an episode of the whole range has one step per bar after the
+    first decision bar, whatever the fill. The first decision bar is
+    ``max(start, first_valid_index)``.
 
     * ``random_start=True``: the start bar is drawn uniformly with ``self.np_random`` (seed it
       with ``reset(seed=...)``) among the bars from which ``episode_length`` steps fit in the
@@ -85,13 +108,14 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
 
     ``terminated`` is only set by ruin: equity ``<= ruin_equity`` (off by default).
 
-    **info** (after ``reset`` and every ``step``): ``equity``, ``log_equity``, ``position``
-    (the exposure ``p_t``, held until the next close), ``signal`` (the action's target ``a_t``
-    before sizing), ``turnover`` (cumulative ``|Δp|``), ``drawdown``
-    (``1 - equity / peak equity``), ``reward_costs_fraction`` (episode ``Σ costs / (Σ |gross| +
-    Σ costs)`` in ``[0, 1]``, 0 when both are 0), ``gross_return``, ``costs``, ``fee_cost``,
-    ``borrow_cost`` (this step, unscaled), ``bar`` (position in ``df`` of the observed bar),
-    ``timestamp`` (its time, int nanoseconds since the epoch), ``episode_step``.
+    **info** (after ``reset`` and every ``step``): ``equity``, ``log_equity``, ``position`` (the
+    exposure ``p_t`` just decided, filled by the end of the step, see **Timing**), ``signal`` (the
+    action's target ``a_t`` before sizing), ``turnover`` (cumulative ``|Δp|``), ``drawdown``
+    (``1 - equity / peak equity``), ``reward_costs_fraction`` (episode
+    ``Σ costs / (Σ |gross| + Σ costs)`` in ``[0, 1]``, 0 when both are 0), ``gross_return``,
+    ``costs``, ``fee_cost``, ``borrow_cost`` (this step, unscaled), ``bar`` (position in ``df``
+    of the observed bar), ``timestamp`` (its time, int nanoseconds since the epoch),
+    ``episode_step``, ``fill`` (the fill mode in use).
 
     ``step`` uses no pandas; it allocates a fresh observation array per step (safe to store).
     The env never touches global RNGs or warning filters.
@@ -120,6 +144,7 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
         continuous: bool = False,
         fee: float = 0.0005,
         borrow_rate: float = 0.01,
+        fill: str = "auto",
         reward_scale: float = 1.0,
         episode_length: int | None = 252,
         random_start: bool = True,
@@ -141,7 +166,7 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
         if render_mode is not None:
             raise ValueError(f"TradingEnv has no render modes, got render_mode={render_mode!r}")
         self.render_mode = None
-        _validate_scalars(
+        validate_scalars(
             window=window,
             fee=fee,
             borrow_rate=borrow_rate,
@@ -150,9 +175,9 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
             episode_length=episode_length,
             ruin_equity=ruin_equity,
         )
-        self._positions: tuple[float, ...] = _action_positions(continuous, positions, long_only)
-        _validate_min_signal(min_signal, continuous, long_only)
-        _validate_sizing(sizing, vol_target, vol_span, max_leverage)
+        self._positions: tuple[float, ...] = action_positions(continuous, positions, long_only)
+        validate_min_signal(min_signal, continuous, long_only)
+        validate_sizing(sizing, vol_target, vol_span, max_leverage)
 
         self.df: pd.DataFrame = validate_ohlcv(df)
         self.window = int(window)
@@ -160,6 +185,7 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
         self.long_only = bool(long_only)
         self.min_signal = float(min_signal)
         self.fee = float(fee)
+        self.fill: str = resolve_fill(fill, _opens(self.df))
         self.borrow_rate = float(borrow_rate)
         self.bars_per_year = float(bars_per_year)
         self.reward_scale = float(reward_scale)
@@ -242,7 +268,11 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
         Python lists: indexing them yields Python floats/ints, which keeps the per-step scalar
         arithmetic fast.
         """
-        self._logret: list[float] = np.diff(np.log(close)).tolist()
+        ret = fill_returns(self.fill, _opens(self.df), close)
+        # log return of step t -> t+1 earned by the exposure held before / decided at bar t
+        self._ret_old: list[float] = ret.old.tolist()
+        self._ret_new: list[float] = ret.new.tolist()
+        self._delayed = ret.delayed  # the old exposure holds the bar (borrow cost on it)
         self._ts_ns: list[int] = self.df.index.as_unit("ns").asi8.tolist()
         self._features = np.clip(values, -FEATURE_BOUND, FEATURE_BOUND)  # [T, F] float32
         n_feat = self._features.shape[1]
@@ -363,12 +393,14 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
             self._continuous_target(action) if self.continuous else self._discrete_target(action)
         )
         t = self._t
-        target = signal * self._scale[t]  # exposure held t -> t+1 (sizing; 1.0 without)
+        old = self._pos
+        target = signal * self._scale[t]  # exposure decided at t (sizing; 1.0 without)
         self._signal = signal
-        dpos = abs(target - self._pos)
-        gross = target * self._logret[t]
+        dpos = abs(target - old)
+        gross = old * self._ret_old[t] + target * self._ret_new[t]
         fee_cost = self.fee * dpos
-        borrow_cost = -target * self._borrow_per_bar if target < 0.0 else 0.0
+        held = old if self._delayed else target  # over bar t+1's session
+        borrow_cost = -held * self._borrow_per_bar if held < 0.0 else 0.0
         costs = fee_cost + borrow_cost
         net = gross - costs
 
@@ -447,6 +479,7 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
             "bar": t,
             "timestamp": self._ts_ns[t],
             "episode_step": self._steps,
+            "fill": self.fill,
         }
 
     def _discrete_target(self, action: Any) -> float:
@@ -499,88 +532,6 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
         return int(self.df.index.searchsorted(ts, "left"))
 
 
-def _validate_scalars(
-    *,
-    window: int,
-    fee: float,
-    borrow_rate: float,
-    reward_scale: float,
-    bars_per_year: float,
-    episode_length: int | None,
-    ruin_equity: float | None,
-) -> None:
-    _require(isinstance(window, int | np.integer) and window >= 1, "window", window, ">= 1")
-    for name, v in (("fee", fee), ("borrow_rate", borrow_rate)):
-        _require(_finite(v) and v >= 0, name, v, "finite and >= 0")
-    _require(_finite(reward_scale) and reward_scale > 0, "reward_scale", reward_scale, "> 0")
-    _require(_finite(bars_per_year) and bars_per_year > 0, "bars_per_year", bars_per_year, "> 0")
-    _require(
-        episode_length is None
-        or (isinstance(episode_length, int | np.integer) and episode_length >= 1),
-        "episode_length",
-        episode_length,
-        "None or an int >= 1",
-    )
-    _require(
-        ruin_equity is None or (_finite(ruin_equity) and 0 < ruin_equity < 1),
-        "ruin_equity",
-        ruin_equity,
-        "None or in (0, 1)",
-    )
-
-
-def _validate_sizing(sizing: str, vol_target: float, vol_span: int, max_leverage: float) -> None:
-    """``sizing`` is one of :data:`SIZINGS` and the vol-targeting parameters are valid."""
-    _require(isinstance(sizing, str) and sizing in SIZINGS, "sizing", sizing, f"one of {SIZINGS}")
-    check_sizing(target=vol_target, span=vol_span, max_leverage=max_leverage)
-
-
-def _action_positions(
-    continuous: bool, positions: Sequence[float] | None, long_only: bool
-) -> tuple[float, ...]:
-    """The discrete actions' target positions (empty for continuous actions)."""
-    if continuous:
-        if positions is not None:
-            raise ValueError("positions applies to discrete actions; omit it with continuous")
-        return ()
-    pos = tuple(float(p) for p in (_DEFAULT_POSITIONS if positions is None else positions))
-    _require(
-        len(pos) >= 1 and all(map(math.isfinite, pos)),
-        "positions",
-        positions,
-        "a non-empty list of finite numbers",
-    )
-    if long_only and min(pos) < 0:
-        raise ValueError(
-            f"long_only=True with discrete positions {list(pos)}: give positions >= 0 "
-            "(e.g. [0, 0.5, 1]) or use continuous=True"
-        )
-    return pos
-
-
-def _validate_min_signal(min_signal: Any, continuous: bool, long_only: bool) -> None:
-    _require(
-        isinstance(min_signal, int | float | np.number)
-        and not isinstance(min_signal, bool)
-        and 0.0 <= float(min_signal) < 1.0,
-        "min_signal",
-        min_signal,
-        "a number in [0, 1)",
-    )
-    if float(min_signal) > 0 and not (continuous and long_only):
-        raise ValueError(
-            f"min_signal={min_signal} needs continuous=True and long_only=True (a core long "
-            "position the agent scales between min_signal and 1)"
-        )
-
-
-def _finite(v: Any) -> bool:
-    try:
-        return math.isfinite(float(v))
-    except (TypeError, ValueError):
-        return False
-
-
-def _require(ok: bool, name: str, value: Any, allowed: str) -> None:
-    if not ok:
-        raise ValueError(f"{name}={value!r} is invalid: must be {allowed}")
+def _opens(df: pd.DataFrame) -> np.ndarray | None:
+    """``[T]`` float64 opens of ``df``, or ``None`` if it has no open column."""
+    return df["open"].to_numpy(np.float64) if "open" in df.columns else None

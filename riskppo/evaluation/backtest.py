@@ -1,13 +1,13 @@
 """Backtest a trained trading agent against baselines on one part of its split (R-TRADE-3).
 
 :func:`backtest` runs the agent deterministically over the whole ``train`` / ``val`` / ``test``
-period of its config (one env, start to end, observation statistics frozen), records every bar,
-asks the critic for its predicted return distribution along the same observation sequence, and
-runs the baselines (buy-and-hold, vol-targeted buy-and-hold, SMA crossover) through the same
-:class:`TradingEnv` — same bars (from the agent's first decision bar), fees, borrow costs and
-fill-at-``t+1`` timing. The baselines' sizing does not follow the agent's config: ``buy_and_hold``
-and ``sma_crossover`` hold full unit positions (``sizing="none"``) and
-``vol_target_buy_and_hold`` is long signal 1 sized by ``sizing="vol_target"`` with the config's
+period of its config (one env, start to end, observation statistics frozen), records every bar, asks
+the critic for its predicted return distribution along the same observation sequence, and runs the
+baselines (buy-and-hold, vol-targeted buy-and-hold, SMA crossover) through the same
+:class:`TradingEnv` — same bars (from the agent's first decision bar), fees, borrow costs and fill
+(the env's ``fill``: by default the next bar's open). The baselines' sizing does not follow the
+agent's config: ``buy_and_hold`` and ``sma_crossover`` hold full unit positions (``sizing="none"``)
+and ``vol_target_buy_and_hold`` is long signal 1 sized by ``sizing="vol_target"`` with the config's
 ``vol_target`` / ``vol_span`` / ``max_leverage`` (the env's defaults where the config has none).
 
 Every strategy's metrics say how much it was in the market (``market_share``,
@@ -25,7 +25,7 @@ than :data:`~riskppo.evaluation.metrics.FLAT_MARKET_SHARE` of the bars is ``flat
                        mean_abs_exposure, cvar_horizon, cvar_limit, cvar_limit_met, flat, ...;
                        see StrategyMetrics); undefined values are null
     run_info.json      dataset (the data file's name, or the bundled dataset's), data_path,
-                       split, period, checkpoint, env costs, key config
+                       split, period, checkpoint, env costs and fill mode, key config
     equity.csv         per bar: close, agent position (exposure) and signal, equity and drawdown
                        of every strategy
     critic.csv         per decision bar: critic-predicted return-to-go quantiles, VaR/CVaR, realised
@@ -341,6 +341,7 @@ def _env_settings(env: TradingEnv, sized: TradingEnv, start_close: float) -> dic
         "positions": list(env.positions)
         if not env.continuous
         else f"continuous {list(env.signal_range)}",
+        "fill": env.fill,
         "window": env.window,
         "reward_scale": env.reward_scale,
         "bars_per_year": env.bars_per_year,

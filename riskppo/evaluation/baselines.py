@@ -1,11 +1,12 @@
 """Baseline strategies, run through the same :class:`~riskppo.envs.TradingEnv` as the agent.
 
 A baseline is a **policy function** ``bar -> target position``: given the position in the env's
-frame of the bar just observed (``info["bar"]``), it returns the position to hold from that close
-to the next one. :func:`run_policy` steps a ``TradingEnv`` with it, so a baseline pays the same
-fees and borrow costs and gets the same fill-at-``t+1`` timing as the agent — the comparison is
-apples to apples. On an env with discrete positions the target is mapped to the nearest allowed
-position (ties: the first in the env's list); on a continuous env it is clipped to ``[-1, 1]``.
+frame of the bar just observed (``info["bar"]``), it returns the target position decided at that
+close. :func:`run_policy` steps a ``TradingEnv`` with it, so a baseline pays the same fees and
+borrow costs and gets the same fill (the env's ``fill``: next open or next close) as the agent — the
+comparison is apples to apples. On an env with discrete positions the target is mapped to the
+nearest allowed position (ties: the first in the env's list); on a continuous env it is clipped to
+``[-1, 1]``.
 
 * :func:`buy_and_hold_policy` — long (target 1) from the first decision bar on; it pays the fee
   of entering once. Run through an env with ``sizing="none"`` it holds one full unit
@@ -108,14 +109,17 @@ def run_policy(env: TradingEnv, policy: Policy, **reset_kwargs: Any) -> pd.DataF
 
 
 def strategy_frame(infos: list[dict[str, Any]], close: pd.Series) -> pd.DataFrame:
-    """Per-bar frame from the ``info`` dicts of consecutive ``TradingEnv`` steps.
+    """Per-bar frame from the ``info`` dicts of the steps of one ``TradingEnv`` episode (from its
+    reset on, which starts flat).
 
     Indexed by the timestamp of the bar at which each step's return is realised (the bar observed
     after the step, ``info["timestamp"]``); columns :data:`FRAME_COLUMNS`:
 
-    * ``position`` — position (exposure, after any volatility sizing) held over the bar,
-      decided at the previous close;
-    * ``signal`` — the action's target before sizing (equal to ``position`` without sizing);
+    * ``position`` — position (exposure, after any volatility sizing) held over the bar's session:
+      the one decided at the previous close, or with ``fill="next_close"`` (``info["fill"]``)
+      the one decided a bar earlier (flat on the first bar);
+    * ``signal`` — the action's target before sizing of that position (equal to ``position``
+      without sizing);
     * ``log_return`` — net log return ``gross_return - costs`` (unscaled, so ``reward_scale``
       cannot distort it; ``exp(cumsum)`` is the equity);
     * ``gross_return``, ``costs`` — its parts; ``equity``, ``drawdown`` — as the env reports them;
@@ -135,6 +139,9 @@ def strategy_frame(infos: list[dict[str, Any]], close: pd.Series) -> pd.DataFram
     signal = (
         col("signal") if all("signal" in i for i in infos) else position.copy()
     )  # infos of older envs lack it
+    if infos[0].get("fill") == "next_close":  # the bar is held by the previous decision
+        position = np.concatenate(([0.0], position[:-1]))
+        signal = np.concatenate(([0.0], signal[:-1]))
     return pd.DataFrame(
         {
             "position": position,

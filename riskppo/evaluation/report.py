@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from riskppo.evaluation.backtest import BacktestResult
 
 __all__ = [
+    "FILL_TEXT",
     "METRIC_ROWS",
     "STRATEGY_LABELS",
     "MetricRow",
@@ -91,8 +92,8 @@ _PLOT_CAPTIONS: dict[str, tuple[str, str]] = {
         "Agent exposure",
         "Close price with the bars the agent held long (green) or short (red), and its "
         "exposure (the position actually held, after any volatility sizing) over time, with the "
-        "vol-targeted buy-and-hold exposure for reference. A position decided at a close is held "
-        "until the next close.",
+        "vol-targeted buy-and-hold exposure for reference. Each bar shows the exposure held over "
+        "that bar's session (decided at an earlier close; the fill is in the notes).",
     ),
     "returns": (
         "Distribution of per-bar returns",
@@ -107,6 +108,14 @@ _PLOT_CAPTIONS: dict[str, tuple[str, str]] = {
         "period end). A realised line often outside the bands means a miscalibrated critic.",
     ),
 }
+
+
+FILL_TEXT: dict[str, str] = {
+    "next_open": "at the open of bar t+1 (the position held before earns the overnight gap)",
+    "next_close": "at the close of bar t+1 (one bar of delay)",
+    "close": "at that same close (an optimistic fill, no delay)",
+}
+"""How each fill mode of the env (``env_settings["fill"]``) is described in the report."""
 
 
 def format_value(value: float | int | None, fmt: Fmt) -> str:
@@ -241,6 +250,7 @@ def _config_items(result: BacktestResult, info: Mapping[str, Any]) -> list[tuple
         ),
         ("Discount γ", f"{result.gamma:g}"),
         ("LSTM hidden size", str(cfg.policy.lstm_hidden_size)),
+        ("Fill", f"{env['fill']}: decided at the close of bar t, filled {FILL_TEXT[env['fill']]}"),
         ("Fee", f"{env['fee'] * 1e4:g} bp × |Δposition|"),
         ("Borrow cost (shorts)", f"{env['borrow_rate']:.2%} per year"),
         ("Positions", pos_text),
@@ -404,8 +414,8 @@ def _notes(r: BacktestResult) -> str:
 <ul class="notes">
 <li>{_split_note(r.part)}</li>
 <li><b>Same market, same costs.</b> The agent and the baselines run through the same trading
-environment over the same bars: a position decided at the close of bar t is filled at bar t+1
-(never at the close it has just seen), pays a fee of {fee_bp:g} bp × |Δposition| and, for shorts,
+environment over the same bars: a position decided at the close of bar t is filled
+{FILL_TEXT[r.env_settings["fill"]]}, pays a fee of {fee_bp:g} bp × |Δposition| and, for shorts,
 a borrow cost of {r.env_settings["borrow_rate"]:.2%} a year. All numbers are <b>after costs</b>.
 The agent acts deterministically (its most likely action); buy-and-hold pays the entry fee
 once. Buy-and-hold and SMA crossover hold full unit positions; vol-targeted buy-and-hold holds

@@ -123,10 +123,14 @@ def test_agent_frame_is_consistent_with_env_accounting(run):
     assert set(np.unique(a["position"])) <= {-1.0, 0.0, 1.0}
     np.testing.assert_allclose(a["log_return"], a["gross_return"] - a["costs"], atol=1e-15)
     np.testing.assert_allclose(a["equity"], np.exp(np.cumsum(a["log_return"])), rtol=1e-12)
-    # gross = position held × the bar's log return of the close
+    # filled at the next open (the default): gross = previous position × the gap from the close
+    # to the next open + the position held over the bar × the bar's open-to-close log return
     df, lo, hi = trading_range("googl", None, (0.7, 0.15, 0.15), "test")
-    logret = np.diff(np.log(df["close"].to_numpy()))[lo : hi - 1]
-    np.testing.assert_allclose(a["gross_return"], a["position"] * logret, atol=1e-15)
+    assert run.result.env_settings["fill"] == "next_open"
+    o, c = df["open"].to_numpy()[lo + 1 : hi], df["close"].to_numpy()[lo:hi]
+    pos = a["position"].to_numpy()
+    gross = np.concatenate(([0.0], pos[:-1])) * np.log(o / c[:-1]) + pos * np.log(c[1:] / o)
+    np.testing.assert_allclose(a["gross_return"], gross, atol=1e-15)
     dpos = np.abs(np.diff(a["position"].to_numpy(), prepend=0.0))
     borrow = 0.01 / 252 * np.maximum(-a["position"].to_numpy(), 0.0)
     np.testing.assert_allclose(a["costs"], FEE * dpos + borrow, atol=1e-15)
@@ -153,6 +157,11 @@ def test_report_is_self_contained_and_has_the_metrics_table(run):
     for label in ("Agent", "Buy &amp; hold", "SMA crossover", "Sharpe ratio", "CVaR 95%"):
         assert label in text
     assert "GOOGL" in text and "test split" in text
+    # the fill in use, in the notes and the settings; run_info.json names it too
+    assert "filled at the open of bar t+1 (the position held before earns the overnight gap)" in (
+        " ".join(text.split())
+    )
+    assert json.loads((run.out_dir / "run_info.json").read_text())["env"]["fill"] == "next_open"
 
 
 def test_plots_are_valid_pngs(run):
@@ -238,9 +247,10 @@ def test_backtest_rejects_a_non_trading_model():
         model.close()
 
 
-def _independent_vol_target_bh(close, t0, t1, *, target, span, max_leverage, fee, bpy):
-    """Long signal 1 sized by vol targeting, decided at bars t0..t1-1: (exposure, net log return)
-    per bar, straight from the definition (explicit EWM sums, no pandas, no env)."""
+def _independent_vol_target_bh(opens, close, t0, t1, *, target, span, max_leverage, fee, bpy):
+    """Long signal 1 sized by vol targeting, decided at bars t0..t1-1 and filled at the next
+    open (the default fill): (exposure, net log return) per bar, straight from the definition
+    (explicit EWM sums, no pandas, no env)."""
     r = np.diff(np.log(close))  # r[t-1] = log(c_t / c_{t-1})
     w = 1.0 - 2.0 / (span + 1)
     exposure = []
@@ -250,7 +260,9 @@ def _independent_vol_target_bh(close, t0, t1, *, target, span, max_leverage, fee
         sigma = math.sqrt(float(np.sum(weights * rs**2) / np.sum(weights)) * bpy)
         exposure.append(min(target / sigma, max_leverage))
     exposure = np.array(exposure)
-    gross = exposure * r[t0:t1]
+    gap = np.log(opens[t0 + 1 : t1 + 1] / close[t0:t1])  # close t -> open t+1: the held exposure
+    session = np.log(close[t0 + 1 : t1 + 1] / opens[t0 + 1 : t1 + 1])  # the new one
+    gross = np.concatenate(([0.0], exposure[:-1])) * gap + exposure * session
     costs = fee * np.abs(np.diff(exposure, prepend=0.0))
     return exposure, gross - costs
 
@@ -260,6 +272,7 @@ def test_vol_target_buy_and_hold_uses_env_defaults_without_sizing(run):
     df, lo, hi = trading_range("googl", None, (0.7, 0.15, 0.15), "test")
     vt = run.result.frames["vol_target_buy_and_hold"]
     exposure, net = _independent_vol_target_bh(
+        df["open"].to_numpy(),
         df["close"].to_numpy(),
         lo,
         hi - 1,
@@ -273,6 +286,7 @@ def test_vol_target_buy_and_hold_uses_env_defaults_without_sizing(run):
     np.testing.assert_allclose(vt["log_return"], net, rtol=1e-9, atol=1e-14)
     assert (vt["signal"] == 1.0).all() and (vt["position"] < 1.0).any()
     assert run.result.env_settings["agent_sizing"] == "none"
+    assert run.result.env_settings["fill"] == "next_open"
 
 
 SIZED = {"sizing": "vol_target", "vol_target": 0.15, "vol_span": 30, "max_leverage": 2.0}
@@ -356,15 +370,24 @@ def test_plain_baselines_stay_unit_sized_when_the_agent_uses_vol_targeting(sized
 
 
 def test_vol_target_buy_and_hold_equals_an_independent_computation(sized_result, synthetic_csv):
-    """Close-to-close log returns × causal vol-target scale − fee × |Δexposure|, with the
-    config's vol_target / vol_span / max_leverage, from the agent's first decision bar."""
+    """Causal vol-target exposure filled at the next open (gap for the held exposure, session
+    for the new) − fee × |Δexposure|, with the config's vol_target / vol_span / max_leverage,
+    from the agent's first decision bar."""
     r = sized_result
     df = pd.read_csv(synthetic_csv, parse_dates=["timestamp"], index_col="timestamp")
     close = df["close"].to_numpy()
     t0 = int(df.index.get_loc(r.start))
     t1 = t0 + len(r.frames["agent"])
     exposure, net = _independent_vol_target_bh(
-        close, t0, t1, target=0.15, span=30, max_leverage=2.0, fee=FEE, bpy=252
+        df["open"].to_numpy(),
+        close,
+        t0,
+        t1,
+        target=0.15,
+        span=30,
+        max_leverage=2.0,
+        fee=FEE,
+        bpy=252,
     )
     vt = r.frames["vol_target_buy_and_hold"]
     np.testing.assert_allclose(vt["position"], exposure, rtol=1e-9)

@@ -135,6 +135,14 @@ def test_unknown_env_id_is_one_line(tmp_path: Path, capsys) -> None:
     assert "NoSuchEnv" in line and "check env.id" in line
 
 
+def test_a_bad_fill_is_one_line_naming_it_and_the_allowed_values(tmp_path: Path, capsys) -> None:
+    args = ["train", "--set", "env.kwargs.fill=tomorrow", "--run-dir", str(tmp_path / "r")]
+    assert cli.main([*args, "--no-progress"]) == 2
+    line = one_line_error(capsys.readouterr().err, "riskppo: configuration error: trading env")
+    assert "fill='tomorrow' is invalid: must be one of " in line
+    assert "('auto', 'close', 'next_open', 'next_close')" in line
+
+
 class StringObsEnv(gym.Env):
     """Returns a string as its observation at the second step."""
 

@@ -131,8 +131,13 @@ def test_fees_on_exposure_change_and_borrow_on_short_exposure(googl):
     scale = reference_scale(googl["close"].to_numpy(), 0.10, 60, 1.0, 252.0)
     lr = np.diff(np.log(googl["close"].to_numpy()))
     for action, sign in ((2, 1.0), (0, -1.0)):  # a constant long, then a constant short signal
-        env = TradingEnv(
-            googl, sizing="vol_target", fee=fee, borrow_rate=borrow, random_start=False
+        env = TradingEnv(  # fill="close": the decided exposure earns the close-to-close return
+            googl,
+            sizing="vol_target",
+            fee=fee,
+            borrow_rate=borrow,
+            random_start=False,
+            fill="close",
         )
         _, rewards, infos = run(env, [action] * 300)
         prev_exposure = 0.0

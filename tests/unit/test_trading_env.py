@@ -36,6 +36,7 @@ INFO_KEYS = {
     "bar",
     "timestamp",
     "episode_step",
+    "fill",
 }
 
 
@@ -251,14 +252,18 @@ def _perturb_after(df: pd.DataFrame, t: int, rng: np.random.Generator) -> pd.Dat
     return out
 
 
+@pytest.mark.parametrize("fill", ["close", "next_open", "next_close"])
 @pytest.mark.parametrize("sizing", ["none", "vol_target"])
 @pytest.mark.parametrize("data", ["googl", "regime"])
-def test_future_bars_do_not_change_past_observations_or_rewards(googl, data, sizing):
+def test_future_bars_do_not_change_past_observations_or_rewards(googl, data, sizing, fill):
     """Changing every bar after t leaves the observations of bars <= t, the exposures decided at
-    bars <= t (with sizing: σ̂_t uses closes <= t) and the rewards earned up to t unchanged."""
+    bars <= t (with sizing: σ̂_t uses closes <= t) and the rewards earned up to t unchanged, with
+    every fill mode."""
     df = googl if data == "googl" else regime_switching(600, seed=4)
     rng = np.random.default_rng(123)
-    kwargs = dict(window=5, obs_drawdown=True, random_start=False, fee=0.001, borrow_rate=0.05)
+    kwargs = dict(
+        window=5, obs_drawdown=True, random_start=False, fee=0.001, borrow_rate=0.05, fill=fill
+    )
     if sizing == "vol_target":
         kwargs.update(sizing="vol_target", vol_target=0.3, vol_span=30, max_leverage=2.0)
     env = TradingEnv(df, **kwargs)
