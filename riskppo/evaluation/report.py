@@ -286,7 +286,7 @@ def _split_note(part: str) -> str:
     )
 
 
-_CSS = """
+REPORT_CSS = """
 *{box-sizing:border-box}
 body{margin:0;background:#f4f6f9;color:#1d2330;
  font:15px/1.5 -apple-system,BlinkMacSystemFont,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif}
@@ -350,7 +350,7 @@ def render_report(
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width,initial-scale=1">
 <title>{html.escape(title)}</title>
-<style>{_CSS}</style></head>
+<style>{REPORT_CSS}</style></head>
 <body><main>
 <header><h1>{html.escape(title)}</h1>
 <div class="sub">{html.escape(period)} · agent vs buy-and-hold, vol-targeted buy-and-hold and

@@ -1,0 +1,155 @@
+"""The verdict on a walk-forward record: metrics of every strategy on the stitched
+out-of-sample bars, the statistics of :mod:`riskppo.evaluation.stats` for the agent against
+vol-targeted buy-and-hold (unscaled and scaled to the agent's mean exposure), the random-timing
+null, and the CVaR limit cell by cell.
+
+The verdict is read on the seeds' mean record (capital split equally over the seeds' agents):
+one test, so one trial unless nested selection tried several configs (``n_trials``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from riskppo.config import Config
+from riskppo.evaluation import stats
+from riskppo.evaluation.metrics import strategy_metrics
+from riskppo.evaluation.wf_plan import RECORD_STRATEGIES, Record, WalkForwardSettings, mean_record
+
+BENCHMARK = "vol_target_buy_and_hold"
+BENCHMARK_NAME = "vol-targeted buy-and-hold"
+SCALED = "vol_target_scaled"
+
+
+def analyse(
+    cfg: Config,
+    settings: WalkForwardSettings,
+    records: Sequence[Record],
+    cells: Sequence[dict[str, Any]],
+    *,
+    n_trials: int = 1,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """``metrics.json`` of a walk-forward: per record (each seed, and their mean) the metrics
+    of every strategy and the statistics block; the per-cell table; the limit counts; the
+    verdict line."""
+    bpy = float(cells[0]["bars_per_year"])
+    mean = mean_record(records) if len(records) > 1 else records[0]
+    per_record = {r.label: record_block(cfg, r, bpy, n_trials=n_trials, seed=seed) for r in records}
+    if len(records) > 1:
+        per_record[mean.label] = record_block(cfg, mean, bpy, n_trials=n_trials, seed=seed)
+    headline = per_record[mean.label]
+    rows = [cell_row(c) for c in cells]
+    limit = cfg.risk.cvar_limit
+    met = [r["limit_met"] for r in rows if r["limit_met"] is not None]
+    return {
+        "data": cells[0].get("data"),
+        "settings": settings.to_dict(),
+        "n_trials": n_trials,
+        "bars_per_year": bpy,
+        "oos_bars": len(mean.frame),
+        "start": str(mean.frame.index[0]),
+        "end": str(mean.frame.index[-1]),
+        "cvar_limit": limit,
+        "cells_limit_met": sum(met),
+        "cells_with_limit": len(met),
+        "cells": rows,
+        "records": per_record,
+        "verdict": headline["verdict"],
+    }
+
+
+def record_block(
+    cfg: Config, record: Record, bpy: float, *, n_trials: int, seed: int
+) -> dict[str, Any]:
+    """Metrics of each strategy on ``record`` (the scaled benchmark included) and the
+    statistics of the agent against the benchmark."""
+    risk = {
+        "bars_per_year": bpy,
+        "cvar_alpha": cfg.risk.cvar_alpha,
+        "cvar_horizon": cfg.risk.cvar_horizon,
+        "cvar_limit": cfg.risk.cvar_limit,
+    }
+    metrics = {
+        name: strategy_metrics(record.returns(name), record.positions(name), **risk).to_dict()
+        for name in RECORD_STRATEGIES
+    }
+    agent_r = record.returns("agent").to_numpy()
+    bench_r = record.returns(BENCHMARK).to_numpy()
+    agent_x = float(np.abs(record.positions("agent")).mean())
+    bench_x = float(np.abs(record.positions(BENCHMARK)).mean())
+    k = agent_x / bench_x if bench_x > 0 else 0.0
+    metrics[SCALED] = strategy_metrics(
+        record.returns(BENCHMARK) * k, record.positions(BENCHMARK) * k, **risk
+    ).to_dict()
+    summary = stats.summarize(
+        agent_r,
+        bench_r,
+        periods_per_year=bpy,
+        agent_exposure=agent_x,
+        benchmark_exposure=bench_x,
+        n_trials=n_trials,
+        benchmark_name=BENCHMARK_NAME,
+        seed=seed,
+    )
+    test = stats.paired_sharpe_test(agent_r, bench_r, bpy)
+    verdict = stats.verdict(test, n_trials, BENCHMARK_NAME)
+    timing = random_timing(record, bpy, fee=float(cfg.env.kwargs.get("fee", 0.0)), seed=seed)
+    return {
+        "metrics": metrics,
+        "exposure_scale": k,
+        "stats": summary.to_dict(),
+        "stats_rows": [list(row) for row in summary.rows()],
+        "random_timing": timing,
+        "verdict": {"claim": verdict.claim, "p_adjusted": verdict.p_adjusted, "text": verdict.text},
+    }
+
+
+def random_timing(record: Record, bpy: float, *, fee: float, seed: int) -> dict[str, Any]:
+    """The agent's Sharpe against smooth random signals in its own band (its signals' range),
+    sized like it (the vol-targeted baseline's exposure is the sizing multiplier) and scored on
+    the asset's per-bar return (buy-and-hold's gross return) with the same fee."""
+    signal = record.frame["agent_signal"].to_numpy()
+    band = (float(signal.min()), float(signal.max()))
+    if band[1] - band[0] < 1e-9:
+        return {"band": list(band), "percentile": None, "p_value": None, "n": 0}
+    agent_sharpe = stats.sharpe(record.returns("agent").to_numpy(), bpy)
+    null = stats.random_timing_null(
+        agent_sharpe,
+        record.frame["buy_and_hold_gross_return"].to_numpy(),
+        record.positions(BENCHMARK).to_numpy(),
+        band,
+        fee=fee,
+        periods_per_year=bpy,
+        seed=seed,
+    )
+    return {
+        "band": list(band),
+        "agent_sharpe": null.agent_sharpe,
+        "null_median_sharpe": float(np.median(null.null_sharpes)),
+        "percentile": null.percentile,
+        "p_value": null.p_value,
+        "n": null.n,
+    }
+
+
+def cell_row(cell: dict[str, Any]) -> dict[str, Any]:
+    """One (segment, seed) line of the per-segment table."""
+    agent, vt = cell["metrics"]["agent"], cell["metrics"][BENCHMARK]
+    return {
+        "segment": cell["segment"],
+        "seed": cell["seed"],
+        "start": cell["start"],
+        "end": cell["end"],
+        "bars": cell["bars"],
+        "steps": cell["steps"],
+        "sharpe": agent.get("sharpe"),
+        "benchmark_sharpe": vt.get("sharpe"),
+        "cvar_horizon": agent.get("cvar_horizon"),
+        "limit_met": agent.get("cvar_limit_met"),
+        "market_share": agent.get("market_share"),
+        "mean_abs_exposure": agent.get("mean_abs_exposure"),
+    }
