@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import pandas as pd
-import pytest
 
 from riskppo.cli import load_config
 from riskppo.envs.synthetic import gbm
@@ -84,7 +83,7 @@ def test_sigkilled_walk_forward_resumes_to_the_uninterrupted_record(tmp_path: Pa
         "--workers",
         "1",
         "--no-progress",
-        *sum((["--set", s] for s in [*SMALL, f"data.path={data}"]), []),
+        *(arg for s in [*SMALL, f"data.path={data}"] for arg in ("--set", s)),
     ]
     whole = _cli("--run-dir", str(tmp_path / "whole"), *common)
     out, _ = whole.communicate(timeout=600)
