@@ -115,6 +115,7 @@ def run_cell(job: CellJob) -> dict[str, Any]:
         "end": str(frame.index[-1]),
         "bars": len(frame),
         "bars_per_year": result.bars_per_year,
+        "fee": result.env_settings["fee"],
         "data": result.dataset,
         "signal_range": list(result.env_settings.get("signal_range", (-1.0, 1.0))),
         "metrics": result.metrics_dict(),

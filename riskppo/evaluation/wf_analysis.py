@@ -15,12 +15,10 @@ from typing import Any
 import numpy as np
 
 from riskppo.config import Config
-from riskppo.evaluation import stats
 from riskppo.evaluation.metrics import strategy_metrics
+from riskppo.evaluation.verdict import BENCHMARK, statistics_block
 from riskppo.evaluation.wf_plan import RECORD_STRATEGIES, Record, WalkForwardSettings, mean_record
 
-BENCHMARK = "vol_target_buy_and_hold"
-BENCHMARK_NAME = "vol-targeted buy-and-hold"
 SCALED = "vol_target_scaled"
 
 
@@ -38,9 +36,11 @@ def analyse(
     verdict line."""
     bpy = float(cells[0]["bars_per_year"])
     mean = mean_record(records) if len(records) > 1 else records[0]
-    per_record = {r.label: record_block(cfg, r, bpy, n_trials=n_trials, seed=seed) for r in records}
-    if len(records) > 1:
-        per_record[mean.label] = record_block(cfg, mean, bpy, n_trials=n_trials, seed=seed)
+    fee = float(cells[0]["fee"])
+    per_record = {
+        r.label: record_block(cfg, r, bpy, fee=fee, n_trials=n_trials, seed=seed)
+        for r in [*records, *([mean] if len(records) > 1 else [])]
+    }
     headline = per_record[mean.label]
     rows = [cell_row(c) for c in cells]
     limit = cfg.risk.cvar_limit
@@ -63,7 +63,7 @@ def analyse(
 
 
 def record_block(
-    cfg: Config, record: Record, bpy: float, *, n_trials: int, seed: int
+    cfg: Config, record: Record, bpy: float, *, fee: float, n_trials: int, seed: int
 ) -> dict[str, Any]:
     """Metrics of each strategy on ``record`` (the scaled benchmark included) and the
     statistics of the agent against the benchmark."""
@@ -77,63 +77,13 @@ def record_block(
         name: strategy_metrics(record.returns(name), record.positions(name), **risk).to_dict()
         for name in RECORD_STRATEGIES
     }
-    agent_r = record.returns("agent").to_numpy()
-    bench_r = record.returns(BENCHMARK).to_numpy()
-    agent_x = float(np.abs(record.positions("agent")).mean())
     bench_x = float(np.abs(record.positions(BENCHMARK)).mean())
-    k = agent_x / bench_x if bench_x > 0 else 0.0
+    k = float(np.abs(record.positions("agent")).mean()) / bench_x if bench_x > 0 else 0.0
     metrics[SCALED] = strategy_metrics(
         record.returns(BENCHMARK) * k, record.positions(BENCHMARK) * k, **risk
     ).to_dict()
-    summary = stats.summarize(
-        agent_r,
-        bench_r,
-        periods_per_year=bpy,
-        agent_exposure=agent_x,
-        benchmark_exposure=bench_x,
-        n_trials=n_trials,
-        benchmark_name=BENCHMARK_NAME,
-        seed=seed,
-    )
-    test = stats.paired_sharpe_test(agent_r, bench_r, bpy)
-    verdict = stats.verdict(test, n_trials, BENCHMARK_NAME)
-    timing = random_timing(record, bpy, fee=float(cfg.env.kwargs.get("fee", 0.0)), seed=seed)
-    return {
-        "metrics": metrics,
-        "exposure_scale": k,
-        "stats": summary.to_dict(),
-        "stats_rows": [list(row) for row in summary.rows()],
-        "random_timing": timing,
-        "verdict": {"claim": verdict.claim, "p_adjusted": verdict.p_adjusted, "text": verdict.text},
-    }
-
-
-def random_timing(record: Record, bpy: float, *, fee: float, seed: int) -> dict[str, Any]:
-    """The agent's Sharpe against smooth random signals in its own band (its signals' range),
-    sized like it (the vol-targeted baseline's exposure is the sizing multiplier) and scored on
-    the asset's per-bar return (buy-and-hold's gross return) with the same fee."""
-    signal = record.frame["agent_signal"].to_numpy()
-    band = (float(signal.min()), float(signal.max()))
-    if band[1] - band[0] < 1e-9:
-        return {"band": list(band), "percentile": None, "p_value": None, "n": 0}
-    agent_sharpe = stats.sharpe(record.returns("agent").to_numpy(), bpy)
-    null = stats.random_timing_null(
-        agent_sharpe,
-        record.frame["buy_and_hold_gross_return"].to_numpy(),
-        record.positions(BENCHMARK).to_numpy(),
-        band,
-        fee=fee,
-        periods_per_year=bpy,
-        seed=seed,
-    )
-    return {
-        "band": list(band),
-        "agent_sharpe": null.agent_sharpe,
-        "null_median_sharpe": float(np.median(null.null_sharpes)),
-        "percentile": null.percentile,
-        "p_value": null.p_value,
-        "n": null.n,
-    }
+    block = statistics_block(record.strategy_frames(), bpy, fee=fee, n_trials=n_trials, seed=seed)
+    return {"metrics": metrics, **block}
 
 
 def cell_row(cell: dict[str, Any]) -> dict[str, Any]:

@@ -133,6 +133,14 @@ class Record:
     def positions(self, strategy: str) -> pd.Series:
         return self.frame[f"{strategy}_position"]
 
+    def strategy_frames(self) -> dict[str, pd.DataFrame]:
+        """Each strategy's columns as a backtest strategy frame (``position``, ``log_return``,
+        ...), the shape :func:`riskppo.evaluation.verdict.statistics_block` reads."""
+        return {
+            name: pd.DataFrame({c: self.frame[f"{name}_{c}"] for c in RECORD_COLUMNS})
+            for name in RECORD_STRATEGIES
+        }
+
 
 def segment_frame(frames: dict[str, pd.DataFrame], segment: int) -> pd.DataFrame:
     """One segment's per-bar record from its backtest's strategy frames (one row per bar)."""

@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import html
 import json
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,13 @@ from matplotlib.ticker import MaxNLocator
 from riskppo.config import Config
 from riskppo.envs.registration import data_label
 from riskppo.evaluation.plots import COLORS, figure_png
-from riskppo.evaluation.report import REPORT_CSS, STRATEGY_LABELS, format_value
+from riskppo.evaluation.report import (
+    REPORT_CSS,
+    STRATEGY_LABELS,
+    format_value,
+    statistics_section,
+)
+from riskppo.evaluation.verdict import jsonable
 from riskppo.evaluation.wf_analysis import BENCHMARK, SCALED
 from riskppo.evaluation.wf_plan import Record, mean_record
 
@@ -50,7 +55,7 @@ def write_outputs(
     mean = mean_record(records) if len(records) > 1 else records[0]
     if len(records) > 1:
         mean.frame.to_csv(out / "mean.csv", float_format="%.10g")
-    (run_dir / "metrics.json").write_text(json.dumps(_clean(metrics), indent=2) + "\n")
+    (run_dir / "metrics.json").write_text(json.dumps(jsonable(metrics), indent=2) + "\n")
     pd.DataFrame(metrics["cells"]).to_csv(run_dir / "segments.csv", index=False)
     images = {
         "equity": figure_png(plot_equity(records, mean, metrics)),
@@ -63,19 +68,6 @@ def write_outputs(
     print(summary_text(metrics))
     print(f"riskppo walkforward: report → {report}")
     return report
-
-
-def _clean(obj: Any) -> Any:
-    """JSON-ready: numpy scalars to Python, non-finite floats to None."""
-    if isinstance(obj, dict):
-        return {str(k): _clean(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_clean(v) for v in obj]
-    if isinstance(obj, np.generic):
-        obj = obj.item()
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj
 
 
 def headline(metrics: dict[str, Any]) -> dict[str, Any]:
@@ -215,18 +207,10 @@ def render(cfg: Config, metrics: dict[str, Any], images: dict[str, bytes]) -> st
         f"bars · retrained every {s['step']} bars ({s['window']} window, first {s['initial']} "
         f"bars) · seeds {s['seeds']}{' · warm start' if s['warm_start'] else ''}"
     )
-    claim = "best" if h["verdict"]["claim"] else "violated"
     figures = "".join(
         f'<figure><img alt="{n}" src="data:image/png;base64,'
         f'{base64.b64encode(png).decode()}"></figure>'
         for n, png in images.items()
-    )
-    timing = h["random_timing"]
-    timing_line = (
-        f"Random-timing null: the agent's Sharpe beats {timing['percentile']:.0%} of {timing['n']} "
-        f"smooth random signals in its band {timing['band']} (p = {timing['p_value']:.2g})."
-        if timing.get("percentile") is not None
-        else "Random-timing null: not applicable (the agent's signal never moved)."
     )
     limit = (
         f"CVaR limit {metrics['cvar_limit']:g} met in {metrics['cells_limit_met']} of "
@@ -234,15 +218,12 @@ def render(cfg: Config, metrics: dict[str, Any], images: dict[str, bytes]) -> st
         if metrics["cells_with_limit"]
         else "No CVaR limit configured."
     )
-    stats_head = ["", "Agent", "VT B&H", "VT B&H scaled", "note"]
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <style>{REPORT_CSS}</style></head><body><main>
 <header><h1>{html.escape(title)}</h1><div class="sub">{html.escape(sub)}</div></header>
-<section><h2>Verdict</h2><table class="metrics"><tr><td class="{claim}">
-{html.escape(h["verdict"]["text"])}</td></tr></table>
-<p>{html.escape(limit)} {html.escape(timing_line)}</p></section>
-<section><h2>Statistics (seeds' mean record)</h2>{_table(stats_head, h["stats_rows"])}</section>
+{statistics_section(h, "Verdict and statistics (the seeds' mean record)")}
+<section><h2>CVaR limit</h2><p>{html.escape(limit)}</p></section>
 <section><h2>Metrics on the stitched record</h2>
 {_table(["", *(LABELS[n] for n in STRATEGY_ORDER)], _metrics_rows(h))}</section>
 <section><h2>Charts</h2>{figures}</section>
