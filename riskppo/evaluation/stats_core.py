@@ -135,7 +135,7 @@ def as_returns(x: ArrayLike, name: str) -> Array:
         raise ValueError(f"{name} needs at least 3 returns, got {arr.size}")
     bad = np.flatnonzero(~np.isfinite(arr))
     if bad.size:
-        raise ValueError(f"{name} has a non-finite value {arr[bad[0]]!r} at index {bad[0]}")
+        raise ValueError(f"{name} has a non-finite value {float(arr[bad[0]])} at index {bad[0]}")
     return arr
 
 
