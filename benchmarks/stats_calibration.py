@@ -28,8 +28,8 @@ import math
 import time
 
 import numpy as np
-from scipy import stats as sps
 from _common import table
+from scipy import stats as sps
 
 from riskppo.evaluation.stats import (
     sharpe_difference_bootstrap,
@@ -86,7 +86,7 @@ def oracle_power(a: np.ndarray, b: np.ndarray) -> float:
     """Power at the 0.5 difference of a one-sided z-test that knew the true standard error of
     the annual Sharpe difference (its spread across the equal-Sharpe pairs): the ceiling for a
     test built on this estimator at this sample size."""
-    diff = (a.mean(axis=1) / a.std(axis=1, ddof=1) - b.mean(axis=1) / b.std(axis=1, ddof=1))
+    diff = a.mean(axis=1) / a.std(axis=1, ddof=1) - b.mean(axis=1) / b.std(axis=1, ddof=1)
     sd = float(np.std(diff * math.sqrt(PPY), ddof=1))
     return float(sps.norm.cdf(0.5 / sd - sps.norm.ppf(1.0 - NOMINAL)))
 
@@ -112,8 +112,13 @@ def main() -> None:
         return f"{100 * p:.1f}% ± {100 * math.sqrt(p * (1 - p) / args.pairs):.1f}"
 
     rows = [
-        [name, cell(size[name]), cell(power[name]), "yes" if size[name] <= 0.065 else "NO",
-         "yes" if power[name] >= 0.75 else "NO"]
+        [
+            name,
+            cell(size[name]),
+            cell(power[name]),
+            "yes" if size[name] <= 0.065 else "NO",
+            "yes" if power[name] >= 0.75 else "NO",
+        ]
         for name in size
     ]
     print(
@@ -126,8 +131,13 @@ def main() -> None:
         f"correlation {corr:.3f}; a z-test knowing the true standard error would have power "
         f"{oracle:.1%}"
     )
-    header = ["test (one-sided, nominal 5%)", "size: SR 0.5 vs 0.5", "power: SR 1.0 vs 0.5",
-              "size <= 6.5%", "power >= 75%"]
+    header = [
+        "test (one-sided, nominal 5%)",
+        "size: SR 0.5 vs 0.5",
+        "power: SR 1.0 vs 0.5",
+        "size <= 6.5%",
+        "power >= 75%",
+    ]
     print(table(rows, header))
     print(f"wall time {wall:.0f} s (1 process)")
 

@@ -27,8 +27,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
 from arch.covariance.kernel import QuadraticSpectral
+from numpy.typing import ArrayLike, NDArray
 from scipy import stats as sps
 from statsmodels.regression.linear_model import OLS
 
@@ -305,10 +305,7 @@ def normal_test(diff_bar: float, se_bar: float, periods_per_year: float, method:
     """A :class:`PairedTest` from a per-bar Sharpe difference and its standard error, with
     standard normal p-values. ``se_bar = 0`` with ``diff_bar = 0`` (identical records) gives a
     statistic of 0; any other undefined case ``nan``."""
-    if se_bar > 0.0:
-        z = diff_bar / se_bar
-    else:
-        z = 0.0 if diff_bar == 0.0 else math.nan
+    z = diff_bar / se_bar if se_bar > 0.0 else (0.0 if diff_bar == 0.0 else math.nan)
     return PairedTest(
         diff=diff_bar * math.sqrt(periods_per_year),
         statistic=float(z),
@@ -389,7 +386,7 @@ def sharpe_difference_hac(a: ArrayLike, b: ArrayLike, periods_per_year: float) -
 
 def newey_west_lags(n: int) -> int:
     """The Newey–West (1994) rule of thumb ``floor(4 (T/100)^(2/9))``."""
-    return int(math.floor(4.0 * (n / 100.0) ** (2.0 / 9.0)))
+    return math.floor(4.0 * (n / 100.0) ** (2.0 / 9.0))
 
 
 def hac_alpha_beta(
