@@ -38,6 +38,7 @@ from riskppo.evaluation.stats_bootstrap import sharpe_ci, sharpe_difference_boot
 from riskppo.evaluation.stats_core import (
     AlphaBeta,
     Interval,
+    Moments,
     PairedTest,
     Verdict,
     adjust_p,
@@ -49,6 +50,7 @@ from riskppo.evaluation.stats_core import (
     information_ratio,
     min_track_record_length,
     min_trl_from_moments,
+    moments,
     probabilistic_sharpe,
     psr_from_moments,
     scale_to_exposure,
@@ -64,6 +66,7 @@ __all__ = [
     "AlphaBeta",
     "Comparison",
     "Interval",
+    "Moments",
     "PairedTest",
     "RandomTiming",
     "SeriesFigures",
@@ -77,6 +80,7 @@ __all__ = [
     "information_ratio",
     "min_track_record_length",
     "min_trl_from_moments",
+    "moments",
     "paired_sharpe_test",
     "probabilistic_sharpe",
     "psr_from_moments",
@@ -96,11 +100,22 @@ paired_sharpe_test = sharpe_difference_hac
 """THE paired Sharpe test of every verdict: Ledoit & Wolf's (2008) HAC test.
 
 Chosen by ``benchmarks/stats_calibration.py`` (GARCH(1,1)-t pairs, ν = 5, persistence 0.97,
-1,250 bars, innovations correlated 0.9): it holds its size under heavy tails and volatility
-clustering where Jobson–Korkie–Memmel's iid-normal variance formula has no such guarantee (its
-variance misses the kurtosis and the serial dependence of squared returns), and it has the
-power of the bootstrap without its resampling noise or seed. The calibration's numbers are in
-the README's statistics section."""
+1,250 bars, innovations correlated 0.9, 1,000 pairs per scenario, nominal one-sided 5%):
+
+=========================  ==================  ===================
+test                       size (SR 0.5, 0.5)  power (SR 1.0, 0.5)
+=========================  ==================  ===================
+Jobson–Korkie–Memmel       5.3%                78.3%
+Ledoit–Wolf HAC            6.1%                78.4%
+block bootstrap (999)      4.7%                72.8%
+=========================  ==================  ===================
+
+(two more seeds of 1,000 null pairs: JK–Memmel 4.4% / 6.0%, HAC 4.8% / 5.7%; a z-test that knew
+the true standard error would have 74% power here). JK–Memmel holds its size on these pairs:
+at daily Sharpe ratios its normal-theory terms are tiny and GARCH returns are serially
+uncorrelated. But its variance assumes iid returns, and a trading record's need not be (held
+positions, overlapping costs); the HAC test meets both targets while also covering serial
+dependence, without the bootstrap's loss of power, resampling noise or seed."""
 
 
 @dataclass(frozen=True)

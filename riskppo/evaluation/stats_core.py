@@ -481,7 +481,9 @@ def adjust_p(p: float, n_trials: int) -> float:
         return math.nan
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"p must be a probability in [0, 1], got {p!r}")
-    return float(-math.expm1(n * math.log1p(-p))) if p < 1.0 else 1.0
+    if n == 1 or p == 1.0:
+        return float(p)
+    return float(-math.expm1(n * math.log1p(-p)))
 
 
 def format_p(p: float) -> str:

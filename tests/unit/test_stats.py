@@ -360,7 +360,7 @@ def test_verdict_lines():
         "(one-sided p = 0.27, adjusted for N = 11 trials)"
     )
     # at the line: p = 0.05 after adjustment is not below 0.05
-    assert not S.verdict(_test_with_adjusted_p(0.05, 2), 2, "B").claim
+    assert not S.verdict(S.PairedTest(0.1, 1.6, 0.05, 0.1, "x"), 1, "B").claim
     assert S.verdict(S.PairedTest(0.0, math.nan, math.nan, math.nan, "x"), 1, "B").text == (
         "edge over B not established (one-sided p = undefined, adjusted for N = 1 trial)"
     )
