@@ -502,6 +502,9 @@ def verdict(test: PairedTest, n_trials: int, benchmark_name: str, alpha: float =
     p_adj = adjust_p(test.p_one_sided, n)
     claim = bool(p_adj < alpha)
     trials = f"N = {n} trial{'s' if n != 1 else ''}"
-    tail = f"(one-sided p = {format_p(p_adj)}, adjusted for {trials})"
+    # the size of the edge beside its p-value: two near-identical records can make a tiny
+    # Sharpe difference "significant", which no reader should mistake for a large one
+    size = f"Sharpe difference {test.diff:+.2f}, " if math.isfinite(test.diff) else ""
+    tail = f"({size}one-sided p = {format_p(p_adj)}, adjusted for {trials})"
     head = f"beats {benchmark_name}" if claim else f"edge over {benchmark_name} not established"
     return Verdict(claim=claim, p_adjusted=p_adj, text=f"{head} {tail}")

@@ -51,7 +51,7 @@ def statistics_block(
     return {
         "exposure_scale": agent_x / bench_x if bench_x > 0 else 0.0,
         "stats": summary.to_dict(),
-        "stats_rows": [list(row) for row in summary.rows()],
+        "stats_rows": [format_row(row) for row in summary.rows()],
         "random_timing": random_timing(frames, bars_per_year, fee=fee, seed=seed),
         "verdict": {"claim": verdict.claim, "p_adjusted": verdict.p_adjusted, "text": verdict.text},
     }
@@ -99,3 +99,28 @@ def jsonable(obj: Any) -> Any:
     if isinstance(obj, float) and not math.isfinite(obj):
         return None
     return obj
+
+
+_PERCENT_WORDS = ("volatility", "drawdown", "CVaR", "alpha (annual)", "tracking error")
+
+
+def format_stat(label: str, value: float | None) -> str:
+    """A statistics-table value for display: p-values and probabilities to two significant
+    digits, risk figures in percent, track records in bars, the rest to two decimals."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    if math.isinf(value):
+        return "∞"
+    if label.startswith(("p ", "PSR", "deflated")):
+        return f"{value:.2g}"
+    if any(w in label for w in _PERCENT_WORDS):
+        return f"{value:.2%}" if "per bar" in label else f"{value:.1%}"
+    if "bars" in label:
+        return f"{value:,.0f}"
+    return f"{value:.2f}"
+
+
+def format_row(row: tuple[Any, ...]) -> list[str]:
+    """One ``StatsSummary.rows()`` row as strings: label, three values, note."""
+    label, *values, note = row
+    return [label, *(format_stat(label, v) for v in values), note or ""]

@@ -246,10 +246,11 @@ def _ready(job: CellJob) -> bool:
 
 
 def prepare(
-    cfg: Config, settings: WalkForwardSettings, run_dir: Path, *, resume: bool
+    cfg: Config | None, settings: WalkForwardSettings, run_dir: Path, *, resume: bool
 ) -> WalkForwardRun:
     """The run's plan; a new run writes ``config.yaml`` and ``walkforward.json`` (and refuses a
-    directory that already holds files), ``resume`` reads them back."""
+    directory that already holds files), ``resume`` reads them back (``cfg`` is then ignored
+    and only ``settings.workers`` is taken from ``settings``)."""
     settings_path = run_dir / SETTINGS_FILE
     if resume:
         if not settings_path.is_file():
@@ -268,6 +269,8 @@ def prepare(
             f"{run_dir} already holds files; continue it with `riskppo walkforward --resume "
             f"{run_dir}` or choose another --run-dir"
         )
+    if cfg is None:
+        raise ValueError("a new walk-forward needs a config")
     if cfg.env.id != TRADING_ID:
         raise ConfigError(f"walk-forward needs the trading env (env.id={TRADING_ID!r})")
     if cfg.data.bars is not None:
@@ -291,15 +294,15 @@ def _n_rows(cfg: Config) -> int:
 
 
 def walk_forward(
-    cfg: Config,
+    cfg: Config | None,
     run_dir: str | Path,
     settings: WalkForwardSettings | None = None,
     *,
     resume: bool = False,
     progress_bar: bool = True,
 ) -> dict[str, Any]:
-    """Run (or ``resume``) a walk-forward of ``cfg`` into ``run_dir``; write the stitched
-    records, ``metrics.json`` and the report; return the metrics (see
+    """Run (or ``resume``, when ``cfg`` may be None) a walk-forward of ``cfg`` into ``run_dir``;
+    write the stitched records, ``metrics.json`` and the report; return the metrics (see
     :func:`riskppo.evaluation.wf_analysis.analyse`)."""
     from riskppo.evaluation.wf_analysis import analyse
     from riskppo.evaluation.wf_report import write_outputs
@@ -340,7 +343,7 @@ def cmd_walkforward(args: Any) -> int:
             cfg,
             run_dir,
             settings,
-            resume=bool(args.resume),  # type: ignore[arg-type]
+            resume=bool(args.resume),
             progress_bar=not args.no_progress,
         )
     except KeyboardInterrupt:

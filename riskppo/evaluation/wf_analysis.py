@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from riskppo.config import Config
 from riskppo.evaluation.metrics import strategy_metrics
@@ -67,21 +68,21 @@ def record_block(
 ) -> dict[str, Any]:
     """Metrics of each strategy on ``record`` (the scaled benchmark included) and the
     statistics of the agent against the benchmark."""
-    risk = {
-        "bars_per_year": bpy,
-        "cvar_alpha": cfg.risk.cvar_alpha,
-        "cvar_horizon": cfg.risk.cvar_horizon,
-        "cvar_limit": cfg.risk.cvar_limit,
-    }
-    metrics = {
-        name: strategy_metrics(record.returns(name), record.positions(name), **risk).to_dict()
-        for name in RECORD_STRATEGIES
-    }
+
+    def figures(returns: pd.Series, positions: pd.Series) -> dict[str, Any]:
+        return strategy_metrics(
+            returns,
+            positions,
+            bars_per_year=bpy,
+            cvar_alpha=cfg.risk.cvar_alpha,
+            cvar_horizon=cfg.risk.cvar_horizon,
+            cvar_limit=cfg.risk.cvar_limit,
+        ).to_dict()
+
+    metrics = {n: figures(record.returns(n), record.positions(n)) for n in RECORD_STRATEGIES}
     bench_x = float(np.abs(record.positions(BENCHMARK)).mean())
     k = float(np.abs(record.positions("agent")).mean()) / bench_x if bench_x > 0 else 0.0
-    metrics[SCALED] = strategy_metrics(
-        record.returns(BENCHMARK) * k, record.positions(BENCHMARK) * k, **risk
-    ).to_dict()
+    metrics[SCALED] = figures(record.returns(BENCHMARK) * k, record.positions(BENCHMARK) * k)
     block = statistics_block(record.strategy_frames(), bpy, fee=fee, n_trials=n_trials, seed=seed)
     return {"metrics": metrics, **block}
 

@@ -351,18 +351,20 @@ def test_verdict_lines():
     claim = S.verdict(_test_with_adjusted_p(0.012, 3), 3, "vol-targeted buy-and-hold")
     assert claim.claim and claim.p_adjusted == pytest.approx(0.012)
     assert claim.text == (
-        "beats vol-targeted buy-and-hold (one-sided p = 0.012, adjusted for N = 3 trials)"
+        "beats vol-targeted buy-and-hold "
+        "(Sharpe difference +0.40, one-sided p = 0.012, adjusted for N = 3 trials)"
     )
     no = S.verdict(_test_with_adjusted_p(0.27, 11), 11, "vol-targeted buy-and-hold")
     assert not no.claim
     assert no.text == (
         "edge over vol-targeted buy-and-hold not established "
-        "(one-sided p = 0.27, adjusted for N = 11 trials)"
+        "(Sharpe difference +0.40, one-sided p = 0.27, adjusted for N = 11 trials)"
     )
     # at the line: p = 0.05 after adjustment is not below 0.05
     assert not S.verdict(S.PairedTest(0.1, 1.6, 0.05, 0.1, "x"), 1, "B").claim
     assert S.verdict(S.PairedTest(0.0, math.nan, math.nan, math.nan, "x"), 1, "B").text == (
-        "edge over B not established (one-sided p = undefined, adjusted for N = 1 trial)"
+        "edge over B not established "
+        "(Sharpe difference +0.00, one-sided p = undefined, adjusted for N = 1 trial)"
     )
 
 
