@@ -294,7 +294,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--version", action="version", version=f"riskppo {__version__}", help="print the version"
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in (_train_parser, _eval_parser, _backtest_parser, _record_parser, _pbt_parser):
+    for add in (
+        _train_parser,
+        _eval_parser,
+        _backtest_parser,
+        _walkforward_parser,
+        _record_parser,
+        _pbt_parser,
+    ):
         add(sub)
     p = sub.add_parser("bench", help="run a benchmark script from benchmarks/ (no NAME: list them)")
     p.add_argument("name", nargs="?", help="e.g. throughput, sample_efficiency, robustness")
@@ -347,6 +354,53 @@ def _backtest_parser(sub: Any) -> None:
     p.add_argument("run_dir")
     p.add_argument("--split", choices=("train", "val", "test"), default="test")
     p.set_defaults(func=cmd_backtest)
+
+
+def cmd_walkforward(args: argparse.Namespace) -> int:
+    from riskppo.evaluation.walkforward import cmd_walkforward as run
+
+    return run(args)
+
+
+def _walkforward_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "walkforward",
+        help="retrain every --step bars, trade the next ones frozen, judge the stitched record",
+    )
+    p.add_argument("--config", help="YAML config (default: the built-in default agent)")
+    _add_set(p)
+    p.add_argument("--run-dir", help="run directory (default: runs/<time>-wf-<env>-<data>-s<seed>)")
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue a walk-forward run")
+    p.add_argument(
+        "--initial",
+        type=positive_int,
+        default=756,
+        help="rows before the first test segment (default: %(default)s, three years of daily bars)",
+    )
+    p.add_argument(
+        "--step",
+        type=positive_int,
+        default=126,
+        help="rows per segment and between retrainings (default: %(default)s, half a year)",
+    )
+    p.add_argument("--window", choices=("expanding", "rolling"), default="expanding")
+    p.add_argument(
+        "--train-bars", type=positive_int, help="rolling window length (default: --initial)"
+    )
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="default: 0 1 2")
+    p.add_argument(
+        "--warm-start",
+        action="store_true",
+        help="start each segment from the previous segment's weights and train --warm-steps",
+    )
+    p.add_argument(
+        "--warm-steps",
+        type=positive_int,
+        help="steps of a warm-started segment (default: a quarter of total_timesteps)",
+    )
+    p.add_argument("--workers", type=positive_int, help="parallel processes (default: all cores)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_walkforward)
 
 
 def _record_parser(sub: Any) -> None:

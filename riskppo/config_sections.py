@@ -319,11 +319,25 @@ class DataConfig(_Section):
     )
     ffill_limit: int = Field(5, ge=0, description="longest NaN run nan_policy='ffill' fills")
     sort: bool = Field(False, description="data.path only: sort rows by time (unsorted raises)")
+    bars: tuple[int, int, int, int] | None = Field(
+        None,
+        description="[start, train_end, val_end, end] row positions (0-based, ends exclusive) "
+        "instead of split: train on rows start..train_end-1, validate on train_end..val_end-1 "
+        "(none when equal), test on val_end..end-1; rows from end on are never read "
+        "(walk-forward segments)",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> DataConfig:
         if abs(sum(self.split) - 1.0) > 1e-9 or min(self.split) <= 0:
             raise ValueError(f"split={self.split} must be three positive fractions summing to 1")
+        if self.bars is not None:
+            start, train_end, val_end, end = self.bars
+            if not 0 <= start < train_end <= val_end < end:
+                raise ValueError(
+                    f"bars={list(self.bars)} must be [start, train_end, val_end, end] with "
+                    "0 <= start < train_end <= val_end < end"
+                )
         return self
 
 

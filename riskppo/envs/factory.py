@@ -48,20 +48,41 @@ def trading_range(
     nan_policy: NanPolicy = "raise",
     ffill_limit: int = 5,
     sort: bool = False,
+    bars: Sequence[int] | None = None,
 ) -> tuple[pd.DataFrame, int, int]:
     """The full frame and the ``[lo, hi)`` bar range of ``part`` of the time split.
 
     ``nan_policy``, ``ffill_limit`` and ``sort`` (``data.*`` in the config) go to
-    :func:`~riskppo.envs.data.load_ohlcv` for a ``path``; bundled datasets ignore them."""
+    :func:`~riskppo.envs.data.load_ohlcv` for a ``path``; bundled datasets ignore them.
+    ``bars`` (``data.bars``: ``[start, train_end, val_end, end]`` row positions) replaces the
+    fractional ``split``; the frame is then cut at ``end``, so nothing after it can reach the
+    env (a walk-forward segment sees only its own past)."""
     if part not in SPLIT_PARTS:
         raise ValueError(f"trading env: part must be one of {SPLIT_PARTS}, got {part!r}")
     df = _frame(dataset, path, nan_policy, ffill_limit, sort)
+    if bars is not None:
+        return _bar_range(df, tuple(bars), part, path or str(dataset))
     try:
         parts = default_split(df, tuple(split))
     except ValueError as exc:  # e.g. too few rows for the split
         raise DataError(path or str(dataset), str(exc)) from None
     lo, hi = index_range(df, getattr(parts, part))
     return df, lo, hi
+
+
+def _bar_range(
+    df: pd.DataFrame, bars: tuple[int, ...], part: str, source: str
+) -> tuple[pd.DataFrame, int, int]:
+    """``df`` cut at ``bars[3]`` and the ``[lo, hi)`` rows of ``part`` (see trading_range)."""
+    start, train_end, val_end, end = bars
+    if end > len(df):
+        raise DataError(source, f"data.bars ends at row {end} but the data has {len(df)} rows")
+    lo, hi = {"train": (start, train_end), "val": (train_end, val_end), "test": (val_end, end)}[
+        part
+    ]
+    if hi <= lo:
+        raise ConfigError(f"data.bars={list(bars)} has no {part} part (its rows are empty)")
+    return df.iloc[:end], lo, hi
 
 
 def make_trading_env(
@@ -73,12 +94,20 @@ def make_trading_env(
     nan_policy: NanPolicy = "raise",
     ffill_limit: int = 5,
     sort: bool = False,
+    bars: Sequence[int] | None = None,
     **env_kwargs: Any,
 ) -> TradingEnv:
     """A :class:`TradingEnv` trading only inside ``part``; evaluation parts run start to end."""
     env_kwargs.pop("render_mode", None)  # SB3's make_vec_env asks for rgb_array; nothing to render
     df, lo, hi = trading_range(
-        dataset, path, split, part, nan_policy=nan_policy, ffill_limit=ffill_limit, sort=sort
+        dataset,
+        path,
+        split,
+        part,
+        nan_policy=nan_policy,
+        ffill_limit=ffill_limit,
+        sort=sort,
+        bars=bars,
     )
     if dataset is not None and path is None:
         env_kwargs.setdefault("bars_per_year", DATASETS[dataset].bars_per_year)

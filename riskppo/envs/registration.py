@@ -42,6 +42,7 @@ def data_kwargs(data: DataConfig) -> dict[str, Any]:
         "nan_policy": data.nan_policy,
         "ffill_limit": data.ffill_limit,
         "sort": data.sort,
+        "bars": data.bars,
     }
 
 

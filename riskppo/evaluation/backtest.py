@@ -72,6 +72,7 @@ from riskppo.evaluation.metrics import (
 )
 from riskppo.evaluation.plots import save_plots
 from riskppo.evaluation.report import STRATEGY_LABELS, format_value, metric_rows, write_report
+from riskppo.evaluation.verdict import jsonable, statistics_block
 from riskppo.train.checkpoint import CheckpointError
 from riskppo.train.rundir import latest_good_checkpoint
 from riskppo.train.trainer import DistributionalPPO
@@ -534,7 +535,9 @@ def backtest_run(
     result.equity_frame().to_csv(equity_csv, float_format="%.10g")
     result.critic.to_csv(out / "critic.csv", float_format="%.10g")
     plots = save_plots(result, out)
-    report = write_report(result, out / "report.html", images=plots, info=info)
+    block = statistics_block(result.frames, result.bars_per_year, fee=result.env_settings["fee"])
+    (out / "statistics.json").write_text(json.dumps(jsonable(block), indent=2) + "\n")
+    report = write_report(result, out / "report.html", images=plots, info=info, statistics=block)
     return BacktestArtifacts(result, out, metrics_path, report, equity_csv, plots, ckpt)
 
 

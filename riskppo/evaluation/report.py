@@ -296,7 +296,7 @@ def _split_note(part: str) -> str:
     )
 
 
-_CSS = """
+REPORT_CSS = """
 *{box-sizing:border-box}
 body{margin:0;background:#f4f6f9;color:#1d2330;
  font:15px/1.5 -apple-system,BlinkMacSystemFont,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif}
@@ -347,8 +347,10 @@ def render_report(
     result: BacktestResult,
     images: Mapping[str, bytes | Path],
     info: Mapping[str, Any] | None = None,
+    statistics: Mapping[str, Any] | None = None,
 ) -> str:
-    """The report as an HTML string; ``images`` maps plot names to PNG bytes or PNG files."""
+    """The report as an HTML string; ``images`` maps plot names to PNG bytes or PNG files;
+    ``statistics``: :func:`riskppo.evaluation.verdict.statistics_block` of the result."""
     info = dict(info or {})
     r = result
     metrics = r.metrics_dict()
@@ -360,13 +362,14 @@ def render_report(
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width,initial-scale=1">
 <title>{html.escape(title)}</title>
-<style>{_CSS}</style></head>
+<style>{REPORT_CSS}</style></head>
 <body><main>
 <header><h1>{html.escape(title)}</h1>
 <div class="sub">{html.escape(period)} · agent vs buy-and-hold, vol-targeted buy-and-hold and
 SMA crossover</div>
 <div class="badges">{_badges(r)}</div></header>
-{warning}<section><h2>Metrics</h2>{_metrics_table(metrics, strategies, metric_rows(r))}
+{warning}{statistics_section(statistics)}
+<section><h2>Metrics</h2>{_metrics_table(metrics, strategies, metric_rows(r))}
 <div class="legend"><span class="swatch"></span>best value of the row among strategies that held
 a position (flat strategies never win) · per-bar figures are simple returns of one bar · all
 after costs</div></section>
@@ -376,6 +379,34 @@ after costs</div></section>
 <footer>{_footer(info)}</footer>
 </main></body></html>
 """
+
+
+def statistics_section(block: Mapping[str, Any] | None, title: str = "Statistics") -> str:
+    """The verdict line and the statistics table of a statistics block ("" without one)."""
+    if block is None:
+        return ""
+    verdict = block["verdict"]
+    css = "best" if verdict["claim"] else "violated"
+    head = "".join(
+        f'<th class="num">{h}</th>' for h in ("", "Agent", "VT B&amp;H", "VT B&amp;H scaled", "")
+    )
+    rows = "".join(
+        "<tr>" + "".join(f'<td class="num">{html.escape(str(c))}</td>' for c in row) + "</tr>"
+        for row in block["stats_rows"]
+    )
+    timing = block["random_timing"]
+    null = (
+        f"Random-timing null: the agent's Sharpe beats {timing['percentile']:.0%} of "
+        f"{timing['n']} smooth random signals in its band (p = {timing['p_value']:.2g})."
+        if timing.get("percentile") is not None
+        else "Random-timing null: not applicable (the agent's signal never moved)."
+    )
+    return (
+        f'<section><h2>{html.escape(title)}</h2><table class="metrics"><tr><td class="{css}">'
+        f"{html.escape(verdict['text'])}</td></tr></table>"
+        f'<table class="metrics"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
+        f'<div class="legend">{html.escape(null)}</div></section>'
+    )
 
 
 def _badges(r: BacktestResult) -> str:
@@ -487,8 +518,9 @@ def write_report(
     *,
     images: Mapping[str, bytes | Path],
     info: Mapping[str, Any] | None = None,
+    statistics: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write :func:`render_report` to ``path``; returns the path."""
     path = Path(path)
-    path.write_text(render_report(result, images, info), encoding="utf-8")
+    path.write_text(render_report(result, images, info, statistics), encoding="utf-8")
     return path

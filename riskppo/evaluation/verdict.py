@@ -1,0 +1,126 @@
+"""The statistics block of a trading record: does the agent beat vol-targeted buy-and-hold?
+
+Read by the backtest report (one split) and the walk-forward report (the stitched record).
+Inputs are backtest strategy frames (:func:`riskppo.evaluation.baselines.strategy_frame`: per
+bar ``position``, ``signal``, ``log_return``, ``gross_return``); the statistics themselves are
+the pure functions of :mod:`riskppo.evaluation.stats`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from riskppo.evaluation import stats
+
+BENCHMARK = "vol_target_buy_and_hold"
+BENCHMARK_NAME = "vol-targeted buy-and-hold"
+
+
+def statistics_block(
+    frames: Mapping[str, pd.DataFrame],
+    bars_per_year: float,
+    *,
+    fee: float,
+    n_trials: int = 1,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Agent vs :data:`BENCHMARK` (unscaled and scaled to the agent's mean |exposure|): the
+    statistics summary, its table rows, the random-timing null and the verdict line."""
+    agent, bench = frames["agent"], frames[BENCHMARK]
+    agent_r, bench_r = agent["log_return"].to_numpy(), bench["log_return"].to_numpy()
+    agent_x = float(np.abs(agent["position"]).mean())
+    bench_x = float(np.abs(bench["position"]).mean())
+    summary = stats.summarize(
+        agent_r,
+        bench_r,
+        periods_per_year=bars_per_year,
+        agent_exposure=agent_x,
+        benchmark_exposure=bench_x,
+        n_trials=n_trials,
+        benchmark_name=BENCHMARK_NAME,
+        seed=seed,
+    )
+    verdict = stats.verdict(
+        stats.paired_sharpe_test(agent_r, bench_r, bars_per_year), n_trials, BENCHMARK_NAME
+    )
+    return {
+        "exposure_scale": agent_x / bench_x if bench_x > 0 else 0.0,
+        "stats": summary.to_dict(),
+        "stats_rows": [format_row(row) for row in summary.rows()],
+        "random_timing": random_timing(frames, bars_per_year, fee=fee, seed=seed),
+        "verdict": {"claim": verdict.claim, "p_adjusted": verdict.p_adjusted, "text": verdict.text},
+    }
+
+
+def random_timing(
+    frames: Mapping[str, pd.DataFrame], bars_per_year: float, *, fee: float, seed: int
+) -> dict[str, Any]:
+    """The agent's Sharpe against smooth random signals in its own band (the range of its
+    signals), sized like it (the vol-targeted baseline's exposure is the sizing multiplier) and
+    scored on the asset's per-bar return (buy-and-hold's gross return) with the same fee."""
+    signal = frames["agent"]["signal"].to_numpy()
+    band = (float(signal.min()), float(signal.max()))
+    if band[1] - band[0] < 1e-9:
+        return {"band": list(band), "percentile": None, "p_value": None, "n": 0}
+    agent_sharpe = stats.sharpe(frames["agent"]["log_return"].to_numpy(), bars_per_year)
+    null = stats.random_timing_null(
+        agent_sharpe,
+        frames["buy_and_hold"]["gross_return"].to_numpy(),
+        frames[BENCHMARK]["position"].to_numpy(),
+        band,
+        fee=fee,
+        periods_per_year=bars_per_year,
+        seed=seed,
+    )
+    return {
+        "band": list(band),
+        "agent_sharpe": null.agent_sharpe,
+        "null_median_sharpe": float(np.median(null.null_sharpes)),
+        "percentile": null.percentile,
+        "p_value": null.p_value,
+        "n": null.n,
+    }
+
+
+def jsonable(obj: Any) -> Any:
+    """``obj`` ready for strict JSON: numpy scalars as Python numbers, non-finite floats as
+    ``None``, tuples as lists."""
+    if isinstance(obj, Mapping):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [jsonable(v) for v in obj]
+    if isinstance(obj, np.generic):
+        obj = obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+_PERCENT_WORDS = ("volatility", "drawdown", "CVaR", "alpha (annual)", "tracking error")
+
+
+def format_stat(label: str, value: float | None) -> str:
+    """A statistics-table value for display: p-values and probabilities to two significant
+    digits, risk figures in percent, track records in bars, the rest to two decimals."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    if math.isinf(value):
+        return "∞"
+    if label.startswith(("p ", "PSR", "deflated")):
+        return f"{value:.2g}"
+    if any(w in label for w in _PERCENT_WORDS):
+        return f"{value:.2%}" if "per bar" in label else f"{value:.1%}"
+    if "bars" in label:
+        return f"{value:,.0f}"
+    return f"{value:.2f}"
+
+
+def format_row(row: tuple[Any, ...]) -> list[str]:
+    """One ``StatsSummary.rows()`` row as strings: label, three values, note."""
+    label, *values, note = row
+    return [label, *(format_stat(label, v) for v in values), note or ""]

@@ -1,0 +1,355 @@
+"""``riskppo walkforward``: retrain every ``step`` bars, trade the next ``step`` bars frozen,
+stitch the out-of-sample segments into one record per seed and judge it with the statistics of
+:mod:`riskppo.evaluation.stats` (the schedule: :mod:`riskppo.evaluation.wf_plan`).
+
+One run directory holds it all::
+
+    WF/.lock                     held by the process writing the run
+    WF/config.yaml               the agent's config (each cell overrides seed, data.bars, steps)
+    WF/walkforward.json          the schedule's settings and its segments
+    WF/cells/seg03-s1/           one (segment, seed) cell: metrics.jsonl, model/ (checkpoint),
+                                 record.csv (its per-bar backtest), cell.json (written last)
+    WF/records/s1.csv            a seed's stitched out-of-sample record; mean.csv the seeds' mean
+    WF/metrics.json, WF/segments.csv, WF/report.html, WF/*.png
+
+Cells are independent processes (all cores by default; warm-started cells wait for their
+predecessor). A cell is finished when its ``cell.json`` exists; ``--resume`` (after Ctrl-C, a
+crash or SIGKILL) re-runs only the unfinished cells, from scratch — a cell is one training, and
+a fresh cell with the same seed gives the same result.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import json
+import logging
+import multiprocessing
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from riskppo.config import Config, ConfigError
+from riskppo.envs.registration import TRADING_ID, data_kwargs
+from riskppo.evaluation.wf_plan import (
+    Record,
+    Segment,
+    WalkForwardSettings,
+    plan_segments,
+    segment_frame,
+    stitch,
+)
+from riskppo.train.progress import ProgressBar
+from riskppo.train.runlock import lock_run
+
+SETTINGS_FILE = "walkforward.json"
+CELL_DONE = "cell.json"
+
+
+@dataclass(frozen=True)
+class CellJob:
+    """What a worker process needs to run one (segment, seed) cell."""
+
+    config: Config
+    segment: Segment
+    seed: int
+    steps: int
+    cell_dir: Path
+    warm_from: Path | None  # the previous segment's model/ (warm start)
+
+    @property
+    def name(self) -> str:
+        return cell_name(self.segment, self.seed)
+
+
+def cell_name(segment: Segment, seed: int) -> str:
+    return f"{segment.name}-s{seed}"
+
+
+def cell_config(cfg: Config, segment: Segment, seed: int, steps: int) -> Config:
+    """``cfg`` for one cell: its seed, its rows (``data.bars``) and its training budget."""
+    data = cfg.data.model_copy(update={"bars": segment.bars()})
+    return cfg.model_copy(update={"seed": seed, "data": data, "total_timesteps": steps})
+
+
+def run_cell(job: CellJob) -> dict[str, Any]:
+    """Train one cell, backtest its test rows, write ``record.csv`` then ``cell.json``.
+
+    Runs in a worker process; a partly written cell directory (a killed run) is cleared first.
+    """
+    import torch
+
+    from riskppo.evaluation.backtest import backtest
+    from riskppo.train.checkpoint import read_checkpoint, restore_normalizers, restore_weights
+    from riskppo.train.trainer import DistributionalPPO
+
+    cfg = cell_config(job.config, job.segment, job.seed, job.steps)
+    torch.set_num_threads(cfg.num_threads or 1)  # before anything is built: results depend on it
+    # training alerts go to the cell's alerts.jsonl; dozens of cells would flood the terminal
+    logging.getLogger("riskppo").setLevel(logging.ERROR)
+    if job.cell_dir.exists():
+        shutil.rmtree(job.cell_dir)
+    job.cell_dir.mkdir(parents=True)
+    model = DistributionalPPO(config=cfg, run_dir=job.cell_dir)
+    try:
+        if job.warm_from is not None:
+            ck = read_checkpoint(job.warm_from)
+            restore_weights(model, ck)
+            restore_normalizers(model, ck)
+        model.learn(job.steps)
+        model.save(job.cell_dir / "model")
+        result = backtest(model, "test")
+    finally:
+        model.close()
+    frame = segment_frame(result.frames, job.segment.index)
+    frame.to_csv(job.cell_dir / "record.csv", float_format="%.17g")
+    summary = {
+        "segment": job.segment.index,
+        "seed": job.seed,
+        "steps": job.steps,
+        "warm_from": None if job.warm_from is None else str(job.warm_from),
+        "start": str(frame.index[0]),
+        "end": str(frame.index[-1]),
+        "bars": len(frame),
+        "bars_per_year": result.bars_per_year,
+        "fee": result.env_settings["fee"],
+        "data": result.dataset,
+        "signal_range": list(result.env_settings.get("signal_range", (-1.0, 1.0))),
+        "metrics": result.metrics_dict(),
+    }
+    _write_json(job.cell_dir / CELL_DONE, summary)
+    return summary
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    """Write ``obj`` as JSON atomically (a temporary sibling, then a rename)."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(obj, indent=2, allow_nan=False, default=str) + "\n")
+    os.replace(tmp, path)
+
+
+def read_cell(cell_dir: Path) -> tuple[dict[str, Any], pd.DataFrame] | None:
+    """A finished cell's summary and record, or ``None`` if it did not finish."""
+    done = cell_dir / CELL_DONE
+    if not done.is_file():
+        return None
+    frame = pd.read_csv(cell_dir / "record.csv", index_col=0, parse_dates=True)
+    return json.loads(done.read_text()), frame
+
+
+@dataclass
+class WalkForwardRun:
+    """A walk-forward run directory and its plan; :meth:`run` fills in the cells."""
+
+    config: Config
+    settings: WalkForwardSettings
+    run_dir: Path
+    segments: list[Segment]
+
+    def jobs(self, segment: Segment, seed: int) -> CellJob:
+        s = self.settings
+        prev = segment.index - 1
+        warm = s.warm_start and prev >= 0
+        return CellJob(
+            self.config,
+            segment,
+            seed,
+            s.steps_for(segment.index, self.config.total_timesteps),
+            self.run_dir / "cells" / cell_name(segment, seed),
+            self.run_dir / "cells" / cell_name(self.segments[prev], seed) / "model"
+            if warm
+            else None,
+        )
+
+    def pending(self) -> list[CellJob]:
+        """Cells without a ``cell.json``, oldest segment first."""
+        out = []
+        for seg in self.segments:
+            for seed in self.settings.seeds:
+                job = self.jobs(seg, seed)
+                if not (job.cell_dir / CELL_DONE).is_file():
+                    out.append(job)
+        return out
+
+    def run(self, *, progress_bar: bool = True) -> None:
+        """Run every pending cell in parallel processes, one progress bar over the cells."""
+        todo = self.pending()
+        total = len(self.segments) * len(self.settings.seeds)
+        workers = self.settings.workers or os.cpu_count() or 1
+        ctx = multiprocessing.get_context("spawn")  # fork is unsafe with torch's threads
+        bar = ProgressBar(
+            total,
+            description="walk-forward",
+            unit="cells",
+            fields={"last": "last", "sharpe": "Sharpe"},
+            enabled=progress_bar,
+        )
+        with bar, cf.ProcessPoolExecutor(min(workers, max(len(todo), 1)), ctx) as pool:
+            bar.update(completed=total - len(todo))
+            _schedule(pool, todo, bar, warm=self.settings.warm_start)
+
+    def records(self) -> list[Record]:
+        """Each seed's stitched record (every cell must be finished)."""
+        out = []
+        for seed in self.settings.seeds:
+            parts = []
+            for seg in self.segments:
+                cell = read_cell(self.run_dir / "cells" / cell_name(seg, seed))
+                if cell is None:
+                    raise RuntimeError(f"cell {cell_name(seg, seed)} has not finished")
+                parts.append(cell[1])
+            out.append(stitch(f"seed {seed}", parts))
+        return out
+
+    def cell_summaries(self) -> list[dict[str, Any]]:
+        out = []
+        for seg in self.segments:
+            for seed in self.settings.seeds:
+                cell = read_cell(self.run_dir / "cells" / cell_name(seg, seed))
+                if cell is not None:
+                    out.append(cell[0])
+        return out
+
+
+def _schedule(
+    pool: cf.ProcessPoolExecutor, todo: list[CellJob], bar: ProgressBar, *, warm: bool
+) -> None:
+    """Submit the cells whose predecessor (warm start) has finished; wait; repeat."""
+    waiting = list(todo)
+    running: dict[cf.Future[dict[str, Any]], CellJob] = {}
+    try:
+        while waiting or running:
+            for job in [j for j in waiting if not warm or _ready(j)]:
+                waiting.remove(job)
+                running[pool.submit(run_cell, job)] = job
+            if not running:
+                raise RuntimeError("walk-forward: no cell can start (a predecessor is missing)")
+            done, _ = cf.wait(running, return_when=cf.FIRST_COMPLETED)
+            for fut in done:
+                job = running.pop(fut)
+                summary = fut.result()  # a failed cell stops the run; --resume retries it
+                sharpe = summary["metrics"]["agent"].get("sharpe")
+                bar.update(
+                    advance=1, last=job.name, sharpe="-" if sharpe is None else f"{sharpe:.2f}"
+                )
+    except BaseException:
+        for fut in running:
+            fut.cancel()
+        raise
+
+
+def _ready(job: CellJob) -> bool:
+    return job.warm_from is None or (job.warm_from.parent / CELL_DONE).is_file()
+
+
+def prepare(
+    cfg: Config | None, settings: WalkForwardSettings, run_dir: Path, *, resume: bool
+) -> WalkForwardRun:
+    """The run's plan; a new run writes ``config.yaml`` and ``walkforward.json`` (and refuses a
+    directory that already holds files), ``resume`` reads them back (``cfg`` is then ignored
+    and only ``settings.workers`` is taken from ``settings``)."""
+    settings_path = run_dir / SETTINGS_FILE
+    if resume:
+        if not settings_path.is_file():
+            raise ConfigError(
+                f"{run_dir} is not a walk-forward run (no {SETTINGS_FILE}); start one with "
+                "`riskppo walkforward --run-dir DIR`"
+            )
+        saved = json.loads(settings_path.read_text())
+        cfg = Config.from_yaml(run_dir / "config.yaml")
+        stored = WalkForwardSettings.from_dict(saved["settings"])
+        settings = WalkForwardSettings(
+            **{**stored.to_dict(), "seeds": stored.seeds, "workers": settings.workers}
+        )
+    elif run_dir.exists() and any(p.name != ".lock" for p in run_dir.iterdir()):
+        raise ConfigError(
+            f"{run_dir} already holds files; continue it with `riskppo walkforward --resume "
+            f"{run_dir}` or choose another --run-dir"
+        )
+    if cfg is None:
+        raise ValueError("a new walk-forward needs a config")
+    if cfg.env.id != TRADING_ID:
+        raise ConfigError(f"walk-forward needs the trading env (env.id={TRADING_ID!r})")
+    if cfg.data.bars is not None:
+        raise ConfigError("walk-forward sets data.bars itself for each segment; drop it")
+    segments = plan_segments(_n_rows(cfg), settings)
+    if not resume:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        cfg.to_yaml(run_dir / "config.yaml")
+        _write_json(
+            settings_path,
+            {"settings": settings.to_dict(), "segments": [s.__dict__ for s in segments]},
+        )
+    return WalkForwardRun(cfg, settings, run_dir, segments)
+
+
+def _n_rows(cfg: Config) -> int:
+    from riskppo.envs.factory import trading_range
+
+    df, _, _ = trading_range(part="train", **data_kwargs(cfg.data))
+    return len(df)
+
+
+def walk_forward(
+    cfg: Config | None,
+    run_dir: str | Path,
+    settings: WalkForwardSettings | None = None,
+    *,
+    resume: bool = False,
+    progress_bar: bool = True,
+) -> dict[str, Any]:
+    """Run (or ``resume``, when ``cfg`` may be None) a walk-forward of ``cfg`` into ``run_dir``;
+    write the stitched records, ``metrics.json`` and the report; return the metrics (see
+    :func:`riskppo.evaluation.wf_analysis.analyse`)."""
+    from riskppo.evaluation.wf_analysis import analyse
+    from riskppo.evaluation.wf_report import write_outputs
+
+    run_dir = Path(run_dir)
+    with lock_run(run_dir, "riskppo walkforward"):
+        wf = prepare(cfg, settings or WalkForwardSettings(), run_dir, resume=resume)
+        wf.run(progress_bar=progress_bar)
+        records = wf.records()
+        metrics = analyse(wf.config, wf.settings, records, wf.cell_summaries())
+        write_outputs(run_dir, wf.config, records, metrics)
+    return metrics
+
+
+def cmd_walkforward(args: Any) -> int:
+    """``riskppo walkforward``: see the module docstring."""
+    from riskppo.cli import default_run_dir, load_config
+
+    settings = WalkForwardSettings(
+        initial=args.initial,
+        step=args.step,
+        window=args.window,
+        train_bars=args.train_bars,
+        seeds=tuple(args.seeds),
+        warm_start=args.warm_start,
+        warm_steps=args.warm_steps,
+        workers=args.workers,
+    )
+    if args.resume:
+        if args.config or args.set:
+            raise ConfigError("--resume continues a run with its own config; drop --config/--set")
+        cfg, run_dir = None, Path(args.resume)
+    else:
+        cfg = load_config(args.config, args.set or [])
+        run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(cfg, prefix="wf")
+    try:
+        walk_forward(
+            cfg,
+            run_dir,
+            settings,
+            resume=bool(args.resume),
+            progress_bar=not args.no_progress,
+        )
+    except KeyboardInterrupt:
+        print(
+            f"riskppo walkforward: interrupted; finished cells are kept — continue with "
+            f"`riskppo walkforward --resume {run_dir}`"
+        )
+        return 130
+    return 0

@@ -1,0 +1,106 @@
+"""The verdict on a walk-forward record: metrics of every strategy on the stitched
+out-of-sample bars, the statistics of :mod:`riskppo.evaluation.stats` for the agent against
+vol-targeted buy-and-hold (unscaled and scaled to the agent's mean exposure), the random-timing
+null, and the CVaR limit cell by cell.
+
+The verdict is read on the seeds' mean record (capital split equally over the seeds' agents):
+one test, so one trial unless nested selection tried several configs (``n_trials``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from riskppo.config import Config
+from riskppo.evaluation.metrics import strategy_metrics
+from riskppo.evaluation.verdict import BENCHMARK, statistics_block
+from riskppo.evaluation.wf_plan import RECORD_STRATEGIES, Record, WalkForwardSettings, mean_record
+
+SCALED = "vol_target_scaled"
+
+
+def analyse(
+    cfg: Config,
+    settings: WalkForwardSettings,
+    records: Sequence[Record],
+    cells: Sequence[dict[str, Any]],
+    *,
+    n_trials: int = 1,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """``metrics.json`` of a walk-forward: per record (each seed, and their mean) the metrics
+    of every strategy and the statistics block; the per-cell table; the limit counts; the
+    verdict line."""
+    bpy = float(cells[0]["bars_per_year"])
+    mean = mean_record(records) if len(records) > 1 else records[0]
+    fee = float(cells[0]["fee"])
+    per_record = {
+        r.label: record_block(cfg, r, bpy, fee=fee, n_trials=n_trials, seed=seed)
+        for r in [*records, *([mean] if len(records) > 1 else [])]
+    }
+    headline = per_record[mean.label]
+    rows = [cell_row(c) for c in cells]
+    limit = cfg.risk.cvar_limit
+    met = [r["limit_met"] for r in rows if r["limit_met"] is not None]
+    return {
+        "data": cells[0].get("data"),
+        "settings": settings.to_dict(),
+        "n_trials": n_trials,
+        "bars_per_year": bpy,
+        "oos_bars": len(mean.frame),
+        "start": str(mean.frame.index[0]),
+        "end": str(mean.frame.index[-1]),
+        "cvar_limit": limit,
+        "cells_limit_met": sum(met),
+        "cells_with_limit": len(met),
+        "cells": rows,
+        "records": per_record,
+        "verdict": headline["verdict"],
+    }
+
+
+def record_block(
+    cfg: Config, record: Record, bpy: float, *, fee: float, n_trials: int, seed: int
+) -> dict[str, Any]:
+    """Metrics of each strategy on ``record`` (the scaled benchmark included) and the
+    statistics of the agent against the benchmark."""
+
+    def figures(returns: pd.Series, positions: pd.Series) -> dict[str, Any]:
+        return strategy_metrics(
+            returns,
+            positions,
+            bars_per_year=bpy,
+            cvar_alpha=cfg.risk.cvar_alpha,
+            cvar_horizon=cfg.risk.cvar_horizon,
+            cvar_limit=cfg.risk.cvar_limit,
+        ).to_dict()
+
+    metrics = {n: figures(record.returns(n), record.positions(n)) for n in RECORD_STRATEGIES}
+    bench_x = float(np.abs(record.positions(BENCHMARK)).mean())
+    k = float(np.abs(record.positions("agent")).mean()) / bench_x if bench_x > 0 else 0.0
+    metrics[SCALED] = figures(record.returns(BENCHMARK) * k, record.positions(BENCHMARK) * k)
+    block = statistics_block(record.strategy_frames(), bpy, fee=fee, n_trials=n_trials, seed=seed)
+    return {"metrics": metrics, **block}
+
+
+def cell_row(cell: dict[str, Any]) -> dict[str, Any]:
+    """One (segment, seed) line of the per-segment table."""
+    agent, vt = cell["metrics"]["agent"], cell["metrics"][BENCHMARK]
+    return {
+        "segment": cell["segment"],
+        "seed": cell["seed"],
+        "start": cell["start"],
+        "end": cell["end"],
+        "bars": cell["bars"],
+        "steps": cell["steps"],
+        "sharpe": agent.get("sharpe"),
+        "benchmark_sharpe": vt.get("sharpe"),
+        "cvar_horizon": agent.get("cvar_horizon"),
+        "limit_met": agent.get("cvar_limit_met"),
+        "market_share": agent.get("market_share"),
+        "mean_abs_exposure": agent.get("mean_abs_exposure"),
+    }

@@ -1,0 +1,123 @@
+"""Walk-forward runs: each segment sees only its past; a SIGKILLed run resumes to the same
+record as an uninterrupted one; a run directory is not mixed with another."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from riskppo.cli import load_config
+from riskppo.envs.synthetic import gbm
+from riskppo.evaluation.walkforward import CELL_DONE, prepare, run_cell
+from riskppo.evaluation.wf_plan import WalkForwardSettings
+
+SMALL = [
+    "env.n_envs=2",
+    "ppo.n_steps=64",
+    "ppo.batch_size=64",
+    "total_timesteps=256",
+    "env.kwargs.episode_length=100",
+]
+SETTINGS = ["--initial", "700", "--step", "100"]
+
+
+def _market(path: Path, n: int = 900, seed: int = 3) -> Path:
+    gbm(n, seed=seed).reset_index().to_csv(path, index=False)
+    return path
+
+
+def test_a_segment_is_blind_to_every_later_bar(tmp_path: Path) -> None:
+    """Change every bar after segment 0's last settle row: its positions stay bit-identical."""
+    original = _market(tmp_path / "a.csv")
+    changed = tmp_path / "b.csv"
+    df = pd.read_csv(original)
+    settings = WalkForwardSettings(initial=700, step=100)
+    cfg = load_config(None, [*SMALL, f"data.path={original}"])
+    seg0 = prepare(cfg, settings, tmp_path / "wf_a", resume=False).segments[0]
+    later = df.index >= seg0.settle_end
+    for col in ("open", "high", "low", "close"):
+        df.loc[later, col] *= 1.7  # a crash and a rally the segment must not see
+    df.loc[later, "volume"] = 1.0
+    df.to_csv(changed, index=False)
+    records = []
+    for name, path in (("wf_a", original), ("wf_b", changed)):
+        wf = prepare(
+            load_config(None, [*SMALL, f"data.path={path}"]),
+            settings,
+            tmp_path / f"{name}_run",
+            resume=False,
+        )
+        job = wf.jobs(wf.segments[0], 0)
+        run_cell(job)
+        records.append(pd.read_csv(job.cell_dir / "record.csv", index_col=0))
+    a, b = records
+    assert len(a) == seg0.test_end - seg0.test_start
+    pd.testing.assert_frame_equal(a, b, check_exact=True)
+
+
+def _cli(*args: str, **kw: object) -> subprocess.Popen[str]:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "riskppo.cli", "walkforward", *args],
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def test_sigkilled_walk_forward_resumes_to_the_uninterrupted_record(tmp_path: Path) -> None:
+    data = _market(tmp_path / "m.csv")
+    common = [
+        *SETTINGS,
+        "--seeds",
+        "0",
+        "--workers",
+        "1",
+        "--no-progress",
+        *(arg for s in [*SMALL, f"data.path={data}"] for arg in ("--set", s)),
+    ]
+    whole = _cli("--run-dir", str(tmp_path / "whole"), *common)
+    out, _ = whole.communicate(timeout=600)
+    assert whole.returncode == 0, out
+    assert "verdict:" in out
+
+    killed = _cli("--run-dir", str(tmp_path / "killed"), *common)
+    first = tmp_path / "killed" / "cells" / "seg00-s0" / CELL_DONE
+    deadline = time.monotonic() + 300
+    while not first.is_file() and time.monotonic() < deadline and killed.poll() is None:
+        time.sleep(0.1)
+    assert first.is_file(), "the first cell never finished"
+    os.killpg(killed.pid, signal.SIGKILL)  # the coordinator and its workers
+    killed.wait()
+    assert not (tmp_path / "killed" / "metrics.json").exists()
+
+    resumed = _cli("--resume", str(tmp_path / "killed"), "--no-progress")
+    out, _ = resumed.communicate(timeout=600)
+    assert resumed.returncode == 0, out
+    a = pd.read_csv(tmp_path / "whole" / "records" / "s0.csv", index_col=0)
+    b = pd.read_csv(tmp_path / "killed" / "records" / "s0.csv", index_col=0)
+    pd.testing.assert_frame_equal(a, b, check_exact=True)
+    assert len(a) == 900 - 700 - 1
+
+
+def test_a_used_directory_is_refused_without_resume(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "something").write_text("x")
+    p = _cli("--run-dir", str(run), "--no-progress")
+    out, _ = p.communicate(timeout=120)
+    assert p.returncode == 2
+    assert out.strip().splitlines()[-1].startswith("riskppo: configuration error:")
+    assert "already holds files" in out and "--resume" in out
+    p = _cli("--resume", str(run), "--no-progress")
+    out, _ = p.communicate(timeout=120)
+    assert p.returncode == 2 and "is not a walk-forward run" in out
