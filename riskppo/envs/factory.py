@@ -9,15 +9,8 @@ from typing import Any
 import pandas as pd
 
 from riskppo.config import ConfigError
-from riskppo.envs.data import (
-    DATASETS,
-    DataError,
-    NanPolicy,
-    default_split,
-    index_range,
-    load_dataset,
-    load_ohlcv,
-)
+from riskppo.envs.data import DataError, NanPolicy, default_split, index_range, load_ohlcv
+from riskppo.envs.datasets import DATASETS, load_dataset
 from riskppo.envs.registration import data_label
 from riskppo.envs.trading import TradingEnv
 
@@ -31,12 +24,14 @@ def _frame(
     nan_policy: NanPolicy = "raise",
     ffill_limit: int = 5,
     sort: bool = False,
+    symbol: str | None = None,
 ) -> pd.DataFrame:
     if path is not None:
         return load_ohlcv(path, nan_policy=nan_policy, ffill_limit=ffill_limit, sort=sort)
     if dataset is None:
-        raise ValueError("trading env: set data.dataset ('googl' | 'eurusd') or data.path")
-    return load_dataset(dataset)
+        names = " | ".join(repr(k) for k in DATASETS)
+        raise ValueError(f"trading env: set data.dataset ({names}) or data.path")
+    return load_dataset(dataset, symbol)
 
 
 def trading_range(
@@ -48,18 +43,20 @@ def trading_range(
     nan_policy: NanPolicy = "raise",
     ffill_limit: int = 5,
     sort: bool = False,
+    symbol: str | None = None,
 ) -> tuple[pd.DataFrame, int, int]:
     """The full frame and the ``[lo, hi)`` bar range of ``part`` of the time split.
 
     ``nan_policy``, ``ffill_limit`` and ``sort`` (``data.*`` in the config) go to
-    :func:`~riskppo.envs.data.load_ohlcv` for a ``path``; bundled datasets ignore them."""
+    :func:`~riskppo.envs.data.load_ohlcv` for a ``path``; bundled datasets ignore them.
+    ``symbol`` picks the stock of a multi-asset dataset (``sp500``)."""
     if part not in SPLIT_PARTS:
         raise ValueError(f"trading env: part must be one of {SPLIT_PARTS}, got {part!r}")
-    df = _frame(dataset, path, nan_policy, ffill_limit, sort)
+    df = _frame(dataset, path, nan_policy, ffill_limit, sort, symbol)
     try:
         parts = default_split(df, tuple(split))
     except ValueError as exc:  # e.g. too few rows for the split
-        raise DataError(path or str(dataset), str(exc)) from None
+        raise DataError(path or data_label(dataset, path, symbol), str(exc)) from None
     lo, hi = index_range(df, getattr(parts, part))
     return df, lo, hi
 
@@ -73,13 +70,23 @@ def make_trading_env(
     nan_policy: NanPolicy = "raise",
     ffill_limit: int = 5,
     sort: bool = False,
+    symbol: str | None = None,
     **env_kwargs: Any,
 ) -> TradingEnv:
     """A :class:`TradingEnv` trading only inside ``part``; evaluation parts run start to end."""
     env_kwargs.pop("render_mode", None)  # SB3's make_vec_env asks for rgb_array; nothing to render
     df, lo, hi = trading_range(
-        dataset, path, split, part, nan_policy=nan_policy, ffill_limit=ffill_limit, sort=sort
+        dataset,
+        path,
+        split,
+        part,
+        nan_policy=nan_policy,
+        ffill_limit=ffill_limit,
+        sort=sort,
+        symbol=symbol,
     )
+    label = data_label(dataset, path, symbol)
+    env_kwargs.setdefault("data_label", label)
     if dataset is not None and path is None:
         env_kwargs.setdefault("bars_per_year", DATASETS[dataset].bars_per_year)
     if part != "train":
@@ -90,6 +97,6 @@ def make_trading_env(
         raise
     except ValueError as exc:  # env.kwargs that do not fit (this part of) the data
         raise ConfigError(
-            f"trading env on {data_label(dataset, path)} ({part} part, bars {lo}..{hi - 1} of "
+            f"trading env on {label} ({part} part, bars {lo}..{hi - 1} of "
             f"{len(df)}): {exc}"
         ) from None
