@@ -43,11 +43,17 @@ def load_config(
 
 def default_run_dir(cfg: Config, prefix: str = "") -> Path:
     """``runs/<time>-[<prefix>-]<env>[-<data>]-s<seed>``; ``<data>`` (trading only) names the
-    data actually used: the stem of ``data.path``'s file, else the bundled dataset."""
+    data actually used: the stem of ``data.path``'s file, else the bundled dataset (and its
+    stock: ``sp500_AAPL``)."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
     name = cfg.env.id.replace("/", "_")
     if cfg.env.id == TRADING_ID:
-        data = Path(cfg.data.path).name.split(".")[0] if cfg.data.path else cfg.data.dataset
+        d = cfg.data
+        data = (
+            Path(d.path).name.split(".")[0]
+            if d.path
+            else "_".join(filter(None, (d.dataset, d.symbol)))
+        )
         name += f"-{re.sub(r'[^A-Za-z0-9_-]+', '_', str(data or 'data'))}"
     return Path("runs") / f"{stamp}-{prefix + '-' if prefix else ''}{name}-s{cfg.seed}"
 

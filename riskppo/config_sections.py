@@ -345,9 +345,7 @@ class DataConfig(_Section):
         dataset = info.data.get("dataset")
         if dataset != "sp500":
             if symbol is not None:
-                raise ValueError(
-                    f"applies to data.dataset=sp500 only, not {dataset!r}; remove it"
-                )
+                raise ValueError(f"applies to data.dataset=sp500 only, not {dataset!r}; remove it")
             return None
         valid = ", ".join(SP500_SYMBOLS)
         if symbol is None:

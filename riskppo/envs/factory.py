@@ -97,6 +97,5 @@ def make_trading_env(
         raise
     except ValueError as exc:  # env.kwargs that do not fit (this part of) the data
         raise ConfigError(
-            f"trading env on {label} ({part} part, bars {lo}..{hi - 1} of "
-            f"{len(df)}): {exc}"
+            f"trading env on {label} ({part} part, bars {lo}..{hi - 1} of {len(df)}): {exc}"
         ) from None
