@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -72,6 +72,7 @@ __all__ = [
     "compute_features",
     "feature_columns",
     "feature_lookback",
+    "left_out_line",
     "split_features",
 ]
 
@@ -186,6 +187,17 @@ def split_features(
         else:
             kept.append(name)
     return tuple(kept), left_out
+
+
+def left_out_line(
+    label: str, columns: Collection[str], left_out: Mapping[str, tuple[str, ...]]
+) -> str:
+    """The one line saying which features data ``label`` with ``columns`` leaves out, e.g.
+    ``close-only data (my.csv): features hl_range left out (need high/low)``."""
+    missing = [c for c in ("open", "high", "low", "volume") if c not in columns]
+    kind = "close-only data" if len(missing) == 4 else f"data without {'/'.join(missing)}"
+    needs = ", ".join(dict.fromkeys("/".join(cols) for cols in left_out.values()))
+    return f"{kind} ({label}): features {', '.join(left_out)} left out (need {needs})"
 
 
 def _rolling(x: np.ndarray, k: int) -> np.ndarray:

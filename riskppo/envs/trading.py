@@ -15,7 +15,12 @@ from gymnasium import spaces
 from numpy.lib.stride_tricks import sliding_window_view
 
 from riskppo.envs.data import validate_ohlcv
-from riskppo.envs.features import DEFAULT_FEATURES, compute_features, split_features
+from riskppo.envs.features import (
+    DEFAULT_FEATURES,
+    compute_features,
+    left_out_line,
+    split_features,
+)
 from riskppo.envs.sizing import SIZINGS, check_sizing, vol_target_scale
 
 __all__ = ["TradingEnv"]
@@ -26,7 +31,6 @@ _DEFAULT_POSITIONS: tuple[float, ...] = (-1.0, 0.0, 1.0)
 # test envs of one configuration have equal spaces.
 FEATURE_BOUND = 1e6
 _TABLE_MAX_ELEMENTS = 16 * 2**20  # 64 MiB of float32
-_OPTIONAL_COLUMNS = ("open", "high", "low", "volume")
 _noted: set[str] = set()  # the left-out-features lines this process has logged
 log = logging.getLogger("riskppo")
 
@@ -212,10 +216,7 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
         kept, left_out = split_features(features, self.df.columns)
         if not left_out:
             return kept
-        missing = [c for c in _OPTIONAL_COLUMNS if c not in self.df.columns]
-        kind = "close-only data" if len(missing) == 4 else f"data without {'/'.join(missing)}"
-        needs = ", ".join(dict.fromkeys("/".join(cols) for cols in left_out.values()))
-        line = f"{kind} ({self.data_label}): features {', '.join(left_out)} left out (need {needs})"
+        line = left_out_line(self.data_label, self.df.columns, left_out)
         if not kept:
             raise ValueError(f"{line}, and no feature is left: add close-only ones, e.g. ret_1")
         if line not in _noted:
