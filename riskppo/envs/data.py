@@ -13,7 +13,7 @@ so ``"high" in df`` says whether the data has highs, and a NaN in a present colu
 missing value that ``nan_policy`` deals with. The features that need an absent column are left
 out by :class:`~riskppo.envs.TradingEnv` (:func:`riskppo.envs.features.split_features`).
 
-and every problem in the input raises :class:`DataError` whose message names the source (file
+Every problem in the input raises :class:`DataError` whose message names the source (file
 path), the row and the problem, e.g.::
 
     DataError: /data/x.csv: data row 7 (timestamp 2017-01-09 00:00:00): high < low (open=9.8,
