@@ -43,11 +43,17 @@ def load_config(
 
 def default_run_dir(cfg: Config, prefix: str = "") -> Path:
     """``runs/<time>-[<prefix>-]<env>[-<data>]-s<seed>``; ``<data>`` (trading only) names the
-    data actually used: the stem of ``data.path``'s file, else the bundled dataset."""
+    data actually used: the stem of ``data.path``'s file, else the bundled dataset (and its
+    stock: ``sp500_AAPL``)."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
     name = cfg.env.id.replace("/", "_")
     if cfg.env.id == TRADING_ID:
-        data = Path(cfg.data.path).name.split(".")[0] if cfg.data.path else cfg.data.dataset
+        d = cfg.data
+        data = (
+            Path(d.path).name.split(".")[0]
+            if d.path
+            else "_".join(filter(None, (d.dataset, d.symbol)))
+        )
         name += f"-{re.sub(r'[^A-Za-z0-9_-]+', '_', str(data or 'data'))}"
     return Path("runs") / f"{stamp}-{prefix + '-' if prefix else ''}{name}-s{cfg.seed}"
 
@@ -202,6 +208,33 @@ def _finish_pbt(cfg: Config, run_dir: Path, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_universe(args: argparse.Namespace) -> int:
+    """``riskppo universe``: the agent on each sp500 stock (and seed); exit 1 if a cell failed."""
+    from riskppo.universe import resume_universe, run_universe
+
+    if args.resume:
+        given = [f for f in ("config", "set", "symbols", "seeds", "run_dir") if getattr(args, f)]
+        if given:
+            flags = "/".join(f"--{f.replace('_', '-')}" for f in given)
+            raise ConfigError(f"--resume continues a universe as it was started; drop {flags}")
+        results = resume_universe(
+            Path(args.resume), workers=args.workers, progress_bar=not args.no_progress
+        )
+    else:
+        cfg = load_config(args.config, args.set or [])
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        run_dir = Path(args.run_dir) if args.run_dir else Path("runs") / f"{stamp}-universe"
+        results = run_universe(
+            cfg,
+            run_dir,
+            **({"symbols": args.symbols} if args.symbols else {}),
+            seeds=args.seeds or [0],
+            workers=args.workers,
+            progress_bar=not args.no_progress,
+        )
+    return 1 if any(r.error is not None for r in results) else 0
+
+
 def benchmarks_dir() -> Path | None:
     """The repository's ``benchmarks/`` (present in a source checkout, not in a wheel)."""
     candidate = Path(__file__).resolve().parents[1] / "benchmarks"
@@ -274,6 +307,17 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return subprocess.run(cmd, cwd=root, check=False).returncode
 
 
+def non_negative_int(text: str) -> int:
+    """An argparse type: an integer ≥ 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer ≥ 0, got {text!r}")
+    return value
+
+
 def positive_int(text: str) -> int:
     """An argparse type: an integer ≥ 1 (argparse prints the one-line usage error)."""
     try:
@@ -301,6 +345,7 @@ def build_parser() -> argparse.ArgumentParser:
         _walkforward_parser,
         _record_parser,
         _pbt_parser,
+        _universe_parser,
     ):
         add(sub)
     p = sub.add_parser("bench", help="run a benchmark script from benchmarks/ (no NAME: list them)")
@@ -438,6 +483,26 @@ def _pbt_parser(sub: Any) -> None:
     p.add_argument("--backend", choices=("local", "ray"), help="overrides pbt.backend")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_pbt)
+
+
+def _universe_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "universe",
+        help="train and backtest the agent on each of the 20 sp500 stocks; a verdict table",
+    )
+    p.add_argument("--config", help=f"YAML config (default: {DEFAULT_CONFIG}); data is replaced")
+    _add_set(p)
+    p.add_argument("--symbols", nargs="+", metavar="SYM", help="stocks (default: all 20)")
+    p.add_argument(
+        "--seeds", nargs="+", type=non_negative_int, metavar="N", help="seeds (default: 0)"
+    )
+    p.add_argument(
+        "--workers", type=positive_int, help="cells trained at a time (default: all cores)"
+    )
+    p.add_argument("--run-dir", help="parent directory (default: runs/<time>-universe)")
+    p.add_argument("--resume", metavar="DIR", help="continue a stopped universe")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_universe)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -38,6 +38,12 @@ __all__ = [
     "VGSConfig",
 ]
 
+# The stocks of the bundled "sp500" dataset (skfolio's load_sp500_dataset), one dataset each.
+SP500_SYMBOLS: tuple[str, ...] = (
+    "AAPL", "AMD", "BAC", "BBY", "CVX", "GE", "HD", "JNJ", "JPM", "KO",
+    "LLY", "MRK", "MSFT", "PEP", "PFE", "PG", "RRC", "UNH", "WMT", "XOM",
+)  # fmt: skip
+
 
 class _Section(BaseModel):
     # allow_inf_nan=False: no float field of any section may be NaN or ±inf.
@@ -309,8 +315,13 @@ class CheckpointConfig(_Section):
 class DataConfig(_Section):
     """Trading data source (R-TRADE-1)."""
 
-    dataset: Literal["googl", "eurusd"] | None = "googl"
+    dataset: Literal["googl", "eurusd", "sp500"] | None = "googl"
     path: str | None = None
+    symbol: str | None = Field(
+        None,
+        validate_default=True,
+        description="dataset sp500 only (required there): the stock, one of SP500_SYMBOLS",
+    )
     split: tuple[float, float, float] = (0.7, 0.15, 0.15)
     nan_policy: Literal["raise", "ffill"] = Field(
         "raise",
@@ -339,6 +350,25 @@ class DataConfig(_Section):
                     "0 <= start < train_end <= val_end < end"
                 )
         return self
+
+    @field_validator("symbol")
+    @classmethod
+    def _check_symbol(cls, symbol: str | None, info: ValidationInfo) -> str | None:
+        """Required (and one of :data:`SP500_SYMBOLS`, any case) for dataset sp500 without a
+        path; refused for the other datasets."""
+        dataset = info.data.get("dataset")
+        if dataset != "sp500":
+            if symbol is not None:
+                raise ValueError(f"applies to data.dataset=sp500 only, not {dataset!r}; remove it")
+            return None
+        valid = ", ".join(SP500_SYMBOLS)
+        if symbol is None:
+            if info.data.get("path") is None:
+                raise ValueError(f"required with data.dataset=sp500: one of {valid}")
+            return None
+        if symbol.upper() not in SP500_SYMBOLS:
+            raise ValueError(f"not a stock of data.dataset=sp500; valid symbols: {valid}")
+        return symbol.upper()
 
 
 class AdversarialConfig(_Section):

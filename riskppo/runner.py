@@ -76,7 +76,7 @@ def _resume_run(run_dir: Path, *, progress_bar: bool) -> DistributionalPPO:
     done, total = model.num_timesteps, cfg.total_timesteps
     if done >= total:
         print(f"riskppo: {run_dir} is complete ({done:,} of {total:,} steps trained, {path.name})")
-        if _finished(run_dir, cfg):
+        if run_finished(run_dir, cfg):
             print(f"riskppo: nothing to do; its evaluation is in {run_dir / 'eval.json'}")
             model.close()
             return model
@@ -98,7 +98,7 @@ def _resume_run(run_dir: Path, *, progress_bar: bool) -> DistributionalPPO:
     return _finish(model, run_dir, cfg)
 
 
-def _finished(run_dir: Path, cfg: Config) -> bool:
+def run_finished(run_dir: Path, cfg: Config) -> bool:
     """Whether :func:`_finish` has written the run's evaluation (and, for trading, report)."""
     if not (run_dir / "eval.json").is_file():
         return False

@@ -1,12 +1,19 @@
-"""OHLCV data: loaders, validation, bundled datasets and train/val/test splits (R-TRADE-1).
+"""OHLCV data: loaders, validation and train/val/test splits (R-TRADE-1).
 
 Every loader returns the same canonical frame::
 
-    columns  open, high, low, close, volume      (float64, in this order)
+    columns  close and those of open, high, low,  (float64, in the order open, high, low,
+             volume the input has                  close, volume)
     index    DatetimeIndex named "timestamp"      (datetime64[ns], tz-naive UTC, strictly
                                                   increasing)
 
-and every problem in the input raises :class:`DataError` whose message names the source (file
+Only ``close`` is required: a file with a date and a close (e.g. a FRED export) is as valid as a
+full OHLCV file. A column the input lacks is *absent* from the frame (never a column of NaN),
+so ``"high" in df`` says whether the data has highs, and a NaN in a present column is always a
+missing value that ``nan_policy`` deals with. The features that need an absent column are left
+out by :class:`~riskppo.envs.TradingEnv` (:func:`riskppo.envs.features.split_features`).
+
+Every problem in the input raises :class:`DataError` whose message names the source (file
 path), the row and the problem, e.g.::
 
     DataError: /data/x.csv: data row 7 (timestamp 2017-01-09 00:00:00): high < low (open=9.8,
@@ -35,10 +42,8 @@ time — while every reward is computed from prices inside ``[lo, hi)`` only.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, NamedTuple
 
@@ -61,16 +66,12 @@ from riskppo.envs.timestamps import (
 )
 
 __all__ = [
-    "DATASETS",
     "OHLCV_COLUMNS",
     "DataError",
-    "DatasetInfo",
     "Fold",
     "Split",
-    "dataset_path",
     "default_split",
     "index_range",
-    "load_dataset",
     "load_ohlcv",
     "split_by_date",
     "validate_ohlcv",
@@ -102,7 +103,13 @@ _ALIASES: dict[str, str] = {
     "adj_close": "adj_close",
     "adjclose": "adj_close",
     "adjusted_close": "adj_close",
+    "price": "price",
+    "value": "value",
 }
+# Read as the close when the input has no close column (nor open/high/low), first present wins.
+_CLOSE_FALLBACKS: tuple[str, ...] = ("adj_close", "price", "value")
+# Cells that mean "no value" besides empty ones: FRED exports mark holidays with ".".
+_MISSING_TEXT: tuple[str, ...] = ("", ".")
 
 
 # --------------------------------------------------------------------------------------------
@@ -120,9 +127,16 @@ def load_ohlcv(
     dayfirst: bool | None = None,
     sort: bool = False,
     adjusted: bool = False,
-    require_volume: bool = True,
+    require_volume: bool = False,
 ) -> pd.DataFrame:
-    """Load and validate an OHLCV file (CSV or Parquet, chosen by suffix).
+    """Load and validate an OHLCV or close-only file (CSV or Parquet, chosen by suffix).
+
+    **Columns** (names matched case-insensitively, spaces and hyphens as ``_``; see
+    ``_ALIASES``): ``close`` is required, ``open``/``high``/``low``/``volume`` are optional and
+    absent from the result when the file lacks them. Without a ``close`` column (and without
+    open/high/low) the close is the first of ``adj close``, ``price``, ``value``; failing those,
+    a file of a time column and exactly one other column (a FRED export: ``DATE,SP500``) reads
+    that column as the close. Empty cells and ``"."`` are missing values (``nan_policy``).
 
     Args:
         path: ``.csv`` (optionally compressed: ``.csv.gz`` …), ``.txt`` (CSV) or
@@ -144,11 +158,13 @@ def load_ohlcv(
             ``sort=True``, which stably sorts the rows by time (duplicates still raise).
         adjusted: use the ``Adj Close`` column as ``close`` and scale ``open``/``high``/``low``
             by the same factor (``adj_close / close``) so that OHLC stays consistent. By default
-            ``Adj Close`` is ignored.
-        require_volume: if ``False`` a file without a volume column loads with volume 0.
+            ``Adj Close`` is ignored (unless it is the only close, see above).
+        require_volume: if ``True`` a file without a volume column raises (by default it loads
+            without one).
 
     Returns:
-        The canonical frame: float64 ``open, high, low, close, volume`` with a sorted, unique,
+        The canonical frame: float64 ``close`` and whichever of ``open, high, low, volume`` the
+        file has (in the order ``open, high, low, close, volume``), with a sorted, unique,
         tz-naive DatetimeIndex named ``timestamp`` (tz-aware times are converted to UTC).
 
     Raises:
@@ -178,9 +194,10 @@ def validate_ohlcv(
     nan_policy: NanPolicy = "raise",
     ffill_limit: int = 5,
     sort: bool = False,
-    require_volume: bool = True,
+    require_volume: bool = False,
 ) -> pd.DataFrame:
-    """Validate an in-memory OHLCV frame and return its canonical copy (see :func:`load_ohlcv`).
+    """Validate an in-memory OHLCV or close-only frame and return its canonical copy (see
+    :func:`load_ohlcv`: the same column names, fallbacks and missing values).
 
     The timestamps come from a DatetimeIndex or, failing that, from a time column. Column names
     are matched case-insensitively; extra columns are dropped. ``df`` is not modified.
@@ -287,15 +304,14 @@ def _canonical_frame(
 
     columns = _map_columns(raw, source)
     time_values = _find_time_values(raw, columns, times.col, source)
-    required = [*PRICE_COLUMNS, "volume"] if require_volume else list(PRICE_COLUMNS)
-    if adjusted:
-        required.append("adj_close")
+    _fallback_close(raw, columns, time_values)
+    required = ["close", *(["volume"] if require_volume else []), *(["adj_close"] * adjusted)]
     _check_required(raw, columns, required, time_values is not None, source)
     assert time_values is not None
 
     rows = np.arange(1, len(raw) + 1)
     ts = _parse_timestamps(time_values, times.format, times.dayfirst, source)
-    values = _column_values(raw, columns, required, ts, source)
+    values = {c: _numeric(raw[columns[c]], c, ts, source) for c in OHLCV_COLUMNS if c in columns}
     if adjusted:
         adj = _numeric(raw[columns["adj_close"]], "adj_close", ts, source)
         _adjust_prices(values, adj)
@@ -310,7 +326,26 @@ def _canonical_frame(
     _check_values(values, ts, rows, source)
 
     index = pd.DatetimeIndex(ts, name="timestamp")
-    return pd.DataFrame({c: values[c] for c in OHLCV_COLUMNS}, index=index)
+    return pd.DataFrame(values, index=index)
+
+
+def _fallback_close(
+    raw: pd.DataFrame, columns: dict[str, str], time_values: pd.Series | None
+) -> None:
+    """In place: without a close column (nor open/high/low), map ``close`` to the first of
+    :data:`_CLOSE_FALLBACKS`, or to the one column besides the time column of a two-column
+    input (a FRED export)."""
+    if any(c in columns for c in ("open", "high", "low", "close")):
+        return
+    for name in _CLOSE_FALLBACKS:
+        if name in columns:
+            columns["close"] = columns[name]
+            return
+    if time_values is None or columns or len(raw.columns) != 2:
+        return
+    others = [c for c in raw.columns if c != time_values.name]
+    if len(others) == 1:
+        columns["close"] = str(others[0])
 
 
 def _check_required(
@@ -334,32 +369,19 @@ def _check_required(
     raise DataError(source, f"missing required columns {missing}; found columns {found}{hint}")
 
 
-def _column_values(
-    raw: pd.DataFrame, columns: dict[str, str], required: list[str], ts: np.ndarray, source: str
-) -> dict[str, np.ndarray]:
-    """canonical name -> float64 ``[n]`` values of the OHLCV columns (volume 0 when it is not
-    required and absent); ``adj_close`` is left out."""
-    values = {c: _numeric(raw[columns[c]], c, ts, source) for c in required if c != "adj_close"}
-    if "volume" not in values:  # not required
-        values["volume"] = (
-            _numeric(raw[columns["volume"]], "volume", ts, source)
-            if "volume" in columns
-            else np.zeros(len(raw))
-        )
-    return values
-
-
 def _adjust_prices(values: dict[str, np.ndarray], adj: np.ndarray) -> None:
-    """In place: ``close`` becomes ``adj`` and open/high/low scale by ``adj / close``."""
+    """In place: ``close`` becomes ``adj`` and open/high/low (those present) scale by
+    ``adj / close``."""
     with np.errstate(divide="ignore", invalid="ignore"):
         factor = adj / values["close"]
     for c in ("open", "high", "low"):
-        values[c] = values[c] * factor
+        if c in values:
+            values[c] = values[c] * factor
     values["close"] = adj
 
 
 def _map_columns(raw: pd.DataFrame, source: str) -> dict[str, str]:
-    """canonical name -> raw column name (OHLCV and adj_close only)."""
+    """canonical name -> raw column name (OHLCV and the close fallbacks only)."""
     out: dict[str, str] = {}
     for col in raw.columns:
         canon = _ALIASES.get(_norm_name(col))
@@ -379,9 +401,10 @@ def _numeric(s: pd.Series, name: str, ts: np.ndarray, source: str) -> np.ndarray
     if pd.api.types.is_numeric_dtype(s.dtype):
         return np.asarray(s.to_numpy(dtype=np.float64, na_value=np.nan), dtype=np.float64)
     text = s.astype("string").str.strip().fillna("")
-    num = pd.to_numeric(text.replace("", pd.NA), errors="coerce")
+    missing = text.isin(_MISSING_TEXT)
+    num = pd.to_numeric(text.mask(missing, pd.NA), errors="coerce")
     out = np.asarray(num.to_numpy(dtype=np.float64, na_value=np.nan), dtype=np.float64)
-    bad = np.flatnonzero(np.isnan(out) & (text != "").to_numpy(dtype=bool))
+    bad = np.flatnonzero(np.isnan(out) & ~missing.to_numpy(dtype=bool))
     if len(bad):
         i = int(bad[0])
         raise DataError(
@@ -480,17 +503,17 @@ def _apply_nan_policy(
 def _check_values(
     values: dict[str, np.ndarray], ts: np.ndarray, rows: np.ndarray, source: str
 ) -> None:
-    """Finite, positive prices, non-negative volume and consistent OHLC; earliest row wins."""
-    o, h, lo, c, vol = (values[k] for k in OHLCV_COLUMNS)
+    """Finite, positive prices, non-negative volume and consistent OHLC, for the columns
+    present (``high >= close`` without an open, ...); earliest row wins."""
     problems: list[tuple[np.ndarray, str]] = []
-    for name in OHLCV_COLUMNS:
+    for name in values:
         problems.append((~np.isfinite(values[name]), f"non-finite {name}"))
     for name in PRICE_COLUMNS:
-        problems.append((values[name] <= 0, f"non-positive price: {name}"))
-    problems.append((vol < 0, "negative volume"))
-    problems.append((h < lo, "high < low"))
-    problems.append((h < np.maximum(o, c), "high < max(open, close)"))
-    problems.append((lo > np.minimum(o, c), "low > min(open, close)"))
+        if name in values:
+            problems.append((values[name] <= 0, f"non-positive price: {name}"))
+    if "volume" in values:
+        problems.append((values["volume"] < 0, "negative volume"))
+    problems.extend(_ohlc_problems(values))
     first: tuple[int, str] | None = None
     for mask, what in problems:
         bad = np.flatnonzero(mask)
@@ -499,70 +522,21 @@ def _check_values(
     if first is None:
         return
     i, what = first
-    bar = ", ".join(f"{k}={float(values[k][i])!r}" for k in OHLCV_COLUMNS)
+    bar = ", ".join(f"{k}={float(values[k][i])!r}" for k in OHLCV_COLUMNS if k in values)
     raise DataError(source, f"{what} ({bar})", row=int(rows[i]), when=_when(ts, i))
 
 
-# --------------------------------------------------------------------------------------------
-# Bundled datasets (from the installed gym-anytrading package; never copied into this repo)
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class DatasetInfo:
-    """A dataset shipped inside the MIT-licensed ``gym-anytrading`` package."""
-
-    filename: str
-    timestamp_format: str
-    bars_per_year: int
-    description: str
-
-
-DATASETS: dict[str, DatasetInfo] = {
-    "googl": DatasetInfo(
-        "STOCKS_GOOGL.csv", "%Y-%m-%d", 252, "GOOGL daily bars, 2009-05-22 .. 2018-08-29"
-    ),
-    "eurusd": DatasetInfo(
-        "FOREX_EURUSD_1H_ASK.csv",
-        "%d.%m.%Y %H:%M:%S.%f",  # day-first: "01.01.2017 22:00:00.000"
-        24 * 5 * 52,  # hourly, 24 h x 5 days a week
-        "EURUSD hourly ask bars, 2017-01-01 22:00 .. 2017-12-29 21:00",
-    ),
-}
-
-
-def _info(name: str) -> DatasetInfo:
-    key = name.lower() if isinstance(name, str) else name
-    if key not in DATASETS:
-        raise ValueError(f"unknown dataset {name!r}; valid names: {sorted(DATASETS)}")
-    return DATASETS[key]
-
-
-def dataset_path(name: str) -> Path:
-    """Path of a bundled dataset's CSV inside the installed ``gym-anytrading`` package.
-
-    Uses ``importlib.util.find_spec`` on the top-level package, which locates it **without
-    importing it**: importing ``gym_anytrading`` registers environments in Gymnasium's global
-    registry and parses both CSVs (with a month-first date parser that misreads the EURUSD file).
-    """
-    info = _info(name)
-    spec = importlib.util.find_spec("gym_anytrading")
-    if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError(
-            "the bundled datasets come from the 'gym-anytrading' package: "
-            "pip install gym-anytrading"
-        )
-    for base in spec.submodule_search_locations:
-        p = Path(base) / "datasets" / "data" / info.filename
-        if p.is_file():
-            return p
-    raise FileNotFoundError(f"{info.filename} not found in the installed gym-anytrading package")
-
-
-def load_dataset(name: str) -> pd.DataFrame:
-    """Load a bundled dataset, ``"googl"`` (daily) or ``"eurusd"`` (hourly), as a canonical frame.
-
-    The bars per year of each dataset are in ``DATASETS[name].bars_per_year``.
-    """
-    info = _info(name)
-    return load_ohlcv(dataset_path(name), timestamp_format=info.timestamp_format)
+def _ohlc_problems(values: dict[str, np.ndarray]) -> list[tuple[np.ndarray, str]]:
+    """The high/low consistency checks the present columns allow (``bad rows``, problem)."""
+    o, h, lo, c = (values.get(k) for k in PRICE_COLUMNS)
+    assert c is not None
+    out: list[tuple[np.ndarray, str]] = []
+    if h is not None and lo is not None:
+        out.append((h < lo, "high < low"))
+    if h is not None:
+        top, what = (np.maximum(o, c), "max(open, close)") if o is not None else (c, "close")
+        out.append((h < top, f"high < {what}"))
+    if lo is not None:
+        bottom, what = (np.minimum(o, c), "min(open, close)") if o is not None else (c, "close")
+        out.append((lo > bottom, f"low > {what}"))
+    return out

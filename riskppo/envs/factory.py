@@ -9,15 +9,8 @@ from typing import Any
 import pandas as pd
 
 from riskppo.config import ConfigError
-from riskppo.envs.data import (
-    DATASETS,
-    DataError,
-    NanPolicy,
-    default_split,
-    index_range,
-    load_dataset,
-    load_ohlcv,
-)
+from riskppo.envs.data import DataError, NanPolicy, default_split, index_range, load_ohlcv
+from riskppo.envs.datasets import DATASETS, load_dataset
 from riskppo.envs.registration import data_label
 from riskppo.envs.trading import TradingEnv
 
@@ -31,12 +24,14 @@ def _frame(
     nan_policy: NanPolicy = "raise",
     ffill_limit: int = 5,
     sort: bool = False,
+    symbol: str | None = None,
 ) -> pd.DataFrame:
     if path is not None:
         return load_ohlcv(path, nan_policy=nan_policy, ffill_limit=ffill_limit, sort=sort)
     if dataset is None:
-        raise ValueError("trading env: set data.dataset ('googl' | 'eurusd') or data.path")
-    return load_dataset(dataset)
+        names = " | ".join(repr(k) for k in DATASETS)
+        raise ValueError(f"trading env: set data.dataset ({names}) or data.path")
+    return load_dataset(dataset, symbol)
 
 
 def trading_range(
@@ -48,24 +43,26 @@ def trading_range(
     nan_policy: NanPolicy = "raise",
     ffill_limit: int = 5,
     sort: bool = False,
+    symbol: str | None = None,
     bars: Sequence[int] | None = None,
 ) -> tuple[pd.DataFrame, int, int]:
     """The full frame and the ``[lo, hi)`` bar range of ``part`` of the time split.
 
     ``nan_policy``, ``ffill_limit`` and ``sort`` (``data.*`` in the config) go to
     :func:`~riskppo.envs.data.load_ohlcv` for a ``path``; bundled datasets ignore them.
+    ``symbol`` picks the stock of a multi-asset dataset (``sp500``).
     ``bars`` (``data.bars``: ``[start, train_end, val_end, end]`` row positions) replaces the
     fractional ``split``; the frame is then cut at ``end``, so nothing after it can reach the
     env (a walk-forward segment sees only its own past)."""
     if part not in SPLIT_PARTS:
         raise ValueError(f"trading env: part must be one of {SPLIT_PARTS}, got {part!r}")
-    df = _frame(dataset, path, nan_policy, ffill_limit, sort)
+    df = _frame(dataset, path, nan_policy, ffill_limit, sort, symbol)
     if bars is not None:
         return _bar_range(df, tuple(bars), part, path or str(dataset))
     try:
         parts = default_split(df, tuple(split))
     except ValueError as exc:  # e.g. too few rows for the split
-        raise DataError(path or str(dataset), str(exc)) from None
+        raise DataError(path or data_label(dataset, path, symbol), str(exc)) from None
     lo, hi = index_range(df, getattr(parts, part))
     return df, lo, hi
 
@@ -94,6 +91,7 @@ def make_trading_env(
     nan_policy: NanPolicy = "raise",
     ffill_limit: int = 5,
     sort: bool = False,
+    symbol: str | None = None,
     bars: Sequence[int] | None = None,
     **env_kwargs: Any,
 ) -> TradingEnv:
@@ -107,8 +105,11 @@ def make_trading_env(
         nan_policy=nan_policy,
         ffill_limit=ffill_limit,
         sort=sort,
+        symbol=symbol,
         bars=bars,
     )
+    label = data_label(dataset, path, symbol)
+    env_kwargs.setdefault("data_label", label)
     if dataset is not None and path is None:
         env_kwargs.setdefault("bars_per_year", DATASETS[dataset].bars_per_year)
     if part != "train":
@@ -119,6 +120,5 @@ def make_trading_env(
         raise
     except ValueError as exc:  # env.kwargs that do not fit (this part of) the data
         raise ConfigError(
-            f"trading env on {data_label(dataset, path)} ({part} part, bars {lo}..{hi - 1} of "
-            f"{len(df)}): {exc}"
+            f"trading env on {label} ({part} part, bars {lo}..{hi - 1} of {len(df)}): {exc}"
         ) from None

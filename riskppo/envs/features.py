@@ -46,13 +46,17 @@ few time scales are negligible).
 
 The values are raw (not normalised); a learner should normalise observations (riskppo's trainer
 does).
+
+Every feature reads the close; ``hl_range`` also needs the high and low, ``volz_k`` the volume
+(:func:`feature_columns`). On data without those columns (a close-only file, see
+:mod:`riskppo.envs.data`) :func:`split_features` says which features to leave out.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,7 +70,10 @@ __all__ = [
     "TRADING_FEATURES",
     "FeatureMatrix",
     "compute_features",
+    "feature_columns",
     "feature_lookback",
+    "left_out_line",
+    "split_features",
 ]
 
 DEFAULT_FEATURES: tuple[str, ...] = (
@@ -104,6 +111,8 @@ _FORMS = (
 VRET_SPAN = 60  # span of the EWM volatility that scales vret_k
 MACD_PRICE_STD = 63  # bars of the price std that normalises q
 MACD_Q_STD = 252  # bars of the std of q that normalises macd
+# the columns besides close that a feature kind reads
+_EXTRA_COLUMNS: dict[str, tuple[str, ...]] = {"hl_range": ("high", "low"), "volz": ("volume",)}
 
 
 @dataclass(frozen=True)
@@ -156,6 +165,39 @@ def feature_lookback(name: str) -> int:
         "ewmvol": k,
         "vret": max(k, VRET_SPAN),
     }[kind]
+
+
+def feature_columns(name: str) -> tuple[str, ...]:
+    """The columns besides ``close`` that feature ``name`` reads (``("high", "low")`` for
+    ``hl_range``, ``("volume",)`` for ``volz_k``, else empty)."""
+    return _EXTRA_COLUMNS.get(_parse(name)[0], ())
+
+
+def split_features(
+    features: Sequence[str], columns: Collection[str]
+) -> tuple[tuple[str, ...], dict[str, tuple[str, ...]]]:
+    """The ``features`` computable from data with ``columns``, in order, and the others, each
+    mapped to the columns it needs that are missing."""
+    kept: list[str] = []
+    left_out: dict[str, tuple[str, ...]] = {}
+    for name in features:
+        missing = tuple(c for c in feature_columns(name) if c not in columns)
+        if missing:
+            left_out[name] = missing
+        else:
+            kept.append(name)
+    return tuple(kept), left_out
+
+
+def left_out_line(
+    label: str, columns: Collection[str], left_out: Mapping[str, tuple[str, ...]]
+) -> str:
+    """The one line saying which features data ``label`` with ``columns`` leaves out, e.g.
+    ``close-only data (my.csv): features hl_range left out (need high/low)``."""
+    missing = [c for c in ("open", "high", "low", "volume") if c not in columns]
+    kind = "close-only data" if len(missing) == 4 else f"data without {'/'.join(missing)}"
+    needs = ", ".join(dict.fromkeys("/".join(cols) for cols in left_out.values()))
+    return f"{kind} ({label}): features {', '.join(left_out)} left out (need {needs})"
 
 
 def _rolling(x: np.ndarray, k: int) -> np.ndarray:
@@ -218,12 +260,13 @@ def _one(
     close: np.ndarray,
     logc: np.ndarray,
     r1: np.ndarray,
-    hl: np.ndarray,
-    lv: np.ndarray,
+    hl: np.ndarray | None,
+    lv: np.ndarray | None,
 ) -> np.ndarray:
     n = len(logc)
     out = np.full(n, np.nan)
     if kind == "hl_range":
+        assert hl is not None
         return hl
     if kind == "macd":
         return _macd(close, p[0], p[1])
@@ -243,6 +286,7 @@ def _one(
     elif kind == "zscore":
         out = _zscore_last(logc, k)
     elif kind == "volz":
+        assert lv is not None
         out = _zscore_last(lv, k)
     elif kind == "ewmvol":
         out = ewm_volatility(close, k, 1.0)
@@ -255,10 +299,12 @@ def _one(
 
 
 def compute_features(df: pd.DataFrame, features: Sequence[str] = DEFAULT_FEATURES) -> FeatureMatrix:
-    """Compute ``features`` causally for an OHLCV frame (canonical columns, see ``load_ohlcv``).
+    """Compute ``features`` causally for an OHLCV or close-only frame (canonical columns, see
+    ``load_ohlcv``).
 
     Raises:
-        ValueError: for an unknown or duplicate feature name, an empty feature list, or a
+        ValueError: for an unknown or duplicate feature name, an empty feature list, a feature
+            whose columns ``df`` lacks (:func:`split_features` leaves those out), or a
             non-finite value after the warm-up (e.g. a non-positive price in unvalidated data).
     """
     names = tuple(features)
@@ -267,12 +313,19 @@ def compute_features(df: pd.DataFrame, features: Sequence[str] = DEFAULT_FEATURE
     if len(set(names)) != len(names):
         raise ValueError(f"duplicate feature names in {names}")
     lookbacks = [feature_lookback(f) for f in names]
+    _, left_out = split_features(names, df.columns)
+    if left_out:
+        name, missing = next(iter(left_out.items()))
+        raise ValueError(f"feature {name!r} needs the {'/'.join(missing)} column(s); df lacks it")
     close = df["close"].to_numpy(dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         logc = np.log(close)
         r1 = np.concatenate(([np.nan], np.diff(logc)))
-        hl = np.log(df["high"].to_numpy(np.float64) / df["low"].to_numpy(np.float64))
-        lv = np.log1p(df["volume"].to_numpy(np.float64))
+        hl = lv = None
+        if "high" in df.columns and "low" in df.columns:
+            hl = np.log(df["high"].to_numpy(np.float64) / df["low"].to_numpy(np.float64))
+        if "volume" in df.columns:
+            lv = np.log1p(df["volume"].to_numpy(np.float64))
         cols = [_one(*_parse(f), close, logc, r1, hl, lv) for f in names]
     values = np.ascontiguousarray(np.stack(cols, axis=1).astype(np.float32))
     warmup = max(lookbacks)

@@ -37,6 +37,7 @@ def data_kwargs(data: DataConfig) -> dict[str, Any]:
     ``data`` config section sets (all but ``part``)."""
     return {
         "dataset": data.dataset,
+        "symbol": data.symbol,
         "path": data.path,
         "split": tuple(data.split),
         "nan_policy": data.nan_policy,
@@ -46,12 +47,14 @@ def data_kwargs(data: DataConfig) -> dict[str, Any]:
     }
 
 
-def data_label(dataset: str | None, path: str | None) -> str:
+def data_label(dataset: str | None, path: str | None, symbol: str | None = None) -> str:
     """The name of the data a trading env trades, for titles and messages: the file name of
-    ``path`` (it wins over ``dataset``, as in :func:`make_trading_env`), else the bundled
-    dataset's name in capitals (``"GOOGL"``)."""
+    ``path`` (it wins over ``dataset``, as in :func:`make_trading_env`), else the stock of a
+    multi-asset dataset (``"AAPL"``), else the bundled dataset's name in capitals (``"GOOGL"``)."""
     if path is not None:
         return Path(path).name
+    if symbol is not None:
+        return symbol.upper()
     return dataset.upper() if dataset else "data"
 
 

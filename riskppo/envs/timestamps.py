@@ -28,6 +28,7 @@ _TIME_COLUMNS: tuple[str, ...] = (
     "gmt_time",
     "local_time",
     "open_time",
+    "observation_date",  # FRED's CSV downloads
     "date",
     "time",
     "dt",

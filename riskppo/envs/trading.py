@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import operator
 from collections.abc import Sequence
@@ -14,7 +15,12 @@ from gymnasium import spaces
 from numpy.lib.stride_tricks import sliding_window_view
 
 from riskppo.envs.data import validate_ohlcv
-from riskppo.envs.features import DEFAULT_FEATURES, compute_features
+from riskppo.envs.features import (
+    DEFAULT_FEATURES,
+    compute_features,
+    left_out_line,
+    split_features,
+)
 from riskppo.envs.fills import fill_returns, resolve_fill
 from riskppo.envs.sizing import vol_target_scale
 from riskppo.envs.trading_args import (
@@ -31,6 +37,8 @@ __all__ = ["TradingEnv"]
 # test envs of one configuration have equal spaces.
 FEATURE_BOUND = 1e6
 _TABLE_MAX_ELEMENTS = 16 * 2**20  # 64 MiB of float32
+_noted: set[str] = set()  # the left-out-features lines this process has logged
+log = logging.getLogger("riskppo")
 
 
 class TradingEnv(gym.Env[np.ndarray, Any]):
@@ -83,6 +91,14 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
     the agent decides between ``m`` and all of the sized exposure, it can neither short nor leave;
     the policy's initial mean is the middle of the range), and discrete positions must be
     ``>= 0``.
+
+    **Data without open/high/low/volume** (a close-only file): the ``features`` that need a
+    missing column (``hl_range``, ``volz_k``) are left out, ``F`` counts the others, and one
+    warning per process on the ``riskppo`` logger says so, naming ``data_label``::
+
+        close-only data (my.csv): features hl_range left out (need high/low)
+
+    Returns, sizing and every other feature use the close only.
 
     **Observation** (float32, ``window * F + 1 (+1)``): the feature rows of bars
     ``t-window+1 .. t`` (oldest first, flattened, clipped to ``±FEATURE_BOUND``), then the
@@ -160,6 +176,7 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
         max_leverage: float = 1.0,
         long_only: bool = False,
         min_signal: float = 0.0,
+        data_label: str | None = None,
         render_mode: str | None = None,
     ) -> None:
         super().__init__()
@@ -179,7 +196,8 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
         validate_min_signal(min_signal, continuous, long_only)
         validate_sizing(sizing, vol_target, vol_span, max_leverage)
 
-        self.df: pd.DataFrame = validate_ohlcv(df)
+        self.data_label = data_label or "<DataFrame>"  # the data's name in messages
+        self.df: pd.DataFrame = validate_ohlcv(df, source=self.data_label)
         self.window = int(window)
         self.continuous = bool(continuous)
         self.long_only = bool(long_only)
@@ -204,7 +222,7 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
     def _init_bars(self, features: Sequence[str], start: Any, end: Any) -> None:
         """Everything derived from the bars of ``self.df``: features, exposure scale, trading
         range ``[start, end)``, the per-bar tables ``step`` indexes, and the spaces."""
-        fm = compute_features(self.df, features)
+        fm = compute_features(self.df, self._usable_features(features))
         self.feature_names: tuple[str, ...] = fm.names
         self._n_bars = len(fm.values)
         close = self.df["close"].to_numpy(np.float64)
@@ -218,6 +236,19 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
         )
         self._init_tables(fm.values, close)
         self._init_spaces()
+
+    def _usable_features(self, features: Sequence[str]) -> tuple[str, ...]:
+        """``features`` without those that need columns ``df`` lacks (logged once per process)."""
+        kept, left_out = split_features(features, self.df.columns)
+        if not left_out:
+            return kept
+        line = left_out_line(self.data_label, self.df.columns, left_out)
+        if not kept:
+            raise ValueError(f"{line}, and no feature is left: add close-only ones, e.g. ret_1")
+        if line not in _noted:
+            _noted.add(line)
+            log.warning(line)
+        return kept
 
     def _init_sizing(self, close: np.ndarray) -> int:
         """Set the per-bar exposure scale (``_scale``); return the first sized bar."""

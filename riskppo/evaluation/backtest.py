@@ -259,7 +259,7 @@ def backtest(
     )
     return BacktestResult(
         part=part,
-        dataset=data_label(cfg.data.dataset, cfg.data.path),
+        dataset=data_label(cfg.data.dataset, cfg.data.path, cfg.data.symbol),
         start=start,
         end=pd.Timestamp(env.df.index[last_bar]),
         bars_per_year=env.bars_per_year,

@@ -35,7 +35,7 @@ def run_label(cfg: Config) -> str:
     ``data.path``, else the bundled dataset), e.g. ``"riskppo/Trading-v0 on prices.csv"``."""
     if cfg.env.id != TRADING_ID:
         return cfg.env.id
-    return f"{cfg.env.id} on {data_label(cfg.data.dataset, cfg.data.path)}"
+    return f"{cfg.env.id} on {data_label(cfg.data.dataset, cfg.data.path, cfg.data.symbol)}"
 
 
 def _period(cfg: Config, split: str) -> dict[str, str]:

@@ -127,7 +127,9 @@ def test_ambiguous_slash_dates(tmp_path):
 def test_missing_columns_are_listed(tmp_path):
     path = write_csv(tmp_path, ["2020-01-01,10,9"], header="Date,Open,Low")
     err = assert_error(path, "missing required columns", None)
-    assert "'high'" in str(err) and "'close'" in str(err) and "'volume'" in str(err)
+    assert "['close']" in str(err)  # close is the one required column
+    err = assert_error(path, "missing required columns", None, require_volume=True)
+    assert "['close', 'volume']" in str(err)
     path = write_csv(tmp_path, ["10,11,9,10.5,100"], header="open,high,low,close,volume")
     assert_error(path, "timestamp", None)
 
@@ -273,7 +275,7 @@ def test_load_eurusd_is_day_first():
 
 
 def test_unknown_dataset_lists_names():
-    with pytest.raises(ValueError, match=r"\['eurusd', 'googl'\]"):
+    with pytest.raises(ValueError, match=r"\['eurusd', 'googl', 'sp500'\]"):
         load_dataset("spx")
 
 

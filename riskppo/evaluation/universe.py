@@ -1,0 +1,184 @@
+"""The verdict table of a universe run: one trained agent per (stock, seed), each backtested on
+its test period (``riskppo universe``; the runs themselves are made by :mod:`riskppo.universe`).
+
+For each cell it reads the run's ``backtest_test/metrics.json`` (the agent's and the
+vol-targeted buy-and-hold's Sharpe, the constraint's own CVaR figure against its limit, the share
+of bars in the market and the mean |exposure|) and ``backtest_test/equity.csv`` (per-bar equity of
+both, from which the per-bar net log returns follow), and counts how many cells meet the CVaR
+limit and how many match or beat vol-targeted buy-and-hold on Sharpe.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from riskppo.evaluation.stats import adjust_p, paired_sharpe_test
+
+__all__ = ["CellResult", "UniverseCounts", "cell_result", "count_cells", "format_table"]
+
+BENCHMARK = "vol_target_buy_and_hold"
+
+
+@dataclass(frozen=True)
+class CellResult:
+    """The test-period verdict of one (stock, seed) run; ``None`` where undefined or failed.
+
+    Attributes:
+        symbol, seed: the cell.
+        run_dir: its run directory.
+        error: why the cell has no result (its training or backtest failed), else ``None``.
+        agent_sharpe, benchmark_sharpe: annualised Sharpe of the agent and of vol-targeted
+            buy-and-hold over the same bars, net of costs.
+        cvar: the constraint's own figure for the agent, CVaR at ``risk.cvar_alpha`` of
+            ``cvar_horizon``-bar net log returns (a negative number); ``cvar_limit`` its limit.
+        cvar_horizon: the horizon in bars (20 in the default config: "CVaR20").
+        market_share: share of bars the agent was in the market.
+        mean_abs_exposure: mean |exposure| of the agent.
+        p_value: one-sided p-value of "agent Sharpe > vol-targeted buy-and-hold Sharpe" from
+            the paired test (:func:`paired_p_value`); ``None`` when undefined.
+    """
+
+    symbol: str
+    seed: int
+    run_dir: str
+    error: str | None = None
+    agent_sharpe: float | None = None
+    benchmark_sharpe: float | None = None
+    cvar: float | None = None
+    cvar_limit: float | None = None
+    cvar_horizon: int | None = None
+    market_share: float | None = None
+    mean_abs_exposure: float | None = None
+    p_value: float | None = None
+
+    @property
+    def limit_met(self) -> bool | None:
+        if self.cvar is None or self.cvar_limit is None:
+            return None
+        return self.cvar >= self.cvar_limit
+
+    @property
+    def beats_benchmark(self) -> bool | None:
+        if self.agent_sharpe is None or self.benchmark_sharpe is None:
+            return None
+        return self.agent_sharpe >= self.benchmark_sharpe
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self) | {"limit_met": self.limit_met, "beats_benchmark": self.beats_benchmark}
+
+
+def log_returns(equity_csv: Path, strategy: str) -> np.ndarray:
+    """Per-bar net log returns ``[n_bars]`` of ``strategy`` from a backtest's ``equity.csv``
+    (its ``<strategy>_equity`` column starts at 1 on the first decision bar)."""
+    equity = pd.read_csv(equity_csv, usecols=[f"{strategy}_equity"]).iloc[:, 0].to_numpy()
+    return np.diff(np.log(equity.astype(np.float64)))
+
+
+def paired_p_value(agent: np.ndarray, benchmark: np.ndarray, bars_per_year: float) -> float | None:
+    """One-sided p-value that the agent's Sharpe exceeds the benchmark's, from their per-bar log
+    returns ``[n_bars]`` over the same bars (the paired test of
+    :func:`riskppo.evaluation.stats.paired_sharpe_test`); ``None`` when undefined (a constant
+    record, or fewer than 3 bars)."""
+    if len(agent) < 3:
+        return None
+    p = paired_sharpe_test(agent, benchmark, bars_per_year).p_one_sided
+    return float(p) if math.isfinite(p) else None
+
+
+def cell_result(symbol: str, seed: int, run_dir: Path, error: str | None = None) -> CellResult:
+    """The verdict of one finished cell, read from ``run_dir/backtest_test``; a cell whose
+    files are missing (it failed) gets ``error`` (or a default reason) and no numbers."""
+    out = run_dir / "backtest_test"
+    if error is not None or not (out / "metrics.json").is_file():
+        return CellResult(symbol, seed, str(run_dir), error or "no backtest_test/metrics.json")
+    metrics = json.loads((out / "metrics.json").read_text())
+    info = json.loads((out / "run_info.json").read_text())
+    agent, bench = metrics["agent"], metrics[BENCHMARK]
+    equity = out / "equity.csv"
+    p = paired_p_value(
+        log_returns(equity, "agent"), log_returns(equity, BENCHMARK), info["bars_per_year"]
+    )
+    return CellResult(
+        symbol,
+        seed,
+        str(run_dir),
+        agent_sharpe=agent["sharpe"],
+        benchmark_sharpe=bench["sharpe"],
+        cvar=agent["cvar_horizon"],
+        cvar_limit=agent["cvar_limit"],
+        cvar_horizon=agent["cvar_horizon_bars"],
+        market_share=agent["market_share"],
+        mean_abs_exposure=agent["mean_abs_exposure"],
+        p_value=p,
+    )
+
+
+@dataclass(frozen=True)
+class UniverseCounts:
+    """How many of ``n`` cells (``failed`` of them without a result) meet the CVaR limit and
+    have a Sharpe at least that of vol-targeted buy-and-hold."""
+
+    n: int
+    failed: int
+    limit_met: int
+    beats_benchmark: int
+    significant: int  # one-sided p < 0.05, each stock on its own
+    significant_adjusted: int  # still below 0.05 after a Šidák adjustment for the n cells
+
+
+def count_cells(cells: Sequence[CellResult], alpha: float = 0.05) -> UniverseCounts:
+    ps = [c.p_value for c in cells if c.p_value is not None]
+    return UniverseCounts(
+        n=len(cells),
+        failed=sum(c.error is not None for c in cells),
+        limit_met=sum(c.limit_met is True for c in cells),
+        beats_benchmark=sum(c.beats_benchmark is True for c in cells),
+        significant=sum(p < alpha for p in ps),
+        significant_adjusted=sum(adjust_p(p, len(cells)) < alpha for p in ps),
+    )
+
+
+def _num(value: float | None, spec: str) -> str:
+    return "-" if value is None or not math.isfinite(value) else format(value, spec)
+
+
+def _mark(flag: bool | None) -> str:
+    return "-" if flag is None else ("yes" if flag else "no")
+
+
+def format_table(cells: Sequence[CellResult], title: str) -> str:
+    """A Markdown table (one row per cell, the seed column only with several seeds) and the
+    counts below it."""
+    several_seeds = len({c.seed for c in cells}) > 1
+    horizon = next((c.cvar_horizon for c in cells if c.cvar_horizon is not None), None)
+    cvar = f"CVaR{horizon if horizon is not None else ''}"
+    head = ["stock", *(["seed"] * several_seeds), "agent Sharpe", "VT B&H Sharpe"]
+    head += [cvar, "limit", "limit met", "in market", "mean abs exposure", "p (Sharpe > VT B&H)"]
+    lines = [f"## {title}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for c in cells:
+        row = [c.symbol, *([str(c.seed)] * several_seeds)]
+        if c.error is not None:
+            row += [f"failed: {c.error}"] + [""] * (len(head) - len(row) - 1)
+        else:
+            row += [_num(c.agent_sharpe, ".2f"), _num(c.benchmark_sharpe, ".2f")]
+            row += [_num(c.cvar, ".4f"), _num(c.cvar_limit, ".4f"), _mark(c.limit_met)]
+            row += [_num(c.market_share, ".0%"), _num(c.mean_abs_exposure, ".2f")]
+            row += [_num(c.p_value, ".3f")]
+        lines.append("| " + " | ".join(row) + " |")
+    k = count_cells(cells)
+    lines += [
+        "",
+        f"{cvar} limit met: {k.limit_met}/{k.n}; agent Sharpe >= vol-targeted buy-and-hold: "
+        f"{k.beats_benchmark}/{k.n}" + (f"; failed: {k.failed}/{k.n}" if k.failed else ""),
+        f"edge over vol-targeted buy-and-hold with one-sided p < 0.05: {k.significant}/{k.n} "
+        f"({k.significant_adjusted}/{k.n} after a Šidák adjustment for {k.n} tests)",
+    ]
+    return "\n".join(lines) + "\n"

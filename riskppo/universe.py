@@ -1,0 +1,235 @@
+"""``riskppo universe``: train and backtest one agent per stock of the bundled sp500 dataset (and
+per seed), in parallel processes, and tabulate the verdict per stock.
+
+Layout of the parent run directory::
+
+    universe_spec.json       what to run: symbols, seeds and the base config (``--resume``
+                             reads it, so a resumed universe runs exactly the same cells)
+    cells/<SYMBOL>-s<seed>/  one ordinary run directory per cell (``riskppo train`` layout,
+                             backtest_test/ included) plus ``universe.log``, the cell's output
+    universe.json            the table's numbers per cell and the counts
+    universe.md              the table, also printed
+
+Each cell is a ``riskppo train`` process (``--resume`` for a cell with a checkpoint), so the run
+lock, checkpoints, resume and the final backtest are those of :mod:`riskppo.runner`. A cell
+is *finished* when its evaluation and test backtest report exist
+(:func:`riskppo.runner.run_finished`): a resumed universe skips it and leaves its files alone;
+a cell with a checkpoint resumes from it; a cell without one starts again from scratch. Cells
+checkpoint every :data:`CELL_CHECKPOINT_EVERY` updates unless the config sets
+``checkpoint.every_updates``, so a killed universe loses at most that much training per cell
+(checkpoints re-seed the envs, so a cell's result is deterministic but differs from a
+``riskppo train`` run of the same config without periodic checkpoints).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import IO
+
+from riskppo.config import Config, ConfigError
+from riskppo.config_sections import SP500_SYMBOLS
+from riskppo.envs.features import left_out_line, split_features
+from riskppo.envs.registration import TRADING_ID
+from riskppo.evaluation.universe import CellResult, cell_result, count_cells, format_table
+from riskppo.runner import run_finished
+from riskppo.train.progress import ProgressBar
+from riskppo.train.rundir import checkpoint_dir
+
+__all__ = ["CELL_CHECKPOINT_EVERY", "SPEC_FILE", "Cell", "resume_universe", "run_universe"]
+
+SPEC_FILE = "universe_spec.json"
+CELL_LOG = "universe.log"
+CELL_CHECKPOINT_EVERY = 10  # updates between a cell's checkpoints, unless the config sets it
+POLL_S = 0.2
+log = logging.getLogger("riskppo")
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One (stock, seed) run of a universe."""
+
+    symbol: str
+    seed: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.symbol}-s{self.seed}"
+
+
+def check_symbols(symbols: Sequence[str]) -> list[str]:
+    """Upper-cased, de-duplicated ``symbols``; an unknown one raises :class:`ConfigError`
+    (``--symbols``) listing the valid ones."""
+    out = list(dict.fromkeys(s.upper() for s in symbols))
+    bad = [s for s in out if s not in SP500_SYMBOLS]
+    if bad or not out:
+        raise ConfigError(
+            f"--symbols {' '.join(bad) or '(none)'}: not in the sp500 dataset; valid symbols: "
+            + " ".join(SP500_SYMBOLS)
+        )
+    return out
+
+
+def cell_config(base: Config, cell: Cell) -> Config:
+    """``base`` trading ``cell.symbol`` of the sp500 dataset with ``cell.seed``."""
+    data = base.to_dict()
+    data["seed"] = cell.seed
+    data["data"].update(dataset="sp500", symbol=cell.symbol, path=None)
+    if data["checkpoint"]["every_updates"] is None:
+        data["checkpoint"]["every_updates"] = CELL_CHECKPOINT_EVERY
+    return Config.build(data)
+
+
+def run_universe(
+    cfg: Config,
+    run_dir: Path,
+    *,
+    symbols: Sequence[str] = SP500_SYMBOLS,
+    seeds: Sequence[int] = (0,),
+    workers: int | None = None,
+    progress_bar: bool = True,
+) -> list[CellResult]:
+    """Train and backtest ``cfg`` on each (symbol, seed) into ``run_dir/cells/``, ``workers``
+    processes at a time (default: all cores); write and print the table. ``run_dir`` must be
+    new or empty (continue one with :func:`resume_universe`)."""
+    if cfg.env.id != TRADING_ID:
+        raise ConfigError(f"riskppo universe trains trading agents; env.id is {cfg.env.id!r}")
+    if run_dir.exists() and any(run_dir.iterdir()):
+        raise ConfigError(f"--run-dir {run_dir} is not empty; continue it with --resume {run_dir}")
+    if not seeds or any(s < 0 for s in seeds):
+        raise ConfigError(f"--seeds {list(seeds)}: give one or more seeds >= 0")
+    spec = {"symbols": check_symbols(symbols), "seeds": list(dict.fromkeys(seeds))}
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / SPEC_FILE).write_text(json.dumps(spec | {"config": cfg.to_dict()}, indent=2))
+    return resume_universe(run_dir, workers=workers, progress_bar=progress_bar)
+
+
+def resume_universe(
+    run_dir: Path, *, workers: int | None = None, progress_bar: bool = True
+) -> list[CellResult]:
+    """Run every cell of ``run_dir``'s spec that is not finished (finished ones are skipped,
+    their files untouched), then write ``universe.json`` / ``universe.md`` and print the table."""
+    spec_path = run_dir / SPEC_FILE
+    if not spec_path.is_file():
+        raise FileNotFoundError(
+            f"{spec_path}: no such file; pass a directory written by `riskppo universe`"
+        )
+    spec = json.loads(spec_path.read_text())
+    base = Config.build(spec["config"])
+    cells = [Cell(sym, seed) for sym in spec["symbols"] for seed in spec["seeds"]]
+    _note_close_only(base)
+    errors = _run_cells(base, cells, run_dir, workers or os.cpu_count() or 1, progress_bar)
+    results = [cell_result(c.symbol, c.seed, _cell_dir(run_dir, c), errors.get(c)) for c in cells]
+    _write_results(run_dir, base, results)
+    return results
+
+
+def _cell_dir(run_dir: Path, cell: Cell) -> Path:
+    return run_dir / "cells" / cell.name
+
+
+def _note_close_only(base: Config) -> None:
+    """The one line saying which features the close-only sp500 data leaves out (the cells'
+    own lines go to their logs)."""
+    features = base.env.kwargs.get("features")
+    if features:
+        _, left_out = split_features(features, ("close",))
+        if left_out:
+            print(f"riskppo universe: {left_out_line('sp500', ('close',), left_out)}")
+
+
+def _command(base: Config, cell: Cell, cell_dir: Path) -> list[str]:
+    """The ``riskppo train`` command line of a cell: resume from its checkpoint, else a fresh
+    run (what an earlier attempt left without a checkpoint is removed first)."""
+    cli = [sys.executable, "-m", "riskppo.cli", "train", "--no-progress"]
+    if (checkpoint_dir(cell_dir) / "latest").is_file():
+        return [*cli, "--resume", str(cell_dir)]
+    if cell_dir.exists():
+        shutil.rmtree(cell_dir)
+    cell_dir.mkdir(parents=True)
+    config = cell_dir / "config.yaml"
+    cell_config(base, cell).to_yaml(config)
+    return [*cli, "--config", str(config), "--run-dir", str(cell_dir)]
+
+
+@dataclass
+class _Running:
+    cell: Cell
+    proc: subprocess.Popen[bytes]
+    log: IO[bytes]
+
+
+def _run_cells(
+    base: Config, cells: list[Cell], run_dir: Path, workers: int, progress_bar: bool
+) -> dict[Cell, str]:
+    """Run the unfinished cells, ``workers`` at a time; return each failed cell's reason."""
+    todo = [c for c in cells if not _finished(base, c, run_dir)]
+    print(
+        f"riskppo universe: {len(cells)} cells ({len(cells) - len(todo)} finished), "
+        f"{min(workers, max(len(todo), 1))} at a time → {run_dir}"
+    )
+    errors: dict[Cell, str] = {}
+    running: list[_Running] = []
+    bar = ProgressBar(
+        len(cells),
+        description="universe",
+        unit="cells",
+        fields={"running": "running", "failed": "failed"},
+        enabled=progress_bar,
+    )
+    with bar:
+        bar.update(completed=len(cells) - len(todo), running="0", failed="0")
+        while todo or running:
+            while todo and len(running) < workers:
+                running.append(_start(base, todo.pop(0), run_dir))
+            time.sleep(POLL_S)
+            for r in [r for r in running if r.proc.poll() is not None]:
+                running.remove(r)
+                r.log.close()
+                if r.proc.returncode != 0:
+                    errors[r.cell] = _failure(r, _cell_dir(run_dir, r.cell))
+                bar.update(advance=1, running=str(len(running)), failed=str(len(errors)))
+    return errors
+
+
+def _finished(base: Config, cell: Cell, run_dir: Path) -> bool:
+    return run_finished(_cell_dir(run_dir, cell), cell_config(base, cell))
+
+
+def _start(base: Config, cell: Cell, run_dir: Path) -> _Running:
+    cell_dir = _cell_dir(run_dir, cell)
+    cmd = _command(base, cell, cell_dir)
+    out = open(cell_dir / CELL_LOG, "ab")  # noqa: SIM115 (closed when the process ends)
+    env = os.environ | {"OMP_NUM_THREADS": "1"}  # one core per cell; the cells run in parallel
+    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
+    return _Running(cell, proc, out)
+
+
+def _failure(r: _Running, cell_dir: Path) -> str:
+    """The last line of a failed cell's log (its one-line error), with the exit status."""
+    lines = (cell_dir / CELL_LOG).read_text(errors="replace").strip().splitlines()
+    last = lines[-1].strip() if lines else ""
+    return f"exit code {r.proc.returncode}" + (f": {last}" if last else "")
+
+
+def _write_results(run_dir: Path, base: Config, results: list[CellResult]) -> None:
+    title = f"riskppo universe: test-period verdict per stock ({run_dir.name})"
+    table = format_table(results, title)
+    summary = {
+        "run_dir": str(run_dir),
+        "total_timesteps": base.total_timesteps,
+        "counts": asdict(count_cells(results)),
+        "cells": [r.to_dict() for r in results],
+    }
+    (run_dir / "universe.json").write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
+    (run_dir / "universe.md").write_text(table)
+    print(table, end="")
+    print(f"riskppo universe: table → {run_dir / 'universe.md'} (numbers: universe.json)")

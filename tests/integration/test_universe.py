@@ -1,0 +1,87 @@
+"""``riskppo universe`` end to end with a tiny budget: two stocks, two seeds, two workers; the
+whole process group is SIGKILLed while a cell trains, and ``--resume`` leaves the finished cells
+alone and completes the rest from their checkpoints."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[2]
+TINY = [
+    "total_timesteps=512",
+    "env.n_envs=2",
+    "ppo.n_steps=32",
+    "ppo.batch_size=64",
+    "checkpoint.every_updates=2",
+]
+
+
+def universe(*args: str, **kwargs) -> subprocess.Popen[str]:
+    env = os.environ | {"OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "riskppo.cli", "universe", "--no-progress", *args]
+    return subprocess.Popen(cmd, env=env, text=True, **kwargs)
+
+
+def finished(cell: Path) -> bool:
+    return (cell / "backtest_test" / "report.html").is_file() and (cell / "eval.json").is_file()
+
+
+def snapshot(cell: Path) -> dict[str, int]:
+    """mtime (ns) of every file in a cell, its log excluded."""
+    return {
+        str(p.relative_to(cell)): p.stat().st_mtime_ns
+        for p in cell.rglob("*")
+        if p.is_file() and p.name != "universe.log"
+    }
+
+
+@pytest.mark.slow  # several tiny trainings and backtests: about 2-4 minutes on 2 cores
+def test_universe_survives_sigkill_and_resumes(tmp_path: Path) -> None:
+    run = tmp_path / "uni"
+    sets = [a for s in TINY for a in ("--set", s)]
+    args = ["--symbols", "AAPL", "KO", "--seeds", "0", "1", "--workers", "2", "--run-dir", str(run)]
+    proc = universe(*args, *sets, start_new_session=True, stdout=subprocess.DEVNULL)
+    cells = run / "cells"
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and proc.poll() is None:
+        dirs = sorted(cells.glob("*")) if cells.is_dir() else []
+        done = [d for d in dirs if finished(d)]
+        started = [d for d in dirs if not finished(d) and (d / "checkpoints" / "latest").is_file()]
+        if done and started:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "the universe ended before a cell could be interrupted"
+    os.killpg(proc.pid, signal.SIGKILL)  # the parent and every cell process
+    proc.wait()
+    assert not (run / "universe.json").exists()
+    before = {d.name: snapshot(d) for d in done}
+
+    resumed = universe("--resume", str(run), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    out, _ = resumed.communicate(timeout=600)
+    assert resumed.returncode == 0, out
+    assert f"4 cells ({len(done)} finished)" in out
+    for d in done:  # finished cells: not one file touched
+        assert snapshot(d) == before[d.name]
+    for d in started:  # interrupted cells continued from their checkpoint
+        log = (d / "universe.log").read_text()
+        assert "resuming" in log or "is complete" in log, log[-2000:]
+    summary = json.loads((run / "universe.json").read_text())
+    assert [(c["symbol"], c["seed"]) for c in summary["cells"]] == [
+        ("AAPL", 0),
+        ("AAPL", 1),
+        ("KO", 0),
+        ("KO", 1),
+    ]
+    assert all(c["error"] is None and c["agent_sharpe"] is not None for c in summary["cells"])
+    assert summary["counts"]["n"] == 4
+    table = (run / "universe.md").read_text()
+    assert "| KO | 1 |" in table and "CVaR20 limit met:" in table and table in out
+    assert "close-only data (sp500): features hl_range left out (need high/low)" in out
