@@ -18,12 +18,13 @@ itself be a symlink; what is inside it may not. Nothing here imports riskppo.
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
 import shutil
 import stat
+from io import TextIOWrapper
 from pathlib import Path
-from typing import TextIO
 
 __all__ = [
     "UnsafePathError",
@@ -95,7 +96,7 @@ def open_nofollow(path: Path, flags: int, mode: int = 0o644) -> int:
     except OSError as exc:
         if path.is_symlink():
             raise _refuse(path, "a symlink") from None
-        if exc.errno == getattr(os, "ENXIO", -1):  # a FIFO without a reader
+        if exc.errno == errno.ENXIO:  # a FIFO without a reader
             raise _refuse(path, "not a regular file") from None
         raise
     try:
@@ -111,7 +112,7 @@ def open_nofollow(path: Path, flags: int, mode: int = 0o644) -> int:
     return fd
 
 
-def append_text(path: Path) -> TextIO:
+def append_text(path: Path) -> TextIOWrapper:
     """``path`` opened for appending text (created if missing), through :func:`open_nofollow`."""
     fd = open_nofollow(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     return os.fdopen(fd, "a", encoding="utf-8")
