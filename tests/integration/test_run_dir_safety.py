@@ -201,8 +201,10 @@ def test_symlinked_checkpoints_are_ignored_by_the_fallback_and_the_rotation(
     link = run / "checkpoints" / ckpt(999_999)
     link.symlink_to(foreign)
     (run / "checkpoints" / "latest").write_text("garbage")
-    with pytest.warns(
-        UserWarning, match=re.escape(f"ignoring {link}: a symlink, not a checkpoint of this run")
+    ignored = re.escape(f"ignoring {link}: a symlink, not a checkpoint of this run")
+    with (
+        pytest.warns(UserWarning, match="ignoring the latest pointer"),
+        pytest.warns(UserWarning, match=ignored),
     ):
         assert latest_good_checkpoint(run).name == ckpt(256)
 
