@@ -62,14 +62,16 @@ def cmd_train(args: argparse.Namespace) -> int:
     from riskppo.runner import resume_run, train_run
 
     if args.resume:
-        if args.config or args.set:
-            raise ConfigError("--resume continues a run with its own config; drop --config/--set")
+        if args.config or args.set or args.force:
+            raise ConfigError(
+                "--resume continues a run with its own config; drop --config/--set/--force"
+            )
         resume_run(Path(args.resume), progress_bar=not args.no_progress)
         print_flat_warning(Path(args.resume) / "backtest_test")
         return 0
     cfg = load_config(args.config, args.set or [])
     run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(cfg)
-    train_run(cfg, run_dir, progress_bar=not args.no_progress)
+    train_run(cfg, run_dir, progress_bar=not args.no_progress, force=args.force)
     print_flat_warning(run_dir / "backtest_test")
     return 0
 
@@ -367,6 +369,11 @@ def _train_parser(sub: Any) -> None:
     _add_set(p)
     p.add_argument("--run-dir", help="run directory (default: runs/<time>-<env>-s<seed>)")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its latest checkpoint")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="--run-dir already holds a run: delete that run's files and start clean",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_train)
 
@@ -594,14 +601,18 @@ def _user_errors() -> list[tuple[type[BaseException] | tuple[type[BaseException]
     from riskppo.envs.data import DataError
     from riskppo.pbt.state import ResumeError
     from riskppo.pbt.storage import PopulationStopped
+    from riskppo.safefs import UnsafePathError
     from riskppo.train.checkpoint import CheckpointError
     from riskppo.train.outputs import NonFiniteOutputError
+    from riskppo.train.rundir import RunDirError
     from riskppo.train.runlock import RunLockError
     from riskppo.train.update import NonFiniteTrainingError
     from riskppo.train.vec_env import EnvOutputError, NonFiniteInputError
 
     return [
         (RunLockError, "run directory locked: "),
+        (RunDirError, ""),
+        (UnsafePathError, "unsafe path: "),
         (DataError, "data error: "),
         (CheckpointError, "checkpoint error: "),
         ((EnvOutputError, NonFiniteInputError), "env error: "),

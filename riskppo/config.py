@@ -42,6 +42,7 @@ from riskppo.config_sections import (
     VGSConfig,
     _Section,
 )
+from riskppo.safefs import write_text_atomic
 
 __all__ = [
     "TUNABLE",
@@ -187,7 +188,7 @@ class Config(_Section):
     def to_yaml(self, path: str | Path | None = None) -> str:
         text = yaml.safe_dump(self.to_dict(), sort_keys=False)
         if path is not None:
-            Path(path).write_text(text)
+            write_text_atomic(Path(path), text)
         return text
 
     def to_json(self) -> str:

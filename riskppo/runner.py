@@ -14,11 +14,13 @@ from riskppo.envs.registration import TRADING_ID
 from riskppo.evaluation.backtest import backtest_run
 from riskppo.evaluation.robustness import format_rows, robustness_table, write_robustness
 from riskppo.evaluation.summary import run_label
+from riskppo.safefs import write_text_atomic
 from riskppo.train.rundir import (
     drop_metrics_after,
-    latest_good_checkpoint,
     open_run,
+    run_checkpoint,
     save_run_checkpoint,
+    start_clean,
 )
 from riskppo.train.runlock import lock_run
 from riskppo.train.trainer import DistributionalPPO
@@ -35,13 +37,22 @@ def _periodic(run_dir: Path, cfg: Config) -> Any:
     return callback
 
 
-def train_run(cfg: Config, run_dir: Path, *, progress_bar: bool = True) -> DistributionalPPO:
+def train_run(
+    cfg: Config, run_dir: Path, *, progress_bar: bool = True, force: bool = False
+) -> DistributionalPPO:
     """Train ``cfg`` into ``run_dir``; save a final checkpoint and an evaluation.
 
     Holds the run directory's lock throughout: another process on ``run_dir`` raises
-    :class:`~riskppo.train.runlock.RunLockError` before anything in it is written.
+    :class:`~riskppo.train.runlock.RunLockError` before anything in it is written. A
+    ``run_dir`` that already holds a run raises :class:`~riskppo.train.rundir.RunDirError`
+    unless ``force``, which deletes that run's files first (:func:`start_clean`).
     """
     with lock_run(run_dir, "riskppo train"):
+        removed = start_clean(run_dir, force=force)
+        if removed:
+            print(
+                f"riskppo: --force: deleted the previous run in {run_dir} ({len(removed)} entries)"
+            )
         return _train_run(cfg, run_dir, progress_bar=progress_bar)
 
 
@@ -70,8 +81,7 @@ def resume_run(run_dir: Path, *, progress_bar: bool = True) -> DistributionalPPO
 
 
 def _resume_run(run_dir: Path, *, progress_bar: bool) -> DistributionalPPO:
-    path = latest_good_checkpoint(run_dir)
-    cfg = Config.from_yaml(run_dir / "config.yaml")
+    cfg, path = run_checkpoint(run_dir)
     model = DistributionalPPO.load(path, env=cfg.env.id, run_dir=run_dir)
     done, total = model.num_timesteps, cfg.total_timesteps
     if done >= total:
@@ -108,7 +118,7 @@ def run_finished(run_dir: Path, cfg: Config) -> bool:
 def _finish(model: DistributionalPPO, run_dir: Path, cfg: Config) -> DistributionalPPO:
     save_run_checkpoint(model, run_dir, cfg.checkpoint.keep_last)
     stats = model.evaluate(n_episodes=10, deterministic=True)
-    (run_dir / "eval.json").write_text(json.dumps(stats, indent=2))
+    write_text_atomic(run_dir / "eval.json", json.dumps(stats, indent=2))
     print(
         f"riskppo: evaluation over 10 episodes: mean {stats['mean']:.2f} ± {stats['std']:.2f}, "
         f"CVaR_{cfg.risk.cvar_alpha} {stats['cvar']:.2f}"

@@ -41,6 +41,7 @@ from riskppo.envs.features import left_out_line, split_features
 from riskppo.envs.registration import TRADING_ID
 from riskppo.evaluation.universe import CellResult, cell_result, count_cells, format_table
 from riskppo.runner import run_finished
+from riskppo.safefs import write_text_atomic
 from riskppo.train.progress import ProgressBar
 from riskppo.train.rundir import checkpoint_dir
 
@@ -108,7 +109,7 @@ def run_universe(
         raise ConfigError(f"--seeds {list(seeds)}: give one or more seeds >= 0")
     spec = {"symbols": check_symbols(symbols), "seeds": list(dict.fromkeys(seeds))}
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / SPEC_FILE).write_text(json.dumps(spec | {"config": cfg.to_dict()}, indent=2))
+    write_text_atomic(run_dir / SPEC_FILE, json.dumps(spec | {"config": cfg.to_dict()}, indent=2))
     return resume_universe(run_dir, workers=workers, progress_bar=progress_bar)
 
 
@@ -229,7 +230,9 @@ def _write_results(run_dir: Path, base: Config, results: list[CellResult]) -> No
         "counts": asdict(count_cells(results)),
         "cells": [r.to_dict() for r in results],
     }
-    (run_dir / "universe.json").write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
-    (run_dir / "universe.md").write_text(table)
+    write_text_atomic(
+        run_dir / "universe.json", json.dumps(summary, indent=2, allow_nan=False) + "\n"
+    )
+    write_text_atomic(run_dir / "universe.md", table)
     print(table, end="")
     print(f"riskppo universe: table → {run_dir / 'universe.md'} (numbers: universe.json)")

@@ -73,8 +73,9 @@ from riskppo.evaluation.metrics import (
 from riskppo.evaluation.plots import save_plots
 from riskppo.evaluation.report import STRATEGY_LABELS, format_value, metric_rows, write_report
 from riskppo.evaluation.verdict import jsonable, statistics_block
+from riskppo.safefs import ensure_real_dir, write_text_atomic
 from riskppo.train.checkpoint import CheckpointError
-from riskppo.train.rundir import latest_good_checkpoint
+from riskppo.train.rundir import check_belongs, latest_good_checkpoint
 from riskppo.train.trainer import DistributionalPPO
 
 __all__ = [
@@ -518,6 +519,8 @@ def backtest_run(
     """
     run_dir = Path(run_dir)
     ckpt = latest_good_checkpoint(run_dir)  # an older good one if the latest is bad
+    if (run_dir / "config.yaml").exists():  # a run's own checkpoint, not one copied in
+        check_belongs(ckpt, Config.from_yaml(run_dir / "config.yaml"))
     model = DistributionalPPO.load(ckpt, rebuild_env=False)  # it makes its own eval envs
     try:
         result = backtest(
@@ -525,18 +528,16 @@ def backtest_run(
         )
     finally:
         model.close()
-    out = Path(out_dir) if out_dir is not None else run_dir / f"backtest_{split}"
-    out.mkdir(parents=True, exist_ok=True)
-    metrics_path = out / "metrics.json"
-    metrics_path.write_text(dumps_metrics(result.metrics_dict()))
+    out = ensure_real_dir(Path(out_dir) if out_dir is not None else run_dir / f"backtest_{split}")
+    metrics_path = write_text_atomic(out / "metrics.json", dumps_metrics(result.metrics_dict()))
     info = result.info() | {"run_dir": str(run_dir), "checkpoint": ckpt.name}
-    (out / "run_info.json").write_text(json.dumps(info, indent=2, allow_nan=False) + "\n")
-    equity_csv = out / "equity.csv"
-    result.equity_frame().to_csv(equity_csv, float_format="%.10g")
-    result.critic.to_csv(out / "critic.csv", float_format="%.10g")
+    write_text_atomic(out / "run_info.json", json.dumps(info, indent=2, allow_nan=False) + "\n")
+    equity = result.equity_frame().to_csv(float_format="%.10g")
+    equity_csv = write_text_atomic(out / "equity.csv", equity)
+    write_text_atomic(out / "critic.csv", result.critic.to_csv(float_format="%.10g"))
     plots = save_plots(result, out)
     block = statistics_block(result.frames, result.bars_per_year, fee=result.env_settings["fee"])
-    (out / "statistics.json").write_text(json.dumps(jsonable(block), indent=2) + "\n")
+    write_text_atomic(out / "statistics.json", json.dumps(jsonable(block), indent=2) + "\n")
     report = write_report(result, out / "report.html", images=plots, info=info, statistics=block)
     return BacktestArtifacts(result, out, metrics_path, report, equity_csv, plots, ckpt)
 

@@ -20,6 +20,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, PercentFormatter
 
+from riskppo.safefs import ensure_real_dir, write_bytes_atomic
+
 if TYPE_CHECKING:
     from riskppo.evaluation.backtest import BacktestResult
 
@@ -291,11 +293,9 @@ def figure_png(fig: Figure) -> bytes:
 
 def save_plots(result: BacktestResult, out_dir: str | Path) -> dict[str, Path]:
     """Write every plot of :data:`PLOTS` as ``out_dir/<name>.png``; name → path."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = ensure_real_dir(Path(out_dir))
     paths: dict[str, Path] = {}
     for name, make in PLOTS.items():
-        path = out / f"{name}.png"
-        path.write_bytes(figure_png(make(result)))
+        path = write_bytes_atomic(out / f"{name}.png", figure_png(make(result)))
         paths[name] = path
     return paths

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from riskppo.evaluation.baselines import STRATEGIES
+from riskppo.safefs import write_text_atomic
 
 if TYPE_CHECKING:
     from riskppo.evaluation.backtest import BacktestResult
@@ -521,6 +522,4 @@ def write_report(
     statistics: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write :func:`render_report` to ``path``; returns the path."""
-    path = Path(path)
-    path.write_text(render_report(result, images, info, statistics), encoding="utf-8")
-    return path
+    return write_text_atomic(Path(path), render_report(result, images, info, statistics))

@@ -23,6 +23,7 @@ from riskppo.envs.registration import TRADING_ID
 from riskppo.evaluation.backtest import backtest
 from riskppo.evaluation.plots import figure_png
 from riskppo.nn.policy import RecurrentState
+from riskppo.safefs import ensure_real_dir, write_bytes_atomic, write_text_atomic
 from riskppo.train.collect import env_actions, obs_tensor
 from riskppo.train.episodes import run_episodes
 from riskppo.train.outputs import check_finite_outputs
@@ -176,8 +177,8 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
 
 
 def write_robustness(rows: list[dict[str, Any]], out_dir: Path, title: str = "") -> Path:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "robustness.json").write_text(json.dumps(rows, indent=2))
-    png = out_dir / "robustness.png"
-    png.write_bytes(figure_png(robustness_figure(rows, title)))
-    return png
+    ensure_real_dir(out_dir)
+    write_text_atomic(out_dir / "robustness.json", json.dumps(rows, indent=2))
+    return write_bytes_atomic(
+        out_dir / "robustness.png", figure_png(robustness_figure(rows, title))
+    )

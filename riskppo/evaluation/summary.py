@@ -25,6 +25,7 @@ from typing import Any
 from riskppo.config import Config
 from riskppo.envs.factory import trading_range
 from riskppo.envs.registration import TRADING_ID, data_kwargs, data_label
+from riskppo.safefs import write_text_atomic
 from riskppo.train.rundir import latest_good_checkpoint, open_run
 
 __all__ = ["evaluation_summary", "format_evaluation", "run_label", "write_evaluation"]
@@ -97,6 +98,6 @@ def write_evaluation(run_dir: Path, ev: dict[str, Any], table: str) -> tuple[Pat
     """Write ``ev`` (JSON) and ``table`` (text) into ``run_dir``; returns both paths."""
     stem = "evaluation" if ev["split"] is None else f"evaluation_{ev['split']}"
     json_path, txt_path = run_dir / f"{stem}.json", run_dir / f"{stem}.txt"
-    json_path.write_text(json.dumps(ev, indent=2) + "\n")
-    txt_path.write_text(table + "\n")
+    write_text_atomic(json_path, json.dumps(ev, indent=2) + "\n")
+    write_text_atomic(txt_path, table + "\n")
     return json_path, txt_path

@@ -25,7 +25,6 @@ import json
 import logging
 import multiprocessing
 import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +41,7 @@ from riskppo.evaluation.wf_plan import (
     segment_frame,
     stitch,
 )
+from riskppo.safefs import ensure_real_dir, remove_entry, write_text_atomic
 from riskppo.train.progress import ProgressBar
 from riskppo.train.runlock import lock_run
 
@@ -90,9 +90,9 @@ def run_cell(job: CellJob) -> dict[str, Any]:
     torch.set_num_threads(cfg.num_threads or 1)  # before anything is built: results depend on it
     # training alerts go to the cell's alerts.jsonl; dozens of cells would flood the terminal
     logging.getLogger("riskppo").setLevel(logging.ERROR)
-    if job.cell_dir.exists():
-        shutil.rmtree(job.cell_dir)
-    job.cell_dir.mkdir(parents=True)
+    if os.path.lexists(job.cell_dir):
+        remove_entry(job.cell_dir)  # a link is removed, never followed
+    ensure_real_dir(ensure_real_dir(job.cell_dir.parent) / job.cell_dir.name)
     model = DistributionalPPO(config=cfg, run_dir=job.cell_dir)
     try:
         if job.warm_from is not None:
@@ -105,7 +105,7 @@ def run_cell(job: CellJob) -> dict[str, Any]:
     finally:
         model.close()
     frame = segment_frame(result.frames, job.segment.index)
-    frame.to_csv(job.cell_dir / "record.csv", float_format="%.17g")
+    write_text_atomic(job.cell_dir / "record.csv", frame.to_csv(float_format="%.17g"))
     summary = {
         "segment": job.segment.index,
         "seed": job.seed,
@@ -125,10 +125,9 @@ def run_cell(job: CellJob) -> dict[str, Any]:
 
 
 def _write_json(path: Path, obj: Any) -> None:
-    """Write ``obj`` as JSON atomically (a temporary sibling, then a rename)."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(obj, indent=2, allow_nan=False, default=str) + "\n")
-    os.replace(tmp, path)
+    """Write ``obj`` as JSON atomically (a temporary sibling, then a rename; never through a
+    link)."""
+    write_text_atomic(path, json.dumps(obj, indent=2, allow_nan=False, default=str) + "\n")
 
 
 def read_cell(cell_dir: Path) -> tuple[dict[str, Any], pd.DataFrame] | None:

@@ -28,6 +28,7 @@ from riskppo.evaluation.report import (
 from riskppo.evaluation.verdict import jsonable
 from riskppo.evaluation.wf_analysis import BENCHMARK, SCALED
 from riskppo.evaluation.wf_plan import Record, mean_record
+from riskppo.safefs import ensure_real_dir, write_bytes_atomic, write_text_atomic
 
 LABELS = {**STRATEGY_LABELS, SCALED: "Vol-targeted B&H, scaled to the agent's exposure"}
 TABLE_ROWS = (
@@ -48,26 +49,29 @@ def write_outputs(
 ) -> Path:
     """Write records, ``metrics.json``, ``segments.csv``, the charts and ``report.html``;
     print the summary; return the report's path."""
-    out = run_dir / "records"
-    out.mkdir(exist_ok=True)
+    out = ensure_real_dir(run_dir / "records")
     for r in records:
-        r.frame.to_csv(out / f"s{r.label.split()[-1]}.csv", float_format="%.10g")
+        write_text_atomic(out / f"s{r.label.split()[-1]}.csv", _csv(r.frame))
     mean = mean_record(records) if len(records) > 1 else records[0]
     if len(records) > 1:
-        mean.frame.to_csv(out / "mean.csv", float_format="%.10g")
-    (run_dir / "metrics.json").write_text(json.dumps(jsonable(metrics), indent=2) + "\n")
-    pd.DataFrame(metrics["cells"]).to_csv(run_dir / "segments.csv", index=False)
+        write_text_atomic(out / "mean.csv", _csv(mean.frame))
+    write_text_atomic(run_dir / "metrics.json", json.dumps(jsonable(metrics), indent=2) + "\n")
+    write_text_atomic(run_dir / "segments.csv", pd.DataFrame(metrics["cells"]).to_csv(index=False))
     images = {
         "equity": figure_png(plot_equity(records, mean, metrics)),
         "cells": figure_png(plot_cells(metrics)),
     }
     for name, png in images.items():
-        (run_dir / f"{name}.png").write_bytes(png)
+        write_bytes_atomic(run_dir / f"{name}.png", png)
     report = run_dir / "report.html"
-    report.write_text(render(cfg, metrics, images))
+    write_text_atomic(report, render(cfg, metrics, images))
     print(summary_text(metrics))
     print(f"riskppo walkforward: report → {report}")
     return report
+
+
+def _csv(frame: pd.DataFrame) -> str:
+    return frame.to_csv(float_format="%.10g")
 
 
 def headline(metrics: dict[str, Any]) -> dict[str, Any]:

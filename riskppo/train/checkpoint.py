@@ -44,6 +44,7 @@ from riskppo.core.lagrange import PIDLagrangeState
 from riskppo.core.scaling import RunningMoments
 from riskppo.core.schedules import EntropyFloorState, EntropyScheduleState
 from riskppo.envs.registration import register_envs
+from riskppo.safefs import ensure_real_dir, remove_entry
 from riskppo.train.ckpt_io import (
     FORMAT_VERSION,
     CheckpointError,
@@ -54,6 +55,7 @@ from riskppo.train.ckpt_io import (
     resolve_latest,
     sha256,
     verify_checkpoint,
+    write_error_reason,
     write_file,
     write_manifest,
 )
@@ -154,23 +156,29 @@ def space_from_json(d: dict[str, Any]) -> spaces.Space:
 
 # ---- save --------------------------------------------------------------------------------------
 def save_checkpoint(model: DistributionalPPO, path: Path) -> Path:
-    """Write ``model`` to the directory ``path`` atomically; returns ``path``."""
+    """Write ``model`` to the directory ``path`` atomically; returns ``path``.
+
+    Every file is fsynced, then the temporary directory, then (after the rename) its parent.
+    Any write error (a full disk, ``ulimit -f``, an I/O error, raised by the OS or by
+    safetensors) becomes one :class:`CheckpointError` naming ``path`` and the reason; the
+    temporary directory is removed and an existing checkpoint is left as it was.
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    ensure_real_dir(path.parent)
     remove_leftovers(path.parent)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir()
+    if os.path.lexists(tmp):
+        remove_entry(tmp)
     try:
+        tmp.mkdir()
         _write_files(model, tmp)
         write_manifest(tmp)
         replace_dir(tmp, path)
-    except OSError as exc:  # e.g. ENOSPC: nothing half-written is left behind
+    except (OSError, SafetensorError) as exc:  # nothing half-written is left behind
         shutil.rmtree(tmp, ignore_errors=True)
         raise CheckpointError(
-            f"cannot write checkpoint {path}: {exc.strerror or exc}; the previous checkpoint "
-            "is untouched"
+            f"cannot write checkpoint {path}: {write_error_reason(exc)}; the previous "
+            "checkpoint is untouched"
         ) from exc
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 import riskppo
+from riskppo.safefs import fsync_dir
 
 log = logging.getLogger("riskppo")
 
@@ -239,6 +240,8 @@ def write_file(path: Path, data: bytes) -> None:
 
 
 def write_manifest(d: Path) -> None:
+    """Write ``d/manifest.json`` (SHA-256 of every file in ``d``), then fsync every file and
+    ``d`` itself, so that a rename of ``d`` never publishes data still in the page cache."""
     files = {p.name: sha256(p) for p in sorted(d.iterdir()) if p.is_file()}
     manifest = {
         "format_version": FORMAT_VERSION,
@@ -251,13 +254,32 @@ def write_manifest(d: Path) -> None:
     for p in d.iterdir():
         with open(p, "rb") as f:
             os.fsync(f.fileno())
+    fsync_dir(d)
 
 
 def replace_dir(tmp: Path, path: Path) -> None:
-    if path.exists():
+    """Rename the finished directory ``tmp`` to ``path`` (an existing ``path`` is moved aside
+    first and removed after; a symlink there is unlinked, never followed), then fsync the
+    parent directory."""
+    if os.path.islink(path):
+        os.unlink(path)
+    if os.path.lexists(path):
         old = path.with_name(f".{path.name}.old-{os.getpid()}")
         os.replace(path, old)
         os.replace(tmp, path)
         shutil.rmtree(old, ignore_errors=True)
     else:
         os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+_OS_ERROR = re.compile(r"([^:]+?) \(os error \d+\)")
+
+
+def write_error_reason(exc: BaseException) -> str:
+    """Why a write failed, in the operating system's words (``No space left on device``): the
+    ``strerror`` of an ``OSError``, the OS error inside a safetensors ``SafetensorError``."""
+    if isinstance(exc, OSError):
+        return exc.strerror or str(exc)
+    m = _OS_ERROR.search(str(exc))
+    return m.group(1).strip() if m else str(exc)

@@ -15,6 +15,7 @@ from pathlib import Path
 from stable_baselines3.common.logger import JSONOutputFormat, KVWriter, Logger
 
 from riskppo.config import Config
+from riskppo.safefs import append_text
 from riskppo.train.alerts import alerts
 from riskppo.train.metrics import UpdateLog
 
@@ -26,7 +27,7 @@ class _AppendJSON(JSONOutputFormat):
     interval) keeps the lines written before, instead of truncating them."""
 
     def __init__(self, path: Path) -> None:
-        self.file = open(path, "a")  # noqa: SIM115  (closed by KVWriter.close)
+        self.file = append_text(path)  # never through a symlink; closed by KVWriter.close
 
 
 class Monitor:
@@ -67,7 +68,7 @@ class Monitor:
             self.alert_messages[name] = message
             log.warning("warn/%s: %s", name, message)
             if self.run_dir is not None:
-                with open(self.run_dir / "alerts.jsonl", "a") as f:
+                with append_text(self.run_dir / "alerts.jsonl") as f:
                     f.write(json.dumps({"alert": name, "message": message}) + "\n")
 
     def dump(self, step: int) -> None:

@@ -8,6 +8,9 @@ refused at once with a :class:`RunLockError` naming the directory and the holder
 the directory is touched. The operating system drops the lock when the holder's process ends,
 however it ends (SIGKILL included), so ``riskppo train --resume`` works right after a crash. The
 ``.lock`` file itself stays; its content (the holder's pid and command) is only informative.
+A ``.lock`` that is a symlink, a hard link or not a regular file is refused
+(:class:`~riskppo.safefs.UnsafePathError`) before anything is written: the run directory may
+come from someone else.
 
 The lock is re-entrant within a process (training a trading run writes its backtest report
 while it holds the lock). ``flock`` locks are advisory and local: they do not guard against a
@@ -23,6 +26,8 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from riskppo.safefs import open_nofollow
 
 LOCK_NAME = ".lock"
 
@@ -63,7 +68,7 @@ def lock_run(run_dir: Path, what: str = "riskppo") -> Iterator[Path]:
 
 def _acquire(run_dir: Path, what: str) -> int:
     path = run_dir / LOCK_NAME
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    fd = open_nofollow(path, os.O_RDWR | os.O_CREAT)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
