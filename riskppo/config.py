@@ -155,22 +155,39 @@ class Config(_Section):
     def _check_parameters(self) -> None:
         """Refuse networks whose parameters (with gradients and Adam's moments, 16 bytes each)
         could not be built: more than ``MAX_PARAMETERS`` even for one observation value."""
-        pol, crit = self.policy, self.critic
-        n_critics = 2 if crit.twin else 1
-        heads = n_critics + int(self.risk.cvar_limit is not None)
-        out = {"quantile": crit.n_quantiles, "categorical": crit.n_atoms, "scalar": 1}[crit.kind]
-        n_lstms = 1 + {"none": n_critics, "critics": 1, "all": 0}[pol.lstm_sharing]
-        count = policy_parameters(
-            pol.lstm_hidden_size, pol.n_lstm_layers, pol.net_arch, n_lstms, heads, out
-        )
+        count = self.parameter_count()
         if count > MAX_PARAMETERS:
+            pol = self.policy
             raise ValueError(
                 f"policy.lstm_hidden_size={pol.lstm_hidden_size}, policy.n_lstm_layers="
-                f"{pol.n_lstm_layers}, policy.net_arch={short(pol.net_arch, 60)} and critic "
-                f"outputs {out}: the networks would have at least {count:.3g} parameters "
-                f"({16 * count / 2**30:.3g} GiB with gradients and optimizer state), more than "
-                f"the {MAX_PARAMETERS:.0e} allowed; make them smaller"
+                f"{pol.n_lstm_layers}, policy.net_arch={short(pol.net_arch, 60)} and "
+                f"{self._critic_outputs()} critic outputs: the networks would have at least "
+                f"{count:.3g} parameters ({16 * count / 2**30:.3g} GiB with gradients and "
+                f"optimizer state), more than the {MAX_PARAMETERS:.0e} allowed; make them smaller"
             )
+
+    def _critic_outputs(self) -> int:
+        crit = self.critic
+        return {"quantile": crit.n_quantiles, "categorical": crit.n_atoms, "scalar": 1}[crit.kind]
+
+    def parameter_count(self, obs_size: int = 1, action_outputs: int = 1) -> int:
+        """The policy's parameter count for ``obs_size`` observation values and an action head
+        of ``action_outputs`` (``n`` of a Discrete space, ``sum(nvec)``, a Box's size); exact
+        but for a Box's log-std parameters (:class:`riskppo.nn.policy.RecurrentActorCritic`)."""
+        pol = self.policy
+        n_critics = 2 if self.critic.twin else 1
+        heads = n_critics + int(self.risk.cvar_limit is not None)
+        n_lstms = 1 + {"none": n_critics, "critics": 1, "all": 0}[pol.lstm_sharing]
+        return policy_parameters(
+            pol.lstm_hidden_size,
+            pol.n_lstm_layers,
+            pol.net_arch,
+            n_lstms,
+            heads,
+            self._critic_outputs(),
+            obs_size=obs_size,
+            action_outputs=action_outputs,
+        )
 
     # ---- construction helpers -------------------------------------------------------------
     @classmethod

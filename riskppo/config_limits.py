@@ -80,14 +80,19 @@ def mlp_parameters(inputs: int, sizes: list[int], outputs: int) -> int:
 
 
 def policy_parameters(
-    hidden: int, layers: int, net_arch: list[int], n_lstms: int, n_heads: int, head_out: int
+    hidden: int,
+    layers: int,
+    net_arch: list[int],
+    n_lstms: int,
+    n_heads: int,
+    head_out: int,
+    *,
+    obs_size: int = 1,
+    action_outputs: int = 1,
 ) -> int:
-    """A lower estimate of the policy's parameter count (one observation and one action value):
-    ``n_lstms`` LSTM stacks, an actor MLP with a one-output head and ``n_heads`` critic MLPs with
-    ``head_out`` outputs each (:class:`riskppo.nn.policy.RecurrentActorCritic`)."""
-    lstms = n_lstms * lstm_parameters(1, hidden, layers)
-    return (
-        lstms
-        + mlp_parameters(hidden, net_arch, 1)
-        + n_heads * mlp_parameters(hidden, net_arch, head_out)
-    )
+    """The policy's parameter count: ``n_lstms`` LSTM stacks reading ``obs_size`` values, an
+    actor MLP with an ``action_outputs`` head and ``n_heads`` critic MLPs with ``head_out``
+    outputs each (:class:`riskppo.nn.policy.RecurrentActorCritic`; a Box's log-std not counted)."""
+    lstms = n_lstms * lstm_parameters(obs_size, hidden, layers)
+    actor = mlp_parameters(hidden, net_arch, action_outputs)
+    return lstms + actor + n_heads * mlp_parameters(hidden, net_arch, head_out)

@@ -176,15 +176,13 @@ def test_parameter_estimate_matches_the_built_policy():
     """The estimate the check uses is the model's own count for one observation value."""
     import gymnasium as gym
 
-    from riskppo.config_limits import policy_parameters
     from riskppo.nn.policy import RecurrentActorCritic
 
-    cfg = Config.build({"policy": {"lstm_hidden_size": 12, "n_lstm_layers": 2, "net_arch": [7]}})
-    box = gym.spaces.Box(-1.0, 1.0, (1,))
-    net = RecurrentActorCritic(box, box, cfg.policy, n_critics=2, critic_out=5)
-    built = sum(p.numel() for p in net.parameters())
-    estimate = policy_parameters(12, 2, [7], n_lstms=2, n_heads=2, head_out=5)
-    assert estimate <= built <= estimate + 1  # + the state-independent log-std
+    policy = {"lstm_hidden_size": 12, "n_lstm_layers": 2, "net_arch": [7]}
+    cfg = Config.build({"policy": policy, "critic": {"n_quantiles": 5}})
+    obs, act = gym.spaces.Box(-1.0, 1.0, (3,)), gym.spaces.Discrete(4)
+    net = RecurrentActorCritic(obs, act, cfg.policy, n_critics=2, critic_out=5)
+    assert cfg.parameter_count(3, 4) == sum(p.numel() for p in net.parameters())
 
 
 def test_duplicate_yaml_keys_are_refused_with_their_lines(tmp_path):
