@@ -489,7 +489,19 @@ def test_a_compressed_file_is_read_only_up_to_the_cap(tmp_path, monkeypatch, suf
 
 
 def test_an_uncompressed_file_over_the_cap_is_not_read(tmp_path, monkeypatch):
-    path = write_csv(tmp_path, GOOD_ROWS)
+    import tracemalloc
+
+    path = tmp_path / "p.csv"
+    path.write_text(_bars(50_000))  # ≈ 2.2 MB
+    monkeypatch.setenv("RISKPPO_MAX_DATA_MB", "1")
+    tracemalloc.start()
+    try:
+        assert_error(path, "expands to more than 1 MiB", None)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 256 << 10, peak  # refused by its size, before a byte is parsed
+    monkeypatch.delenv("RISKPPO_MAX_DATA_MB")
     with open(path, "r+b") as f:
         f.truncate(3 << 30)  # sparse: reading it would take gigabytes
     assert_error(path, "expands to more than 256 MiB", None)  # the default cap
