@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 from riskppo.config import Config
 from riskppo.config_limits import MAX_PARAMETERS
 from riskppo.config_yaml import short
@@ -37,7 +39,7 @@ def space_values(d: dict[str, Any]) -> int:
         return math.prod(int(n) for n in d["shape"])
     if d["type"] == "Discrete":
         return int(d["n"])
-    return sum(int(n) for n in d["nvec"])
+    return sum(int(n) for n in np.asarray(d["nvec"]).ravel())
 
 
 def tensor_file_caps(cfg: Config, state: dict[str, Any], files: VerifiedFiles) -> dict[str, int]:
