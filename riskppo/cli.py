@@ -9,7 +9,6 @@ and writes everything into one run directory: the resolved config, TensorBoard e
 from __future__ import annotations
 
 import argparse
-import errno
 import json
 import logging
 import re
@@ -19,9 +18,10 @@ import warnings
 from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from riskppo import __version__
+from riskppo.cli_errors import show_warning, user_error
 from riskppo.config import Config, ConfigError, apply_overrides
 from riskppo.envs.registration import TRADING_ID
 
@@ -409,9 +409,38 @@ def _backtest_parser(sub: Any) -> None:
 
 
 def cmd_walkforward(args: argparse.Namespace) -> int:
-    from riskppo.evaluation.walkforward import cmd_walkforward as run
+    """``riskppo walkforward``: see :mod:`riskppo.evaluation.walkforward`."""
+    from riskppo.evaluation.walkforward import walk_forward
+    from riskppo.evaluation.wf_plan import WalkForwardSettings
 
-    return run(args)
+    settings = WalkForwardSettings(
+        initial=args.initial,
+        step=args.step,
+        window=args.window,
+        train_bars=args.train_bars,
+        seeds=tuple(args.seeds),
+        warm_start=args.warm_start,
+        warm_steps=args.warm_steps,
+        workers=args.workers,
+    )
+    if args.resume:
+        if args.config or args.set:
+            raise ConfigError("--resume continues a run with its own config; drop --config/--set")
+        cfg, run_dir = None, Path(args.resume)
+    else:
+        cfg = load_config(args.config, args.set or [])
+        run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(cfg, prefix="wf")
+    try:
+        walk_forward(
+            cfg, run_dir, settings, resume=bool(args.resume), progress_bar=not args.no_progress
+        )
+    except KeyboardInterrupt:
+        print(
+            "riskppo walkforward: interrupted; finished cells are kept — continue with "
+            f"`riskppo walkforward --resume {run_dir}`"
+        )
+        return 130
+    return 0
 
 
 def _walkforward_parser(sub: Any) -> None:
@@ -541,104 +570,6 @@ def run_command(args: argparse.Namespace) -> int:
             raise
         print(message, file=sys.stderr)
         return 2
-
-
-def show_warning(
-    message: Warning | str,
-    category: type[Warning],
-    filename: str,
-    lineno: int,
-    file: TextIO | None = None,
-    line: str | None = None,
-) -> None:
-    """``warnings.showwarning`` of the command line: ``riskppo: warning: MESSAGE`` on one line,
-    without Python's ``file:line: Category`` and the echoed source line."""
-    text = " ".join(str(message).split())
-    print(f"riskppo: warning: {text}", file=file if file is not None else sys.stderr)
-
-
-# OS errors that come from the user's paths or machine (a missing or unwritable path, a full
-# disk), with what to do about them; any other OSError is reported as a bug (traceback).
-OS_ERROR_HINTS: dict[int, str] = {
-    errno.ENOENT: "check the path",
-    errno.ENOTDIR: "check the path (a part of it is a file, not a directory)",
-    errno.EISDIR: "pass a file, not a directory",
-    errno.EEXIST: "remove it or choose another path",
-    errno.EACCES: "check its permissions or choose another path",
-    errno.EPERM: "check its permissions or choose another path",
-    errno.EROFS: "choose a path on a writable file system",
-    errno.ENOSPC: "free disk space or choose another path",
-    errno.EDQUOT: "free disk space or choose another path",
-    errno.EFBIG: "the file hit a size limit (ulimit -f or the file system's); raise it or "
-    "choose another path",
-    errno.EIO: "the device reported an I/O error; check the disk",
-    errno.ENAMETOOLONG: "choose a shorter path",
-    errno.ELOOP: "check the path (a symlink loop)",
-}
-
-
-def user_error(exc: BaseException) -> str | None:
-    """The one-line message for an error that is the user's input (a bad or missing run
-    directory, checkpoint, data file, env or path), or ``None`` for anything else (a bug:
-    traceback)."""
-    for kinds, label in _user_errors():
-        if isinstance(exc, kinds):
-            return f"riskppo: {label}{exc}{_advice(exc)}"
-    if isinstance(exc, OSError) and exc.errno in OS_ERROR_HINTS:
-        where = " → ".join(str(f) for f in (exc.filename, exc.filename2) if f is not None)
-        what = f"{where}: {exc.strerror}" if where else str(exc.strerror or exc)
-        return f"riskppo: {what}; {OS_ERROR_HINTS[exc.errno]}"
-    if isinstance(exc, FileNotFoundError):  # riskppo's own, with its message
-        return f"riskppo: {exc}" + ("" if ";" in str(exc) else "; check the path")
-    return None
-
-
-def _user_errors() -> list[tuple[type[BaseException] | tuple[type[BaseException], ...], str]]:
-    """The error types that are the user's input, each with its message label."""
-    from gymnasium.error import DependencyNotInstalled, DeprecatedEnv, UnregisteredEnv
-
-    from riskppo.data.demos import DemonstrationError
-    from riskppo.envs.data import DataError
-    from riskppo.pbt.state import ResumeError
-    from riskppo.pbt.storage import PopulationStopped
-    from riskppo.safefs import UnsafePathError
-    from riskppo.train.checkpoint import CheckpointError
-    from riskppo.train.outputs import NonFiniteOutputError
-    from riskppo.train.rundir import RunDirError
-    from riskppo.train.runlock import RunLockError
-    from riskppo.train.update import NonFiniteTrainingError
-    from riskppo.train.vec_env import EnvOutputError, NonFiniteInputError
-
-    return [
-        (RunLockError, "run directory locked: "),
-        (RunDirError, ""),
-        (UnsafePathError, "unsafe path: "),
-        (DataError, "data error: "),
-        (CheckpointError, "checkpoint error: "),
-        ((EnvOutputError, NonFiniteInputError), "env error: "),
-        ((UnregisteredEnv, DeprecatedEnv, DependencyNotInstalled), "env error: "),
-        (NonFiniteTrainingError, "training stopped: "),
-        (DemonstrationError, "demonstration error: "),
-        (ResumeError, ""),
-        (NonFiniteOutputError, "unusable policy: "),
-        (PopulationStopped, "PBT stopped: "),
-    ]
-
-
-def _advice(exc: BaseException) -> str:
-    """What to do, for the errors whose own message does not say it."""
-    from gymnasium.error import UnregisteredEnv
-
-    from riskppo.envs.data import DataError
-
-    if isinstance(exc, DataError):
-        return (
-            "; fix the file or point data.path at another one (accepted columns and formats: "
-            "README, 'Bring your own data')"
-        )
-    if isinstance(exc, UnregisteredEnv):
-        return "; check env.id (a registered Gymnasium id, or 'module:Name' that registers it)"
-    return ""
 
 
 if __name__ == "__main__":

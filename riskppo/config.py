@@ -20,8 +20,12 @@ from pydantic import Field, ValidationError, model_validator
 
 from riskppo.config_limits import (
     MAX_CONFIG_BYTES,
+    MAX_PARAMETERS,
+    MAX_SEED,
+    MAX_THREADS,
     expansion_problem,
     physical_memory,
+    policy_parameters,
     rollout_bytes,
 )
 from riskppo.config_sections import (
@@ -42,6 +46,7 @@ from riskppo.config_sections import (
     VGSConfig,
     _Section,
 )
+from riskppo.config_yaml import YAMLProblem, YAMLSyntaxError, decode_yaml_bytes, load_yaml, short
 from riskppo.safefs import write_text_atomic
 
 __all__ = [
@@ -78,12 +83,13 @@ class ConfigError(ValueError):
 class Config(_Section):
     """All hyper-parameters of one run."""
 
-    seed: int = Field(0, ge=0)
+    seed: int = Field(0, ge=0, le=MAX_SEED)
     total_timesteps: int = Field(100_000, ge=1)
     device: str = "cpu"
     num_threads: int | None = Field(
         1,
         ge=1,
+        le=MAX_THREADS,
         description="torch intra-op threads set by learn() (process-wide); small recurrent nets "
         "run fastest on 1; None leaves torch's default",
     )
@@ -144,7 +150,45 @@ class Config(_Section):
             raise ValueError("ppo.vf_clip_mode='per_quantile' requires critic.kind='quantile'")
         if "risk.cvar_limit" in self.pbt.hyperparams and self.risk.cvar_limit is None:
             raise ValueError("pbt.hyperparams tunes risk.cvar_limit but risk.cvar_limit is None")
+        self._check_parameters()
         return self
+
+    def _check_parameters(self) -> None:
+        """Refuse networks whose parameters (with gradients and Adam's moments, 16 bytes each)
+        could not be built: more than ``MAX_PARAMETERS`` even for one observation value."""
+        count = self.parameter_count()
+        if count > MAX_PARAMETERS:
+            pol = self.policy
+            raise ValueError(
+                f"policy.lstm_hidden_size={pol.lstm_hidden_size}, policy.n_lstm_layers="
+                f"{pol.n_lstm_layers}, policy.net_arch={short(pol.net_arch, 60)} and "
+                f"{self._critic_outputs()} critic outputs: the networks would have at least "
+                f"{count:.3g} parameters ({16 * count / 2**30:.3g} GiB with gradients and "
+                f"optimizer state), more than the {MAX_PARAMETERS:.0e} allowed; make them smaller"
+            )
+
+    def _critic_outputs(self) -> int:
+        crit = self.critic
+        return {"quantile": crit.n_quantiles, "categorical": crit.n_atoms, "scalar": 1}[crit.kind]
+
+    def parameter_count(self, obs_size: int = 1, action_outputs: int = 1) -> int:
+        """The policy's parameter count for ``obs_size`` observation values and an action head
+        of ``action_outputs`` (``n`` of a Discrete space, ``sum(nvec)``, a Box's size); exact
+        but for a Box's log-std parameters (:class:`riskppo.nn.policy.RecurrentActorCritic`)."""
+        pol = self.policy
+        n_critics = 2 if self.critic.twin else 1
+        heads = n_critics + int(self.risk.cvar_limit is not None)
+        n_lstms = 1 + {"none": n_critics, "critics": 1, "all": 0}[pol.lstm_sharing]
+        return policy_parameters(
+            pol.lstm_hidden_size,
+            pol.n_lstm_layers,
+            pol.net_arch,
+            n_lstms,
+            heads,
+            self._critic_outputs(),
+            obs_size=obs_size,
+            action_outputs=action_outputs,
+        )
 
     # ---- construction helpers -------------------------------------------------------------
     @classmethod
@@ -164,16 +208,13 @@ class Config(_Section):
                     f"{path}: config file of {path.stat().st_size} bytes; at most "
                     f"{MAX_CONFIG_BYTES} allowed"
                 )
-            text = path.read_text()
+            raw = path.read_bytes()
         except OSError as exc:
             raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
         try:
-            data = yaml.safe_load(text) or {}
-        except yaml.YAMLError as exc:
-            msg = " ".join(str(exc).split())
-            raise ConfigError(f"{path}: not valid YAML: {msg}") from None
-        except RecursionError:
-            raise ConfigError(f"{path}: YAML nested too deeply") from None
+            data = load_yaml(decode_yaml_bytes(raw)) or {}
+        except YAMLProblem as exc:
+            raise ConfigError(f"{path}: {exc}") from None
         _check_expansion(data, str(path))
         if not isinstance(data, dict):
             raise ConfigError(f"{path}: top level must be a mapping, got {type(data).__name__}")
@@ -221,17 +262,19 @@ def check_rollout_memory(
 def _format_validation_error(exc: ValidationError) -> str:
     lines = []
     for err in exc.errors():
-        loc = ".".join(str(part) for part in err["loc"]) or "<config>"
+        loc = ".".join(str(part) for part in err["loc"])
         given = err.get("input")
-        shown = repr(given) if not isinstance(given, dict) else "{...}"
+        shown = short(given) if not isinstance(given, dict) else "{...}"
         msg = err["msg"].removeprefix("Value error, ")
-        lines.append(f"{loc}: {msg} (got {shown})")
+        lines.append(f"{loc}: {msg} (got {shown})" if loc else msg)
     return "invalid configuration: " + "; ".join(lines)
 
 
 def set_by_path(data: dict[str, Any], dotted: str, value: Any) -> None:
     """Set ``data['a']['b'] = value`` for ``dotted='a.b'``, creating sections as needed."""
     keys = dotted.split(".")
+    if not all(k.strip() for k in keys):
+        raise ConfigError(f"--set {short(dotted)}: every part of a dotted key needs a name")
     node = data
     for key in keys[:-1]:
         child = node.setdefault(key, {})
@@ -252,9 +295,11 @@ def apply_overrides(cfg: Config, overrides: list[str]) -> Config:
         if not key:
             raise ConfigError(f"--set expects key=value, got {item!r}")
         try:
-            value = yaml.safe_load(raw) if raw.strip() else None
-        except (yaml.YAMLError, RecursionError):
+            value = load_yaml(raw) if raw.strip() else None
+        except YAMLSyntaxError:
             value = raw
+        except YAMLProblem as exc:
+            raise ConfigError(f"--set {short(key, 60)}: {exc}") from None
         _check_expansion(value, f"--set {key}")
         set_by_path(data, key, value)
     return Config.build(data)

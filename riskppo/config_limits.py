@@ -4,6 +4,7 @@ much memory a rollout buffer may take. :mod:`riskppo.config` turns each problem 
 
 from __future__ import annotations
 
+import itertools
 import os
 from typing import Any
 
@@ -51,3 +52,47 @@ def physical_memory() -> int | None:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
         return None
+
+
+# Bounds on single fields: what the libraries and the machine can build.
+MAX_SEED = 2**31 - 1  # numpy's legacy seeding takes < 2**32; the per-update/env offsets fit too
+MAX_THREADS = 1024
+MAX_QUANTILES = 1024  # the quantile loss is [batch, N, N]
+MAX_ATOMS = 1024
+MAX_LOG_STD = 20.0  # |log σ|: exp(20) ≈ 5e8, beyond any action scale
+MAX_SUPPORT = 1e15  # |v_min|, |v_max| of the categorical support (float32 atoms and their squares)
+MAX_CVAR_WINDOW = 1_000_000  # finished segments kept (a list in every checkpoint)
+MAX_HORIZON = 10**9  # steps; compared with int64 step counters
+# 16 bytes per parameter (weights, gradients, Adam's two moments): 1.6 GB at the cap.
+MAX_PARAMETERS = 100_000_000
+
+
+def lstm_parameters(inputs: int, hidden: int, layers: int) -> int:
+    """Weights and biases of a ``torch.nn.LSTM``-shaped stack (two bias vectors per layer)."""
+    first = 4 * hidden * (inputs + hidden) + 8 * hidden
+    return first + (layers - 1) * (4 * hidden * 2 * hidden + 8 * hidden)
+
+
+def mlp_parameters(inputs: int, sizes: list[int], outputs: int) -> int:
+    """Weights and biases of ``Linear`` layers ``inputs → sizes… → outputs``."""
+    dims = [inputs, *sizes, outputs]
+    return sum(a * b + b for a, b in itertools.pairwise(dims))
+
+
+def policy_parameters(
+    hidden: int,
+    layers: int,
+    net_arch: list[int],
+    n_lstms: int,
+    n_heads: int,
+    head_out: int,
+    *,
+    obs_size: int = 1,
+    action_outputs: int = 1,
+) -> int:
+    """The policy's parameter count: ``n_lstms`` LSTM stacks reading ``obs_size`` values, an
+    actor MLP with an ``action_outputs`` head and ``n_heads`` critic MLPs with ``head_out``
+    outputs each (:class:`riskppo.nn.policy.RecurrentActorCritic`; a Box's log-std not counted)."""
+    lstms = n_lstms * lstm_parameters(obs_size, hidden, layers)
+    actor = mlp_parameters(hidden, net_arch, action_outputs)
+    return lstms + actor + n_heads * mlp_parameters(hidden, net_arch, head_out)

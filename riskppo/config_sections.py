@@ -20,6 +20,15 @@ from pydantic import (
     model_validator,
 )
 
+from riskppo.config_limits import (
+    MAX_ATOMS,
+    MAX_CVAR_WINDOW,
+    MAX_HORIZON,
+    MAX_LOG_STD,
+    MAX_QUANTILES,
+    MAX_SUPPORT,
+)
+
 __all__ = [
     "TUNABLE",
     "AdversarialConfig",
@@ -77,6 +86,15 @@ class EnvConfig(_Section):
         description="seconds an env may take for one step() before training stops with an "
         "error naming it; vec_env 'subproc' only; None = wait forever",
     )
+
+    @field_validator("kwargs")
+    @classmethod
+    def _keyword_names(cls, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """Keys are passed as keyword arguments to the env: each must be a Python name."""
+        for key in kwargs:
+            if not key.isidentifier():
+                raise ValueError(f"every key must be a keyword argument name, got {key!r:.80}")
+        return kwargs
 
     @model_validator(mode="after")
     def _timeout_needs_subproc(self) -> EnvConfig:
@@ -167,9 +185,16 @@ class PolicyConfig(_Section):
     )
     net_arch: list[int] = Field(default_factory=lambda: [64])
     activation: Literal["tanh", "relu", "gelu"] = "tanh"
-    log_std_init: float = 0.0
+    log_std_init: float = Field(0.0, ge=-MAX_LOG_STD, le=MAX_LOG_STD)
     state_dependent_std: bool = False
     ortho_init: bool = True
+
+    @field_validator("net_arch")
+    @classmethod
+    def _widths(cls, widths: list[int]) -> list[int]:
+        if any(width < 1 for width in widths):
+            raise ValueError("every width must be ≥ 1")
+        return widths
 
 
 class CriticConfig(_Section):
@@ -177,10 +202,10 @@ class CriticConfig(_Section):
 
     kind: Literal["quantile", "categorical", "scalar"] = "quantile"
     twin: bool = True
-    n_quantiles: int = Field(32, ge=1)
-    n_atoms: int = Field(51, ge=2)
-    v_min: float = -1.0
-    v_max: float = 1.0
+    n_quantiles: int = Field(32, ge=1, le=MAX_QUANTILES)
+    n_atoms: int = Field(51, ge=2, le=MAX_ATOMS)
+    v_min: float = Field(-1.0, ge=-MAX_SUPPORT, le=MAX_SUPPORT)
+    v_max: float = Field(1.0, ge=-MAX_SUPPORT, le=MAX_SUPPORT)
     kappa: float = Field(
         0.02,
         ge=0,
@@ -205,7 +230,7 @@ class RiskConfig(_Section):
 
     cvar_alpha: float = Field(0.05, gt=0, le=1)
     cvar_limit: float | None = None
-    cvar_horizon: int | None = Field(None, ge=1)
+    cvar_horizon: int | None = Field(None, ge=1, le=MAX_HORIZON)
     lambda_update: Literal["dual", "pid"] = Field(
         "dual",
         description="dual: projected dual ascent with lambda_lr; pid: the PID Lagrangian of "
@@ -221,6 +246,7 @@ class RiskConfig(_Section):
     cvar_window: int = Field(
         500,
         ge=2,
+        le=MAX_CVAR_WINDOW,
         description="recent finished segments (or episodes) whose empirical CVaR/VaR the "
         "multiplier update and ν read",
     )

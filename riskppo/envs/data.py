@@ -42,14 +42,24 @@ time — while every reward is computed from prices inside ``[lo, hi)`` only.
 
 from __future__ import annotations
 
+import lzma
 import os
 import re
+import zipfile
 from pathlib import Path
 from typing import Literal, NamedTuple
 
 import numpy as np
 import pandas as pd
 
+from riskppo.config_yaml import short
+from riskppo.envs.data_limits import (
+    DataTooLarge,
+    check_parquet_size,
+    max_data_bytes,
+    open_capped,
+    too_large,
+)
 from riskppo.envs.splits import (
     Fold,
     Split,
@@ -246,10 +256,16 @@ def _file_kind(p: Path) -> Literal["csv", "parquet"]:
 
 
 def _read_csv(p: Path) -> pd.DataFrame:
+    cap = max_data_bytes()
     try:
-        # Everything as text: numbers are converted (and bad cells reported) by us, and the
-        # time column is never guessed by pandas.
-        raw = pd.read_csv(p, dtype=str, skipinitialspace=True, keep_default_na=True)
+        with open_capped(p, cap) as stream:
+            # Everything as text: numbers are converted (and bad cells reported) by us, and
+            # the time column is never guessed by pandas.
+            raw = pd.read_csv(stream, dtype=str, skipinitialspace=True, keep_default_na=True)
+    except DataTooLarge:
+        raise DataError(str(p), too_large(cap)) from None
+    except (OSError, EOFError, zipfile.BadZipFile, lzma.LZMAError) as e:
+        raise DataError(str(p), f"cannot decompress: {short(str(e))}") from None
     except pd.errors.EmptyDataError:
         raise DataError(str(p), "empty file (no header, no data rows)") from None
     except (pd.errors.ParserError, UnicodeDecodeError) as e:
@@ -258,7 +274,7 @@ def _read_csv(p: Path) -> pd.DataFrame:
             want, line, saw = (int(g) for g in m.groups())
             problem = f"{saw} fields, expected {want} (file line {line})"
             raise DataError(str(p), problem, row=line - 1) from None
-        raise DataError(str(p), f"cannot parse as CSV: {e}") from None
+        raise DataError(str(p), f"cannot parse as CSV: {short(str(e), 200)}") from None
     if not isinstance(raw.index, pd.RangeIndex):
         # pandas turns the extra leading fields of over-long rows into an index
         raise DataError(str(p), f"more fields than the {len(raw.columns)} header columns", row=1)
@@ -266,6 +282,7 @@ def _read_csv(p: Path) -> pd.DataFrame:
 
 
 def _read_parquet(p: Path) -> pd.DataFrame:
+    check_parquet_size(p, max_data_bytes())
     try:
         raw = pd.read_parquet(p)
     except Exception as e:  # pyarrow raises several unrelated exception types
@@ -409,7 +426,7 @@ def _numeric(s: pd.Series, name: str, ts: np.ndarray, source: str) -> np.ndarray
         i = int(bad[0])
         raise DataError(
             source,
-            f"non-numeric value {s.iloc[i]!r} in column {name!r}",
+            f"non-numeric value {short(s.iloc[i])} in column {short(name)}",
             row=i + 1,
             when=str(pd.Timestamp(ts[i])),
         )

@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -200,9 +200,40 @@ def left_out_line(
     return f"{kind} ({label}): features {', '.join(left_out)} left out (need {needs})"
 
 
-def _rolling(x: np.ndarray, k: int) -> np.ndarray:
-    """Windows ``x[t-k+1 .. t]`` as rows, for t = k-1 .. T-1 (shape ``[T-k+1, k]``)."""
-    return sliding_window_view(x, k)
+_BLOCK_VALUES = 1 << 20  # window values one block of windows holds (8 MiB of float64)
+
+
+def _windowed(x: np.ndarray, k: int, reduce: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """``reduce`` of the windows ``x[t-k+1 .. t]``, t = k-1 .. T-1 (shape ``[T-k+1]``).
+
+    ``reduce`` maps a block of windows ``[B, k]`` to ``[B]``; blocks of at most
+    ``_BLOCK_VALUES`` values keep memory O(T) (a reduction's temporaries are ``[B, k]``), and
+    every window is reduced exactly as it would be in one ``[T-k+1, k]`` array.
+    """
+    w = sliding_window_view(x, k)
+    step = max(1, _BLOCK_VALUES // k)
+    blocks = [reduce(w[i : i + step]) for i in range(0, len(w), step)]
+    return np.concatenate(blocks) if blocks else np.empty(0)
+
+
+def _mean(w: np.ndarray) -> np.ndarray:
+    return w.mean(axis=1)
+
+
+def _std(w: np.ndarray) -> np.ndarray:
+    return w.std(axis=1)
+
+
+def _std1(w: np.ndarray) -> np.ndarray:
+    return w.std(axis=1, ddof=1)
+
+
+def _rsi(w: np.ndarray) -> np.ndarray:
+    """Relative strength in [-1, 1] of windows of one-bar returns ``[B, k]``; 0 if all flat."""
+    up = np.clip(w, 0.0, None).sum(axis=1)
+    down = np.clip(-w, 0.0, None).sum(axis=1)
+    tot = up + down
+    return np.where(tot > 0, 2.0 * up / np.where(tot > 0, tot, 1.0) - 1.0, 0.0)
 
 
 def _zscore_last(x: np.ndarray, k: int) -> np.ndarray:
@@ -210,9 +241,8 @@ def _zscore_last(x: np.ndarray, k: int) -> np.ndarray:
     out = np.full(len(x), np.nan)
     if len(x) < k:
         return out
-    w = _rolling(x, k)
-    mean = w.mean(axis=1)
-    std = w.std(axis=1)
+    mean = _windowed(x, k, _mean)
+    std = _windowed(x, k, _std)
     dev = x[k - 1 :] - mean
     scale = np.maximum(np.abs(mean), 1.0)
     flat = std <= 1e-12 * scale
@@ -224,7 +254,7 @@ def _rolling_std(x: np.ndarray, k: int, first: int) -> np.ndarray:
     """std (ddof=1) of x[t-k+1..t] for t >= first + k - 1 (``x`` is NaN before ``first``)."""
     out = np.full(len(x), np.nan)
     if len(x) - first >= k:
-        out[first + k - 1 :] = _rolling(x[first:], k).std(axis=1, ddof=1)
+        out[first + k - 1 :] = _windowed(x[first:], k, _std1)
     return out
 
 
@@ -244,13 +274,13 @@ def _macd(close: np.ndarray, f: int, s: int) -> np.ndarray:
     slow = series.ewm(alpha=1.0 / s, adjust=True).mean().to_numpy()
     pstd = _rolling_std(close, MACD_PRICE_STD, 0)
     pmean = np.full(n, np.nan)
-    pmean[MACD_PRICE_STD - 1 :] = _rolling(close, MACD_PRICE_STD).mean(axis=1)
+    pmean[MACD_PRICE_STD - 1 :] = _windowed(close, MACD_PRICE_STD, _mean)
     q = _ratio_or_zero(fast - slow, pstd, pstd <= 1e-12 * np.abs(pmean))
     q[:q_first] = np.nan
     qstd = _rolling_std(q, MACD_Q_STD, q_first)
     qmean = np.full(n, np.nan)
     if n - q_first >= MACD_Q_STD:
-        qmean[q_first + MACD_Q_STD - 1 :] = _rolling(q[q_first:], MACD_Q_STD).mean(axis=1)
+        qmean[q_first + MACD_Q_STD - 1 :] = _windowed(q[q_first:], MACD_Q_STD, _mean)
     return _ratio_or_zero(q, qstd, qstd <= 1e-12 * np.maximum(np.abs(qmean), 1.0))
 
 
@@ -275,14 +305,10 @@ def _one(
         out[k:] = logc[k:] - logc[:-k]
     elif kind == "vol":
         if n > k:
-            out[k:] = _rolling(r1[1:], k).std(axis=1, ddof=1)
+            out[k:] = _windowed(r1[1:], k, _std1)
     elif kind == "rsi":
         if n > k:
-            w = _rolling(r1[1:], k)
-            up = np.clip(w, 0.0, None).sum(axis=1)
-            down = np.clip(-w, 0.0, None).sum(axis=1)
-            tot = up + down
-            out[k:] = np.where(tot > 0, 2.0 * up / np.where(tot > 0, tot, 1.0) - 1.0, 0.0)
+            out[k:] = _windowed(r1[1:], k, _rsi)
     elif kind == "zscore":
         out = _zscore_last(logc, k)
     elif kind == "volz":

@@ -20,6 +20,8 @@ import re
 import numpy as np
 import pandas as pd
 
+from riskppo.config_yaml import short
+
 _TIME_COLUMNS: tuple[str, ...] = (
     "timestamp",
     "datetime",
@@ -188,7 +190,7 @@ def _require_parsed(original: pd.Series, parsed: pd.Series, source: str) -> np.n
     if len(bad):
         i = int(bad[0])
         value = original.iloc[i]
-        what = "missing timestamp" if pd.isna(value) else f"unparsable timestamp {value!r}"
+        what = "missing timestamp" if pd.isna(value) else f"unparsable timestamp {short(value)}"
         more = f" ({len(bad)} bad rows in all)" if len(bad) > 1 else ""
         hint = ""
         if not pd.isna(value) and _NUMBER_RE.fullmatch(str(value).strip()):
@@ -209,7 +211,7 @@ def _require_parsed(original: pd.Series, parsed: pd.Series, source: str) -> np.n
             more = f" ({len(out)} such rows in all)" if len(out) > 1 else ""
             raise DataError(
                 source,
-                f"timestamp {original.iloc[i]!r} is outside the range that fits "
+                f"timestamp {short(original.iloc[i])} is outside the range that fits "
                 f"(1677-09-22 .. 2262-04-11){more}; a typo in the year?",
                 row=i + 1,
             )

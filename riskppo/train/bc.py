@@ -49,7 +49,7 @@ from torch import Tensor
 
 from riskppo import core
 from riskppo.config import BCConfig, Config, ConfigError
-from riskppo.data.buffer import ChunkBatch, cat_states
+from riskppo.data.buffer import ChunkBatch
 from riskppo.data.demo_types import Demonstrations
 from riskppo.nn.policy import RecurrentActorCritic
 from riskppo.nn.recurrent import LSTMState
@@ -258,14 +258,9 @@ def prepare_demos(policy: RecurrentActorCritic, cfg: Config, source: BCSource) -
     )
     ch = demos.chunks(L)  # the last T_used steps
     T_used = T // L * L
-    with torch.no_grad():
-        _, _, captured = policy.actor_lstm(
-            demos.observations[T - T_used :],
-            policy.actor_lstm.initial_state(N, device),
-            demos.episode_starts[T - T_used :],
-            capture=range(0, T_used, L),
-        )
-    states = cat_states([captured[t] for t in range(0, T_used, L)])
+    states = chunk_states(
+        policy, demos.observations[T - T_used :], demos.episode_starts[T - T_used :], L
+    )
     n_chunks = T_used // L
     last = source.sample_last
     first = 0 if last is None else max(0, n_chunks - math.ceil(last / L))
@@ -278,6 +273,38 @@ def prepare_demos(policy: RecurrentActorCritic, cfg: Config, source: BCSource) -
         states,
         torch.arange(first * N, n_chunks * N),
     )
+
+
+# Steps x sequences the actor LSTM replays at once: its gates take 16 bytes per hidden unit and
+# row, so a whole demonstration file at once took ~50x the file (hidden 64, 4 observations).
+REPLAY_ROWS = 16_384
+
+
+def chunk_states(policy: RecurrentActorCritic, obs: Tensor, starts: Tensor, L: int) -> LSTMState:
+    """The actor LSTM's state at the start of each ``L``-step chunk of ``obs`` ``[T, N, D]``
+    (``T`` a multiple of ``L``), chunks time-major → ``[layers, T/L·N, H]``.
+
+    The demonstrations are replayed in blocks of whole chunks (about ``REPLAY_ROWS`` steps x
+    sequences), each block starting from the previous one's final state: memory is bounded by
+    the block, not the file; the states are those of one replay of the whole sequence.
+    """
+    T, N = obs.shape[:2]
+    lstm = policy.actor_lstm
+    state = lstm.initial_state(N, obs.device)
+    h = state.h.new_empty(state.h.shape[0], T // L * N, state.h.shape[2])
+    c = torch.empty_like(h)
+    block = L * max(1, REPLAY_ROWS // (L * N))
+    with torch.no_grad():
+        for t0 in range(0, T, block):
+            t1 = min(T, t0 + block)
+            _, state, captured = lstm(
+                obs[t0:t1], state, starts[t0:t1], capture=range(0, t1 - t0, L)
+            )
+            for t, s in captured.items():  # copied out at once: no small tensors pile up
+                col = (t0 + t) // L * N
+                h[:, col : col + N] = s.h
+                c[:, col : col + N] = s.c
+    return LSTMState(h, c)
 
 
 def _weights(returns: Tensor | None, cfg: BCConfig) -> Tensor:

@@ -45,11 +45,13 @@ from riskppo.core.scaling import RunningMoments
 from riskppo.core.schedules import EntropyFloorState, EntropyScheduleState
 from riskppo.envs.registration import register_envs
 from riskppo.safefs import ensure_real_dir, remove_entry
+from riskppo.train.ckpt_bounds import check_model_header, tensor_file_caps
 from riskppo.train.ckpt_io import (
     FORMAT_VERSION,
+    MAX_JSON_BYTES,
     CheckpointError,
     load_json,
-    read_verified,
+    open_verified,
     remove_leftovers,
     replace_dir,
     resolve_latest,
@@ -80,12 +82,6 @@ __all__ = [
     "verify_checkpoint",
 ]
 
-REQUIRED = {
-    1: ("config.json", "state.json", "model.safetensors", "optimizer.safetensors",
-        "normalizer.safetensors", "rng.safetensors"),
-    2: ("config.json", "state.json", "model.safetensors", "optimizer.safetensors",
-        "normalizer.safetensors", "training.safetensors"),
-}  # fmt: skip
 log = logging.getLogger("riskppo")
 
 
@@ -238,33 +234,27 @@ class CheckpointData:
 
 
 def read_checkpoint(path: Path) -> CheckpointData:
-    """Verify and parse a checkpoint directory (``CheckpointError`` on any defect)."""
+    """Verify and parse a checkpoint directory (``CheckpointError`` on any defect).
+
+    The JSON files come first; what they declare bounds the tensor files' sizes, checked before
+    those are read, and the weights' shapes must fit the spaces before anything is built
+    (:mod:`riskppo.train.ckpt_bounds`).
+    """
     path = Path(path)
-    manifest, contents = read_verified(path)
-    version = manifest.get("format_version")
-    if not isinstance(version, int) or isinstance(version, bool) or version not in REQUIRED:
-        raise CheckpointError(
-            f"{path}: format_version {version!r} is not one of {sorted(REQUIRED)} (unknown "
-            "format; written by a newer riskppo?)"
-        )
-    for name in REQUIRED[version]:
-        if name not in contents:
-            raise CheckpointError(f"{path}: manifest does not list required file {name}")
-    state = load_json(contents["state.json"], f"{path}: state.json")
-    check_state(state, version, f"{path}: state.json")
-    try:
-        cfg = Config.build(load_json(contents["config.json"], f"{path}: config.json"))
-    except (ConfigError, ValueError, TypeError, KeyError, AttributeError) as exc:
-        raise CheckpointError(f"{path}: config/state unreadable: {exc}") from None
-    tensors: dict[str, dict[str, torch.Tensor]] = {}
-    for name in REQUIRED[version]:
-        if name.endswith(".safetensors"):
-            try:
-                tensors[name] = load_bytes(contents[name])
-            except (SafetensorError, ValueError) as exc:
-                raise CheckpointError(
-                    f"{path}: {name} is not a valid safetensors file: {exc}"
-                ) from None
+    with open_verified(path) as files:
+        version = files.version
+        state = load_json(files.read("state.json", MAX_JSON_BYTES), f"{path}: state.json")
+        check_state(state, version, f"{path}: state.json")
+        try:
+            config = load_json(files.read("config.json", MAX_JSON_BYTES), f"{path}: config.json")
+            cfg = Config.build(config)
+        except (ConfigError, ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise CheckpointError(f"{path}: config/state unreadable: {exc}") from None
+        caps = tensor_file_caps(cfg, state, files)
+        model = files.read("model.safetensors", caps["model.safetensors"])
+        check_model_header(model, state, f"{path}:")
+        raw = {n: model if n == "model.safetensors" else files.read(n, c) for n, c in caps.items()}
+    tensors = {name: _load_tensors(data, name, path) for name, data in raw.items()}
     check_tensors(tensors, state, f"{path}:")
     if version == 1:
         state["training"], tensors["training.safetensors"] = migrate_v1(cfg, state, tensors, path)
@@ -276,6 +266,13 @@ def read_checkpoint(path: Path) -> CheckpointData:
     except (StateDecodeError, ValueError) as exc:
         raise CheckpointError(f"{path}: state.json/training.safetensors: {exc}") from None
     return CheckpointData(path, cfg, state, tensors, training)
+
+
+def _load_tensors(data: bytes, name: str, path: Path) -> dict[str, torch.Tensor]:
+    try:
+        return load_bytes(data)
+    except (SafetensorError, ValueError) as exc:
+        raise CheckpointError(f"{path}: {name} is not a valid safetensors file: {exc}") from None
 
 
 # ---- schema of state.json and of the tensors ----------------------------------------------------

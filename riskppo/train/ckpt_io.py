@@ -7,6 +7,8 @@ What the files *mean* is :mod:`riskppo.train.checkpoint`'s business.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import hashlib
 import json
 import logging
@@ -15,6 +17,7 @@ import re
 import shutil
 import stat
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +25,7 @@ import numpy as np
 import torch
 
 import riskppo
+from riskppo.config_yaml import short
 from riskppo.safefs import fsync_dir
 
 log = logging.getLogger("riskppo")
@@ -45,8 +49,15 @@ def sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+# The files of each format version; a manifest may list these and no others.
+KNOWN_FILES = {
+    1: ("config.json", "state.json", "model.safetensors", "optimizer.safetensors",
+        "normalizer.safetensors", "rng.safetensors"),
+    2: ("config.json", "state.json", "model.safetensors", "optimizer.safetensors",
+        "normalizer.safetensors", "training.safetensors"),
+}  # fmt: skip
+
 # Limits of what the loader reads (R-REL-3): checked before a byte is read.
-MAX_FILES = 64
 MAX_FILE_BYTES = 4 << 30  # a tensor file
 MAX_JSON_BYTES = 64 << 20  # manifest.json, config.json, state.json
 MAX_JSON_DEPTH = 64
@@ -123,25 +134,58 @@ def load_json(data: bytes, what: str) -> Any:
         raise CheckpointError(f"{what} unreadable: {exc}") from None
 
 
-def read_verified(path: Path) -> tuple[dict[str, Any], dict[str, bytes]]:
-    """Read the manifest and every file it lists, each checked against its SHA-256.
+@dataclasses.dataclass
+class VerifiedFiles:
+    """The files of one checkpoint directory, open as ``dfd``, as its manifest lists them.
+
+    Only the files the manifest's ``format_version`` knows (:data:`KNOWN_FILES`) may be listed,
+    each with a SHA-256; :meth:`read` returns a file's bytes only if they hash to it.
+    """
+
+    path: Path
+    dfd: int
+    manifest: dict[str, Any]
+    version: int
+    digests: dict[str, str]
+
+    def size(self, name: str) -> int:
+        """The size in bytes of the listed regular file ``name`` (not read)."""
+        try:
+            st = os.stat(name, dir_fd=self.dfd, follow_symlinks=False)
+        except OSError:
+            raise _MissingFile(f"{self.path}: {name} listed in the manifest is missing") from None
+        if not stat.S_ISREG(st.st_mode):
+            raise CheckpointError(f"{self.path}: {name} is not a regular file")
+        return st.st_size
+
+    def read(self, name: str, cap: int) -> bytes:
+        """The bytes of ``name`` (at most ``cap``), checked against the manifest's SHA-256."""
+        data = read_file(self.dfd, self.path, name, cap)
+        if hashlib.sha256(data).hexdigest() != self.digests[name]:
+            raise CheckpointError(f"{self.path}: {name} is corrupted (SHA-256 mismatch)")
+        return data
+
+
+@contextlib.contextmanager
+def open_verified(path: Path) -> Iterator[VerifiedFiles]:
+    """Open a checkpoint directory and read its manifest (:class:`VerifiedFiles`).
 
     The bytes that are hashed are the bytes that get parsed, so a checkpoint that is being
     written or replaced meanwhile is never read half-way: any file from another version fails
     its hash, a missing manifest or file raises (R-PBT-1, R-REL-3). Nothing in the directory is
-    trusted: the manifest may only name plain files inside it (:func:`_read_file`).
+    trusted: the manifest may only name the format's own plain files (:func:`read_file`).
     """
     try:
         dfd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     except OSError:
         raise CheckpointError(f"{path}: not a checkpoint directory") from None
     try:
-        return _read_verified_in(dfd, path)
+        yield _manifest(dfd, path)
     finally:
         os.close(dfd)
 
 
-def _read_verified_in(dfd: int, path: Path) -> tuple[dict[str, Any], dict[str, bytes]]:
+def _manifest(dfd: int, path: Path) -> VerifiedFiles:
     try:
         raw = read_file(dfd, path, "manifest.json", MAX_JSON_BYTES)
     except _MissingFile:
@@ -152,21 +196,38 @@ def _read_verified_in(dfd: int, path: Path) -> tuple[dict[str, Any], dict[str, b
     files = manifest.get("files") if isinstance(manifest, dict) else None
     if not isinstance(files, dict):
         raise CheckpointError(f"{path}: manifest.json unreadable: no 'files' mapping")
-    if len(files) > MAX_FILES:
-        raise CheckpointError(f"{path}: manifest.json lists {len(files)} files (> {MAX_FILES})")
+    version = manifest.get("format_version")
+    if not isinstance(version, int) or isinstance(version, bool) or version not in KNOWN_FILES:
+        raise CheckpointError(
+            f"{path}: format_version {short(version)} is not one of {sorted(KNOWN_FILES)} "
+            "(unknown format; written by a newer riskppo?)"
+        )
+    known = KNOWN_FILES[version]
     for name, digest in files.items():
         if not plain_name(name) or name == "manifest.json":
-            raise CheckpointError(f"{path}: manifest entry {name[:80]!r} is not a plain file name")
+            raise CheckpointError(f"{path}: manifest entry {short(name)} is not a plain file name")
+        if name not in known:
+            raise CheckpointError(
+                f"{path}: manifest lists {short(name)}, which is not a checkpoint file (format "
+                f"{version} has only {', '.join(known)})"
+            )
         if not isinstance(digest, str) or not _DIGEST.fullmatch(digest):
             raise CheckpointError(f"{path}: manifest entry {name!r} has no valid SHA-256")
-    contents: dict[str, bytes] = {}
-    for name, digest in files.items():
-        cap = MAX_JSON_BYTES if name.endswith(".json") else MAX_FILE_BYTES
-        data = read_file(dfd, path, name, cap)
-        if hashlib.sha256(data).hexdigest() != digest:
-            raise CheckpointError(f"{path}: {name} is corrupted (SHA-256 mismatch)")
-        contents[name] = data
-    return dict(manifest), contents
+    for name in known:
+        if name not in files:
+            raise CheckpointError(f"{path}: manifest does not list required file {name}")
+    return VerifiedFiles(path, dfd, dict(manifest), version, dict(files))
+
+
+def read_verified(path: Path) -> tuple[dict[str, Any], dict[str, bytes]]:
+    """The manifest and every file it lists, each checked against its SHA-256 (each file at
+    most ``MAX_FILE_BYTES``, JSON ``MAX_JSON_BYTES``)."""
+    with open_verified(path) as files:
+        contents = {
+            name: files.read(name, MAX_JSON_BYTES if name.endswith(".json") else MAX_FILE_BYTES)
+            for name in files.digests
+        }
+        return files.manifest, contents
 
 
 def verify_checkpoint(path: Path) -> dict[str, Any]:

@@ -32,10 +32,15 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from riskppo.config import Config
-from riskppo.safefs import read_text_nofollow, remove_entry, write_text_atomic
+from riskppo.safefs import (
+    fsync_dir,
+    open_nofollow,
+    remove_entry,
+    write_text_atomic,
+)
 from riskppo.train.checkpoint import (
     CheckpointError,
     read_checkpoint,
@@ -229,29 +234,56 @@ def drop_metrics_after(path: Path, step: int) -> int:
     """Drop the rows of a ``metrics.jsonl`` whose ``time/total_timesteps`` is after ``step``,
     and a torn last line (a process killed mid-write); returns how many lines were dropped.
 
-    Every other line is kept as it is, in order. The file is replaced atomically (a temporary
-    sibling, fsynced, then renamed), so a crash leaves either the old or the new file.
+    Every other line is kept as it is, in order. The file is streamed line by line into a
+    temporary sibling (memory: one line, whatever the file's size), fsynced, then renamed over
+    it, so a crash leaves either the old or the new file; without a line to drop the file is
+    left untouched.
     """
     if not os.path.lexists(path):
         return 0
-    lines = read_text_nofollow(path).splitlines()
-    keep: list[str] = []
-    for i, line in enumerate(lines):
-        try:
-            row = json.loads(line)
-        except ValueError:
-            if i == len(lines) - 1:
-                continue  # torn last line
-            keep.append(line)
-            continue
-        logged = row.get("time/total_timesteps") if isinstance(row, dict) else None
-        if isinstance(logged, int | float) and logged > step:
-            continue
-        keep.append(line)
-    dropped = len(lines) - len(keep)
-    if dropped:
-        write_text_atomic(path, "".join(line + "\n" for line in keep))
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    dropped = 0
+    try:  # streamed: a long log costs one line of memory; links are refused, never followed
+        with (
+            os.fdopen(open_nofollow(path, os.O_RDONLY), "rb") as src,
+            os.fdopen(open_nofollow(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "wb") as out,
+        ):
+            for line, last in _lines_with_last(src):
+                if _after(line, step, last):
+                    dropped += 1
+                else:
+                    out.write(line + b"\n")
+            if dropped:
+                out.flush()
+                os.fsync(out.fileno())
+        if dropped:
+            os.replace(tmp, path)
+            fsync_dir(path.parent)
+    finally:
+        tmp.unlink(missing_ok=True)
     return dropped
+
+
+def _lines_with_last(f: BinaryIO) -> Iterator[tuple[bytes, bool]]:
+    """The lines of ``f`` without their newline, each with whether it is the last one."""
+    previous: bytes | None = None
+    for raw in f:
+        if previous is not None:
+            yield previous, False
+        previous = raw.rstrip(b"\r\n")
+    if previous is not None:
+        yield previous, True
+
+
+def _after(line: bytes, step: int, last: bool) -> bool:
+    """Whether a metrics line goes: a row logged after ``step``, or a torn (unparsable) last
+    line; any other unparsable line stays."""
+    try:
+        row = json.loads(line)
+    except ValueError:
+        return last
+    logged = row.get("time/total_timesteps") if isinstance(row, dict) else None
+    return isinstance(logged, int | float) and logged > step
 
 
 @contextmanager

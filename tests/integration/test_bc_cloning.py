@@ -11,7 +11,7 @@ from safetensors.torch import save_file
 
 from riskppo import DistributionalPPO
 from riskppo.cli import main as cli_main
-from riskppo.cli import user_error
+from riskppo.cli_errors import user_error
 from riskppo.config import Config
 from riskppo.data.demos import DemonstrationError, load_demonstrations
 from riskppo.train.bc import attach_bc

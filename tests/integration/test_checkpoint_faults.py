@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -248,8 +249,8 @@ def test_messages_do_not_tell_whether_an_outside_file_exists(trained, tmp_path):
     for target in (tmp_path / "exists.bin", tmp_path / "absent.bin"):
         path = copy(trained[1], tmp_path / target.stem)
         (tmp_path / "exists.bin").write_bytes(b"secret")
-        (path / "probe").symlink_to(target)
-        set_manifest(path, probe="0" * 64)
+        (path / "normalizer.safetensors").unlink()
+        (path / "normalizer.safetensors").symlink_to(target)
         with pytest.raises(CheckpointError) as info:
             load_within(path)
         messages.append(str(info.value).replace(str(path), "<ckpt>"))
@@ -281,8 +282,8 @@ def test_dev_zero_is_never_read(trained, tmp_path, how):
         set_manifest(path, **{"/dev/zero": "0" * 64})
         match = "not a plain file name"
     else:
-        (path / "zero").symlink_to("/dev/zero")
-        set_manifest(path, zero="0" * 64)
+        (path / "optimizer.safetensors").unlink()
+        (path / "optimizer.safetensors").symlink_to("/dev/zero")
         match = "not a regular file"
     with pytest.raises(CheckpointError, match=match):
         load_within(path, timeout=30)
@@ -493,3 +494,70 @@ def test_runner_follows_latest_only_to_a_sibling_checkpoint(tmp_path):
     (ckpts / "ckpt-2").mkdir()
     (ckpts / "latest").write_text("ckpt-2")
     assert latest_checkpoint(tmp_path / "run") == ckpts / "ckpt-2"
+
+
+def restate(path: Path, **fields: object) -> None:
+    """Set fields of state.json and make the manifest agree."""
+    state = json.loads((path / "state.json").read_text())
+    state.update(fields)
+    (path / "state.json").write_text(json.dumps(state))
+    rehash(path, "state.json")
+
+
+def timed_load(path: Path) -> tuple[str, float]:
+    """The CheckpointError of loading ``path`` and the seconds it took."""
+    start = time.perf_counter()
+    with pytest.raises(CheckpointError) as info:
+        DistributionalPPO.load(path, env=None, rebuild_env=False)
+    message = str(info.value)
+    assert "\n" not in message and len(message) < 400, message
+    return message, time.perf_counter() - start
+
+
+@pytest.mark.parametrize("n", [50_000, 50_000_000, 10**12])
+def test_an_action_space_the_weights_do_not_have_is_refused_before_building(trained, tmp_path, n):
+    path = copy(trained[1], tmp_path)
+    restate(path, action_space={"type": "Discrete", "n": n})
+    message, seconds = timed_load(path)
+    assert seconds < 1.0
+    if n == 50_000:  # buildable, but not these weights: the header tells
+        assert message.endswith(
+            "model.safetensors: action_head.net.weight is shape [2, 8]; state.json's action "
+            "space needs 50000 outputs"
+        )
+    else:  # no model this large may be built
+        assert f"action_space of {n} need a policy of" in message
+
+
+def test_an_observation_space_the_weights_do_not_have_is_refused(trained, tmp_path):
+    path = copy(trained[1], tmp_path)
+    box = {"type": "Box", "low": [-1.0] * 6, "high": [1.0] * 6, "shape": [6], "dtype": "float32"}
+    restate(path, observation_space=box)
+    message, _ = timed_load(path)
+    assert "actor_lstm.weight_ih_l0 is shape [32, 4]; state.json's observation space needs 6" in (
+        message
+    )
+
+
+def test_a_file_the_format_does_not_have_is_refused_unread(trained, tmp_path):
+    path = copy(trained[1], tmp_path)
+    with open(path / "zeros.bin", "wb") as f:
+        f.truncate(3 << 30)  # sparse: no disk; its hash is never computed
+    set_manifest(path, **{"zeros.bin": hashlib.sha256(b"").hexdigest()})
+    message, seconds = timed_load(path)
+    assert "manifest lists 'zeros.bin', which is not a checkpoint file" in message
+    assert seconds < 1.0
+
+
+@pytest.mark.parametrize("name", ["optimizer.safetensors", "normalizer.safetensors"])
+def test_a_tensor_file_larger_than_the_config_needs_is_refused_unread(trained, tmp_path, name):
+    path = copy(trained[1], tmp_path)
+    with open(path / name, "r+b") as f:
+        f.truncate(3 << 30)  # sparse zeros under the absolute cap, far over this model's need
+    message, seconds = timed_load(path)
+    assert re.search(
+        rf"{re.escape(name)} is too large \(3221225472 bytes; this config's policy "
+        r"of \d+ parameters allows \d+\)",
+        message,
+    ), message
+    assert seconds < 1.0

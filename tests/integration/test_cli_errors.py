@@ -7,6 +7,7 @@ Real runs, real corrupt files and paths, the CLI in real processes or through ``
 from __future__ import annotations
 
 import errno
+import json
 import os
 import shutil
 import stat
@@ -23,6 +24,7 @@ import numpy as np
 import pytest
 
 from riskppo import cli
+from riskppo.train.ckpt_io import sha256
 
 TINY = """\
 seed: 0
@@ -263,3 +265,63 @@ def test_an_internal_bug_keeps_its_traceback(error, tmp_path: Path, monkeypatch)
     monkeypatch.setattr(riskppo.runner, "train_run", broken)
     with pytest.raises(type(error)):
         cli.main(["train", "--run-dir", str(tmp_path / "r")])
+
+
+# Values the validator used to accept and that then crashed with a traceback when the model was
+# built (or allocated gigabytes first).
+UNBUILDABLE_SETS = [
+    ("seed=10000000000000000000000", "seed: "),
+    ("num_threads=1000000", "num_threads: "),
+    ("num_threads=1.0e+22", "num_threads: "),
+    ("policy.net_arch=[-5]", "policy.net_arch: every width must be ≥ 1 (got [-5])"),
+    ("policy.net_arch=[0]", "policy.net_arch: every width must be ≥ 1 (got [0])"),
+    ("policy.lstm_hidden_size=50000", "policy.lstm_hidden_size=50000"),
+    ("policy.n_lstm_layers=100000", "policy.n_lstm_layers=100000"),
+    ("critic.n_quantiles=100000000", "critic.n_quantiles: "),
+    ("policy.log_std_init=1.0e+308", "policy.log_std_init: "),
+    ("critic.v_min=-1.0e+308", "critic.v_min: "),
+    ("critic.v_max=1.0e+308", "critic.v_max: "),
+    ("risk.cvar_window=10000000000000000000000", "risk.cvar_window: "),
+    ("risk.cvar_horizon=10000000000000000000000", "risk.cvar_horizon: "),
+    ("env.kwargs.=1", "--set 'env.kwargs.': "),
+    ("seed=" + "9" * 5000, "--set 'seed': an integer of more than 4300 digits"),
+]
+
+
+@pytest.mark.parametrize(("item", "message"), UNBUILDABLE_SETS, ids=lambda v: str(v)[:40])
+def test_unbuildable_set_values_are_one_line(item: str, message: str, tmp_path: Path, capsys):
+    args = ["train", "--set", "env.id=CartPole-v1", "--set", item, "--run-dir", str(tmp_path)]
+    assert cli.main([*args, "--no-progress"]) == 2
+    line = one_line_error(capsys.readouterr().err, "riskppo: configuration error: ")
+    assert message in line and len(line) < 600, line
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (b"seed: 1\nseed: 2\n", "duplicate key 'seed' on line 2 (first on line 1)"),
+        (bytes(range(128, 256)), "not UTF-8 text (byte 0x80 at offset 0)"),
+        (b"seed: " + b"9" * 5000, "an integer of more than 4300 digits"),
+    ],
+    ids=["duplicate-key", "binary", "huge-integer"],
+)
+def test_unusable_yaml_files_are_one_line(text: bytes, message: str, tmp_path: Path) -> None:
+    (tmp_path / "c.yaml").write_bytes(text)
+    proc = run_cli("train", "--config", str(tmp_path / "c.yaml"), "--run-dir", str(tmp_path / "r"))
+    assert proc.returncode == 2
+    line = one_line_error(proc.stderr, f"riskppo: configuration error: {tmp_path / 'c.yaml'}: ")
+    assert message in line, line
+
+
+def test_an_unbuildable_value_in_a_checkpoint_config_is_one_line(run: Path, capsys) -> None:
+    """The same bounds guard a checkpoint's config.json (edited, its hash made to match)."""
+    for path in ckpts(run):
+        config = json.loads((path / "config.json").read_text())
+        config["policy"]["net_arch"] = [-5]
+        (path / "config.json").write_text(json.dumps(config))
+        manifest = json.loads((path / "manifest.json").read_text())
+        manifest["files"]["config.json"] = sha256(path / "config.json")
+        (path / "manifest.json").write_text(json.dumps(manifest))
+    assert cli.main(["eval", str(run), "--episodes", "1"]) == 2
+    line = one_line_error(capsys.readouterr().err, "riskppo: checkpoint error: ")
+    assert "config/state unreadable: invalid configuration: policy.net_arch: every width" in line

@@ -162,3 +162,25 @@ def test_drop_metrics_after_keeps_earlier_rows_and_drops_a_torn_line(tmp_path: P
     assert drop_metrics_after(path, 64) == 2
     assert path.read_text() == rows[0] + "\n" + rows[1] + "\n"
     assert drop_metrics_after(path, 64) == 0 and [p.name for p in tmp_path.iterdir()] == [path.name]
+
+
+def test_drop_metrics_after_streams_a_large_file(tmp_path: Path) -> None:
+    """Memory is one line, not the file (a 600 MB metrics.jsonl took 2.4 GB on resume)."""
+    import tracemalloc
+
+    path = tmp_path / "metrics.jsonl"
+    row = '{"time/total_timesteps": %d, "train/loss": 0.125, "rollout/ep_rew_mean": 9.5}\n'
+    with open(path, "w") as f:
+        for start in range(0, 200_000, 1000):
+            f.write("".join(row % s for s in range(start, start + 1000)))  # ≈ 16 MB
+    size = path.stat().st_size
+    tracemalloc.start()
+    try:
+        assert drop_metrics_after(path, 149_999) == 50_000
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20, peak
+    assert path.stat().st_size == sum(len(row % s) for s in range(150_000)) < size
+    assert path.read_bytes().endswith((row % 149_999).encode())
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]

@@ -248,3 +248,59 @@ def test_trading_features_in_the_env(dataset, part, sizing):
 def test_trading_features_short_frame_error(synth):
     with pytest.raises(ValueError, match="no step"):
         TradingEnv(synth.iloc[:347], features=TRADING_FEATURES, episode_length=None)
+
+
+WINDOWED = ("vol_252", "rsi_14", "zscore_252", "volz_20", "macd_12_26", "macd_8_24", "vol_2")
+
+
+def _windowed_columns(df: pd.DataFrame) -> np.ndarray:
+    """The float64 columns of WINDOWED (before compute_features rounds them to float32)."""
+    from riskppo.envs import features as F
+
+    close = df["close"].to_numpy(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logc = np.log(close)
+        r1 = np.concatenate(([np.nan], np.diff(logc)))
+        hl = np.log(df["high"].to_numpy(np.float64) / df["low"].to_numpy(np.float64))
+        lv = np.log1p(df["volume"].to_numpy(np.float64))
+        return np.stack([F._one(*F._parse(f), close, logc, r1, hl, lv) for f in WINDOWED], 1)
+
+
+def _whole_array_vol(r1: np.ndarray, k: int) -> np.ndarray:
+    """The rolling std as one [T-k+1, k] array of windows (the memory-hungry reference)."""
+    from numpy.lib.stride_tricks import sliding_window_view
+
+    return sliding_window_view(r1, k).std(axis=1, ddof=1)
+
+
+@pytest.mark.parametrize("dataset", ["googl", "eurusd"])
+def test_windowed_features_do_not_depend_on_the_block_size(dataset, monkeypatch):
+    """Blocks of windows give the same values as one array of all windows, bundled data."""
+    from riskppo.envs import features as F
+
+    df = load_dataset(dataset)
+    whole = _windowed_columns(df)
+    monkeypatch.setattr(F, "_BLOCK_VALUES", 300)  # blocks of 1 to 150 windows
+    assert np.array_equal(_windowed_columns(df), whole, equal_nan=True)
+    r1 = np.diff(np.log(df["close"].to_numpy(np.float64)))
+    np.testing.assert_allclose(whole[252:, 0], _whole_array_vol(r1, 252), rtol=1e-12, atol=0)
+
+
+def test_windowed_features_take_memory_linear_in_the_rows():
+    """A 252-bar window over 100k rows used to allocate 100k x 252 floats (200 MB)."""
+    import tracemalloc
+
+    n = 100_000
+    close = 100.0 * np.exp(np.cumsum(np.random.default_rng(0).normal(0.0, 0.01, n)))
+    df = pd.DataFrame(
+        {"open": close, "high": close * 1.01, "low": close * 0.99, "close": close,
+         "volume": np.full(n, 1000.0)},
+        index=pd.date_range("2000-01-01", periods=n, freq="min"),
+    )  # fmt: skip
+    tracemalloc.start()
+    try:
+        compute_features(df, ["vol_252", "zscore_252", "rsi_252", "macd_12_26"])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 40 * 8 * n, peak  # a few float64 columns and one 8 MiB block

@@ -452,3 +452,75 @@ def test_data_nan_policy_reaches_the_training_env(tmp_path):
         DistributionalPPO(config=apply_overrides(base, over))
     model = DistributionalPPO(config=apply_overrides(base, [*over, "data.nan_policy=ffill"]))
     model.close()
+
+
+# ----------------------------------------------------------------------- bounded reading
+
+
+def _bars(n: int) -> str:
+    """``n`` valid hourly bars as CSV text (about 45 bytes a row)."""
+    days = pd.date_range("1990-01-01", periods=n, freq="h").strftime("%Y-%m-%d %H:%M")
+    return HEADER + "\n" + "".join(f"{d},10,11,9,10.5,10.4,100\n" for d in days)
+
+
+@pytest.mark.parametrize("suffix", [".csv.gz", ".csv.bz2", ".csv.xz"])
+def test_a_compressed_file_is_read_only_up_to_the_cap(tmp_path, monkeypatch, suffix):
+    import bz2
+    import gzip
+    import lzma
+    import tracemalloc
+
+    opener = {".csv.gz": gzip.open, ".csv.bz2": bz2.open, ".csv.xz": lzma.open}[suffix]
+    path = tmp_path / f"p{suffix}"
+    with opener(path, "wt") as f:
+        f.write(_bars(40_000))  # ≈ 1.8 MB of text in a few kB
+    monkeypatch.setenv("RISKPPO_MAX_DATA_MB", "1")
+    tracemalloc.start()
+    try:
+        err = assert_error(path, "expands to more than 1 MiB", None)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert str(err).endswith(
+        "the limit on a data file; raise it with the environment variable RISKPPO_MAX_DATA_MB "
+        "(e.g. RISKPPO_MAX_DATA_MB=2)"
+    )
+    assert peak < 12 << 20, peak  # the whole file as a frame takes ≈ 20 MB
+    monkeypatch.setenv("RISKPPO_MAX_DATA_MB", "8")
+    assert len(load_ohlcv(path)) == 40_000
+
+
+def test_an_uncompressed_file_over_the_cap_is_not_read(tmp_path, monkeypatch):
+    import tracemalloc
+
+    path = tmp_path / "p.csv"
+    path.write_text(_bars(50_000))  # ≈ 2.2 MB
+    monkeypatch.setenv("RISKPPO_MAX_DATA_MB", "1")
+    tracemalloc.start()
+    try:
+        assert_error(path, "expands to more than 1 MiB", None)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 256 << 10, peak  # refused by its size, before a byte is parsed
+    monkeypatch.delenv("RISKPPO_MAX_DATA_MB")
+    with open(path, "r+b") as f:
+        f.truncate(3 << 30)  # sparse: reading it would take gigabytes
+    assert_error(path, "expands to more than 256 MiB", None)  # the default cap
+    monkeypatch.setenv("RISKPPO_MAX_DATA_MB", "lots")
+    with pytest.raises(DataError, match="RISKPPO_MAX_DATA_MB: must be a whole number of MiB"):
+        load_ohlcv(path)
+
+
+def test_a_parquet_file_over_the_cap_is_not_read(tmp_path, monkeypatch):
+    frame = load_ohlcv(write_csv(tmp_path, GOOD_ROWS))
+    big = pd.concat([frame.reset_index()] * 40_000, ignore_index=True)  # 200k rows, ≈ 10 MB
+    big.to_parquet(tmp_path / "p.parquet")
+    monkeypatch.setenv("RISKPPO_MAX_DATA_MB", "1")
+    assert_error(tmp_path / "p.parquet", "expands to more than 1 MiB", None)
+
+
+def test_a_huge_cell_is_quoted_short(tmp_path):
+    path = write_csv(tmp_path, replace_row(2, "2020-01-02,10.5,12,10," + "x" * 5_000_000 + ",1,2"))
+    err = assert_error(path, "non-numeric value 'xxx", 2)
+    assert len(str(err)) < 300 and "…" in str(err)
