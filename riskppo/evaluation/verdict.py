@@ -105,14 +105,17 @@ _PERCENT_WORDS = ("volatility", "drawdown", "CVaR", "alpha (annual)", "tracking 
 
 
 def format_stat(label: str, value: float | None) -> str:
-    """A statistics-table value for display: p-values and probabilities to two significant
-    digits, risk figures in percent, track records in bars, the rest to two decimals."""
+    """A statistics-table value for display: p-values to two significant digits, probabilities
+    to three decimals, risk figures in percent, track records in bars, the rest to two
+    decimals."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
     if math.isinf(value):
         return "∞"
-    if label.startswith(("p ", "PSR", "deflated")):
+    if label.startswith("p "):
         return f"{value:.2g}"
+    if label.startswith(("PSR", "deflated")):  # probabilities near 1 must not round to "1"
+        return f"{value:.3f}"
     if any(w in label for w in _PERCENT_WORDS):
         return f"{value:.2%}" if "per bar" in label else f"{value:.1%}"
     if "bars" in label:
