@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import html
 import json
 import math
 import re
@@ -162,6 +163,11 @@ def test_report_is_self_contained_and_has_the_metrics_table(run):
         " ".join(text.split())
     )
     assert json.loads((run.out_dir / "run_info.json").read_text())["env"]["fill"] == "next_open"
+    # the statistics block: the verdict line on top, its figures in statistics.json
+    block = json.loads((run.out_dir / "statistics.json").read_text())
+    assert block["verdict"]["text"] in html.unescape(text)
+    assert "edge over vol-targeted buy-and-hold not established" in block["verdict"]["text"]
+    assert block["stats"]["n_bars"] == len(run.result.frames["agent"])
 
 
 def test_plots_are_valid_pngs(run):
