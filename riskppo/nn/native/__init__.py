@@ -6,6 +6,8 @@ use the PyTorch kernel (:mod:`riskppo.nn.lstm_kernel`), which gives the same res
 rounding. The build takes about a second (``cc -O3 -march=native``) and is cached under
 ``$RISKPPO_CACHE`` (default ``~/.cache/riskppo``) in a file named by a hash of the source, the
 flags, the compiler and this CPU's features, so a machine with other instructions builds its own.
+``RISKPPO_NATIVE_CFLAGS`` (split like a shell line) is appended to the flags, e.g. a sanitizer
+build (``tests/native/run_sanitizers.sh``); being part of the key, it never reuses a normal build.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import hashlib
 import logging
 import os
 import platform
+import shlex
 import shutil
 import subprocess
 import sys
@@ -60,6 +63,7 @@ def _build(cc: str) -> Path:
     """Compile ``lstm.c`` into the cache (atomically: concurrent builders cannot clash)."""
     source = SOURCE.read_bytes()
     flags = [*_FLAGS, *([_NATIVE_ARCH[m]] if (m := platform.machine()) in _NATIVE_ARCH else [])]
+    flags += shlex.split(os.environ.get("RISKPPO_NATIVE_CFLAGS", ""))
     key = hashlib.sha256(
         b"\0".join([source, " ".join(flags).encode(), cc.encode(), _cpu_features().encode()])
     ).hexdigest()[:16]
