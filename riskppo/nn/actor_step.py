@@ -67,7 +67,7 @@ class CActorStep:
     def __init__(
         self, lstm: tuple[Tensor, Tensor], linears: list[tuple[Tensor, Tensor]], act: int
     ) -> None:
-        w, b = lstm
+        w, b = (t.contiguous() for t in lstm)
         self.H = w.shape[1] // 4
         self.D = w.shape[0] - self.H
         ws = [wt.contiguous() for wt, _ in linears]

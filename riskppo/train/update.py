@@ -333,7 +333,13 @@ def _check_adam_state(lists: AdamLists) -> None:
     another model's optimizer) raises ``ValueError`` instead of being read out of bounds."""
     for i, (q, m, v, step) in enumerate(zip(*lists[1:])):
         for name, t in (("exp_avg", m), ("exp_avg_sq", v)):
-            check("the C Adam step", f"{name} of parameter {i}", t, "its shape", tuple(q.shape))
+            check(
+                "the C Adam step",
+                f"{name} of parameter {i}",
+                t,
+                "the parameter's shape",
+                tuple(q.shape),
+            )
         if step.numel() != 1:
             raise ValueError(
                 f"the C Adam step: step of parameter {i} has shape {list(step.shape)}, "
@@ -358,7 +364,13 @@ def _clip_adam_in_c(ctx: UpdateContext, stats_sum: Tensor) -> tuple[Tensor, bool
     if not all(map(_c_readable, grads)):
         return None
     for i, (q, g) in enumerate(zip(c.lists.params, grads)):
-        check("the C Adam step", f"the gradient of parameter {i}", g, "its shape", tuple(q.shape))
+        check(
+            "the C Adam step",
+            f"the gradient of parameter {i}",
+            g,
+            "the parameter's shape",
+            tuple(q.shape),
+        )
     group = c.lists.group
     sizes, p_ptrs, m_ptrs, v_ptrs, s_ptrs, owner = c.arrays
     g_ptrs = (ctypes.c_void_p * len(grads))(*(g.data_ptr() for g in grads))
