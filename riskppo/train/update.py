@@ -322,6 +322,9 @@ def _c_adam(ctx: UpdateContext) -> _CAdam | None:
     return ctx.c_adam
 
 
+_IN_C, _PARAM_SHAPE = "the C Adam step", "the parameter's shape"  # for its ValueErrors
+
+
 def _c_readable(t: Tensor) -> bool:
     """Whether C can read ``t`` as it is: float32, CPU, contiguous (else the PyTorch tail)."""
     return t.dtype == torch.float32 and t.is_cpu and t.is_contiguous()
@@ -333,17 +336,10 @@ def _check_adam_state(lists: AdamLists) -> None:
     another model's optimizer) raises ``ValueError`` instead of being read out of bounds."""
     for i, (q, m, v, step) in enumerate(zip(*lists[1:])):
         for name, t in (("exp_avg", m), ("exp_avg_sq", v)):
-            check(
-                "the C Adam step",
-                f"{name} of parameter {i}",
-                t,
-                "the parameter's shape",
-                tuple(q.shape),
-            )
+            check(_IN_C, f"{name} of parameter {i}", t, _PARAM_SHAPE, tuple(q.shape))
         if step.numel() != 1:
             raise ValueError(
-                f"the C Adam step: step of parameter {i} has shape {list(step.shape)}, "
-                "expected one element"
+                f"{_IN_C}: step of parameter {i} has shape {list(step.shape)}, expected one element"
             )
 
 
@@ -364,13 +360,7 @@ def _clip_adam_in_c(ctx: UpdateContext, stats_sum: Tensor) -> tuple[Tensor, bool
     if not all(map(_c_readable, grads)):
         return None
     for i, (q, g) in enumerate(zip(c.lists.params, grads)):
-        check(
-            "the C Adam step",
-            f"the gradient of parameter {i}",
-            g,
-            "the parameter's shape",
-            tuple(q.shape),
-        )
+        check(_IN_C, f"the gradient of parameter {i}", g, _PARAM_SHAPE, tuple(q.shape))
     group = c.lists.group
     sizes, p_ptrs, m_ptrs, v_ptrs, s_ptrs, owner = c.arrays
     g_ptrs = (ctypes.c_void_p * len(grads))(*(g.data_ptr() for g in grads))

@@ -49,7 +49,7 @@ PY
 
 tests=(tests/unit/test_native_lstm.py tests/unit/test_actor_step.py tests/unit/test_fused_step.py
        tests/unit/test_c_boundary.py)
-LD_PRELOAD="$asan" "$PYTHON" -m pytest -q -p no:cacheprovider "${tests[@]}" "$@" 2>&1 | tee "$log"
+LD_PRELOAD="$asan" "$PYTHON" -m pytest -rfE -p no:cacheprovider "${tests[@]}" "$@" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 
 shopt -s nullglob
