@@ -22,6 +22,7 @@ import torch
 
 from riskppo.nn import native
 from riskppo.nn.actor_step import CActorStep
+from riskppo.nn.c_args import check
 from riskppo.nn.lstm_kernel import (
     _native_backward,
     _native_forward,
@@ -83,19 +84,38 @@ def test_the_recurrence_refuses_arguments_of_other_shapes(case, path):
         fn(**args)
 
 
-@pytest.mark.parametrize("path", ["C", "PyTorch", "C entry point"])
-def test_the_recurrence_refuses_a_state_of_another_dtype(path):
-    """A float64 state with float32 inputs (C would read its bytes as float32: wrong numbers)
-    and a float32 state with float64 inputs (the PyTorch kernel)."""
+@pytest.mark.parametrize(
+    "path,name",
+    [("C", "c0"), ("PyTorch", "c0"), ("C entry point", "c0"), ("C entry point", "xproj")],
+)
+def test_the_recurrence_refuses_an_argument_of_another_dtype(path, name):
+    """A float64 state with float32 inputs (C would read its bytes as float32: wrong numbers),
+    a float32 state with float64 inputs (the PyTorch kernel), float64 ``xproj`` given to C."""
     args = recurrence_args(torch.float64 if path == "PyTorch" else torch.float32)
     other = torch.float32 if path == "PyTorch" else torch.float64
-    args["c0"] = args["c0"].to(other)
-    fn, where = masked_lstm_recurrence, "masked_lstm_recurrence"
+    args[name] = args[name].to(other)
+    fn, where, want = masked_lstm_recurrence, "masked_lstm_recurrence", args["xproj"].dtype
     if path == "C entry point":
-        fn, where = _native_forward, "the C LSTM forward"
-    want = args["xproj"].dtype
-    with raises(f"{where}: c0 is {other}, expected {want}"):
+        fn, where, want = _native_forward, "the C LSTM forward", torch.float32
+    with raises(f"{where}: {name} is {other}, expected {want}"):
         fn(**args)
+
+
+def test_the_check_names_layouts_and_sizes_c_cannot_take():
+    """:func:`riskppo.nn.c_args.check` itself: strides where C reads dense memory, a last
+    stride other than 1 where C is told the others, a size beyond C's ``int``."""
+    strided = torch.zeros(3, 4).t()
+    with raises("f: x has strides [1, 4], expected contiguous memory"):
+        check("f", "x", strided, "[4, 3]", (4, 3))
+    check("f", "x", strided.t(), "[3, 4]", (3, 4), layout="rows")
+    with raises("f: x has strides [1, 4], expected a last stride of 1"):
+        check("f", "x", strided, "[4, 3]", (4, 3), layout="rows")
+    check("f", "x", strided, "[4, 3]", (4, 3), layout="any")
+    huge = torch.empty(2**31, device="meta")  # no memory behind it
+    with raises("f: x has shape [2147483648]: the C kernel takes sizes below 2**31"):
+        check("f", "x", huge, "[N]", (2**31,), device=huge.device)
+    with raises("f: x is on meta, expected the CPU"):
+        check("f", "x", huge, "[N]", (2**31,))
 
 
 def test_a_permuted_state_gives_the_float64_reference_values_and_gradients():
