@@ -180,13 +180,10 @@ def native_step(zx: Tensor, w_t: Tensor, h0: Tensor, c0: Tensor) -> Tensor:
     H = G // 4
     inputs = [_contiguous(x) for x in (zx, w_t, h0, c0)]  # alive until the call returns
     zx, w_t, h0, c0 = inputs
-    for name, x, dims, shape in (
-        ("zx", zx, "[B, 4H]", (B, 4 * H)),
-        ("w_t", w_t, "[H, 4H]", (H, G)),
-        ("h0", h0, "[B, H]", (B, H)),
-        ("c0", c0, "[B, H]", (B, H)),
-    ):
-        check("native_step", name, x, dims, shape)
+    check("native_step", "zx", zx, "[B, 4H]", (B, 4 * H))
+    check("native_step", "w_t", w_t, "[H, 4H]", (H, G))
+    check("native_step", "h0", h0, "[B, H]", (B, H))
+    check("native_step", "c0", c0, "[B, H]", (B, H))
     out = zx.new_empty(2, 1, B, H)
     scratch = zx.new_empty(B * (G + H))  # the gates and tanh(c), not kept
     o, s, size = out.data_ptr(), scratch.data_ptr(), out.element_size()

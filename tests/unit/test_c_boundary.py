@@ -22,7 +22,6 @@ import torch
 
 from riskppo.nn import native
 from riskppo.nn.actor_step import CActorStep
-from riskppo.nn.c_args import check
 from riskppo.nn.lstm_kernel import (
     _native_backward,
     _native_forward,
@@ -104,6 +103,8 @@ def test_the_recurrence_refuses_an_argument_of_another_dtype(path, name):
 def test_the_check_names_layouts_and_sizes_c_cannot_take():
     """:func:`riskppo.nn.c_args.check` itself: strides where C reads dense memory, a last
     stride other than 1 where C is told the others, a size beyond C's ``int``."""
+    from riskppo.nn.c_args import check
+
     strided = torch.zeros(3, 4).t()
     with raises("f: x has strides [1, 4], expected contiguous memory"):
         check("f", "x", strided, "[4, 3]", (4, 3))
@@ -116,6 +117,9 @@ def test_the_check_names_layouts_and_sizes_c_cannot_take():
         check("f", "x", huge, "[N]", (2**31,), device=huge.device)
     with raises("f: x is on meta, expected the CPU"):
         check("f", "x", huge, "[N]", (2**31,))
+    empty = torch.empty(2**31, 0)  # on the CPU, and no memory either
+    with raises("f: x has shape [2147483648, 0]: the C kernel takes sizes below 2**31"):
+        check("f", "x", empty, "[N, 0]", (2**31, 0))
 
 
 def test_a_permuted_state_gives_the_float64_reference_values_and_gradients():
@@ -368,6 +372,21 @@ def test_value_distribution_refuses_a_state_for_other_envs(model, path):
         model.value_distribution(np.zeros((2, 3, 4), np.float32), three, np.zeros(3))
     _, values = model.value_distribution(np.zeros((2, 3, 4), np.float32), state=three)
     assert values.shape[:2] == (2, 3) and np.isfinite(values).all()
+
+
+def test_the_attacked_agent_refuses_a_state_for_other_envs(model, path):
+    """:class:`~riskppo.evaluation.robustness.AttackedAgent` steps the same C actor."""
+    from riskppo.evaluation.robustness import AttackedAgent
+
+    agent = AttackedAgent(model, "random", 0.05)
+    _, five = model.predict(np.zeros((5, 4), np.float32))
+    obs = np.zeros((3, 4), np.float32)
+    with raises("AttackedAgent.predict: state holds 5 env(s) but observation has 3 row(s)"):
+        agent.predict(obs, state=five)
+    with raises("AttackedAgent.predict: episode_start has shape [1], expected [3]"):
+        agent.predict(obs, episode_start=np.zeros(1))
+    actions, _ = agent.predict(obs, episode_start=np.ones(3))
+    assert actions.shape == (3,)
 
 
 _CRASHES_WITHOUT_CHECKS = """
