@@ -8,7 +8,9 @@
 # How: the loader (riskppo/nn/native/__init__.py) appends $RISKPPO_NATIVE_CFLAGS to its flags and
 # builds into $RISKPPO_CACHE; both point at this run only (a temporary directory, removed on
 # exit), so the instrumented library never enters the normal cache. CPython is not instrumented,
-# so the ASan runtime must be the first library loaded: it is LD_PRELOADed. Leak detection is off
+# so the ASan runtime must be the first library loaded: it is LD_PRELOADed, followed by libstdc++
+# (else ASan cannot find the real __cxa_throw when a C++ extension, e.g. matplotlib's, throws
+# and aborts with "CHECK failed: ... real___cxa_throw"). Leak detection is off
 # (CPython keeps its allocations until exit by design); any other report aborts the process, so
 # the run fails. pytest captures Python's output only (--capture=sys), so that the reports, which
 # the runtimes write to file descriptor 2, reach the log; they are counted and shown at the end.
@@ -24,6 +26,7 @@ if [[ ! -e "$asan" ]]; then
     echo "no libasan.so for $CC ($asan): install the compiler's sanitizer runtime" >&2
     exit 1
 fi
+preload="$asan $("$CC" -print-file-name=libstdc++.so.6)"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 log="$work/pytest.log"
@@ -38,7 +41,7 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 
 # The library the tests will load must be the instrumented one (not a fallback to PyTorch).
-LD_PRELOAD="$asan" "$PYTHON" - <<'PY' || exit 1
+LD_PRELOAD="$preload" "$PYTHON" - <<'PY' || exit 1
 import subprocess
 from riskppo.nn import native
 lib = native.kernel()
@@ -50,14 +53,15 @@ PY
 
 tests=(tests/unit/test_native_lstm.py tests/unit/test_actor_step.py tests/unit/test_fused_step.py
        tests/unit/test_c_boundary.py)
-LD_PRELOAD="$asan" "$PYTHON" -m pytest -rfE --capture=sys -p no:cacheprovider "${tests[@]}" "$@" \
+LD_PRELOAD="$preload" "$PYTHON" -m pytest -rfE --capture=sys -p no:cacheprovider "${tests[@]}" "$@" \
     2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 
-reports=$(grep -cE "ERROR: AddressSanitizer|runtime error:" "$log")
+pattern="ERROR: AddressSanitizer|AddressSanitizer: CHECK failed|runtime error:"
+reports=$(grep -cE "$pattern" "$log")
 echo "---- sanitizer summary ----"
 # each report's first line, its first two stack frames and ASan's summary line
-grep -E "ERROR: AddressSanitizer|runtime error:|^    #[01] |^SUMMARY: " "$log" | head -n 40
+grep -E "$pattern|^    #[01] |^SUMMARY: " "$log" | head -n 40
 grep -E "^(FAILED|ERROR) |[0-9]+ (passed|failed)" "$log" | tail -n 20
 echo "sanitizer reports: $reports (AddressSanitizer errors and UBSan runtime errors)"
 echo "pytest exit status: $status"
