@@ -27,6 +27,7 @@ from riskppo.safefs import ensure_real_dir, write_bytes_atomic, write_text_atomi
 from riskppo.train.collect import env_actions, obs_tensor
 from riskppo.train.episodes import run_episodes
 from riskppo.train.outputs import check_finite_outputs
+from riskppo.train.predict_args import check_state, episode_starts
 from riskppo.train.trainer import DistributionalPPO
 
 TRADING_KEYS = ("sharpe", "cvar_95", "max_drawdown", "annual_return")
@@ -61,11 +62,9 @@ class AttackedAgent:
         obs = obs_tensor(np.asarray(observation, dtype=np.float32), m.device)
         n = obs.shape[0]
         state = state if state is not None else policy.initial_state(n, m.device)
-        starts = (
-            torch.zeros(n, device=m.device)
-            if episode_start is None
-            else torch.as_tensor(np.asarray(episode_start), device=m.device)
-        ).to(torch.float32)
+        where = "AttackedAgent.predict"
+        state = check_state(policy, state, n, where, f"observation has {n} row(s)")
+        starts = episode_starts(episode_start, (n,), m.device, where)
         inp = StepInput(policy, m.critic, obs, state, starts)
         delta = self.attack(inp, self.eps, self.steps, self.generator)
         seen = obs + delta

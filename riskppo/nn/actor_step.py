@@ -22,6 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from riskppo.nn import native
+from riskppo.nn.c_args import check
 from riskppo.nn.distributions import categorical_uniforms
 from riskppo.nn.lstm_kernel import native_applies
 from riskppo.nn.recurrent import LSTMState, reset_where_starting
@@ -44,6 +45,21 @@ def _mlp_activation(mlp: nn.Sequential) -> int | None:
     return codes.pop() if codes else 1  # no hidden layer: the code is not used
 
 
+def _check_weights(
+    w: Tensor, b: Tensor, ws: list[Tensor], bs: list[Tensor], dims: list[int]
+) -> None:
+    """The weights as ``riskppo_actor_step`` reads them: the fused LSTM step's ``w``
+    ``[D + H, 4H]`` and ``b`` ``[4H]``, then per linear layer ``l`` its ``[dims[l], dims[l + 1]]``
+    weight and ``[dims[l + 1]]`` bias (``dims[0] = H``), all float32, CPU, contiguous."""
+    where, H = "the C actor step", dims[0]
+    check(where, "LSTM step weight", w, "[D + H, 4H]", (w.shape[0], 4 * H))
+    check(where, "LSTM step bias", b, "[4H]", (4 * H,))
+    for layer, (wt, bias) in enumerate(zip(ws, bs)):
+        n_in, n_out = dims[layer], dims[layer + 1]
+        check(where, f"layer {layer} weight", wt, f"[{n_in}, {n_out}]", (n_in, n_out))
+        check(where, f"layer {layer} bias", bias, f"[{n_out}]", (n_out,))
+
+
 class CActorStep:
     """The C actor step for one rollout's weights (a snapshot, like
     :meth:`~riskppo.nn.recurrent.MaskedLSTM.step_weights`). Build with :meth:`build`."""
@@ -51,15 +67,16 @@ class CActorStep:
     def __init__(
         self, lstm: tuple[Tensor, Tensor], linears: list[tuple[Tensor, Tensor]], act: int
     ) -> None:
-        w, b = lstm
+        w, b = (t.contiguous() for t in lstm)
         self.H = w.shape[1] // 4
         self.D = w.shape[0] - self.H
         ws = [wt.contiguous() for wt, _ in linears]
         bs = [bias.contiguous() for _, bias in linears]
+        dims = [self.H, *(wt.shape[1] for wt in ws)]
+        _check_weights(w, b, ws, bs, dims)
         self._alive = [w, b, *ws, *bs]  # C reads these through the pointers below
         self._lstm = (w.data_ptr(), b.data_ptr(), w[self.D :].data_ptr())  # w_in, b_in, w_t
         self.n_layers = len(linears)
-        dims = [self.H, *(wt.shape[1] for wt in ws)]
         self._dims = (ctypes.c_int * len(dims))(*dims)
         self._ws = (ctypes.c_void_p * len(ws))(*(t.data_ptr() for t in ws))
         self._bs = (ctypes.c_void_p * len(bs))(*(t.data_ptr() for t in bs))
@@ -92,11 +109,17 @@ class CActorStep:
         and the LSTM state after the step (``[1, B, H]`` each)."""
         B = obs.shape[0]
         h0, c0 = reset_where_starting(state, episode_start)
-        hc = obs.new_empty(2, 1, B, self.H)
-        log_prob = obs.new_empty(B)
-        actions = torch.empty(B, dtype=torch.int64)
-        u = None if deterministic else categorical_uniforms((B,), generator, obs.dtype, obs.device)
         x, h, c = (t.contiguous() for t in (obs, h0, c0))  # alive until the call returns
+        where = "the C actor step"
+        check(where, "obs", x, "[B, D]", (B, self.D))
+        check(where, "state.h", h, "[1, B, H]", (1, B, self.H))
+        check(where, "state.c", c, "[1, B, H]", (1, B, self.H))
+        hc = x.new_empty(2, 1, B, self.H)
+        log_prob = x.new_empty(B)
+        actions = torch.empty(B, dtype=torch.int64)
+        u = None if deterministic else categorical_uniforms((B,), generator, x.dtype, x.device)
+        if u is not None:
+            check(where, "u", u, "[B, 1]", (B, 1))
         lib = native.kernel()
         assert lib is not None
         status = lib.riskppo_actor_step(

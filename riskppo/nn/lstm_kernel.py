@@ -30,6 +30,7 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from riskppo.nn import native
+from riskppo.nn.c_args import check
 
 
 def _gate_scale(like: Tensor, H: int) -> Tensor:
@@ -139,9 +140,20 @@ def _native_forward(
     H = G // 4
     if xproj.stride(-1) != 1:
         xproj = xproj.contiguous()
+    where = "the C LSTM forward"
+    check(where, "w_hh", w_hh, "[K, 4H, H]", (K, 4 * H, H), layout="any")
     w_t = (w_hh * _gate_scale(xproj, H).view(1, G, 1)).transpose(1, 2).contiguous()
+    # Bound to names until the call returns: C reads these copies.
     h0, c0, keep = h0.contiguous(), c0.contiguous(), keep.contiguous()
-    hs, cs, tanh_c = (xproj.new_empty(T, K, B, H) for _ in range(3))
+    check(where, "xproj", xproj, "[T, K, B, 4H]", (T, K, B, 4 * H), layout="rows")
+    for name, x, dims, shape in (
+        ("w_t", w_t, "[K, H, 4H]", (K, H, G)),
+        ("h0", h0, "[K, B, H]", (K, B, H)),
+        ("c0", c0, "[K, B, H]", (K, B, H)),
+        ("keep", keep, "[T, B]", (T, B)),
+    ):
+        check(where, name, x, dims, shape)
+    hs, cs, tanh_c = (xproj.new_empty(T, K, B, H) for _ in range(3))  # contiguous
     acts = xproj.new_empty(T, K, B, G)
     pointers = map(_ptr, (w_t, h0, c0, keep, hs, cs, acts, tanh_c))
     lib = native.kernel()
@@ -166,12 +178,17 @@ def native_step(zx: Tensor, w_t: Tensor, h0: Tensor, c0: Tensor) -> Tensor:
     that is not needed."""
     B, G = zx.shape
     H = G // 4
+    inputs = [_contiguous(x) for x in (zx, w_t, h0, c0)]  # alive until the call returns
+    zx, w_t, h0, c0 = inputs
+    check("native_step", "zx", zx, "[B, 4H]", (B, 4 * H))
+    check("native_step", "w_t", w_t, "[H, 4H]", (H, G))
+    check("native_step", "h0", h0, "[B, H]", (B, H))
+    check("native_step", "c0", c0, "[B, H]", (B, H))
     out = zx.new_empty(2, 1, B, H)
     scratch = zx.new_empty(B * (G + H))  # the gates and tanh(c), not kept
     o, s, size = out.data_ptr(), scratch.data_ptr(), out.element_size()
     lib = native.kernel()
     assert lib is not None
-    inputs = [_contiguous(x) for x in (zx, w_t, h0, c0)]  # alive until the call returns
     zx_p, w_p, h_p, c_p = (x.data_ptr() for x in inputs)
     _check(lib.riskppo_lstm_forward(
         1, 1, B, H, zx_p, 0, 0, G, w_p, h_p, c_p, None, o, o + B * H * size, s, s + B * G * size,
@@ -196,19 +213,31 @@ def _native_backward(
     :func:`_python_backward`), ``dh0``, ``dc0``. Reads neither ``saved.hs`` nor ``saved.h0``."""
     s = saved
     T, K, B, G = s.acts.shape
+    H = G // 4
     dz = s.acts.new_empty(T, B, K, G).transpose(1, 2)
-    dh0, dc0 = torch.empty_like(s.c0), torch.empty_like(s.c0)
+    # C writes dense [K, B, H] arrays: fresh contiguous tensors (not empty_like(c0), which keeps
+    # the strides of a permuted c0).
+    dh0, dc0 = s.acts.new_empty(K, B, H), s.acts.new_empty(K, B, H)
     # Bound to a name until the call returns: a contiguous copy would otherwise be freed as soon
     # as its pointer is taken, and C would read freed memory.
     inputs = [s.w_hh, s.c0, s.keep, s.cs, s.acts, s.tanh_c, d_hs, d_cs]
     inputs = [None if x is None else _contiguous(x) for x in inputs]
+    seq, kbh = ("[T, K, B, H]", (T, K, B, H)), ("[K, B, H]", (K, B, H))
+    shapes = [("[K, 4H, H]", (K, G, H)), kbh, ("[T, B]", (T, B)), seq,
+              ("[T, K, B, 4H]", (T, K, B, G)), seq, seq, seq]  # fmt: skip
+    for name, x, (dims, shape) in zip(_BACKWARD_ARGS, inputs, shapes):
+        if x is not None:
+            check("the C LSTM backward", name, x, dims, shape)
     lib = native.kernel()
     assert lib is not None
     lib.riskppo_lstm_backward(
-        T, K, B, G // 4, *map(_ptr, inputs), dz.data_ptr(), *dz.stride()[:3], dh0.data_ptr(),
+        T, K, B, H, *map(_ptr, inputs), dz.data_ptr(), *dz.stride()[:3], dh0.data_ptr(),
         dc0.data_ptr(),
     )  # fmt: skip
     return dz, dh0, dc0
+
+
+_BACKWARD_ARGS = ("w_hh", "c0", "keep", "cs", "acts", "tanh_c", "d_hs", "d_cs")  # as C reads
 
 
 def _python_backward(
@@ -336,7 +365,7 @@ def _lstm_backward_op(
 @_lstm_backward_op.register_fake
 def _(hs: Tensor, cs: Tensor, acts: Tensor, *_: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     T, K, B, G = acts.shape
-    return acts.new_empty(T, B, K, G), torch.empty_like(hs[0]), torch.empty_like(hs[0])
+    return acts.new_empty(T, B, K, G), hs.new_empty(hs.shape[1:]), hs.new_empty(hs.shape[1:])
 
 
 def _op_setup(ctx: Any, inputs: tuple[Tensor, ...], output: tuple[Tensor, ...]) -> None:
@@ -370,6 +399,7 @@ def masked_lstm_recurrence(
         ``(hs, cs)``: ``[T, K, B, H]`` hidden and cell states after every step.
     """
     keep = keep.to(xproj.dtype)
+    _check_args(xproj, w_hh, h0, c0, keep)
     if torch.compiler.is_compiling():  # under torch.compile (riskppo.train.compiled)
         if native_applies(xproj):
             hs, cs, _, _ = _lstm_op(xproj, w_hh, h0, c0, keep)
@@ -383,6 +413,23 @@ def masked_lstm_recurrence(
     else:
         hs, cs, _, _ = _recurrence(xproj, w_hh, h0, c0, keep, _resets(keep), save=False)
     return hs, cs
+
+
+def _check_args(xproj: Tensor, w_hh: Tensor, h0: Tensor, c0: Tensor, keep: Tensor) -> None:
+    """The shapes, dtype and device of :func:`masked_lstm_recurrence`'s arguments: one
+    ``ValueError`` naming the argument, the same on the C and the PyTorch path."""
+    where = "masked_lstm_recurrence"
+    if xproj.dim() != 4 or xproj.shape[-1] % 4:
+        raise ValueError(f"{where}: xproj has shape {list(xproj.shape)}, expected [T, K, B, 4H]")
+    T, K, B, G = xproj.shape
+    H = G // 4
+    for name, x, dims, shape in (
+        ("w_hh", w_hh, "[K, 4H, H]", (K, G, H)),
+        ("h0", h0, "[K, B, H]", (K, B, H)),
+        ("c0", c0, "[K, B, H]", (K, B, H)),
+        ("keep", keep, "[T, B]", (T, B)),
+    ):
+        check(where, name, x, dims, shape, layout="any", dtype=xproj.dtype, device=xproj.device)
 
 
 def unrolled_recurrence(

@@ -38,6 +38,7 @@ from riskppo.train.loop import (
 from riskppo.train.metrics import UpdateLog
 from riskppo.train.monitor import Monitor, log_update
 from riskppo.train.outputs import check_finite_outputs
+from riskppo.train.predict_args import check_state, episode_starts
 from riskppo.train.progress import fmt, training_progress
 from riskppo.train.settings import (
     build_vgs,
@@ -267,7 +268,9 @@ class DistributionalPPO:
         ``observation`` is one observation (the observation space's shape, e.g. ``[D]``; returns
         one action) or a batch ``[B, D]`` (returns ``[B, ...]`` actions). ``state`` is what the
         previous call returned (``None`` = zeros); ``episode_start`` ``[B]`` marks envs whose
-        episode just started (state reset inside the LSTM).
+        episode just started (state reset inside the LSTM). A state of another batch size,
+        dtype or device, or an ``episode_start`` of another length, raises ``ValueError``
+        (:mod:`riskppo.train.predict_args`).
         """
         obs, lead = self._obs_array(observation, max_lead=1)
         single = lead == 0
@@ -277,11 +280,9 @@ class DistributionalPPO:
         n = obs_t.shape[0]
         if state is None:
             state = self.policy.initial_state(n, self.device)
-        starts = (
-            torch.zeros(n, device=self.device)
-            if episode_start is None
-            else torch.as_tensor(np.asarray(episode_start, dtype=np.float32), device=self.device)
-        )
+        rows = f"observation has {n} row(s)"
+        state = check_state(self.policy, state, n, "predict", rows)
+        starts = episode_starts(episode_start, (n,), self.device, "predict")
         with torch.inference_mode():
             step = self.policy.act(
                 obs_t,
@@ -304,7 +305,8 @@ class DistributionalPPO:
         ``state`` carried by the caller; values ``[B, K]``) or a sequence ``[T, B, D]`` from
         ``state`` (values ``[T, B, K]``). Returns ``(taus [K], values)``: quantile levels and
         de-normalised return quantiles (twin critics: the critic with the lower mean per state;
-        a categorical critic is converted by its inverse CDF at the same levels).
+        a categorical critic is converted by its inverse CDF at the same levels). ``state`` and
+        ``episode_start`` are checked as in :meth:`predict` (``ValueError``).
         """
         arr, lead = self._obs_array(obs, max_lead=2)
         x = torch.as_tensor(arr, device=self.device).reshape(*arr.shape[:lead], -1)
@@ -313,11 +315,9 @@ class DistributionalPPO:
         T, B = x.shape[:2]
         if state is None:
             state = self.policy.initial_state(B, self.device)
-        starts = torch.zeros(T, B, device=self.device)
-        if episode_start is not None:
-            starts = torch.as_tensor(
-                np.asarray(episode_start, dtype=np.float32), device=self.device
-            ).reshape(T, B)
+        where = "value_distribution"
+        state = check_state(self.policy, state, B, where, f"obs holds {B} env(s) per step")
+        starts = episode_starts(episode_start, (T, B), self.device, where)
         with torch.inference_mode():
             out, _, _ = self.policy.critic_sequence(x, starts, state)
             out = out[: self.policy.n_critics]

@@ -26,6 +26,7 @@ from riskppo.adversarial.regularizer import sa_regularizer
 from riskppo.config import Config
 from riskppo.data.buffer import ChunkBatch
 from riskppo.nn import native
+from riskppo.nn.c_args import check
 from riskppo.nn.critics import Critic
 from riskppo.nn.policy import RecurrentActorCritic
 from riskppo.train.bc import BCInputs, bc_term
@@ -310,16 +311,36 @@ def _c_adam(ctx: UpdateContext) -> _CAdam | None:
     if ctx.c_adam is not None and ctx.c_adam.lists is lists:
         return ctx.c_adam
     tensors = [*lists.params, *lists.exp_avgs, *lists.exp_avg_sqs, *lists.steps]
-    if any(
-        t.dtype != torch.float32 or t.device.type != "cpu" or not t.is_contiguous() for t in tensors
-    ):
+    if not all(map(_c_readable, tensors)):
         return None
+    _check_adam_state(lists)
     n, none = len(lists.params), len(ctx.groups)
     ptrs = [(ctypes.c_void_p * n)(*(t.data_ptr() for t in ts)) for ts in lists[1:]]
     sizes = (ctypes.c_int64 * n)(*(q.numel() for q in lists.params))
     owner = (ctypes.c_int64 * n)(*(ctx.group_index.get(id(q), none) for q in lists.params))
     ctx.c_adam = _CAdam(lists, (sizes, *ptrs, owner))
     return ctx.c_adam
+
+
+_IN_C, _PARAM_SHAPE = "the C Adam step", "the parameter's shape"  # for its ValueErrors
+
+
+def _c_readable(t: Tensor) -> bool:
+    """Whether C can read ``t`` as it is: float32, CPU, contiguous (else the PyTorch tail)."""
+    return t.dtype == torch.float32 and t.is_cpu and t.is_contiguous()
+
+
+def _check_adam_state(lists: AdamLists) -> None:
+    """``riskppo_clip_adam`` reads and writes each parameter's moments as arrays of the
+    parameter's size and its step count as one float: a state of other shapes (e.g. loaded from
+    another model's optimizer) raises ``ValueError`` instead of being read out of bounds."""
+    for i, (q, m, v, step) in enumerate(zip(*lists[1:])):
+        for name, t in (("exp_avg", m), ("exp_avg_sq", v)):
+            check(_IN_C, f"{name} of parameter {i}", t, _PARAM_SHAPE, tuple(q.shape))
+        if step.numel() != 1:
+            raise ValueError(
+                f"{_IN_C}: step of parameter {i} has shape {list(step.shape)}, expected one element"
+            )
 
 
 def _clip_adam_in_c(ctx: UpdateContext, stats_sum: Tensor) -> tuple[Tensor, bool] | None:
@@ -336,8 +357,10 @@ def _clip_adam_in_c(ctx: UpdateContext, stats_sum: Tensor) -> tuple[Tensor, bool
     if lib is None or (c := _c_adam(ctx)) is None:
         return None
     grads: list[Tensor] = [q.grad for q in c.lists.params]  # type: ignore[misc]
-    if any(g.dtype != torch.float32 or not g.is_contiguous() for g in grads):
+    if not all(map(_c_readable, grads)):
         return None
+    for i, (q, g) in enumerate(zip(c.lists.params, grads)):
+        check(_IN_C, f"the gradient of parameter {i}", g, _PARAM_SHAPE, tuple(q.shape))
     group = c.lists.group
     sizes, p_ptrs, m_ptrs, v_ptrs, s_ptrs, owner = c.arrays
     g_ptrs = (ctypes.c_void_p * len(grads))(*(g.data_ptr() for g in grads))

@@ -42,6 +42,9 @@ wrote, and the loader checks that before anything is loaded (:mod:`riskppo.nn.na
 Only the current user (and root) can write anything this trusts: a process running as the same
 user could replace the cache, but could as well run its own code directly. Where there are no
 POSIX user ids (Windows) the owner and mode checks are skipped; the hash is still verified.
+
+``RISKPPO_NATIVE_CFLAGS`` (split like a shell line) is appended to the flags, e.g. a sanitizer
+build (``tests/native/run_sanitizers.sh``); being part of the key, it never reuses a normal build.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ import logging
 import os
 import platform
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -106,7 +110,8 @@ def _cache_dir() -> Path:
 
 
 def _flags() -> list[str]:
-    return [*_FLAGS, *([_NATIVE_ARCH[m]] if (m := platform.machine()) in _NATIVE_ARCH else [])]
+    arch = [_NATIVE_ARCH[m]] if (m := platform.machine()) in _NATIVE_ARCH else []
+    return [*_FLAGS, *arch, *shlex.split(os.environ.get("RISKPPO_NATIVE_CFLAGS", ""))]
 
 
 def _key(cc: str) -> str:

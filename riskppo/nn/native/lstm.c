@@ -32,6 +32,7 @@ static inline float exp_f(float x) {
     x = x > 88.0f ? 88.0f : x; /* NaN compares false and passes through */
     x = x < -87.0f ? -87.0f : x;
     float n = __builtin_floorf(x * 1.44269504088896341f + 0.5f);
+    n = x != x ? 0.0f : n; /* NaN to int below would be undefined behaviour (C11 6.3.1.4) */
     float r = x - n * 0.693359375f;
     r = r + n * 2.12194440e-4f;
     float p = 1.9875691500e-4f;
