@@ -42,13 +42,15 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 
 # The library the tests will load must be the instrumented one (not a fallback to PyTorch).
 LD_PRELOAD="$preload" "$PYTHON" - <<'PY' || exit 1
+import os
 import subprocess
 from riskppo.nn import native
 lib = native.kernel()
 assert lib is not None, f"the sanitizer build failed: {native.unavailable_reason()}"
-syms = subprocess.run(["nm", "-D", lib._name], capture_output=True, text=True).stdout
-assert "__asan_" in syms and "__ubsan_" in syms, f"{lib._name} is not instrumented"
-print(f"instrumented build: {lib._name}")
+path = os.path.realpath(lib._name)  # the loader opens the verified file as /proc/self/fd/N
+syms = subprocess.run(["nm", "-D", path], capture_output=True, text=True).stdout
+assert "__asan_" in syms and "__ubsan_" in syms, f"{path} is not instrumented"
+print(f"instrumented build: {path}")
 PY
 
 tests=(tests/unit/test_native_lstm.py tests/unit/test_actor_step.py tests/unit/test_fused_step.py
