@@ -51,17 +51,20 @@ def test_cells_are_read_counted_and_tabulated(tmp_path: Path) -> None:
     assert (cells[0].limit_met, cells[0].beats_benchmark) == (True, True)
     assert (cells[1].limit_met, cells[1].beats_benchmark) == (False, False)
     assert cells[2].error and cells[2].agent_sharpe is None and cells[2].limit_met is None
-    assert cells[0].p_value is None  # until the paired test is wired in
+    assert cells[0].p_value is None  # two returns are too few to test
+    assert (cells[0].benchmark_limit_met, cells[1].benchmark_limit_met) == (False, True)
     k = count_cells(cells)
     assert (k.n, k.failed, k.limit_met, k.beats_benchmark) == (3, 1, 1, 1)
+    assert k.benchmark_limit_met == 1
     table = format_table(cells, "t")
     rows = [line for line in table.splitlines() if line.startswith("|")]
     assert len({row.count("|") for row in rows}) == 1  # every row has the header's columns
-    assert "| AAPL | 0.90 | 0.50 | -0.0300 | -0.0400 | yes | 100% | 0.25 | - |" in table
+    assert "| AAPL | 0.90 | 0.50 | -0.0300 | -0.0400 | yes | -0.0500 | 100% | 0.25 | - |" in table
     assert "| MSFT | failed: exit code 2: riskppo: data error: x |" in table
-    assert "CVaR20 limit met: 1/3; agent Sharpe >= vol-targeted buy-and-hold: 1/3; failed: 1/3" in (
-        table
-    )
+    assert (
+        "CVaR20 limit met: 1/3 (vol-targeted buy-and-hold: 1/3); agent Sharpe >= vol-targeted "
+        "buy-and-hold: 1/3; failed: 1/3"
+    ) in table
     assert "seed" not in rows[0]
     several = format_table([cells[0], cell_result("AAPL", 1, a)], "t")
     assert "| stock | seed |" in several and "| AAPL | 1 |" in several
