@@ -117,7 +117,6 @@ def run_cell(job: CellJob) -> dict[str, Any]:
         "bars_per_year": result.bars_per_year,
         "fee": result.env_settings["fee"],
         "data": result.dataset,
-        "signal_range": list(result.env_settings.get("signal_range", (-1.0, 1.0))),
         "metrics": result.metrics_dict(),
     }
     _write_json(job.cell_dir / CELL_DONE, summary)
@@ -148,7 +147,7 @@ class WalkForwardRun:
     run_dir: Path
     segments: list[Segment]
 
-    def jobs(self, segment: Segment, seed: int) -> CellJob:
+    def job(self, segment: Segment, seed: int) -> CellJob:
         s = self.settings
         prev = segment.index - 1
         warm = s.warm_start and prev >= 0
@@ -168,7 +167,7 @@ class WalkForwardRun:
         out = []
         for seg in self.segments:
             for seed in self.settings.seeds:
-                job = self.jobs(seg, seed)
+                job = self.job(seg, seed)
                 if not (job.cell_dir / CELL_DONE).is_file():
                     out.append(job)
         return out

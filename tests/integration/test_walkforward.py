@@ -53,7 +53,7 @@ def test_a_segment_is_blind_to_every_later_bar(tmp_path: Path) -> None:
             tmp_path / f"{name}_run",
             resume=False,
         )
-        job = wf.jobs(wf.segments[0], 0)
+        job = wf.job(wf.segments[0], 0)
         run_cell(job)
         records.append(pd.read_csv(job.cell_dir / "record.csv", index_col=0))
     a, b = records
