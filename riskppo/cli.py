@@ -268,6 +268,8 @@ BENCHMARKS: dict[str, str] = {
     "learn/close cycles",
     "walk_forward": "Which trading config to ship? Candidates compared on several validation "
     "windows before the test period, ranked by a rule fixed in advance",
+    "stats_calibration": "Do the Sharpe-difference tests hold their 5% size and reach their "
+    "power? Simulated GARCH(1,1)-t return pairs",
     "bc_warmstart": "Does warm-starting the trading agent from a strategy it clones (behaviour "
     "cloning) beat training from scratch?",
 }

@@ -27,7 +27,7 @@ import multiprocessing
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -43,6 +43,10 @@ from riskppo.evaluation.wf_plan import (
 )
 from riskppo.safefs import ensure_real_dir, remove_entry, write_text_atomic
 from riskppo.train.progress import ProgressBar
+
+if TYPE_CHECKING:
+    from riskppo.train.checkpoint import CheckpointData
+    from riskppo.train.trainer import DistributionalPPO
 from riskppo.train.runlock import lock_run
 
 SETTINGS_FILE = "walkforward.json"
@@ -83,7 +87,7 @@ def run_cell(job: CellJob) -> dict[str, Any]:
     import torch
 
     from riskppo.evaluation.backtest import backtest
-    from riskppo.train.checkpoint import read_checkpoint, restore_normalizers, restore_weights
+    from riskppo.train.checkpoint import read_checkpoint
     from riskppo.train.trainer import DistributionalPPO
 
     cfg = cell_config(job.config, job.segment, job.seed, job.steps)
@@ -96,9 +100,7 @@ def run_cell(job: CellJob) -> dict[str, Any]:
     model = DistributionalPPO(config=cfg, run_dir=job.cell_dir)
     try:
         if job.warm_from is not None:
-            ck = read_checkpoint(job.warm_from)
-            restore_weights(model, ck)
-            restore_normalizers(model, ck)
+            warm_start(model, read_checkpoint(job.warm_from))
         model.learn(job.steps)
         model.save(job.cell_dir / "model")
         result = backtest(model, "test")
@@ -121,6 +123,18 @@ def run_cell(job: CellJob) -> dict[str, Any]:
     }
     _write_json(job.cell_dir / CELL_DONE, summary)
     return summary
+
+
+def warm_start(model: DistributionalPPO, ck: CheckpointData) -> None:
+    """Continue from ``ck``'s weights with the statistics they were trained under: observation
+    normalisation, return scaling (with PopArt the critic's last layer is in those units; a
+    fresh scale would rescale it by the wrong ratio, compounding over segments) and the CVaR
+    constraint's state. The counters start from zero and the optimizer fresh."""
+    from riskppo.train.checkpoint import restore_statistics, restore_weights
+
+    restore_weights(model, ck)
+    restore_statistics(model, ck)
+    model.state = model.state.with_counters(num_timesteps=0, n_updates=0)
 
 
 def _write_json(path: Path, obj: Any) -> None:

@@ -121,3 +121,37 @@ def test_a_used_directory_is_refused_without_resume(tmp_path: Path) -> None:
     p = _cli("--resume", str(run), "--no-progress")
     out, _ = p.communicate(timeout=120)
     assert p.returncode == 2 and "is not a walk-forward run" in out
+
+
+def test_a_warm_started_segment_predicts_what_its_source_predicted(tmp_path: Path) -> None:
+    """The warm start carries the statistics the weights were trained under: the new segment's
+    model starts with its source's actions and return quantiles (with a fresh return scale the
+    PopArt-rescaled critic was off by the ratio of the scales, compounding over segments)."""
+    import numpy as np
+
+    from riskppo import DistributionalPPO
+    from riskppo.evaluation.walkforward import cell_config, warm_start
+    from riskppo.train.checkpoint import read_checkpoint
+
+    data = _market(tmp_path / "m.csv")
+    cfg = load_config(None, [*SMALL, "total_timesteps=1024", f"data.path={data}"])
+    settings = WalkForwardSettings(initial=700, step=100, warm_start=True, warm_steps=128)
+    wf = prepare(cfg, settings, tmp_path / "wf", resume=False)
+    first = wf.job(wf.segments[0], 0)
+    run_cell(first)
+    source = DistributionalPPO.load(first.cell_dir / "model", rebuild_env=False)
+    target = DistributionalPPO(config=cell_config(cfg, wf.segments[1], 0, 128))
+    try:
+        warm_start(target, read_checkpoint(first.cell_dir / "model"))
+        obs = np.random.default_rng(0).normal(size=(6, source.observation_space.shape[0]))
+        obs = obs.astype(np.float32)
+        np.testing.assert_array_equal(
+            source.predict(obs, deterministic=True)[0], target.predict(obs, deterministic=True)[0]
+        )
+        _, q_source = source.value_distribution(obs[None])
+        _, q_target = target.value_distribution(obs[None])
+        np.testing.assert_allclose(q_target, q_source, rtol=1e-6, atol=1e-9)
+        assert target.num_timesteps == 0
+    finally:
+        source.close()
+        target.close()
