@@ -13,7 +13,7 @@ modules (conventions and units in :mod:`riskppo.evaluation.stats_core`):
   :func:`min_trl_from_moments`) take a paper's numbers directly;
 * :mod:`~riskppo.evaluation.stats_bootstrap`: :func:`sharpe_ci` and
   :func:`sharpe_difference_bootstrap` (block bootstraps through ``arch``);
-* :mod:`~riskppo.evaluation.stats_null`: :func:`random_timing_null`.
+* :mod:`~riskppo.evaluation.stats_null`: :func:`random_timing_null`, :func:`matched_smoothness`.
 
 :func:`summarize` runs all of them for an agent against a benchmark and against the benchmark
 scaled to the agent's mean exposure::
@@ -60,7 +60,7 @@ from riskppo.evaluation.stats_core import (
     tracking_error,
     verdict,
 )
-from riskppo.evaluation.stats_null import RandomTiming, random_timing_null
+from riskppo.evaluation.stats_null import RandomTiming, matched_smoothness, random_timing_null
 
 __all__ = [
     "AlphaBeta",
@@ -78,6 +78,7 @@ __all__ = [
     "expected_max_sharpe",
     "hac_alpha_beta",
     "information_ratio",
+    "matched_smoothness",
     "min_track_record_length",
     "min_trl_from_moments",
     "moments",

@@ -18,7 +18,7 @@ from scipy.special import ndtr
 
 from riskppo.evaluation.stats_core import as_returns
 
-__all__ = ["RandomTiming", "random_signals", "random_timing_null"]
+__all__ = ["RandomTiming", "matched_smoothness", "random_signals", "random_timing_null"]
 
 Array = NDArray[np.float64]
 
@@ -58,6 +58,39 @@ def random_signals(
     start = rng.standard_normal((n, 1)) * math.sqrt(var) * (1.0 - alpha)
     x, _ = lfilter([alpha], [1.0, alpha - 1.0], noise, axis=1, zi=start)
     return lo + (hi - lo) * ndtr(x / math.sqrt(var))
+
+
+def matched_smoothness(
+    signal: ArrayLike, band: tuple[float, float], *, n: int = 64, seed: int = 0
+) -> float:
+    """The span (in bars) whose :func:`random_signals` in ``band`` move as much per bar as
+    ``signal`` does: mean ``|signal_t - signal_{t-1}|`` matched by bisection on the log span.
+
+    A null of random timings is only fair at the agent's own turnover: faster random signals
+    pay more costs (on hourly bars a 20-bar span loses to costs what no timing could earn back),
+    slower ones pay fewer. The mean move falls with the span, so the bisection is well posed;
+    the span is kept within ``[1, 100 × T]``.
+    """
+    x = as_returns(signal, "signal")
+    lo, hi = _check_band(band)
+    target = float(np.mean(np.abs(np.diff(x)))) if x.size > 1 else 0.0
+    length = int(min(x.size, 4096))
+    if hi - lo <= 0.0 or length < 2:
+        return 1.0
+
+    def move(span: float) -> float:
+        sig = random_signals(n, length, (lo, hi), span, seed)
+        return float(np.mean(np.abs(np.diff(sig, axis=1))))
+
+    a, b = 0.0, math.log(100.0 * x.size)  # log spans: 1 .. 100 T
+    if move(math.exp(a)) <= target:
+        return 1.0
+    if move(math.exp(b)) >= target:
+        return math.exp(b)
+    for _ in range(40):
+        mid = 0.5 * (a + b)
+        a, b = (mid, b) if move(math.exp(mid)) > target else (a, mid)
+    return math.exp(0.5 * (a + b))
 
 
 def _check_band(band: tuple[float, float]) -> tuple[float, float]:

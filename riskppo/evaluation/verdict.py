@@ -61,13 +61,15 @@ def random_timing(
     frames: Mapping[str, pd.DataFrame], bars_per_year: float, *, fee: float, seed: int
 ) -> dict[str, Any]:
     """The agent's Sharpe against smooth random signals in its own band (the range of its
-    signals), sized like it (the vol-targeted baseline's exposure is the sizing multiplier) and
-    scored on the asset's per-bar return (buy-and-hold's gross return) with the same fee."""
+    signals) that move as much per bar as its signal does (:func:`stats.matched_smoothness`),
+    sized like it (the vol-targeted baseline's exposure is the sizing multiplier) and scored on
+    the asset's per-bar return (buy-and-hold's gross return) with the same fee."""
     signal = frames["agent"]["signal"].to_numpy()
     band = (float(signal.min()), float(signal.max()))
     if band[1] - band[0] < 1e-9:
         return {"band": list(band), "percentile": None, "p_value": None, "n": 0}
     agent_sharpe = stats.sharpe(frames["agent"]["log_return"].to_numpy(), bars_per_year)
+    span = stats.matched_smoothness(signal, band, seed=seed)  # the agent's own turnover
     null = stats.random_timing_null(
         agent_sharpe,
         frames["buy_and_hold"]["gross_return"].to_numpy(),
@@ -75,10 +77,12 @@ def random_timing(
         band,
         fee=fee,
         periods_per_year=bars_per_year,
+        smoothness=span,
         seed=seed,
     )
     return {
         "band": list(band),
+        "smoothness": span,
         "agent_sharpe": null.agent_sharpe,
         "null_median_sharpe": float(np.median(null.null_sharpes)),
         "percentile": null.percentile,

@@ -74,3 +74,33 @@ def test_the_block_scales_the_benchmark_and_runs_the_random_timing_null() -> Non
 )
 def test_table_values_print_in_their_units(label: str, value: float | None, text: str) -> None:
     assert format_stat(label, value) == text
+
+
+@pytest.mark.parametrize("span", [3.0, 40.0, 400.0])
+def test_the_null_moves_as_much_as_the_agent(span: float) -> None:
+    """The random-timing null is scored at the agent's own turnover: the matched span recovers
+    the span of a signal drawn from the null's own generator."""
+    from riskppo.evaluation.stats import matched_smoothness
+    from riskppo.evaluation.stats_null import random_signals
+
+    signal = random_signals(1, 3000, (0.25, 1.0), span, seed=7)[0]
+    assert matched_smoothness(signal, (0.25, 1.0)) == pytest.approx(span, rel=0.25)
+
+
+def test_a_random_agent_ranks_in_the_middle_of_its_null() -> None:
+    """An agent whose signal is itself a random smooth signal (slow, with costs that matter) is
+    not called skilful: the null at its own turnover ranks it away from the extremes (with a
+    fixed 20-bar null it beat every random signal, because those paid 10x its costs)."""
+    from riskppo.evaluation.stats_null import random_signals
+
+    frames = _frames(0.0, n=2000)
+    signal = random_signals(1, 2000, (0.25, 0.75), 300.0, seed=3)[0]
+    agent = frames["agent"]
+    agent["signal"] = signal
+    agent["position"] = signal * 0.5
+    asset = frames["buy_and_hold"]["gross_return"].to_numpy()
+    dpos = np.abs(np.diff(agent["position"].to_numpy(), prepend=0.0))
+    agent["log_return"] = agent["position"] * asset - 0.01 * dpos
+    timing = statistics_block(frames, 252, fee=0.01)["random_timing"]
+    assert 200 < timing["smoothness"] < 450
+    assert 0.05 < timing["p_value"] < 0.95
