@@ -434,7 +434,12 @@ def cmd_walkforward(args: argparse.Namespace) -> int:
         run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(cfg, prefix="wf")
     try:
         walk_forward(
-            cfg, run_dir, settings, resume=bool(args.resume), progress_bar=not args.no_progress
+            cfg,
+            run_dir,
+            settings,
+            resume=bool(args.resume),
+            progress_bar=not args.no_progress,
+            n_trials=args.trials,
         )
     except KeyboardInterrupt:
         print(
@@ -482,6 +487,13 @@ def _walkforward_parser(sub: Any) -> None:
         help="steps of a warm-started segment (default: a quarter of total_timesteps)",
     )
     p.add_argument("--workers", type=positive_int, help="parallel processes (default: all cores)")
+    p.add_argument(
+        "--trials",
+        type=positive_int,
+        default=1,
+        help="configurations tried on this data, this one included: the verdict's p-value is "
+        "adjusted for them (default: 1; with --resume a finished run is judged again)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_walkforward)
 

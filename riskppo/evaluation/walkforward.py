@@ -312,10 +312,14 @@ def walk_forward(
     *,
     resume: bool = False,
     progress_bar: bool = True,
+    n_trials: int = 1,
 ) -> dict[str, Any]:
     """Run (or ``resume``, when ``cfg`` may be None) a walk-forward of ``cfg`` into ``run_dir``;
     write the stitched records, ``metrics.json`` and the report; return the metrics (see
-    :func:`riskppo.evaluation.wf_analysis.analyse`)."""
+    :func:`riskppo.evaluation.wf_analysis.analyse`). ``n_trials``: the configurations tried on
+    this data, this one included — the verdict's p-value is adjusted for them (Šidák), so the
+    best of several tries is not mistaken for an edge; a finished run can be judged again with
+    another count (``resume``)."""
     from riskppo.evaluation.wf_analysis import analyse
     from riskppo.evaluation.wf_report import write_outputs
 
@@ -324,6 +328,6 @@ def walk_forward(
         wf = prepare(cfg, settings or WalkForwardSettings(), run_dir, resume=resume)
         wf.run(progress_bar=progress_bar)
         records = wf.records()
-        metrics = analyse(wf.config, wf.settings, records, wf.cell_summaries())
+        metrics = analyse(wf.config, wf.settings, records, wf.cell_summaries(), n_trials=n_trials)
         write_outputs(run_dir, wf.config, records, metrics)
     return metrics

@@ -4,7 +4,7 @@ vol-targeted buy-and-hold (unscaled and scaled to the agent's mean exposure), th
 null, and the CVaR limit cell by cell.
 
 The verdict is read on the seeds' mean record (capital split equally over the seeds' agents):
-one test, so one trial unless nested selection tried several configs (``n_trials``).
+one test, adjusted for the ``n_trials`` configurations tried on the same data.
 """
 
 from __future__ import annotations

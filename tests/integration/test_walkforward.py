@@ -3,6 +3,7 @@ record as an uninterrupted one; a run directory is not mixed with another."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -11,6 +12,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from riskppo.cli import load_config
 from riskppo.envs.synthetic import gbm
@@ -107,6 +109,15 @@ def test_sigkilled_walk_forward_resumes_to_the_uninterrupted_record(tmp_path: Pa
     b = pd.read_csv(tmp_path / "killed" / "records" / "s0.csv", index_col=0)
     pd.testing.assert_frame_equal(a, b, check_exact=True)
     assert len(a) == 900 - 700 - 1
+
+    # a finished run judged again for 5 configurations tried: no training, a larger p
+    once = json.loads((tmp_path / "whole" / "metrics.json").read_text())["verdict"]
+    again = _cli("--resume", str(tmp_path / "whole"), "--trials", "5", "--no-progress")
+    out, _ = again.communicate(timeout=600)
+    assert again.returncode == 0, out
+    five = json.loads((tmp_path / "whole" / "metrics.json").read_text())["verdict"]
+    assert "adjusted for N = 5 trials" in five["text"] and "N = 1 trial)" in once["text"]
+    assert five["p_adjusted"] == pytest.approx(1 - (1 - once["p_adjusted"]) ** 5)
 
 
 def test_a_used_directory_is_refused_without_resume(tmp_path: Path) -> None:
