@@ -415,16 +415,19 @@ def cmd_walkforward(args: argparse.Namespace) -> int:
     from riskppo.evaluation.walkforward import walk_forward
     from riskppo.evaluation.wf_plan import WalkForwardSettings
 
-    settings = WalkForwardSettings(
-        initial=args.initial,
-        step=args.step,
-        window=args.window,
-        train_bars=args.train_bars,
-        seeds=tuple(args.seeds),
-        warm_start=args.warm_start,
-        warm_steps=args.warm_steps,
-        workers=args.workers,
-    )
+    try:
+        settings = WalkForwardSettings(
+            initial=args.initial,
+            step=args.step,
+            window=args.window,
+            train_bars=args.train_bars,
+            seeds=tuple(args.seeds),
+            warm_start=args.warm_start,
+            warm_steps=args.warm_steps,
+            workers=args.workers,
+        )
+    except ValueError as exc:  # a combination argparse cannot check (e.g. repeated seeds)
+        raise ConfigError(str(exc)) from None
     if args.resume:
         if args.config or args.set:
             raise ConfigError("--resume continues a run with its own config; drop --config/--set")

@@ -287,7 +287,10 @@ def prepare(
         raise ConfigError(f"walk-forward needs the trading env (env.id={TRADING_ID!r})")
     if cfg.data.bars is not None:
         raise ConfigError("walk-forward sets data.bars itself for each segment; drop it")
-    segments = plan_segments(_n_rows(cfg), settings)
+    try:
+        segments = plan_segments(_n_rows(cfg), settings)
+    except ValueError as exc:  # --initial longer than the data
+        raise ConfigError(str(exc)) from None
     if not resume:
         run_dir.mkdir(parents=True, exist_ok=True)
         cfg.to_yaml(run_dir / "config.yaml")

@@ -132,6 +132,16 @@ def test_a_used_directory_is_refused_without_resume(tmp_path: Path) -> None:
     p = _cli("--resume", str(run), "--no-progress")
     out, _ = p.communicate(timeout=120)
     assert p.returncode == 2 and "is not a walk-forward run" in out
+    for args, says in (
+        (["--initial", "99999"], "--initial 99999 leaves no rows to test on"),
+        (["--seeds", "1", "1"], "--seeds must name distinct seeds"),
+    ):
+        p = _cli("--run-dir", str(tmp_path / "new"), *args, "--no-progress")
+        out, _ = p.communicate(timeout=120)
+        assert p.returncode == 2 and "Traceback" not in out, out
+        assert out.strip().splitlines()[-1] == f"riskppo: configuration error: {says}" + (
+            ": the data has 2335 rows" if "initial" in says else ", got [1, 1]"
+        )
 
 
 def test_a_warm_started_segment_predicts_what_its_source_predicted(tmp_path: Path) -> None:
