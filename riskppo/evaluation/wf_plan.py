@@ -22,6 +22,7 @@ Window = Literal["expanding", "rolling"]
 # Per-bar columns a segment keeps of each strategy's backtest frame, and the strategies.
 RECORD_COLUMNS = ("position", "signal", "log_return", "gross_return", "costs")
 RECORD_STRATEGIES = ("agent", "buy_and_hold", "vol_target_buy_and_hold", "sma_crossover")
+MEAN_LABEL = "mean of seeds"  # the label of :func:`mean_record`'s record
 
 
 @dataclass(frozen=True)
@@ -174,4 +175,4 @@ def mean_record(records: Sequence[Record]) -> Record:
     mean = sum((r.frame[numeric] for r in records[1:]), records[0].frame[numeric]) / len(records)
     frame = first[["close"]].join(mean)[first.columns.drop("segment")]
     frame["segment"] = first["segment"]
-    return Record("mean of seeds", frame, records[0].segments)
+    return Record(MEAN_LABEL, frame, records[0].segments)

@@ -27,7 +27,7 @@ from riskppo.evaluation.report import (
 )
 from riskppo.evaluation.verdict import jsonable
 from riskppo.evaluation.wf_analysis import BENCHMARK, SCALED
-from riskppo.evaluation.wf_plan import Record, mean_record
+from riskppo.evaluation.wf_plan import MEAN_LABEL, Record, mean_record
 from riskppo.safefs import ensure_real_dir, write_bytes_atomic, write_text_atomic
 
 LABELS = {**STRATEGY_LABELS, SCALED: "Vol-targeted B&H, scaled to the agent's exposure"}
@@ -77,7 +77,7 @@ def _csv(frame: pd.DataFrame) -> str:
 def headline(metrics: dict[str, Any]) -> dict[str, Any]:
     """The block the verdict is read on: the seeds' mean record (or the only seed's)."""
     recs = metrics["records"]
-    return recs.get("mean of seeds") or next(iter(recs.values()))
+    return recs.get(MEAN_LABEL) or next(iter(recs.values()))
 
 
 def summary_text(metrics: dict[str, Any]) -> str:
