@@ -72,7 +72,8 @@ from riskppo.evaluation.metrics import (
 )
 from riskppo.evaluation.plots import save_plots
 from riskppo.evaluation.report import STRATEGY_LABELS, format_value, metric_rows, write_report
-from riskppo.evaluation.verdict import jsonable, statistics_block
+from riskppo.evaluation.verdict import statistics_block
+from riskppo.jsonable import jsonable
 from riskppo.safefs import ensure_real_dir, write_text_atomic
 from riskppo.train.checkpoint import CheckpointError
 from riskppo.train.rundir import check_belongs, latest_good_checkpoint

@@ -91,20 +91,6 @@ def random_timing(
     }
 
 
-def jsonable(obj: Any) -> Any:
-    """``obj`` ready for strict JSON: numpy scalars as Python numbers, non-finite floats as
-    ``None``, tuples as lists."""
-    if isinstance(obj, Mapping):
-        return {str(k): jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [jsonable(v) for v in obj]
-    if isinstance(obj, np.generic):
-        obj = obj.item()
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj
-
-
 _PERCENT_WORDS = ("volatility", "drawdown", "CVaR", "alpha (annual)", "tracking error")
 
 

@@ -21,6 +21,7 @@ a fresh cell with the same seed gives the same result.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import dataclasses
 import json
 import logging
 import multiprocessing
@@ -273,9 +274,7 @@ def prepare(
         saved = json.loads(settings_path.read_text())
         cfg = Config.from_yaml(run_dir / "config.yaml")
         stored = WalkForwardSettings.from_dict(saved["settings"])
-        settings = WalkForwardSettings(
-            **{**stored.to_dict(), "seeds": stored.seeds, "workers": settings.workers}
-        )
+        settings = dataclasses.replace(stored, workers=settings.workers)
     elif run_dir.exists() and any(p.name != ".lock" for p in run_dir.iterdir()):
         raise ConfigError(
             f"{run_dir} already holds files; continue it with `riskppo walkforward --resume "

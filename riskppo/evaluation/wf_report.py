@@ -25,9 +25,9 @@ from riskppo.evaluation.report import (
     format_value,
     statistics_section,
 )
-from riskppo.evaluation.verdict import jsonable
 from riskppo.evaluation.wf_analysis import BENCHMARK, SCALED
 from riskppo.evaluation.wf_plan import MEAN_LABEL, Record, mean_record
+from riskppo.jsonable import jsonable
 from riskppo.safefs import ensure_real_dir, write_bytes_atomic, write_text_atomic
 
 LABELS = {**STRATEGY_LABELS, SCALED: "Vol-targeted B&H, scaled to the agent's exposure"}

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import re
 import shutil
@@ -32,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from riskppo.config import Config, ConfigError
+from riskppo.jsonable import jsonable
 from riskppo.pbt.audit import SOURCES
 from riskppo.pbt.member import PopulationMember
 from riskppo.train.ckpt_io import sha256
@@ -172,14 +172,4 @@ def _member_from_json(d: dict[str, Any]) -> PopulationMember:
     return m
 
 
-def json_safe(obj: Any) -> Any:
-    """Strict JSON: paths as strings, non-finite floats (a failed member's -inf) as null."""
-    if isinstance(obj, dict):
-        return {str(k): json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [json_safe(v) for v in obj]
-    if isinstance(obj, Path):
-        return str(obj)
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj
+json_safe = jsonable  # the name the PBT modules use
