@@ -14,12 +14,13 @@ that never makes a trading env never imports pandas).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 
-from riskppo.config import DataConfig
+from riskppo.config import ConfigError, DataConfig, RiskConfig
 
 TRADING_ID = "riskppo/Trading-v0"
 SIMPLE_IDS = {
@@ -45,6 +46,35 @@ def data_kwargs(data: DataConfig) -> dict[str, Any]:
         "sort": data.sort,
         "bars": data.bars,
     }
+
+
+def resolve_overlay(kwargs: Mapping[str, Any], risk: RiskConfig | None) -> dict[str, Any]:
+    """``env.kwargs`` with its risk ``overlay`` (:mod:`riskppo.envs.overlay`) completed: ``true``
+    or a mapping without ``limit`` / ``alpha`` / ``horizon`` takes them from the ``risk`` section
+    (``risk.cvar_limit``, ``risk.cvar_alpha``, ``risk.cvar_horizon``), so the overlay keeps the
+    limit the constraint keeps; ``false`` / ``null`` removes it."""
+    out = dict(kwargs)
+    overlay = out.pop("overlay", None)
+    if overlay is None or overlay is False:
+        return out
+    if overlay is True:
+        overlay = {}
+    if not isinstance(overlay, Mapping):
+        raise ConfigError(f"env.kwargs.overlay={overlay!r}: must be true, false or a mapping")
+    filled = dict(overlay)
+    for key, field in (
+        ("limit", "cvar_limit"),
+        ("alpha", "cvar_alpha"),
+        ("horizon", "cvar_horizon"),
+    ):
+        if filled.get(key) is None:
+            value = None if risk is None else getattr(risk, field)
+            if value is None:
+                where = f"risk.{field} (or env.kwargs.overlay.{key})"
+                raise ConfigError(f"env.kwargs.overlay needs a {key}: set {where}")
+            filled[key] = value
+    out["overlay"] = filled
+    return out
 
 
 def data_label(dataset: str | None, path: str | None, symbol: str | None = None) -> str:

@@ -22,6 +22,7 @@ from riskppo.envs.features import (
     split_features,
 )
 from riskppo.envs.fills import fill_returns, resolve_fill
+from riskppo.envs.overlay import RiskOverlay, binding_stats, overlay_table
 from riskppo.envs.sizing import vol_target_scale
 from riskppo.envs.trading_args import (
     action_positions,
@@ -66,7 +67,11 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
     ``sizing="vol_target"`` the action is a *signal* and the position (exposure) is
     ``p_t = a_t · min(vol_target / σ̂_t, max_leverage)``, ``σ̂_t`` the causal EWM volatility of
     ``vol_span`` bars (closes ``<= t``), annualised (:mod:`riskppo.envs.sizing`; Zhang, Zohren &
-    Roberts 2020), so the agent can stay in the market with less risk. The step returns the
+    Roberts 2020), so the agent can stay in the market with less risk. ``overlay`` (a
+    :class:`~riskppo.envs.overlay.RiskOverlay` or its settings as a dict) caps that scale at
+    each bar so the full signal's *forecast* CVaR stays within a limit
+    (:mod:`riskppo.envs.overlay`): ``p_t = a_t · min(vol_target / σ̂_t, max_leverage, cap_t)``;
+    :attr:`uncapped_scale` and :attr:`overlay_cap` hold the per-bar tables. The step returns the
     observation of bar ``t+1`` and the reward (``old_t``/``new_t``: the log returns of the
     fill's table; ``h_t``: the exposure held over bar ``t+1``'s session, ``p_{t-1}`` with
     ``next_close``, else ``p_t``)
@@ -176,6 +181,7 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
         max_leverage: float = 1.0,
         long_only: bool = False,
         min_signal: float = 0.0,
+        overlay: RiskOverlay | dict[str, Any] | None = None,
         data_label: str | None = None,
         render_mode: str | None = None,
     ) -> None:
@@ -214,6 +220,7 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
         self.sizing = sizing
         self.vol_target, self.vol_span = float(vol_target), int(vol_span)
         self.max_leverage = float(max_leverage)
+        self.overlay = None if overlay is None else RiskOverlay.of(overlay)
 
         self._init_bars(features, start, end)
         self._new_episode_state(self._first_start, self._last_bar)
@@ -251,7 +258,10 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
         return kept
 
     def _init_sizing(self, close: np.ndarray) -> int:
-        """Set the per-bar exposure scale (``_scale``); return the first sized bar."""
+        """Set the per-bar exposure scale (``_scale``, and ``uncapped_scale`` before the
+        overlay); return the first sized bar."""
+        warmup = 0
+        scale = np.ones(len(close))
         if self.sizing == "vol_target":
             scale = vol_target_scale(
                 close,
@@ -261,8 +271,13 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
                 bars_per_year=self.bars_per_year,
             )
             warmup = self.vol_span
-        else:
-            scale, warmup = np.ones(len(close)), 0
+        self.uncapped_scale: np.ndarray = scale
+        self.overlay_cap: np.ndarray | None = None
+        if self.overlay is not None:
+            table = overlay_table(close, self.overlay, delay=int(self.fill == "next_close"))
+            self.overlay_cap = table.cap
+            scale = np.where(np.isnan(table.cap), np.nan, np.fmin(scale, table.cap))
+            warmup = max(warmup, self.overlay.slow_span, self.overlay.fast_span)
         # exposure per unit of signal, per bar (NaN before `warmup`; never stepped there)
         self._scale: list[float] = scale.tolist()
         return warmup
@@ -357,6 +372,16 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
         x = np.clip(np.asarray(signals, dtype=np.float64), lo, hi)
         a = 2.0 * (x - lo) / (hi - lo) - 1.0 if self.long_only else x
         return np.asarray(a, dtype=np.float32)[:, None]
+
+    def overlay_binding(self, lo: int | None = None, hi: int | None = None) -> dict[str, Any]:
+        """The overlay's settings and how it bound on the decision bars ``[lo, hi)`` (default:
+        the trading range; :func:`~riskppo.envs.overlay.binding_stats`); ``{}`` without one."""
+        if self.overlay is None or self.overlay_cap is None:
+            return {}
+        a = self._first_start if lo is None else lo
+        b = self._last_bar if hi is None else hi
+        stats = binding_stats(self.uncapped_scale[a:b], self.overlay_cap[a:b])
+        return {**self.overlay.to_dict(), **stats}
 
     @property
     def positions(self) -> tuple[float, ...]:

@@ -52,7 +52,7 @@ import torch
 from riskppo import core
 from riskppo.config import Config
 from riskppo.envs.factory import SPLIT_PARTS, make_trading_env
-from riskppo.envs.registration import TRADING_ID, data_kwargs, data_label
+from riskppo.envs.registration import TRADING_ID, data_kwargs, data_label, resolve_overlay
 from riskppo.envs.trading import TradingEnv
 from riskppo.evaluation.baselines import (
     STRATEGIES,
@@ -241,7 +241,7 @@ def backtest(
     cfg = model.config
     _check_backtestable(cfg, part)
     factory = _eval_env_factory(cfg, part)
-    env = factory(**cfg.env.kwargs)  # the agent's env, without observation normalisation
+    env = factory(**resolve_overlay(cfg.env.kwargs, cfg.risk))  # the agent's, unnormalised
     close = env.df["close"]
     agent_frame, obs_seq, bootstrap = _run_agent(model, factory, part, close, agent or model)
     first_bar, last_bar = env.trading_range
@@ -354,14 +354,17 @@ def _env_settings(env: TradingEnv, sized: TradingEnv, start_close: float) -> dic
         "vol_span": sized.vol_span,
         "max_leverage": sized.max_leverage,
         "start_close": start_close,
+        "overlay": env.overlay_binding() or None,
     }
 
 
 def _with_sizing(kwargs: dict[str, Any], sizing: str) -> dict[str, Any]:
     """The agent's env kwargs with ``sizing`` instead of its own (vol_target / vol_span /
     max_leverage stay: the config's values, or the env's defaults where it has none). The
-    agent's core position (``min_signal``) is not the baselines': they may go flat."""
-    return {**{k: v for k, v in kwargs.items() if k != "min_signal"}, "sizing": sizing}
+    agent's core position (``min_signal``) and risk ``overlay`` are not the baselines': they may
+    go flat, and they are the positions a user knows, not ones the agent's limit shaped."""
+    own = ("min_signal", "overlay")
+    return {**{k: v for k, v in kwargs.items() if k not in own}, "sizing": sizing}
 
 
 def _run_baseline(env: TradingEnv, policy: Policy, first_bar: int) -> pd.DataFrame:

@@ -228,6 +228,17 @@ def _kv_grid(items: list[tuple[str, str]]) -> str:
     return f'<div class="grid">{cells}</div>'
 
 
+def _overlay_text(ov: Mapping[str, Any] | None) -> str:
+    """The agent's risk overlay (riskppo.envs.overlay) and how it bound over the period."""
+    if not ov:
+        return "none"
+    return (
+        f"forecast CVaR of {ov['horizon']} bars within {ov['limit']:g} (margin {ov['margin']:g}, "
+        f"vol max(EWM {ov['fast_span']}, EWM {ov['slow_span']})): bound on "
+        f"{ov['binding_share']:.0%} of bars, exposure cut to {ov['mean_cut']:.0%} there"
+    )
+
+
 def _config_items(result: BacktestResult, info: Mapping[str, Any]) -> list[tuple[str, str]]:
     cfg = result.config
     env = result.env_settings
@@ -268,6 +279,7 @@ def _config_items(result: BacktestResult, info: Mapping[str, Any]) -> list[tuple
             f"{env.get('vol_target', 0.1):.0%}/yr, span {env.get('vol_span')}, "
             f"max leverage {env.get('max_leverage', 1.0):g}",
         ),
+        ("Risk overlay", _overlay_text(env.get("overlay"))),
         ("Bars per year", f"{result.bars_per_year:g}"),
         (
             "SMA baseline",

@@ -88,6 +88,7 @@ def run_cell(job: CellJob) -> dict[str, Any]:
     import torch
 
     from riskppo.evaluation.backtest import backtest
+    from riskppo.train.bc_teacher import trading_env
     from riskppo.train.checkpoint import read_checkpoint
     from riskppo.train.trainer import DistributionalPPO
 
@@ -105,6 +106,8 @@ def run_cell(job: CellJob) -> dict[str, Any]:
         model.learn(job.steps)
         model.save(job.cell_dir / "model")
         result = backtest(model, "test")
+        train_env = trading_env(model.env) if model.env is not None else None
+        lam = float(model.state.risk.lam) if model.state.risk is not None else None
     finally:
         model.close()
     frame = segment_frame(result.frames, job.segment.index)
@@ -121,6 +124,9 @@ def run_cell(job: CellJob) -> dict[str, Any]:
         "fee": result.env_settings["fee"],
         "data": result.dataset,
         "metrics": result.metrics_dict(),
+        "lambda": lam,  # the CVaR multiplier at the end of training
+        "overlay_test": result.env_settings.get("overlay"),
+        "overlay_train": (train_env.overlay_binding() or None) if train_env else None,
     }
     _write_json(job.cell_dir / CELL_DONE, summary)
     return summary

@@ -103,4 +103,7 @@ def cell_row(cell: dict[str, Any]) -> dict[str, Any]:
         "limit_met": agent.get("cvar_limit_met"),
         "market_share": agent.get("market_share"),
         "mean_abs_exposure": agent.get("mean_abs_exposure"),
+        "lambda": cell.get("lambda"),
+        "overlay_binding": (cell.get("overlay_test") or {}).get("binding_share"),
+        "overlay_binding_train": (cell.get("overlay_train") or {}).get("binding_share"),
     }

@@ -81,7 +81,7 @@ def record_strategy(cfg: Config, strategy: str, n_steps: int) -> Demonstrations:
     ``env.n_envs`` envs with the config's random starts), ``n_steps`` steps each."""
     if cfg.env.id != TRADING_ID:
         raise ConfigError(f"riskppo record --strategy needs the trading env, not {cfg.env.id}")
-    venv = build_vec_env(cfg.env.id, cfg.env, cfg.seed, cfg.data, part="train")
+    venv = build_vec_env(cfg.env.id, cfg.env, cfg.seed, cfg.data, part="train", risk=cfg.risk)
     try:
         env = trading_env(venv)
         assert env is not None

@@ -79,9 +79,9 @@ class DistributionalPPO:
         self._env_spec: EnvSpec = env if env is not None else cfg.env.id
         # whether the env is config env.id (what load() can rebuild), not a factory / VecEnv
         self.env_is_id: bool = env is None or isinstance(env, str)
-        self.env: VecEnv | None = (
-            build_vec_env(env, cfg.env, cfg.seed, cfg.data) if env is not None else None
-        )
+        self.env: VecEnv | None = None
+        if env is not None:
+            self.env = build_vec_env(env, cfg.env, cfg.seed, cfg.data, risk=cfg.risk)
         if self.env is not None:
             obs_space, act_space = self.env.observation_space, self.env.action_space
             self.n_envs = self.env.num_envs
@@ -363,6 +363,7 @@ class DistributionalPPO:
             self.config.data,
             part=part,
             n_envs=n_envs,
+            risk=self.config.risk,
         )
         target = find_normalizer(venv)
         source = find_normalizer(self.env) if self.env is not None else self._obs_rms_loaded

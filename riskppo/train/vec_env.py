@@ -31,8 +31,8 @@ from stable_baselines3.common.vec_env import (
     VecNormalize,
 )
 
-from riskppo.config import DataConfig, EnvConfig
-from riskppo.envs.registration import TRADING_ID, data_kwargs, register_envs
+from riskppo.config import DataConfig, EnvConfig, RiskConfig
+from riskppo.envs.registration import TRADING_ID, data_kwargs, register_envs, resolve_overlay
 
 EnvSpec = str | Callable[[], gym.Env] | VecEnv
 
@@ -344,9 +344,16 @@ class MakeFromId:
         return gym.make(self.spec, **kwargs)
 
 
-def env_kwargs(env: EnvSpec, cfg: EnvConfig, data: DataConfig | None, part: str) -> dict[str, Any]:
-    """Keyword arguments for the env factory; the trading env also gets its data and split."""
-    kwargs = dict(cfg.kwargs)
+def env_kwargs(
+    env: EnvSpec,
+    cfg: EnvConfig,
+    data: DataConfig | None,
+    part: str,
+    risk: RiskConfig | None = None,
+) -> dict[str, Any]:
+    """Keyword arguments for the env factory; the trading env also gets its data and split, and
+    a risk ``overlay`` its limit from ``risk`` (see ``registration.resolve_overlay``)."""
+    kwargs = resolve_overlay(cfg.kwargs, risk)
     if env == TRADING_ID and data is not None:
         kwargs.update(data_kwargs(data), part=part)
     return kwargs
@@ -360,10 +367,12 @@ def build_vec_env(
     *,
     part: str = "train",
     n_envs: int | None = None,
+    risk: RiskConfig | None = None,
 ) -> VecEnv:
     """Make a VecEnv from an id, a factory or a ready VecEnv (seeded per env).
 
-    ``part`` selects the train / val / test period of the trading env (ignored elsewhere).
+    ``part`` selects the train / val / test period of the trading env (ignored elsewhere);
+    ``risk`` completes a trading env's ``overlay`` (see :func:`env_kwargs`).
     """
     if isinstance(env, VecEnv):
         venv: VecEnv = env
@@ -381,7 +390,7 @@ def build_vec_env(
             seed=seed,
             vec_env_cls=vec_cls,
             vec_env_kwargs=vec_kwargs,
-            env_kwargs=env_kwargs(env, cfg, data, part) or None,
+            env_kwargs=env_kwargs(env, cfg, data, part, risk) or None,
             wrapper_class=ObservationCheck,
         )
     venv = VecFiniteGuard(venv, cfg.nonfinite_policy)
