@@ -93,7 +93,7 @@ class EnvConfig(_Section):
     kwargs: dict[str, Any] = Field(
         default_factory=dict,
         description="keyword arguments passed to the env's constructor (gymnasium.make); "
-        "for riskppo/Trading-v0 see 'Trading env keyword arguments' below",
+        "for riskppo/Trading-v0 see the env.kwargs table at the end of docs/config.md",
     )
     normalize_obs: bool = Field(
         False,
@@ -683,7 +683,8 @@ class DataConfig(_Section):
     symbol: str | None = Field(
         None,
         validate_default=True,
-        description="dataset sp500 only (required there): the stock, one of SP500_SYMBOLS",
+        description="dataset sp500 only (required there): the stock, one of "
+        + ", ".join(SP500_SYMBOLS),
     )
     split: tuple[float, float, float] = Field(
         (0.7, 0.15, 0.15),
@@ -783,8 +784,8 @@ TUNABLE = (
 class HyperparamSpec(_Section):
     """Bounds of one tuned hyperparameter. ``log``: resampled log-uniformly (needs low > 0)."""
 
-    low: float
-    high: float
+    low: float = Field(description="lower bound of the tuned value")
+    high: float = Field(description="upper bound of the tuned value (> low)")
     log: bool = Field(True, description="resample log-uniformly (needs low > 0); false: uniformly")
 
     @model_validator(mode="after")
