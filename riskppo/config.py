@@ -1,4 +1,4 @@
-"""Validated configuration objects (SPEC §1.1), one per concern, loadable from YAML.
+"""Validated configuration objects (design §1.1), one per concern, loadable from YAML.
 
 Every field has a type and an allowed range; a bad value raises :class:`ConfigError` naming the
 field (dotted path), the value given and what is allowed — before any environment is built.

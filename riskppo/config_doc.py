@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 import sys
 import types
 import typing
@@ -149,8 +150,9 @@ def _default(value: Any) -> str:
 
 def _section_title(model: type[BaseModel]) -> str:
     """The first paragraph of the section's docstring, in Markdown."""
-    first = (model.__doc__ or "").strip().split("\n\n")[0]
-    return first.replace("\n", " ").replace("``", "`").rstrip(".")
+    first = " ".join((model.__doc__ or "").strip().split("\n\n")[0].split())
+    first = re.sub(r" ?\(R-[A-Z0-9/-]+\)|R-[A-Z]+; |; R-[A-Z]+(?=\))", "", first)  # design.md ids
+    return re.sub(r":\w+:`", "`", first).replace("``", "`").rstrip(".")
 
 
 def _table(model: type[BaseModel], prefix: str, defaults: dict[str, Any] | None) -> list[str]:

@@ -1,4 +1,4 @@
-"""The sections of the run configuration (SPEC §1.1), one per concern.
+"""The sections of the run configuration (design §1.1), one per concern.
 
 :class:`riskppo.config.Config` nests them (``cfg.env``, ``cfg.ppo``, ...) and re-exports them, so
 ``from riskppo.config import PPOConfig`` keeps working. Every field has a type and an allowed
@@ -430,7 +430,7 @@ class RiskConfig(_Section):
     lambda_update: Literal["dual", "pid"] = Field(
         "dual",
         description="dual: projected dual ascent with lambda_lr; pid: the PID Lagrangian of "
-        "Stooke, Achiam & Abbeel 2020 with pid_kp/pid_ki/pid_kd (R-RISK-4)",
+        "Stooke, Achiam & Abbeel 2020 with pid_kp/pid_ki/pid_kd (docs/risk.md)",
     )
     lambda_lr: float = Field(
         0.05,
@@ -861,7 +861,7 @@ class PBTConfig(_Section):
         ge=0,
         le=1,
         description="trading: a member is feasible only if in the market on at least this share "
-        "of validation bars (R-PBT-4); flat or infeasible members rank below every feasible one",
+        "of validation bars; flat or infeasible members rank below every feasible one",
     )
     selection_cvar_limit: float | None = Field(
         None,
@@ -876,7 +876,7 @@ class PBTConfig(_Section):
     max_failures: int = Field(
         2,
         ge=0,
-        description="failed intervals a member may restart from (R-PBT-5): local backend, a "
+        description="failed intervals a member may restart from: local backend, a "
         "member whose worker dies or raises scores -inf that round and restarts from its last "
         "recorded checkpoint; after max_failures + 1 failures it is frozen and the rest go on "
         "(0: frozen at its first failure). Ray backend: restarts of a failed trial",
