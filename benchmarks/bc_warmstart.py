@@ -1,4 +1,4 @@
-"""Warm start from a strategy (R-ALG-12, issue 19): the default GOOGL agent trained from scratch
+"""Warm start from a strategy (R-ALG-12): the default GOOGL agent trained from scratch
 vs warm-started by behaviour cloning of vol-targeted buy-and-hold, several seeds each, measured
 on the validation split (the test split is only reported, never used to choose).
 

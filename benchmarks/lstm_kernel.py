@@ -3,10 +3,10 @@
 recurrence, the rollout's actor step (``riskppo.nn.actor_step``) and the compiled update's
 minibatch tail (norms, clipping, Adam: ``riskppo.train.update._clip_adam_in_c``).
 
-Shapes are those of SPEC §10 training (LSTM 64, actor + shared critic LSTM: K = 2): an update
+Shapes are those of design §10 training (LSTM 64, actor + shared critic LSTM: K = 2): an update
 minibatch (16 chunks of 16 steps, forward + backward) and the estimate pass over a rollout
 (128 steps of 8 envs, forward only); a rollout step of 8 CartPole envs; the tail of a minibatch
-of the SPEC §10 model. Also the input projection's backward with ``W_ihᵀ`` as a transposed view
+of the design §10 model. Also the input projection's backward with ``W_ihᵀ`` as a transposed view
 (the old form) and as a contiguous matrix (``run_lstms`` now).
 
     python benchmarks/lstm_kernel.py

@@ -1,4 +1,4 @@
-"""Plasticity under non-stationarity: Adam vs (Adaptive)UPGD vs Adam + VGS (SPEC §4, R-OPT-1/2).
+"""Plasticity under non-stationarity: Adam vs (Adaptive)UPGD vs Adam + VGS (design §4, R-OPT-1/2).
 
 Task: :class:`riskppo.envs.nonstationary.NonStationaryCartPole` (mode ``both``). Phase 0 is plain
 CartPole; at every switch the observation is re-coded (a new permutation and sign flips of

@@ -1,4 +1,4 @@
-"""Sample efficiency on masked-velocity tasks: riskppo vs sb3-contrib RecurrentPPO (SPEC §10).
+"""Sample efficiency on masked-velocity tasks: riskppo vs sb3-contrib RecurrentPPO (design §10).
 
 Both trainers get the same settings (n_envs 8, n_steps 128, batch 256, 4 epochs, LSTM 64,
 lr 1e-3, γ 0.99, λ 0.95, no entropy bonus); every ``--eval-every`` steps each is evaluated on

@@ -1,4 +1,4 @@
-"""Training throughput: riskppo vs sb3-contrib RecurrentPPO (and SB3 PPO for context), SPEC §10.
+"""Training throughput: riskppo vs sb3-contrib RecurrentPPO (and SB3 PPO for context), design §10.
 
 Same settings for every trainer: LSTM 64, n_envs 8, n_steps 128, batch 256, 4 epochs; riskppo
 with twin quantile critics (and a single scalar critic, to measure the distributional + twin

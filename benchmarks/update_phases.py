@@ -1,7 +1,7 @@
 """Where one training iteration's time goes: collect (rollout, env included) → estimate → update →
 log, in ms per iteration of 1,024 steps, for the eager and the compiled (``compile: true``)
 trainer side by side in one process (1 torch thread, one iteration each in turn, medians over
-rounds). SPEC §10 settings: LSTM 64, twin quantile critics, n_envs 8, n_steps 128, batch 256,
+rounds). design §10 settings: LSTM 64, twin quantile critics, n_envs 8, n_steps 128, batch 256,
 4 epochs.
 
     python benchmarks/update_phases.py

@@ -1,6 +1,6 @@
 """riskppo — risk-aware recurrent distributional PPO.
 
-See SPEC §1 for the public surface: :class:`DistributionalPPO`, :mod:`riskppo.core` pure functions,
+Public surface (docs/design.md §1): :class:`DistributionalPPO`, :mod:`riskppo.core` pure functions,
 :mod:`riskppo.envs` trading environments and the ``riskppo`` command line. Heavy modules are
 imported on first use (PEP 562), so ``import riskppo.envs`` does not pull in the trainer.
 """

@@ -1,4 +1,4 @@
-"""The ``riskppo`` command line (SPEC §1.3).
+"""The ``riskppo`` command line (design §1.3).
 
 ``riskppo train`` with no arguments trains the default agent
 (``riskppo/configs/trading_googl.yaml``)
@@ -282,8 +282,8 @@ def bench_description(script: Path) -> str:
         return BENCHMARKS[script.stem]
     parts = script.read_text().split('"""')
     doc = parts[1].strip().splitlines()[0] if len(parts) > 2 and parts[1].strip() else ""
-    doc = re.sub(r"\s*\((?:[^()]*\b(?:R-[A-Z]+|SPEC|issue)\b[^()]*)\)", "", doc)
-    doc = re.sub(r",?\s*(?:SPEC §[\d.]+|R-[A-Z]+-\d+)\.?$", "", doc)
+    doc = re.sub(r"\s*\((?:[^()]*\b(?:R-[A-Z]+|SPEC|design|issue)\b[^()]*)\)", "", doc)
+    doc = re.sub(r",?\s*(?:(?:SPEC|design) §[\d.]+|R-[A-Z]+-\d+)\.?$", "", doc)
     return doc.replace("``", "").rstrip(".") or "(no description)"
 
 

@@ -103,7 +103,7 @@ def _advice(exc: BaseException) -> str:
     if isinstance(exc, DataError):
         return (
             "; fix the file or point data.path at another one (accepted columns and formats: "
-            "README, 'Bring your own data')"
+            "docs/data.md)"
         )
     if isinstance(exc, UnregisteredEnv):
         return "; check env.id (a registered Gymnasium id, or 'module:Name' that registers it)"

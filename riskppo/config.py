@@ -1,4 +1,4 @@
-"""Validated configuration objects (SPEC §1.1), one per concern, loadable from YAML.
+"""Validated configuration objects (design §1.1), one per concern, loadable from YAML.
 
 Every field has a type and an allowed range; a bad value raises :class:`ConfigError` naming the
 field (dotted path), the value given and what is allowed — before any environment is built.
@@ -83,9 +83,23 @@ class ConfigError(ValueError):
 class Config(_Section):
     """All hyper-parameters of one run."""
 
-    seed: int = Field(0, ge=0, le=MAX_SEED)
-    total_timesteps: int = Field(100_000, ge=1)
-    device: str = "cpu"
+    seed: int = Field(
+        0,
+        ge=0,
+        le=MAX_SEED,
+        description="seed of every random generator (torch, numpy, the envs); the same seed "
+        "gives the same run on CPU",
+    )
+    total_timesteps: int = Field(
+        100_000,
+        ge=1,
+        description="env steps to train, summed over all env.n_envs envs; training stops at "
+        "the first update boundary at or past it",
+    )
+    device: str = Field(
+        "cpu",
+        description="torch device of the networks and the update: 'cpu', 'cuda', 'cuda:1', ...",
+    )
     num_threads: int | None = Field(
         1,
         ge=1,

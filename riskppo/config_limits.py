@@ -1,4 +1,4 @@
-"""Resource limits on configurations (issue 16): how far a YAML document may expand and how
+"""Resource limits on configurations: how far a YAML document may expand and how
 much memory a rollout buffer may take. :mod:`riskppo.config` turns each problem into a
 ``ConfigError``."""
 

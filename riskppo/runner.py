@@ -126,7 +126,7 @@ def _finish(model: DistributionalPPO, run_dir: Path, cfg: Config) -> Distributio
     if model.monitor is not None:
         print(model.monitor.summary())
     model.close()
-    if cfg.env.id == TRADING_ID:  # the main job ends with the backtest report (SPEC §1.3)
+    if cfg.env.id == TRADING_ID:  # the main job ends with the backtest report (design §1.3)
         artifacts = backtest_run(run_dir, split="test")
         print(f"riskppo: backtest report → {artifacts.report}")
     return model

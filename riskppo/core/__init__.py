@@ -1,7 +1,7 @@
-"""Pure tensor math of riskppo (SPEC §1.2): advantages, distributional critics, risk, PPO losses.
+"""Pure tensor math of riskppo (design §1.2): advantages, distributional critics, risk, PPO losses.
 
 Every function is pure (no hidden state), documents its tensor shapes and units, and validates
-shapes with a ``ValueError`` naming the argument. Names listed in SPEC §1.4 are stable.
+shapes with a ``ValueError`` naming the argument. Names listed in design §1.4 are stable.
 """
 
 from __future__ import annotations

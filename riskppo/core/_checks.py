@@ -37,7 +37,7 @@ def check_same_shape(fn: str, names: tuple[str, str], a: Tensor, b: Tensor) -> N
 
 
 def check_alpha(fn: str, alpha: float) -> None:
-    """Raise ``ValueError`` unless ``alpha`` lies in (0, 1] (SPEC §1.2, R-RISK-1)."""
+    """Raise ``ValueError`` unless ``alpha`` lies in (0, 1] (design §1.2, R-RISK-1)."""
     if not (math.isfinite(alpha) and 0.0 < alpha <= 1.0):
         raise ValueError(f"{fn}: alpha must lie in (0, 1], got {alpha}")
 

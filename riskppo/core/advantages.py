@@ -1,4 +1,4 @@
-"""Generalised advantage estimation and advantage normalisation (SPEC §1.2, R-ALG-6, R-ALG-7).
+"""Generalised advantage estimation and advantage normalisation (design §1.2, R-ALG-6, R-ALG-7).
 
 All rollout tensors are time-major ``[T, N]``: ``T`` steps of ``N`` parallel environments.
 """
@@ -111,7 +111,7 @@ def gae_reference(
     gamma: float,
     lam: float,
 ) -> tuple[Tensor, Tensor]:
-    """Plain per-env, per-step Python-float reference for :func:`gae` (SPEC §11).
+    """Plain per-env, per-step Python-float reference for :func:`gae` (design §11).
 
     Same arguments, shapes and result as :func:`gae`; deliberately written as the textbook double
     loop with no vectorisation, so that the fast version can be tested against it. Slow: use it
@@ -173,7 +173,7 @@ def normalize_advantages(
     eps: float = 1e-8,
     min_std: float = 1e-6,
 ) -> tuple[Tensor, AdvantageStats]:
-    """Normalise advantages once per rollout (SPEC §1.2, R-ALG-7).
+    """Normalise advantages once per rollout (design §1.2, R-ALG-7).
 
     Args:
         adv: advantages, any shape; ``[T, N]`` (time-major) when ``per_env``.

@@ -1,4 +1,4 @@
-"""Categorical return distributions on a fixed, evenly spaced support (SPEC §1.2).
+"""Categorical return distributions on a fixed, evenly spaced support (design §1.2).
 
 Shapes: ``B`` samples (batch), ``N`` atoms of the support ``v_min..v_max``, ``K`` levels or
 locations. Values are in the critic's (normalised) return units. The C51 projection of the
@@ -53,7 +53,7 @@ def categorical_projection(
     atoms: Tensor,
     gamma: float,
 ) -> Tensor:
-    """C51 projection of the distributional Bellman target (Bellemare et al. 2017; SPEC §1.2).
+    """C51 projection of the distributional Bellman target (Bellemare et al. 2017; design §1.2).
 
     Args:
         next_probs: ``[B, N]`` probabilities of the next-state return distribution.

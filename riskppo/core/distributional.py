@@ -10,7 +10,7 @@ Value clipping (R-ALG-5, docs/clipping.md): the loss is the mean over samples of
 ``max(L(pred_b, target_b), L(clipped_b, target_b))`` where ``clipped`` is the prediction held near
 the critic's *own* old prediction and ``target`` is the *unclipped* target in both terms (audit
 finding #4). With twin critics each critic is clipped against its own old prediction and the two
-losses are averaged (R-ALG-4, audit finding #1): see :func:`twin_quantile_value_loss` and
+losses are averaged (R-ALG-4): see :func:`twin_quantile_value_loss` and
 :func:`twin_categorical_value_loss`.
 """
 
@@ -86,7 +86,7 @@ def quantile_huber_loss(
     taus: Tensor | None = None,
     kappa: float = 1.0,
 ) -> Tensor:
-    """Quantile Huber loss per sample (Dabney et al. 2018, eq. 10; SPEC §1.2).
+    """Quantile Huber loss per sample (Dabney et al. 2018, eq. 10; design §1.2).
 
     Args:
         pred: ``[B, Nq]`` predicted quantiles (value units).
@@ -254,7 +254,7 @@ def quantile_value_loss(
 
     Returns:
         ``(loss, clip_fraction)``, both 0-dim: ``loss = mean_b max(L(pred_b), L(clipped_b))``
-        element-wise per sample (audit finding #4) and ``clip_fraction`` the (detached) fraction
+        element-wise per sample (docs/clipping.md) and ``clip_fraction`` the (detached) fraction
         of samples the clip touched (``train/vf_clip_fraction``); 0 when not clipping.
     """
     fn = "quantile_value_loss"
@@ -458,7 +458,7 @@ def twin_quantile_value_loss(
     """Twin quantile critics: ``preds[k]`` is clipped against ``old_preds[k]`` only (R-ALG-4).
 
     Each critic gets :func:`quantile_value_loss` with its **own** old prediction and the same
-    unclipped ``target`` (``[B]`` or ``[B, Nt]``); the losses are averaged (audit finding #1).
+    unclipped ``target`` (``[B]`` or ``[B, Nt]``); the losses are averaged (R-ALG-4).
     """
     _pair_up("twin_quantile_value_loss", preds, old_preds)
     return _twin(
@@ -481,7 +481,7 @@ def twin_categorical_value_loss(
     """Twin categorical critics: ``logits[k]`` is clipped against ``old_probs[k]`` only (R-ALG-4).
 
     Each critic gets :func:`categorical_value_loss` with its **own** old probabilities and the same
-    unclipped ``target_probs`` ``[B, N]``; the losses are averaged (audit finding #1).
+    unclipped ``target_probs`` ``[B, N]``; the losses are averaged (R-ALG-4).
     """
     _pair_up("twin_categorical_value_loss", logits, old_probs)
     return _twin(

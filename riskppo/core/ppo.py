@@ -1,4 +1,4 @@
-"""PPO policy loss, KL estimators and AWR behaviour-cloning weights (SPEC §1.2, R-ALG-9/11/12)."""
+"""PPO policy loss, KL estimators and AWR behaviour-cloning weights (design §1.2, R-ALG-9/11/12)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from riskppo.core._checks import check_same_shape
 
 __all__ = ["PolicyLossStats", "awr_weights", "kl_estimators", "ppo_policy_loss"]
 
-# |log r| above this is counted as "large" in the stats (SPEC §1.2).
+# |log r| above this is counted as "large" in the stats (design §1.2).
 LARGE_LOG_RATIO = 10.0
 
 
@@ -64,7 +64,7 @@ def ppo_policy_loss(
     clip_range: float,
     log_ratio_clip: float = 20.0,
 ) -> tuple[Tensor, PolicyLossStats]:
-    """Clipped PPO surrogate (Schulman et al. 2017) with a guarded ratio (SPEC §1.2, R-ALG-9).
+    """Clipped PPO surrogate (Schulman et al. 2017) with a guarded ratio (design §1.2, R-ALG-9).
 
     Args:
         log_prob: ``[B]`` (any shape) log-probabilities of the taken actions under the current

@@ -1,6 +1,6 @@
 """Lower-tail risk measures of return distributions: CVaR (expected shortfall) and VaR (R-RISK).
 
-Definitions (SPEC §1.2, §3), for a return distribution with inverse CDF ``F⁻¹`` and level
+Definitions (design §1.2, §3), for a return distribution with inverse CDF ``F⁻¹`` and level
 ``α ∈ (0, 1]``:
 
 * ``CVaR_α = (1/α) ∫₀^α F⁻¹(u) du`` — the mean of the worst ``α`` fraction of outcomes, exact

@@ -21,7 +21,7 @@ than :data:`~riskppo.evaluation.metrics.FLAT_MARKET_SHARE` of the bars is ``flat
 
     metrics.json       {"agent": {...}, "buy_and_hold": {...}, "vol_target_buy_and_hold": {...},
                        "sma_crossover": {...}}; each with sharpe, sortino, max_drawdown, calmar,
-                       cvar_95, annual_return, turnover (SPEC §1.4) plus extras (market_share,
+                       cvar_95, annual_return, turnover (design §1.4) plus extras (market_share,
                        mean_abs_exposure, cvar_horizon, cvar_limit, cvar_limit_met, flat, ...;
                        see StrategyMetrics); undefined values are null
     run_info.json      dataset (the data file's name, or the bundled dataset's), data_path,

@@ -56,7 +56,7 @@ FLAT_MARKET_SHARE = 0.05
 DEFAULT_CVAR_HORIZON = 20
 """Bars per window of the horizon CVaR when the config's ``risk.cvar_horizon`` is None."""
 
-# Keys every strategy entry of metrics.json carries (SPEC §1.4); the rest are extras.
+# Keys every strategy entry of metrics.json carries (design §1.4); the rest are extras.
 SPEC_METRIC_KEYS: tuple[str, ...] = (
     "sharpe",
     "sortino",

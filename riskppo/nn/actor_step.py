@@ -1,4 +1,4 @@
-"""The rollout's actor step in one C call (issue 18): LSTM step, MLP, action head, categorical
+"""The rollout's actor step in one C call: LSTM step, MLP, action head, categorical
 sample and its log-probability (:func:`riskppo_actor_step` in ``riskppo/nn/native/lstm.c``).
 
 Why: a step of 8 CartPole envs is ~20 PyTorch ops on ``[8, 64]`` tensors, each costing more

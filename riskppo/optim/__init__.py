@@ -1,4 +1,4 @@
-"""Optimizers and gradient scaling (SPEC §4): UPGD, AdaptiveUPGD, the Variance Gradient Scaler
+"""Optimizers and gradient scaling (design §4): UPGD, AdaptiveUPGD, the Variance Gradient Scaler
 and the optimizer registry."""
 
 from __future__ import annotations

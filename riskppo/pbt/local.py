@@ -10,7 +10,7 @@ Run directory::
 
     RUN_DIR/config.yaml          the PBT config (base hyperparameters, pbt section)
     RUN_DIR/members/mK/          one run directory per member (config.yaml, checkpoints/, metrics)
-    RUN_DIR/pbt_history.jsonl    one line per exploit (SPEC §1.4 fields): the audit trail
+    RUN_DIR/pbt_history.jsonl    one line per exploit (design §1.4 fields): the audit trail
     RUN_DIR/pbt_members.jsonl    one line per member and round: step, score, hyperparameters
     RUN_DIR/pbt_summary.json     the best member and everyone's final score
     RUN_DIR/pbt_summary.png      hyperparameters and scores over time

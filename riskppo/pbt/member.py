@@ -2,7 +2,7 @@
 
 Exploit/explore (Jaderberg et al. 2017, "Population Based Training of Neural Networks"):
 a weak member copies a strong member's *weights and statistics* and continues with perturbed
-hyperparameters. The failure modes this module makes impossible (SPEC §6):
+hyperparameters. The failure modes this module makes impossible (design §6):
 
 * the new learning rate never reaching the optimizer — ``exploit`` writes it into the config
   the lr schedule reads *and* into every param group, for both optimizer strategies;

@@ -136,7 +136,7 @@ def attach_bc(
         raise ConfigError(f"a teacher callable needs bc.source: teacher (got {cfg.source!r})")
     model.bc = None
     # The file reader (pyarrow) and the trading teachers (pandas) are imported only by the source
-    # that needs them: ≈ 70 MB of RSS a run without them does not pay (issue #18, peak RSS).
+    # that needs them: ≈ 70 MB of RSS a run without them does not pay (docs/benchmarks.md).
     if cfg.source == "file":
         from riskppo.data.demos import load_demonstrations
 

@@ -1,6 +1,6 @@
 """Checkpoint directories: safetensors for tensors, JSON for the rest, a SHA-256 manifest.
 
-No pickle anywhere (R-REL-1). Layout (SPEC §1.4), format 2::
+No pickle anywhere (R-REL-1). Layout (design §1.4), format 2::
 
     manifest.json            files + SHA-256 + versions (riskppo.train.ckpt_io)
     config.json              the resolved Config

@@ -189,7 +189,7 @@ def collect_rollout(
 
 
 def _finite_or_nan(value: object) -> float:
-    """``info["reward_costs_fraction"]`` is accepted only if finite (audit finding #11)."""
+    """``info["reward_costs_fraction"]`` is accepted only if finite (design §5)."""
     try:
         v = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):

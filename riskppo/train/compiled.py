@@ -1,4 +1,4 @@
-"""The opt-in compiled minibatch loss (``compile: true``, issue 18).
+"""The opt-in compiled minibatch loss (``compile: true``).
 
 :func:`traced_minibatch_loss` is :func:`riskppo.train.update.minibatch_loss` written without
 host syncs or data-dependent Python branches, so ``torch.compile`` (inductor) captures the whole

@@ -1,4 +1,4 @@
-"""One training iteration as the algorithm reads (SPEC §2, §11)::
+"""One training iteration as the algorithm reads (design §2, §11)::
 
     collect → estimate → rescale (PopArt) → update → schedules
 

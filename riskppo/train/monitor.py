@@ -45,7 +45,7 @@ class Monitor:
                 formats.append(TensorBoardOutputFormat(str(self.run_dir)))
         self.logger = Logger(str(self.run_dir) if self.run_dir else None, formats)
         # Closed when the Monitor is collected, too: a model dropped without close() must not
-        # keep TensorBoard's writer thread and metrics.jsonl open (issue 16, item 9).
+        # keep TensorBoard's writer thread and metrics.jsonl open.
         self._close = weakref.finalize(self, self.logger.close)
         self.alerts: Counter[str] = Counter()
         self.alert_messages: dict[str, str] = {}

@@ -1,4 +1,4 @@
-"""Progress for long work (SPEC §1.3): training steps with fps, ETA and the last mean episode
+"""Progress for long work (design §1.3): training steps with fps, ETA and the last mean episode
 return; PBT rounds with the best score so far.
 
 On a terminal (or in Jupyter) it is a ``rich`` bar. When the output is not a terminal (CI logs,

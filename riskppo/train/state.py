@@ -1,5 +1,5 @@
 """The training state: everything that changes from one update to the next, besides the weights
-and the optimizer (issue 15; PureJaxRL's runner state is the model).
+and the optimizer (PureJaxRL's runner state is the model).
 
 One :class:`TrainingState` is passed through collect → estimate → update → log → checkpoint and
 returned (:func:`riskppo.train.loop.train_iteration`); checkpoints serialise it as a whole

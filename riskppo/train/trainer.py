@@ -1,6 +1,6 @@
-"""``DistributionalPPO``: recurrent, distributional, twin-critic PPO, SB3-like API (SPEC §1.1).
+"""``DistributionalPPO``: recurrent, distributional, twin-critic PPO, SB3-like API (design §1.1).
 
-The training loop reads like the algorithm (SPEC §11)::
+The training loop reads like the algorithm (design §11)::
 
     collect → estimate → (risk) → update → log → checkpoint
 """
@@ -52,7 +52,7 @@ from riskppo.train.vec_env import EnvSpec, build_vec_env, find_normalizer
 
 
 class DistributionalPPO:
-    """Recurrent distributional PPO. See SPEC §1.1 for the API and §2 for the algorithm.
+    """Recurrent distributional PPO. See design §1.1 for the API and §2 for the algorithm.
 
     A façade (like SB3's algorithm classes): it owns what is trained — the policy, the critic
     kind, the optimizer, the env — and one :class:`~riskppo.train.state.TrainingState`; the loop
@@ -104,7 +104,7 @@ class DistributionalPPO:
                 risk_head=cfg.risk.cvar_limit is not None,
             ).to(self.device)
         self.reset_optimizer()
-        # the compiled minibatch loss (``compile: true``, issue 18): one per model, compiled on
+        # the compiled minibatch loss (``compile: true``): one per model, compiled on
         # first use; every learner of this model gets it while the config asks for it
         self.compiled_loss = CompiledLoss()
         self.bc: BCSource | None = None  # R-ALG-12: a demonstration file or a teacher
@@ -115,7 +115,7 @@ class DistributionalPPO:
             entropy_target(cfg, act_space)
         except ValueError as e:
             raise ConfigError(str(e)) from None
-        # everything that changes between updates, besides weights and optimizer (issue 15)
+        # everything that changes between updates, besides weights and optimizer
         self.state: TrainingState = initial_training_state(
             cfg, self.n_envs, risk=self.policy.has_risk_head
         )
@@ -299,7 +299,7 @@ class DistributionalPPO:
     def value_distribution(
         self, obs: np.ndarray, state: Any = None, episode_start: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
-        """The critic's predicted return distribution per observation (SPEC §1.1).
+        """The critic's predicted return distribution per observation (design §1.1).
 
         ``obs`` is one observation ``[D]`` (values ``[K]``), a batch ``[B, D]`` (one step,
         ``state`` carried by the caller; values ``[B, K]``) or a sequence ``[T, B, D]`` from
@@ -408,7 +408,7 @@ class DistributionalPPO:
 
     # ---- persistence --------------------------------------------------------------------
     def save(self, path: str | Path) -> Path:
-        """Write a checkpoint directory (safetensors + JSON, never pickle; SPEC §1.4)."""
+        """Write a checkpoint directory (safetensors + JSON, never pickle; design §1.4)."""
         return save_checkpoint(self, Path(path))
 
     @classmethod

@@ -118,7 +118,7 @@ def total_grad_norm(grads: list[Tensor]) -> Tensor:
 
 
 def param_groups(policy: RecurrentActorCritic) -> dict[str, list[nn.Parameter]]:
-    """Each module's own parameters, each parameter counted once (audit finding #7)."""
+    """Each module's own parameters, each parameter counted once (design §5)."""
     groups: dict[str, list[nn.Parameter]] = {
         f"lstm_{name}": list(m.parameters()) for name, m in policy.lstm_modules().items()
     }

@@ -1,4 +1,4 @@
-"""The Python API as a new user meets it (SPEC §1.1): one observation or a batch, envs without
+"""The Python API as a new user meets it (design §1.1): one observation or a batch, envs without
 ``render_mode``, and ``load(path).learn(...)`` continuing training. Real envs, no mocks."""
 
 from __future__ import annotations

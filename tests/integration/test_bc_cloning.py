@@ -1,4 +1,4 @@
-"""Behaviour cloning end to end (R-ALG-12, issue 19): a cloned policy reproduces a deterministic
+"""Behaviour cloning end to end (R-ALG-12): a cloned policy reproduces a deterministic
 teacher on held-out observations (a toy env and the trading env), ``riskppo record`` writes a
 file that trains with ``bc.source: file``, a malformed file is one line on the command line."""
 

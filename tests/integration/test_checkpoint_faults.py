@@ -199,7 +199,7 @@ def test_observation_shape_mismatch_is_refused(trained):
         DistributionalPPO.load(path, env="Pendulum-v1")
 
 
-# ---- a hostile checkpoint directory (issue 16, item 1; R-REL-3) ---------------------------------
+# ---- a hostile checkpoint directory (R-REL-3) ---------------------------------
 def load_within(path: Path, timeout: float = 60.0) -> DistributionalPPO:
     """``DistributionalPPO.load(path)`` in a thread; fails if it has not returned in ``timeout``
     seconds (a FIFO must not hang the loader)."""

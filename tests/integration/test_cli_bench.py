@@ -26,7 +26,7 @@ def test_bench_lists_the_scripts_in_a_users_words(capsys: pytest.CaptureFixture)
 
 def test_a_script_without_a_description_gets_its_docstring_without_ids(tmp_path: Path) -> None:
     script = tmp_path / "new_bench.py"
-    script.write_text('"""Peak memory of ``TradingEnv`` (R-TRADE-2; issue: memory), SPEC §10.\n"""')
+    script.write_text('"""Peak memory of ``TradingEnv`` (R-TRADE-2; issue: RSS), design §10.\n"""')
     assert bench_description(script) == "Peak memory of TradingEnv"
 
 

@@ -1,5 +1,5 @@
 """Every riskppo error reaches a CLI user as one line and exit code 2; warnings as one clean line;
-``eval`` falls back to an older good checkpoint like ``--resume`` (issue 16, item 8).
+``eval`` falls back to an older good checkpoint like ``--resume``.
 
 Real runs, real corrupt files and paths, the CLI in real processes or through ``main``.
 """

@@ -1,4 +1,4 @@
-"""The opt-in compiled update (``compile: true``, issue 18) against the eager reference.
+"""The opt-in compiled update (``compile: true``) against the eager reference.
 
 Fast tests check the traceable loss (run eagerly) and the unrolled LSTM against the eager loss
 and the hand-written kernel for every feature the update has, and the eager fallbacks (a

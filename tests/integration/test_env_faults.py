@@ -1,4 +1,4 @@
-"""Env faults (R-REL-5, issue 16 item 7) with real env classes, in-process and in subprocess
+"""Env faults (R-REL-5) with real env classes, in-process and in subprocess
 workers: a reward or an observation of the wrong kind names env, step and field; a hanging env
 under ``vec_env: subproc`` with ``env.step_timeout`` stops with an error naming it."""
 

@@ -1,5 +1,5 @@
 """A run that never makes a trading env or reads a demonstration file never imports pandas or
-pyarrow (≈ 70 MB of peak RSS, issue #18: peak RSS ≤ RecurrentPPO's). A fresh interpreter, a real
+pyarrow (≈ 70 MB of peak RSS, the target: peak RSS ≤ RecurrentPPO's). A fresh interpreter, a real
 CartPole training run, checked after the fact."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The training loop's stages (issue 15): the estimate step is pure, the PopArt rescale is an
+"""The training loop's stages: the estimate step is pure, the PopArt rescale is an
 explicit step of :func:`train_iteration`, and no module besides the policy reads the LSTM
 sharing mode."""
 

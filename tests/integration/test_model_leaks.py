@@ -1,4 +1,4 @@
-"""A model used and dropped without ``close()`` releases what it holds (issue 16, item 9): its
+"""A model used and dropped without ``close()`` releases what it holds (R-REL-8): its
 TensorBoard writer thread and its ``metrics.jsonl`` file, with real models, threads and fds."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """PBT member logic on real models, envs and checkpoint files (R-PBT-1..4).
 
-Each test targets one failure mode of the audited implementation (SPEC §6): a new lr that never
+Each test targets one failure mode of the audited implementation (design §6): a new lr that never
 reaches the optimizer, normaliser statistics out of sync with copied weights, checkpoint
 hyperparameters overwriting perturbed ones, a half-written checkpoint being exploited.
 """

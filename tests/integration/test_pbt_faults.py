@@ -1,4 +1,4 @@
-"""PBT that survives its workers (issue 16, items 2-3; R-PBT-5), with real worker processes.
+"""PBT that survives its workers (R-PBT-5), with real worker processes.
 
 Faults come from the test-only hook ``RISKPPO_PBT_FAULT`` (``riskppo.pbt.member.FAULT_ENV``):
 the worker of a chosen member in a chosen round, right after it saved its interval's checkpoint,

@@ -1,4 +1,4 @@
-"""A PBT population outlives its coordinator and its disk (SPEC §6, §9), with real processes.
+"""A PBT population outlives its coordinator and its disk (design §6, §9), with real processes.
 
 * ``riskppo pbt`` SIGKILLed after its first completed round, then ``riskppo pbt --resume``: the
   same final members as a run that was never interrupted, bit for bit (every member's final

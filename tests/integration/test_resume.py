@@ -79,7 +79,7 @@ def test_sigkill_then_resume_is_bit_identical(tmp_path: Path) -> None:
         assert a[name].keys() == b[name].keys(), name
         for key in a[name]:
             assert torch.equal(a[name][key], b[name][key]), f"{name}:{key} differs"
-    # and the training state's JSON part: counters, schedules, episode window (issue 15)
+    # and the training state's JSON part: counters, schedules, episode window
     states = [json.loads((latest_checkpoint(d) / "state.json").read_text()) for d in (full, killed)]
     assert states[0]["training"] == states[1]["training"]
 

@@ -1,4 +1,4 @@
-"""Regression tests of the defects listed in issue 15 ("Real defects came from exactly this").
+"""Regression tests of defects a code review found (each fails when its bug returns).
 
 Each test fails when its defect returns (the mutation is named in the test's docstring).
 """

@@ -1,4 +1,4 @@
-"""Test holes listed in issue 15 that need an environment (each fails when its bug returns).
+"""Test holes a code review found that need an environment (each fails when its bug returns).
 
 Hole 4: a new learning rate reaches every param group; hole 6: the post-step bootstrap state
 under ``lstm_sharing="all"``; hole 7: the finite-costs guard of ``rollout/reward_costs_fraction``.
@@ -67,7 +67,7 @@ def test_linear_lr_schedule_reaches_every_param_group():
 def test_bootstrap_uses_post_step_actor_state_with_lstm_sharing_all():
     """With ``lstm_sharing="all"`` the critics read the actor's LSTM. A truncated step's final
     observation is valued with that env's actor state *after* the step (no reset), and the last
-    observation of the rollout with the state after the last step (audit finding #8). Reference:
+    observation of the rollout with the state after the last step (R-ALG-6). Reference:
     a step-by-step actor loop through ``MaskedLSTM.step`` and the critic heads, computed before
     ``estimate``; checked on ``est.values`` and on the advantages of the truncated steps and of
     the last step (their δ uses exactly that bootstrap value).
@@ -147,7 +147,7 @@ def test_bootstrap_uses_post_step_actor_state_with_lstm_sharing_all():
     model.close()
 
 
-# ---- hole 7: the finite-costs guard (R-MON, audit finding #11) ---------------------------------
+# ---- hole 7: the finite-costs guard (R-MON) ---------------------------------
 
 
 class CostEnv(gym.Env):

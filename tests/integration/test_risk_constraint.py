@@ -107,7 +107,7 @@ def test_lambda_update_kind_and_pid_terms_logged(update):
 
 
 def test_no_segment_start_uses_the_accumulated_return():
-    """A rollout inside one long segment: the pooled prediction adds acc_t (issue #15, defect 3)."""
+    """A rollout inside one long segment: the pooled prediction adds acc_t (docs/risk.md)."""
     cfg = _risk_cfg(cvar_horizon=None, cvar_min_segments=10_000)
     state = initial_risk_state(cfg, 1)
     state.acc += 50.0

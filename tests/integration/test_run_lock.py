@@ -1,4 +1,4 @@
-"""One writer per run directory (R-REL-9, issue 16 item 4), with real processes and SIGKILL:
+"""One writer per run directory (R-REL-9), with real processes and SIGKILL:
 a second ``riskppo`` process on a run directory in use is refused with one line and exit code 2,
 without touching the run's files; the lock goes away with its holder, so ``--resume`` works."""
 

@@ -103,7 +103,7 @@ def test_gradient_accumulation_equals_full_batch():
 
 
 def test_twin_critics_clip_against_their_own_old_predictions():
-    """R-ALG-4/5 (audit finding #1): each critic's clipped term uses its own old prediction."""
+    """R-ALG-4/5: each critic's clipped term uses its own old prediction."""
     model = make(clip_range_vf=0.05, vf_clip_mode="per_quantile")
     _, est = rollout_and_estimates(model)
     mb = est.data
@@ -173,7 +173,7 @@ def test_group_grad_norms_equal_a_per_group_reference():
 
 
 def test_truncation_bootstraps_from_final_obs_with_post_step_state():
-    """R-ALG-6 (audit finding #8): V(final obs | state after the last step), not the reset."""
+    """R-ALG-6: V(final obs | state after the last step), not the reset."""
     model = DistributionalPPO(
         "CartPole-v1",
         seed=1,

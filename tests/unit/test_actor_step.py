@@ -1,4 +1,4 @@
-"""The rollout's actor step in C (:mod:`riskppo.nn.actor_step`, issue 18) against the float64
+"""The rollout's actor step in C (:mod:`riskppo.nn.actor_step`) against the float64
 module path: ``torch.lstm_cell`` from the masked state, ``actor_mlp`` and ``action_head`` as
 modules, :meth:`CategoricalDist.sample` with the same generator.
 

@@ -1,4 +1,4 @@
-"""Behaviour cloning (R-ALG-12, issue 19): demonstration files, the BC term, the schedule, the
+"""Behaviour cloning (R-ALG-12): demonstration files, the BC term, the schedule, the
 strategy teacher's labels and the recurrent chunk replay."""
 
 from __future__ import annotations

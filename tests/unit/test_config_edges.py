@@ -1,4 +1,4 @@
-"""Config edge cases (issue 16, item 6): finite floats, strict numbers, bounded YAML, memory."""
+"""Config edge cases: finite floats, strict numbers, bounded YAML, memory."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""GAE and advantage normalisation against independent references (SPEC §1.2, R-ALG-6/7)."""
+"""GAE and advantage normalisation against independent references (design §1.2, R-ALG-6/7)."""
 
 from __future__ import annotations
 

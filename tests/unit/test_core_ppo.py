@@ -1,4 +1,4 @@
-"""PPO surrogate, KL estimators and AWR weights (SPEC §1.2, R-ALG-9/11/12)."""
+"""PPO surrogate, KL estimators and AWR weights (design §1.2, R-ALG-9/11/12)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Parquet demonstration tables (R-ALG-12, issue 19): the tidy one-row-per-step format a user's
+"""Parquet demonstration tables (R-ALG-12): the tidy one-row-per-step format a user's
 own strategy writes, its round trip through ``riskppo record``'s writer, and one clear line for
 every malformed table."""
 

@@ -1,4 +1,4 @@
-"""The fused rollout actor step (issue 18) against the module path it replaces.
+"""The fused rollout actor step against the module path it replaces.
 
 Reference: ``torch.lstm_cell`` per layer from the masked state, then ``actor_mlp`` and
 ``action_head`` as modules. The fused step must give the same latent and state (float64: 1e-12),

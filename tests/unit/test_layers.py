@@ -1,4 +1,4 @@
-"""SPEC §11: subpackages import only downward — no import cycle between them, whether the import
+"""design §11: subpackages import only downward — no import cycle between them, whether the import
 sits at module level or inside a function (a function-level import would only hide one)."""
 
 from __future__ import annotations

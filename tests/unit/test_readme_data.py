@@ -1,4 +1,4 @@
-"""README "Bring your own data" says what ``data.path`` accepts; these tests hold it to that:
+"""docs/data.md "Bring your own data" says what ``data.path`` accepts; these tests hold it to that:
 every date example of its table loads, and the data length it gives for the default config is
 what the default config needs. Real files, the real loader and env factory."""
 
@@ -17,7 +17,7 @@ from riskppo.config import ConfigError
 from riskppo.envs.data import load_ohlcv
 from riskppo.envs.factory import make_trading_env
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[2] / "docs" / "data.md"
 
 
 def section() -> str:

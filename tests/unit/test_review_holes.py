@@ -1,4 +1,4 @@
-"""Test holes listed in issue 15 that need no environment (each fails when its bug returns).
+"""Test holes a code review found that need no environment (each fails when its bug returns).
 
 Hole 2: gradient accumulation through the real ``apply_minibatch``; hole 3: AWR clamps the
 exponent before ``exp``; hole 5: scalar-critic value clipping; hole 10: ``run_lstms`` parameter

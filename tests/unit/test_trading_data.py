@@ -356,7 +356,7 @@ def test_walk_forward_windows(googl):
         list(walk_forward(googl, 100, 500, 100))
 
 
-# ----------------------------------------------------------------------- edge cases (issue 16)
+# ----------------------------------------------------------------------- edge cases ----------
 
 
 def test_year_past_2262_is_an_error_naming_file_and_row_not_a_wrapped_bar(tmp_path):

@@ -1,5 +1,5 @@
 """The training state is serialised whole and decoded on a template that trusts nothing
-(issue 15, R-REL-3): a field added to the state is saved without a hand-kept list; a saved
+(R-REL-3): a field added to the state is saved without a hand-kept list; a saved
 state of the wrong shape, type or range is refused with the field's path."""
 
 from __future__ import annotations
