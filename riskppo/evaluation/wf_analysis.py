@@ -21,6 +21,7 @@ from riskppo.evaluation.verdict import BENCHMARK, statistics_block
 from riskppo.evaluation.wf_plan import RECORD_STRATEGIES, Record, WalkForwardSettings, mean_record
 
 SCALED = "vol_target_scaled"
+CVAR_MATCHED = "vol_target_cvar_matched"
 
 
 def analyse(
@@ -44,6 +45,7 @@ def analyse(
     }
     headline = per_record[mean.label]
     rows = [cell_row(c) for c in cells]
+    risk = risk_summary(rows)
     limit = cfg.risk.cvar_limit
     met = [r["limit_met"] for r in rows if r["limit_met"] is not None]
     return {
@@ -58,6 +60,7 @@ def analyse(
         "cells_limit_met": sum(met),
         "cells_with_limit": len(met),
         "cells": rows,
+        "risk": risk,
         "records": per_record,
         "verdict": headline["verdict"],
     }
@@ -83,6 +86,12 @@ def record_block(
     bench_x = float(np.abs(record.positions(BENCHMARK)).mean())
     k = float(np.abs(record.positions("agent")).mean()) / bench_x if bench_x > 0 else 0.0
     metrics[SCALED] = figures(record.returns(BENCHMARK) * k, record.positions(BENCHMARK) * k)
+    # the benchmark at the agent's tail risk: CVaR of scaled log returns scales exactly with k
+    a_cvar, b_cvar = metrics["agent"]["cvar_horizon"], metrics[BENCHMARK]["cvar_horizon"]
+    if a_cvar is not None and b_cvar is not None and b_cvar < 0:
+        kc = float(a_cvar) / float(b_cvar)
+        bench = record.returns(BENCHMARK) * kc, record.positions(BENCHMARK) * kc
+        metrics[CVAR_MATCHED] = figures(*bench)
     block = statistics_block(record.strategy_frames(), bpy, fee=fee, n_trials=n_trials, seed=seed)
     return {"metrics": metrics, **block}
 
@@ -106,4 +115,22 @@ def cell_row(cell: dict[str, Any]) -> dict[str, Any]:
         "lambda": cell.get("lambda"),
         "overlay_binding": (cell.get("overlay_test") or {}).get("binding_share"),
         "overlay_binding_train": (cell.get("overlay_train") or {}).get("binding_share"),
+    }
+
+
+def risk_summary(rows: Sequence[dict[str, Any]]) -> dict[str, float | None]:
+    """Over all cells: the CVaR multiplier λ at the end of training (mean, max, share of cells
+    with λ > 0) and the risk overlay's binding share out of sample and over training (means;
+    None where no cell recorded it)."""
+
+    def values(key: str) -> list[float]:
+        return [float(r[key]) for r in rows if r.get(key) is not None]
+
+    lam, oos, train = values("lambda"), values("overlay_binding"), values("overlay_binding_train")
+    return {
+        "lambda_mean": float(np.mean(lam)) if lam else None,
+        "lambda_max": max(lam) if lam else None,
+        "lambda_positive_share": float(np.mean([v > 0 for v in lam])) if lam else None,
+        "overlay_binding_oos": float(np.mean(oos)) if oos else None,
+        "overlay_binding_train": float(np.mean(train)) if train else None,
     }

@@ -25,12 +25,16 @@ from riskppo.evaluation.report import (
     format_value,
     statistics_section,
 )
-from riskppo.evaluation.wf_analysis import BENCHMARK, SCALED
+from riskppo.evaluation.wf_analysis import BENCHMARK, CVAR_MATCHED, SCALED
 from riskppo.evaluation.wf_plan import MEAN_LABEL, Record, mean_record
 from riskppo.jsonable import jsonable
 from riskppo.safefs import ensure_real_dir, write_bytes_atomic, write_text_atomic
 
-LABELS = {**STRATEGY_LABELS, SCALED: "Vol-targeted B&H, scaled to the agent's exposure"}
+LABELS = {
+    **STRATEGY_LABELS,
+    SCALED: "Vol-targeted B&H, scaled to the agent's exposure",
+    CVAR_MATCHED: "Vol-targeted B&H, scaled to the agent's CVaR",
+}
 TABLE_ROWS = (
     ("sharpe", "Sharpe ratio", "ratio"),
     ("annual_return", "Annual return", "pct"),
@@ -41,7 +45,7 @@ TABLE_ROWS = (
     ("mean_abs_exposure", "Mean |exposure|", "num3"),
     ("turnover", "Turnover (per year)", "num1"),
 )
-STRATEGY_ORDER = ("agent", BENCHMARK, SCALED, "buy_and_hold", "sma_crossover")
+STRATEGY_ORDER = ("agent", BENCHMARK, SCALED, CVAR_MATCHED, "buy_and_hold", "sma_crossover")
 
 
 def write_outputs(
@@ -61,6 +65,8 @@ def write_outputs(
         "equity": figure_png(plot_equity(records, mean, metrics)),
         "cells": figure_png(plot_cells(metrics)),
     }
+    if any(c.get("lambda") is not None for c in metrics["cells"]):
+        images["risk"] = figure_png(plot_risk(metrics))
     for name, png in images.items():
         write_bytes_atomic(run_dir / f"{name}.png", png)
     report = run_dir / "report.html"
@@ -95,7 +101,55 @@ def summary_text(metrics: dict[str, Any]) -> str:
             f"CVaR limit {metrics['cvar_limit']:g} met in {metrics['cells_limit_met']}/"
             f"{metrics['cells_with_limit']} (segment, seed) cells"
         )
+    line = risk_line(metrics.get("risk") or {})
+    if line:
+        lines.append(line)
     return "\n".join(lines)
+
+
+def risk_line(risk: dict[str, Any]) -> str | None:
+    """λ at the end of training and the overlay's binding share, in one line (None if the
+    run recorded neither)."""
+    parts = []
+    if risk.get("lambda_mean") is not None:
+        parts.append(
+            f"λ at the end of training: mean {risk['lambda_mean']:.2f}, max "
+            f"{risk['lambda_max']:.2f}, > 0 in {risk['lambda_positive_share']:.0%} of cells"
+        )
+    if risk.get("overlay_binding_oos") is not None:
+        parts.append(
+            f"risk overlay bound on {risk['overlay_binding_oos']:.0%} of out-of-sample bars "
+            f"({risk['overlay_binding_train'] or 0:.0%} over training)"
+        )
+    return "; ".join(parts) or None
+
+
+def plot_risk(metrics: dict[str, Any]) -> Figure:
+    """Per segment: the CVaR multiplier λ at the end of each seed's training, and the share of
+    bars on which the risk overlay capped the exposure, over training and out of sample."""
+    cells = pd.DataFrame(metrics["cells"])
+    fig = Figure(figsize=(10, 3.6), dpi=110, layout="constrained")
+    FigureCanvasAgg(fig)
+    left, right = fig.subplots(1, 2)
+    x = cells["segment"] + 0.08 * (cells["seed"] - cells["seed"].mean())
+    left.scatter(x, cells["lambda"].astype(float), color=COLORS["agent"], s=18)
+    left.plot(cells.groupby("segment")["lambda"].mean(), color=COLORS["agent"], lw=1)
+    left.set_title("λ at the end of training (dots: seeds)", loc="left", fontsize=11)
+    for key, label, style in (
+        ("overlay_binding_train", "over training", "--"),
+        ("overlay_binding", "out of sample", "-"),
+    ):
+        if cells[key].notna().any():
+            share = cells.groupby("segment")[key].mean()
+            right.plot(share, color=COLORS[BENCHMARK], ls=style, marker="o", ms=3, label=label)
+    right.set_ylim(-0.03, 1.03)
+    right.set_title("share of bars the risk overlay capped", loc="left", fontsize=11)
+    right.legend(fontsize=8, frameon=False)
+    for a in (left, right):
+        a.set_xlabel("segment")
+        a.xaxis.set_major_locator(MaxNLocator(integer=True))
+        a.grid(True, color="#e3e3e3", lw=0.8)
+    return fig
 
 
 def _equity(r: pd.Series) -> pd.Series:
@@ -176,7 +230,7 @@ def _table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 def _metrics_rows(block: dict[str, Any]) -> list[list[str]]:
     m = block["metrics"]
     return [
-        [label] + [format_value(m[s].get(key), fmt) for s in STRATEGY_ORDER]  # type: ignore[arg-type]
+        [label] + [format_value(m.get(s, {}).get(key), fmt) for s in STRATEGY_ORDER]  # type: ignore[arg-type]
         for key, label, fmt in TABLE_ROWS
     ]
 
@@ -222,6 +276,7 @@ def render(cfg: Config, metrics: dict[str, Any], images: dict[str, bytes]) -> st
         if metrics["cells_with_limit"]
         else "No CVaR limit configured."
     )
+    limit = " ".join(filter(None, (limit, risk_line(metrics.get("risk") or {}))))
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <style>{REPORT_CSS}</style></head><body><main>
@@ -260,6 +315,7 @@ _NOTES = "".join(
         "tried, is below 0.05.",
         "The scaled benchmark holds the vol-targeted position scaled to the agent's mean "
         "|exposure|: its risk figures show how much of the agent's lower risk is just a "
-        "smaller position.",
+        "smaller position. The CVaR-scaled one is scaled to the agent's horizon CVaR: what the "
+        "passive position earns at the same tail risk (its Sharpe ratio is the benchmark's).",
     )
 )

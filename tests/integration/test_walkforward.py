@@ -91,6 +91,7 @@ def test_sigkilled_walk_forward_resumes_to_the_uninterrupted_record(tmp_path: Pa
     out, _ = whole.communicate(timeout=600)
     assert whole.returncode == 0, out
     assert "verdict:" in out
+    _check_risk_outputs(tmp_path / "whole", out)
 
     killed = _cli("--run-dir", str(tmp_path / "killed"), *common)
     first = tmp_path / "killed" / "cells" / "seg00-s0" / CELL_DONE
@@ -118,6 +119,23 @@ def test_sigkilled_walk_forward_resumes_to_the_uninterrupted_record(tmp_path: Pa
     five = json.loads((tmp_path / "whole" / "metrics.json").read_text())["verdict"]
     assert "adjusted for N = 5 trials" in five["text"] and "N = 1 trial)" in once["text"]
     assert five["p_adjusted"] == pytest.approx(1 - (1 - once["p_adjusted"]) ** 5)
+
+
+def _check_risk_outputs(run: Path, out: str) -> None:
+    """λ and the default risk overlay's binding share reach the table, the summary and the
+    report; the CVaR-matched benchmark has the agent's horizon CVaR."""
+    metrics = json.loads((run / "metrics.json").read_text())
+    cells = pd.read_csv(run / "segments.csv")
+    assert cells["lambda"].notna().all() and (cells["lambda"] >= 0).all()
+    assert cells["overlay_binding"].between(0, 1).all()
+    assert cells["overlay_binding_train"].between(0, 1).all()
+    assert metrics["risk"]["overlay_binding_oos"] == pytest.approx(cells["overlay_binding"].mean())
+    assert "risk overlay bound on" in out and "λ at the end of training" in out
+    block = metrics["records"]["seed 0"]["metrics"]
+    assert block["vol_target_cvar_matched"]["cvar_horizon"] == pytest.approx(
+        block["agent"]["cvar_horizon"], rel=1e-9
+    )
+    assert (run / "risk.png").is_file()
 
 
 def test_a_used_directory_is_refused_without_resume(tmp_path: Path) -> None:
