@@ -27,6 +27,7 @@ from riskppo.train.collect import collect_rollout
 from riskppo.train.estimate import estimate
 from riskppo.train.loop import apply_rescales, reset_carry
 from riskppo.train.update import UpdateContext, minibatch_loss
+from tests.compilers import needs_cxx_compiler
 
 TINY = dict(n_envs=2, n_steps=8, batch_size=8, bptt_len=4, n_epochs=1, lstm_hidden_size=8)
 TINY.update(net_arch=[8], n_quantiles=8)
@@ -180,6 +181,7 @@ def test_a_failing_compile_falls_back_to_eager_and_logs_the_error(caplog, monkey
 
 
 @pytest.mark.slow  # about 50 s with a cold inductor cache (7 s warm) on 2 cores
+@needs_cxx_compiler()
 def test_compiled_loss_and_gradients_equal_eager():
     """Compiled (inductor) = eager: loss, stats and gradients (rtol 1e-4, atol 1e-5), with the
     risk head, BC and twin quantile critics in one small model; the compile time is recorded."""
@@ -197,6 +199,7 @@ def test_compiled_loss_and_gradients_equal_eager():
 
 
 @pytest.mark.slow
+@needs_cxx_compiler()
 def test_compiled_training_follows_the_eager_cartpole_trajectory():
     """Three updates of CartPole (12 Adam steps), compiled vs eager from the same seed: the same
     episodes (the sampled actions agree), and weights equal to float rounding as Adam amplifies

@@ -17,6 +17,7 @@ from gymnasium import spaces
 from riskppo.config import PolicyConfig
 from riskppo.nn.policy import RecurrentActorCritic
 from riskppo.nn.recurrent import LSTMState
+from tests.compilers import needs_c_kernel
 
 SPACES = {
     "discrete": spaces.Discrete(3),
@@ -155,6 +156,7 @@ def _adam_context(name: str):
     return model, ctx
 
 
+@needs_c_kernel()
 @pytest.mark.parametrize("name", ["adam", "adamw"])
 def test_c_clip_and_adam_equals_the_pytorch_tail(name):
     """``compile: true``'s C tail (norms, finite check, clipping, Adam/AdamW with weight decay)
