@@ -17,7 +17,7 @@ from riskppo.data.buffer import to_chunks
 from riskppo.train.collect import collect_rollout
 from riskppo.train.estimate import estimate
 from riskppo.train.loop import reset_carry
-from riskppo.train.risk import initial_risk_state, risk_estimate
+from riskppo.train.risk import initial_risk_state, multiplier_step, risk_estimate
 
 SMALL = dict(n_envs=4, n_steps=32, batch_size=64, bptt_len=16, n_epochs=2, lstm_hidden_size=16)
 
@@ -126,6 +126,26 @@ def test_lambda_update_kind_and_pid_terms_logged(update):
     else:
         assert est.lam == pytest.approx(cfg.risk.lambda_lr * v)
         assert "risk/pid_p" not in est.metrics
+
+
+def test_pid_defaults_recover_from_a_long_violation_in_a_bounded_number_of_updates():
+    """With the default PID gains and caps, 10,000 violated updates (v = +1) then slack
+    (v = −0.669): λ falls below 1 within (pid_i_max − 1)/(ki·|v|) + 10 updates (≈ 540; the old
+    clamp of the integral at lambda_max/ki took 2,950 from λ = 100)."""
+    r = Config(risk={"lambda_update": "pid"}).risk
+    assert r.pid_i_max is not None
+    lam, pid = 0.0, core.PIDLagrangeState()
+    for _ in range(10_000):
+        lam, pid = multiplier_step(r, lam, pid, 1.0)
+    assert pid.i == pytest.approx(r.pid_i_max)
+    assert r.pid_i_max <= lam <= r.pid_i_max + 1.0  # the P term (kp·v = 0.5) on top
+    bound = int((r.pid_i_max - 1.0) / (r.pid_ki * 0.669)) + 10
+    for _ in range(bound):
+        lam, pid = multiplier_step(r, lam, pid, -0.669)
+        if lam < 1.0:
+            break
+    assert lam < 1.0, f"λ = {lam:.2f} after {bound} updates of slack"
+    assert r.pid_i_max / (1.0 + r.pid_i_max) >= 0.95  # the CVaR weight had saturated
 
 
 def test_no_segment_start_uses_the_accumulated_return():
