@@ -104,8 +104,9 @@ class Config(_Section):
         1,
         ge=1,
         le=MAX_THREADS,
-        description="torch intra-op threads set by learn() (process-wide); small recurrent nets "
-        "run fastest on 1; None leaves torch's default",
+        description="torch intra-op threads (process-wide), set when a model is built (the "
+        "initial weights depend on it) and again by learn(); small recurrent nets run fastest "
+        "on 1; None leaves torch's setting",
     )
     compile: bool = Field(
         False,

@@ -447,6 +447,13 @@ class RiskConfig(_Section):
         0.5, ge=0, description="pid: derivative gain (on increases of the violation only)"
     )
     pid_ema: float = Field(0.5, ge=0, lt=1, description="EMA of the violation for the P/D terms")
+    pid_i_max: float | None = Field(
+        19.0,
+        gt=0,
+        description="cap on the PID integral term ki*I, in units of lambda (anti wind-up): 19 is "
+        "where the CVaR weight lambda/(1+lambda) reaches 0.95, so after a long violation lambda "
+        "returns within about (pid_i_max - 1)/(pid_ki*|violation|) updates; None: lambda_max",
+    )
     cvar_window: int = Field(
         500,
         ge=2,

@@ -60,7 +60,7 @@ class PIDLagrangeState:
     """State of :func:`pid_lagrange_step` (start with ``PIDLagrangeState()``).
 
     Attributes:
-        integral: the I accumulator ``I ≥ 0`` (sum of violations, projected at 0 and at the cap).
+        integral: the I accumulator ``I ≥ 0`` (sum of violations, projected at 0 and at its cap).
         smoothed: EMA of the violation that the P and D terms read (0 before the first call).
         p, i, d: the three terms of the last returned λ (logged as ``risk/pid_{p,i,d}``).
         steps: calls so far (the first call has no EMA history and no derivative).
@@ -83,20 +83,30 @@ def pid_lagrange_step(
     kd: float,
     ema: float = 0.0,
     lam_max: float | None = None,
+    i_max: float | None = None,
 ) -> tuple[float, PIDLagrangeState]:
     """PID Lagrangian multiplier (Stooke, Achiam & Abbeel, ICML 2020, Algorithm 2; R-RISK-4).
 
     With ``v`` the constraint violation (positive = violated) and ``s`` its EMA
     (``s ← ema·s + (1 − ema)·v``, ``s = v`` at the first call)::
 
-        I ← clip(I + v, 0, I_max)             I_max = lam_max / ki  (anti wind-up; ∞ without cap)
+        I ← clip(I + v, 0, I_max)             I_max = min(i_max, lam_max) / ki  (∞ without caps)
         λ = clip(kp·s + ki·I + kd·max(s − s_prev, 0), 0, lam_max)
 
     The P term lets λ fall as fast as it rose once the constraint holds with slack, and the D
     term reacts to a worsening violation before the integral has grown: together they damp the
     oscillation that pure dual ascent (the I term alone) shows around a boundary optimum. With
     ``kp = kd = 0`` and ``ema = 0`` this is exactly :func:`lagrange_step` with ``lr = ki``
-    (λ = ki·I) while λ stays below the cap.
+    (λ = ki·I) while λ stays below the caps.
+
+    Anti wind-up. The integral only falls by ``|v|`` per update once the constraint holds, so
+    after a long violation λ returns from the integral term's cap ``λ_I`` in about
+    ``(λ_I − 1) / (ki·|v|)`` updates. What λ changes is the weight ``λ/(1+λ)`` of the CVaR part
+    of the advantage (:func:`lagrangian_advantage`): 0.95 at λ = 19, 0.99 at 100, so an integral
+    worth more than a few tens of λ adds almost nothing while it is violated and costs hundreds to
+    thousands of updates to unwind. ``i_max`` caps the integral term where that weight saturates
+    (``risk.pid_i_max``, 19 by default); the P and D terms can still lift λ above it, up to
+    ``lam_max``, while a violation lasts.
 
     Args:
         state: the previous state.
@@ -104,12 +114,14 @@ def pid_lagrange_step(
         kp, ki, kd: gains ``≥ 0``.
         ema: smoothing of the violation for the P and D terms, in ``[0, 1)`` (0 = none).
         lam_max: optional cap on λ.
+        i_max: optional cap on the integral term ``ki·I`` (λ units, ``> 0``); ``None``: ``lam_max``.
 
     Returns:
         ``(λ, new_state)`` with ``λ ∈ [0, lam_max]``.
 
     Raises:
-        ValueError: on a non-finite violation, negative gains or ``ema`` outside ``[0, 1)``.
+        ValueError: on a non-finite violation, negative gains, ``ema`` outside ``[0, 1)``, or a
+            negative ``lam_max`` or non-positive ``i_max``.
     """
     fn = "pid_lagrange_step"
     for name, x in (("violation", violation), ("kp", kp), ("ki", ki), ("kd", kd)):
@@ -121,10 +133,13 @@ def pid_lagrange_step(
         raise ValueError(f"{fn}: ema must be in [0, 1), got {ema}")
     if lam_max is not None and not (lam_max >= 0.0):
         raise ValueError(f"{fn}: lam_max must be >= 0 or None, got {lam_max}")
+    if i_max is not None and not (i_max > 0.0):
+        raise ValueError(f"{fn}: i_max must be > 0 or None, got {i_max}")
     first = state.steps == 0
     smoothed = violation if first else ema * state.smoothed + (1.0 - ema) * violation
-    i_max = math.inf if lam_max is None or ki == 0.0 else lam_max / ki
-    integral = min(max(state.integral + violation, 0.0), i_max)
+    caps = [c for c in (lam_max, i_max) if c is not None]
+    integral_max = min(caps) / ki if caps and ki > 0.0 else math.inf
+    integral = min(max(state.integral + violation, 0.0), integral_max)
     p = kp * smoothed
     i = ki * integral
     d = 0.0 if first else kd * max(smoothed - state.smoothed, 0.0)

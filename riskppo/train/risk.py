@@ -142,5 +142,6 @@ def multiplier_step(
             kd=r.pid_kd,
             ema=r.pid_ema,
             lam_max=r.lambda_max,
+            i_max=r.pid_i_max,
         )
     return core.lagrange_step(lam, violation, r.lambda_lr, r.lambda_max), pid

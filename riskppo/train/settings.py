@@ -58,6 +58,15 @@ def config_from_keywords(config: Config | dict[str, Any] | None, **kwargs: Any) 
 ENT_FLOOR_COEF_MIN = 1e-4
 
 
+def apply_num_threads(cfg: Config) -> None:
+    """Set torch's intra-op thread count (process-wide) to ``cfg.num_threads``; ``None`` leaves
+    it as it is. Results depend on it (the orthogonal initialisation's QR and every reduction are
+    split by thread), so a model applies it before it builds anything and again before training.
+    """
+    if cfg.num_threads is not None:
+        torch.set_num_threads(cfg.num_threads)
+
+
 def entropy_target(cfg: Config, action_space: spaces.Space) -> float | None:
     """The entropy floor in nats per sample: ``ppo.target_entropy``, or ``target_entropy_frac``
     × the action space's maximum entropy; ``None`` without a floor (R-ALG-10)."""

@@ -41,6 +41,7 @@ from riskppo.train.outputs import check_finite_outputs
 from riskppo.train.predict_args import check_state, episode_starts
 from riskppo.train.progress import fmt, training_progress
 from riskppo.train.settings import (
+    apply_num_threads,
     build_vgs,
     config_from_keywords,
     entropy_target,
@@ -74,6 +75,9 @@ class DistributionalPPO:
             env = cfg.env.id
         if isinstance(env, str):
             self.config = cfg = config_from_keywords(cfg, id=env)
+        # before anything is built: the orthogonal initialisation's QR (and so the weights of a
+        # given seed) depends on torch's thread count, which an earlier model may have changed
+        apply_num_threads(cfg)
         self.device = torch.device(cfg.device)
         # What evaluation envs are made from: the id, or the user's factory / VecEnv.
         self._env_spec: EnvSpec = env if env is not None else cfg.env.id
@@ -160,8 +164,7 @@ class DistributionalPPO:
             self.state = self.state.with_counters(num_timesteps=0).replace(carry=None)
         start_steps = self.num_timesteps
         self.state = self.state.with_counters(schedule_total=start_steps + total_timesteps)
-        if self.config.num_threads is not None:
-            torch.set_num_threads(self.config.num_threads)
+        apply_num_threads(self.config)  # another model may have changed it since __init__
         if self.monitor is None:
             self.monitor = Monitor(self.run_dir, tensorboard=self.run_dir is not None)
         with training_progress(total_timesteps, progress_bar) as bar:

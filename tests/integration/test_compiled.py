@@ -11,6 +11,7 @@ reorders float ops).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import pytest
@@ -25,8 +26,9 @@ from riskppo.train import compiled
 from riskppo.train.bc import BCInputs
 from riskppo.train.collect import collect_rollout
 from riskppo.train.estimate import estimate
-from riskppo.train.loop import apply_rescales, reset_carry
+from riskppo.train.loop import apply_rescales, reset_carry, train_iteration
 from riskppo.train.update import UpdateContext, minibatch_loss
+from tests.compilers import needs_c_kernel, needs_cxx_compiler
 
 TINY = dict(n_envs=2, n_steps=8, batch_size=8, bptt_len=4, n_epochs=1, lstm_hidden_size=8)
 TINY.update(net_arch=[8], n_quantiles=8)
@@ -180,6 +182,7 @@ def test_a_failing_compile_falls_back_to_eager_and_logs_the_error(caplog, monkey
 
 
 @pytest.mark.slow  # about 50 s with a cold inductor cache (7 s warm) on 2 cores
+@needs_cxx_compiler()
 def test_compiled_loss_and_gradients_equal_eager():
     """Compiled (inductor) = eager: loss, stats and gradients (rtol 1e-4, atol 1e-5), with the
     risk head, BC and twin quantile critics in one small model; the compile time is recorded."""
@@ -197,6 +200,7 @@ def test_compiled_loss_and_gradients_equal_eager():
 
 
 @pytest.mark.slow
+@needs_cxx_compiler()
 def test_compiled_training_follows_the_eager_cartpole_trajectory():
     """Three updates of CartPole (12 Adam steps), compiled vs eager from the same seed: the same
     episodes (the sampled actions agree), and weights equal to float rounding as Adam amplifies
@@ -259,3 +263,47 @@ def test_compiled_training_on_cuda_follows_the_eager_trajectory(graphs):
     torch.testing.assert_close(w_c, w_e, rtol=0, atol=1e-3)
     for m in models:
         m.close()
+
+
+def _trained_with_eager_loss(compile_: bool, **kw) -> DistributionalPPO:
+    """Two iterations of a small CartPole model whose update runs ``compile``'s step (the C tail
+    where it applies) after the eager loss: the two tails compared without inductor. (The C tail
+    needs Adam's state: from the second minibatch of the second iteration on it could run.)"""
+    small = dict(TINY, n_epochs=4, optimizer="adam", learning_rate=1e-2, cvar_alpha=0.125)
+    model = DistributionalPPO("CartPole-v1", seed=0, compile=compile_, **small, **kw)
+    learner = dataclasses.replace(model.learner(), loss_fn=None)
+    model.state = reset_carry(learner, model.state)
+    for _ in range(2):
+        model.state, _ = train_iteration(learner, model.state)
+    return model
+
+
+def _adam_steps(model: DistributionalPPO) -> int:
+    return max(int(s["step"]) for s in model.optimizer.state.values())
+
+
+@needs_c_kernel()
+@pytest.mark.parametrize(
+    "kw",
+    [{"target_kl": 1e-6}, {"config": {"optim": {"vgs": {"enabled": True, "warmup_steps": 0}}}}],
+    ids=["target_kl", "vgs"],
+)
+def test_compile_keeps_target_kl_and_vgs(kw):
+    """``compile: true`` takes the PyTorch step where the C tail does not apply: the KL early stop
+    (``target_kl``) and the variance gradient scaler act as without ``compile`` — the same number
+    of Adam steps, the same scaler statistics, the same weights to float rounding."""
+    eager, comp = _trained_with_eager_loss(False, **kw), _trained_with_eager_loss(True, **kw)
+    full = 2 * 4 * TINY["n_envs"] * TINY["n_steps"] // TINY["batch_size"]  # 2 × 4 epochs
+    if "target_kl" in kw:
+        assert _adam_steps(eager) < full  # the early stop happened
+    else:
+        assert eager.vgs is not None and comp.vgs is not None
+        want, got = eager.vgs.state_dict()["state"], comp.vgs.state_dict()["state"]
+        assert want and want.keys() == got.keys()
+        for name in want:
+            assert got[name]["count"] == want[name]["count"] > 0, name
+    assert _adam_steps(comp) == _adam_steps(eager)
+    for a, b in zip(comp.policy.parameters(), eager.policy.parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    eager.close()
+    comp.close()

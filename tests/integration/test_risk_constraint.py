@@ -17,7 +17,7 @@ from riskppo.data.buffer import to_chunks
 from riskppo.train.collect import collect_rollout
 from riskppo.train.estimate import estimate
 from riskppo.train.loop import reset_carry
-from riskppo.train.risk import initial_risk_state, risk_estimate
+from riskppo.train.risk import initial_risk_state, multiplier_step, risk_estimate
 
 SMALL = dict(n_envs=4, n_steps=32, batch_size=64, bptt_len=16, n_epochs=2, lstm_hidden_size=16)
 
@@ -86,6 +86,28 @@ def test_multiplier_rises_on_empirical_violation_and_holds_before_enough_segment
     assert est.lam > 0.5 and est.metrics["risk/cvar_violation"] > 0.0
 
 
+@pytest.mark.parametrize("min_segments", [8, 9])
+def test_nu_is_the_empirical_var_once_enough_segments_finished(min_segments):
+    """ν — logged as ``risk/var`` and the threshold of the CVaR advantage — is the VaR of the
+    finished segments once ``cvar_min_segments`` have finished (here 8 of 8), not the risk head's
+    prediction of a disaster (−100); before that (9 needed) it is the head's."""
+    cfg = _risk_cfg(cvar_alpha=0.25, cvar_min_segments=min_segments)
+    state = initial_risk_state(cfg, 2)
+    per_step = torch.tensor([[-3.0, 1.0], [2.0, -1.0], [0.5, 3.0], [-2.0, 1.5]])  # [segment, env]
+    rewards = per_step.repeat_interleave(4, dim=0)  # [16, 2]: four 4-step segments per env
+    head = torch.full((16, 2, 8), -100.0)
+    est = risk_estimate(cfg, state, rewards, torch.zeros(16, 2, dtype=torch.bool), head)
+    q = float(state.scaling.to_raw(torch.tensor(-100.0)))  # the head's quantiles, raw units
+    # segment returns 4r: −12 −8 −4 2 4 6 8 12; VaR₀.₂₅ of 8 = the 2nd smallest
+    nu = -8.0 if min_segments == 8 else q
+    assert est.metrics["risk/var"] == pytest.approx(nu)
+    # A_cvar_t = min(R − ν, 0)/α − min(acc_t + q − ν, 0)/α, acc_t = p·r at position p of a segment
+    r = rewards.double()
+    acc = r * torch.arange(16, dtype=torch.float64).remainder(4).unsqueeze(1)
+    want = (torch.clamp(4 * r - nu, max=0) - torch.clamp(acc + q - nu, max=0)) / 0.25
+    torch.testing.assert_close(est.a_cvar.double(), want, rtol=1e-9, atol=1e-9)
+
+
 @pytest.mark.parametrize("update", ["dual", "pid"])
 def test_lambda_update_kind_and_pid_terms_logged(update):
     cfg = _risk_cfg(lambda_update=update, pid_kp=0.5, pid_ki=0.1, pid_kd=0.0, pid_ema=0.0)
@@ -104,6 +126,26 @@ def test_lambda_update_kind_and_pid_terms_logged(update):
     else:
         assert est.lam == pytest.approx(cfg.risk.lambda_lr * v)
         assert "risk/pid_p" not in est.metrics
+
+
+def test_pid_defaults_recover_from_a_long_violation_in_a_bounded_number_of_updates():
+    """With the default PID gains and caps, 10,000 violated updates (v = +1) then slack
+    (v = −0.669): λ falls below 1 within (pid_i_max − 1)/(ki·|v|) + 10 updates (≈ 540; the old
+    clamp of the integral at lambda_max/ki took 2,950 from λ = 100)."""
+    r = Config(risk={"lambda_update": "pid"}).risk
+    assert r.pid_i_max is not None
+    lam, pid = 0.0, core.PIDLagrangeState()
+    for _ in range(10_000):
+        lam, pid = multiplier_step(r, lam, pid, 1.0)
+    assert pid.i == pytest.approx(r.pid_i_max)
+    assert r.pid_i_max <= lam <= r.pid_i_max + 1.0  # the P term (kp·v = 0.5) on top
+    bound = int((r.pid_i_max - 1.0) / (r.pid_ki * 0.669)) + 10
+    for _ in range(bound):
+        lam, pid = multiplier_step(r, lam, pid, -0.669)
+        if lam < 1.0:
+            break
+    assert lam < 1.0, f"λ = {lam:.2f} after {bound} updates of slack"
+    assert r.pid_i_max / (1.0 + r.pid_i_max) >= 0.95  # the CVaR weight had saturated
 
 
 def test_no_segment_start_uses_the_accumulated_return():

@@ -16,12 +16,12 @@ import torch
 from gymnasium import spaces
 
 from riskppo.config import PolicyConfig
-from riskppo.nn import native
 from riskppo.nn.policy import RecurrentActorCritic
 from riskppo.nn.recurrent import LSTMState
+from tests.compilers import needs_c_kernel
 from tests.unit.test_fused_step import reference_step
 
-pytestmark = pytest.mark.skipif(native.kernel() is None, reason="no C compiler")
+pytestmark = needs_c_kernel()
 
 
 def policy_of(activation="tanh", net_arch=(16, 8), n_actions=5, layers=1, seed=0, space=None):

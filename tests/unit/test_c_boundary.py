@@ -31,9 +31,10 @@ from riskppo.nn.lstm_kernel import (
     unrolled_recurrence,
 )
 from riskppo.nn.recurrent import LSTMState
+from tests.compilers import needs_c_kernel
 from tests.unit.test_actor_step import policy_of
 
-pytestmark = pytest.mark.skipif(native.kernel() is None, reason="no C compiler")
+pytestmark = needs_c_kernel()
 
 T, K, B, H = 5, 2, 6, 8
 

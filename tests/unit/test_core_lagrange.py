@@ -90,6 +90,22 @@ def test_pid_anti_windup_and_cap() -> None:
     assert lam == pytest.approx(1.5)  # recovers at once, no wound-up integral to unwind
 
 
+def test_pid_integral_term_is_capped_at_i_max_below_lam_max() -> None:
+    """``i_max`` caps ``ki·I`` (λ units); the P term still lifts λ above it up to ``lam_max``,
+    and once the constraint holds the integral unwinds from ``i_max/ki``, not ``lam_max/ki``."""
+    s = PIDLagrangeState()
+    for _ in range(1000):
+        lam, s = pid_lagrange_step(s, 5.0, kp=1.0, ki=0.1, kd=0.0, lam_max=100.0, i_max=4.0)
+    assert s.integral == pytest.approx(40.0) and s.i == pytest.approx(4.0)
+    assert lam == pytest.approx(9.0)  # P 5 + I 4
+    lam, s = pid_lagrange_step(s, -1.0, kp=0.0, ki=0.1, kd=0.0, lam_max=100.0, i_max=4.0)
+    assert lam == pytest.approx(3.9)
+    # the smaller cap wins: lam_max below i_max
+    for _ in range(1000):
+        lam, s = pid_lagrange_step(s, 5.0, kp=0.0, ki=0.1, kd=0.0, lam_max=2.0, i_max=4.0)
+    assert s.integral == pytest.approx(20.0) and lam == 2.0
+
+
 @pytest.mark.parametrize(
     "kwargs",
     [
@@ -97,6 +113,7 @@ def test_pid_anti_windup_and_cap() -> None:
         {"kp": -1.0},
         {"ema": 1.0},
         {"lam_max": -1.0},
+        {"i_max": 0.0},
     ],
 )
 def test_pid_invalid_arguments_raise(kwargs) -> None:

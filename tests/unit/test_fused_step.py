@@ -17,6 +17,7 @@ from gymnasium import spaces
 from riskppo.config import PolicyConfig
 from riskppo.nn.policy import RecurrentActorCritic
 from riskppo.nn.recurrent import LSTMState
+from tests.compilers import needs_c_kernel
 
 SPACES = {
     "discrete": spaces.Discrete(3),
@@ -155,6 +156,7 @@ def _adam_context(name: str):
     return model, ctx
 
 
+@needs_c_kernel()
 @pytest.mark.parametrize("name", ["adam", "adamw"])
 def test_c_clip_and_adam_equals_the_pytorch_tail(name):
     """``compile: true``'s C tail (norms, finite check, clipping, Adam/AdamW with weight decay)
@@ -195,3 +197,31 @@ def test_c_clip_and_adam_equals_the_pytorch_tail(name):
     assert float(norms[-2]) > float(norms[-1])  # the last step was clipped
     ma.close()
     mb.close()
+
+
+@needs_c_kernel()
+@pytest.mark.parametrize(
+    "loss, bad_grad",
+    [(float("inf"), None), (1.0, float("nan")), (1.0, float("inf")), (1.0, -float("inf"))],
+)
+def test_c_tail_takes_no_step_on_a_non_finite_loss_or_gradient(loss, bad_grad):
+    """The C tail's finite check covers the loss and every gradient entry: one non-finite value
+    and nothing moves: the parameters, Adam's moments and step counts stay as they were
+    (clipping by an infinite norm would otherwise write NaN into every parameter)."""
+    from riskppo.train.update import _clip_adam_in_c
+
+    model, ctx = _adam_context("adam")
+    g = torch.Generator().manual_seed(5)
+    for q in ctx.params:
+        q.grad = torch.randn(q.shape, generator=g) * 0.1
+    if bad_grad is not None:
+        ctx.params[-1].grad.view(-1)[0] = bad_grad
+    state = ctx.optimizer.state
+    keys = ("exp_avg", "exp_avg_sq", "step")
+    before = [(q.detach().clone(), *(state[q][k].clone() for k in keys)) for q in ctx.params]
+    got = _clip_adam_in_c(ctx, torch.tensor([loss, 0.3]))
+    assert got is not None and got[1] is False
+    after = [(q.detach(), *(state[q][k] for k in keys)) for q in ctx.params]
+    for b, a in zip(before, after):
+        assert all(torch.equal(x, y) for x, y in zip(b, a))
+    model.close()

@@ -20,10 +20,9 @@ import pytest
 
 from riskppo.nn import native
 from riskppo.nn.native import cache
+from tests.compilers import needs_c_compiler
 
-pytestmark = pytest.mark.skipif(
-    native._compiler() is None, reason="no C compiler: the native kernel cannot be built here"
-)
+pytestmark = needs_c_compiler()
 as_root = pytest.mark.skipif(
     not hasattr(os, "getuid") or os.getuid() != 0,
     reason="a file of another user: needs root to chown one to uid 65534",

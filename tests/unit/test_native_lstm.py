@@ -26,10 +26,9 @@ from riskppo.nn.lstm_kernel import (
     unrolled_recurrence,
 )
 from riskppo.nn.recurrent import LSTMState, MaskedLSTM
+from tests.compilers import needs_c_compiler, needs_cxx_compiler
 
-pytestmark = pytest.mark.skipif(
-    native._compiler() is None, reason="no C compiler: the native kernel cannot be built here"
-)
+pytestmark = needs_c_compiler()
 
 
 @pytest.fixture
@@ -258,6 +257,7 @@ print(float(args[1].grad.sum()))
 """
 
 
+@needs_cxx_compiler()
 def test_a_changed_kernel_file_never_runs_a_stale_compiled_backward(tmp_path):
     """Inductor's disk cache is shared by every riskppo version a user runs, and it keys a graph
     on its ops' names only. Reproduces a real crash: version A compiles and caches the backward;
