@@ -157,6 +157,12 @@ class PPOConfig(_Section):
     ent_floor_coef_max: float = Field(0.5, gt=0)
     vf_coef: float = Field(0.5, ge=0)
     max_grad_norm: float = Field(0.5, gt=0)
+    grad_clip: Literal["per_group", "global"] = Field(
+        "per_group",
+        description="per_group: the actor, the critics and the risk head are each clipped to "
+        "max_grad_norm on their own (a large critic gradient no longer shrinks the actor's); "
+        "global: one norm over all parameters, as in SB3",
+    )
     target_kl: float | None = Field(None, gt=0)
     grad_accum_steps: int = Field(1, ge=1)
     max_nonfinite_updates: int = Field(5, ge=1)
@@ -313,7 +319,12 @@ class MonitorConfig(_Section):
     progress_bar: bool = False
     adv_max_abs: float = Field(20.0, gt=0)
     log_ratio_clamp_frac: float = Field(0.01, ge=0, le=1)
-    grad_norm_pre_clip: float = Field(50.0, gt=0)
+    grad_norm_pre_clip: float = Field(
+        1000.0,
+        gt=0,
+        description="alert when a clip group's (actor, critic, risk head) pre-clip gradient norm "
+        "exceeds this: an exploding gradient (healthy critics reach about 130 at the start)",
+    )
     critics_grad_ratio_high: float = Field(100.0, gt=1)
     critics_grad_ratio_low: float = Field(0.01, gt=0, lt=1)
     critic_grad_vanishing: float = Field(1e-8, ge=0)
