@@ -189,11 +189,11 @@ def format_validation(r: BacktestResult) -> str:
         ),
         ("in the market (share of bars)", share, "—"),
     ]
-    width = max(len(k) for k, _, _ in rows)
+    width, mid = max(len(k) for k, _, _ in rows), max(len(x) for _, x, _ in rows)
     head = (
         f"riskppo: {name} split of {r.dataset}, {r.start:%Y-%m-%d} → {r.end:%Y-%m-%d} "
         f"({a.n_bars} bars, deterministic policy, net of costs)"
     )
-    lines = [head, f"  {'':<{width}}  agent | vol-targeted buy-and-hold"]
-    lines += [f"  {k:<{width}}  {x} | {y}" for k, x, y in rows]
+    lines = [head, f"  {'':<{width}}  {'agent':<{mid}} | vol-targeted buy-and-hold"]
+    lines += [f"  {k:<{width}}  {x:<{mid}} | {y}" for k, x, y in rows]
     return "\n".join(lines)
