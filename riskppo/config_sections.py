@@ -264,8 +264,14 @@ class PPOConfig(_Section):
     max_grad_norm: float = Field(
         0.5,
         gt=0,
-        description="gradients are clipped to this global L2 norm after any gradient scaler "
-        "(docs/clipping.md)",
+        description="gradients are clipped to this L2 norm (over all parameters, or per "
+        "group: ppo.grad_clip) after any gradient scaler (docs/clipping.md)",
+    )
+    grad_clip: Literal["per_group", "global"] = Field(
+        "global",
+        description="global: one L2 norm over all parameters, as in SB3; per_group: the actor, "
+        "the critics and the risk head are each clipped to max_grad_norm on their own, so a "
+        "large critic gradient no longer shrinks the actor's (docs/clipping.md)",
     )
     target_kl: float | None = Field(
         None,
@@ -602,10 +608,11 @@ class MonitorConfig(_Section):
         "ppo.log_ratio_clip",
     )
     grad_norm_pre_clip: float = Field(
-        50.0,
+        1000.0,
         gt=0,
-        description="alert warn/grad_norm_pre_clip when the global gradient norm before "
-        "clipping exceeds it",
+        description="alert warn/grad_norm_pre_clip when a clip group's (actor, critic, risk "
+        "head) gradient norm before clipping exceeds it: an exploding gradient (healthy critics "
+        "reach about 130 at the start of the default run)",
     )
     critics_grad_ratio_high: float = Field(
         100.0,

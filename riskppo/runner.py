@@ -13,7 +13,12 @@ from riskppo.config import Config
 from riskppo.envs.registration import TRADING_ID
 from riskppo.evaluation.backtest import backtest_run
 from riskppo.evaluation.robustness import format_rows, robustness_table, write_robustness
-from riskppo.evaluation.summary import run_label
+from riskppo.evaluation.summary import (
+    distinct_episodes,
+    return_unit,
+    run_label,
+    validation_summary,
+)
 from riskppo.safefs import write_text_atomic
 from riskppo.train.rundir import (
     drop_metrics_after,
@@ -117,16 +122,22 @@ def run_finished(run_dir: Path, cfg: Config) -> bool:
 
 def _finish(model: DistributionalPPO, run_dir: Path, cfg: Config) -> DistributionalPPO:
     save_run_checkpoint(model, run_dir, cfg.checkpoint.keep_last)
-    stats = model.evaluate(n_episodes=10, deterministic=True)
+    trading = cfg.env.id == TRADING_ID
+    n = distinct_episodes(cfg, "val", 10)  # trading: every deterministic episode is the same
+    stats = model.evaluate(n_episodes=n, deterministic=True, part="val")
     write_text_atomic(run_dir / "eval.json", json.dumps(stats, indent=2))
-    print(
-        f"riskppo: evaluation over 10 episodes: mean {stats['mean']:.2f} ± {stats['std']:.2f}, "
-        f"CVaR_{cfg.risk.cvar_alpha} {stats['cvar']:.2f}"
-    )
     if model.monitor is not None:
         print(model.monitor.summary())
+    if trading:
+        print(validation_summary(model))
+    else:
+        print(
+            f"riskppo: evaluation over {n} episodes: mean {stats['mean']:.2f} ± "
+            f"{stats['std']:.2f}, CVaR_{cfg.risk.cvar_alpha} {stats['cvar']:.2f} "
+            f"({return_unit(cfg)})"
+        )
     model.close()
-    if cfg.env.id == TRADING_ID:  # the main job ends with the backtest report (design §1.3)
+    if trading:  # the main job ends with the backtest report (design §1.3)
         artifacts = backtest_run(run_dir, split="test")
         print(f"riskppo: backtest report → {artifacts.report}")
     return model

@@ -39,11 +39,25 @@ def log_ratio_clamp(m: UpdateLog, t: MonitorConfig) -> list[Alert]:
 
 
 def grad_norm_pre_clip(m: UpdateLog, t: MonitorConfig) -> list[Alert]:
-    norm = m.losses.grad_norm_pre_clip if m.losses else 0.0
+    """An exploding gradient: a clip group's pre-clip norm (actor, critic, risk head; the total
+    where a log has none) above ``monitor.grad_norm_pre_clip``. The quantile critics' and the risk
+    head's norms are routinely 10-130 on the default trading run (the quantile Huber loss bounds
+    each output's gradient; the norm scales with the network), the actor's below 1: clipping
+    handles those, and only a norm far above them means diverging weights."""
+    if m.losses is None:
+        return []
+    norms = m.losses.clip_norms or {"all parameters": m.losses.grad_norm_pre_clip}
+    name, norm = max(norms.items(), key=lambda kv: kv[1])
     if norm <= t.grad_norm_pre_clip:
         return []
     return [
-        Alert("grad_norm_pre_clip", f"pre-clip gradient norm {norm:.1f} > {t.grad_norm_pre_clip}")
+        Alert(
+            "grad_norm_pre_clip",
+            f"pre-clip gradient norm of the {name} {norm:.3g} > {t.grad_norm_pre_clip:g}: "
+            "diverging weights or an unscaled loss (each step is still clipped to "
+            "ppo.max_grad_norm); lower ppo.learning_rate, or check the reward scale "
+            "(critic.scale_cap, env.kwargs.reward_scale)",
+        )
     ]
 
 

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 __all__ = [
+    "CLIP_NORM",
     "EntropyFloorLog",
     "EstimateLog",
     "LSTMLog",
@@ -21,6 +22,12 @@ __all__ = [
 ]
 
 _GRAD_NORM = "_grad_norm"
+CLIP_NORM = "_pre_clip_norm"
+"""Suffix of a clip group's pre-clip gradient norm (``actor_pre_clip_norm``, …) in the update's
+means (:func:`riskppo.train.update.clip_groups`)."""
+
+
+_DICTS = {"grad_norms", "clip_norms", "optional"}  # LossStats' fields that hold several scalars
 
 
 @dataclass(frozen=True)
@@ -41,19 +48,27 @@ class LossStats:
     grad_norm_post_clip: float
     # L2 gradient norm per parameter group: lstm_actor, lstm_critic, critic1, critic2, risk_head…
     grad_norms: dict[str, float] = field(default_factory=dict)
+    # pre-clip L2 gradient norm per clip group: actor, critic, risk_head
+    clip_norms: dict[str, float] = field(default_factory=dict)
     # terms that are on only in some configurations (SA-PPO, behaviour cloning, …)
     optional: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def from_means(cls, means: dict[str, float]) -> LossStats:
-        names = {f.name for f in dataclasses.fields(cls)} - {"grad_norms", "optional"}
+        names = {f.name for f in dataclasses.fields(cls)} - _DICTS
         missing = names - set(means)
         if missing:
             raise KeyError(f"update metrics lack {sorted(missing)}")
         rest = {k: v for k, v in means.items() if k not in names}
         grads = {k.removesuffix(_GRAD_NORM): v for k, v in rest.items() if k.endswith(_GRAD_NORM)}
-        optional = {k: v for k, v in rest.items() if not k.endswith(_GRAD_NORM)}
-        return cls(**{k: means[k] for k in names}, grad_norms=grads, optional=optional)
+        clip = {k.removesuffix(CLIP_NORM): v for k, v in rest.items() if k.endswith(CLIP_NORM)}
+        optional = {
+            k: v
+            for k, v in rest.items()
+            if not k.endswith(_GRAD_NORM) and not k.endswith(CLIP_NORM)
+        }
+        return cls(**{k: means[k] for k in names}, grad_norms=grads, clip_norms=clip,
+                   optional=optional)  # fmt: skip
 
     def critic_grad_norms(self) -> dict[str, float]:
         """The value critics' heads (``critic1``, ``critic2``, …); the risk head is left out: its
@@ -64,10 +79,12 @@ class LossStats:
 
     def scalars(self) -> Iterator[tuple[str, float]]:
         for f in dataclasses.fields(self):
-            if f.name not in ("grad_norms", "optional"):
+            if f.name not in _DICTS:
                 yield f.name, getattr(self, f.name)
         for k, v in self.grad_norms.items():
             yield k + _GRAD_NORM, v
+        for k, v in self.clip_norms.items():
+            yield k + CLIP_NORM, v
         yield from self.optional.items()
 
 

@@ -4,7 +4,8 @@ Per minibatch: ``grad_accum_steps`` micro-batches, each loss weighted by its sha
 minibatch's samples, so the accumulated gradient equals the full-minibatch gradient (R-ALG-13);
 non-finite log-ratios / losses / gradients skip the step (R-ALG-9, R-REL-6); a k3 KL estimate
 above ``target_kl`` stops the epoch loop before the step (R-ALG-11); then the optional
-variance gradient scaler, gradient clipping at ``max_grad_norm`` (R-ALG-14) and the optimizer step.
+variance gradient scaler, gradient clipping at ``max_grad_norm`` (R-ALG-14; per clip group, see
+:func:`clip_groups`, or globally: ``ppo.grad_clip``) and the optimizer step.
 :func:`ppo_update` returns an :class:`UpdateMetrics`; the caller logs it. With ``compile: true``
 the tail after the backward (norms, guard, clipping, Adam) is one C call where it applies
 (:func:`_clip_adam_in_c`); the PyTorch tail (:func:`_clip_and_step`) is the reference.
@@ -31,6 +32,7 @@ from riskppo.nn.critics import Critic
 from riskppo.nn.policy import RecurrentActorCritic
 from riskppo.train.bc import BCInputs, bc_term
 from riskppo.train.losses import base_stats, ppo_terms
+from riskppo.train.metrics import CLIP_NORM
 
 LossFn = Callable[[Any, ChunkBatch], tuple[Tensor, dict[str, Tensor], int]]
 """A minibatch loss: ``(context, minibatch) -> (loss, stats, non-finite log-ratio count)``."""
@@ -83,6 +85,9 @@ class UpdateContext:
     # replaced between updates, e.g. by a checkpoint load).
     params: list[nn.Parameter] = field(init=False)
     owner: Tensor = field(init=False)
+    # the clip groups (:func:`clip_groups`) by name, and each parameter's clip group ([len(params)])
+    clip_names: list[str] = field(init=False)
+    clip_owner: Tensor = field(init=False)
     adam: AdamLists | None = None
     c_adam: _CAdam | None = None  # ``adam`` as C pointer arrays (compile: true, _clip_adam_in_c)
 
@@ -92,6 +97,10 @@ class UpdateContext:
         self.params = list(self.policy.parameters())
         n = len(self.groups)
         self.owner = torch.tensor([self.group_index.get(id(q), n) for q in self.params])
+        clip = clip_groups(self.policy)
+        self.clip_names = list(clip)
+        where = {id(q): i for i, ps in enumerate(clip.values()) for q in ps}
+        self.clip_owner = torch.tensor([where[id(q)] for q in self.params])
 
     def clear_grads(self) -> None:
         """``optimizer.zero_grad(set_to_none=True)`` for the policy's parameters (the optimizer
@@ -133,6 +142,32 @@ def param_groups(policy: RecurrentActorCritic) -> dict[str, list[nn.Parameter]]:
             *policy.critic_mlps[c].parameters(),
             *policy.critic_outs[c].parameters(),
         ]
+    return groups
+
+
+def clip_groups(policy: RecurrentActorCritic) -> dict[str, list[nn.Parameter]]:
+    """The parameters clipped together under ``ppo.grad_clip: per_group``, a partition of the
+    policy's parameters: ``critic`` (the value critics' LSTMs and heads), ``risk_head`` (its
+    head, when there is one) and ``actor`` (everything else: actor LSTM, MLP and action head, and
+    the LSTM shared by all heads under ``policy.lstm_sharing: all``).
+
+    The quantile critics' and the risk head's gradients are typically two orders of magnitude
+    above the actor's (docs/clipping.md, section 7); one global clip scales the actor's gradient
+    down with theirs, below Adam's ``eps``, which then shrinks the actor's step."""
+    c = policy.n_critics
+    critic = [
+        *(q for m in policy.critic_lstm_list for q in m.parameters()),
+        *(q for m in list(policy.critic_mlps)[:c] for q in m.parameters()),
+        *(q for m in list(policy.critic_outs)[:c] for q in m.parameters()),
+    ]
+    risk = [
+        q for ms in (policy.critic_mlps, policy.critic_outs) for m in list(ms)[c:]
+        for q in m.parameters()
+    ]  # fmt: skip
+    taken = {id(q) for q in (*critic, *risk)}
+    groups = {"actor": [q for q in policy.parameters() if id(q) not in taken], "critic": critic}
+    if risk:
+        groups["risk_head"] = risk
     return groups
 
 
@@ -198,22 +233,46 @@ class MinibatchStats:
         return dict(zip(self.names, self.values.tolist()))
 
 
-def _grad_norms(
-    ctx: UpdateContext, grads: list[Tensor], params: list[nn.Parameter]
-) -> tuple[Tensor, Tensor]:
-    """``(total L2 norm, per-group L2 norms [len(groups)])`` of the gradients from one fused
-    ``_foreach_norm``: the total as :func:`total_grad_norm`, the groups as
-    :func:`group_grad_norms` (float64), without a second pass or a host sync."""
+class GradNorms(NamedTuple):
+    """The L2 norms of one minibatch's gradients (no host sync): ``total`` (float32, as
+    :func:`total_grad_norm`), ``groups`` ``[len(ctx.groups)]`` (as :func:`group_grad_norms`) and
+    ``clip`` ``[len(ctx.clip_names)]`` (the clip groups), both float64; ``clip_owner``: the clip
+    group of each gradient."""
+
+    total: Tensor
+    groups: Tensor
+    clip: Tensor
+    clip_owner: Tensor
+
+
+def _grad_norms(ctx: UpdateContext, grads: list[Tensor], params: list[nn.Parameter]) -> GradNorms:
+    """:class:`GradNorms` of ``grads`` (of ``params``) from one fused ``_foreach_norm``."""
     norms = torch.stack(torch._foreach_norm(grads))
     total = torch.linalg.vector_norm(norms)
     n_groups = len(ctx.groups)
-    owner = ctx.owner
+    owner, clip_owner = ctx.owner, ctx.clip_owner
     if len(params) != len(ctx.params):  # some parameters have no gradient
         owner = torch.tensor([ctx.group_index.get(id(q), n_groups) for q in params])
-    owner = owner.to(norms.device)
+        keep = {id(q) for q in params}
+        clip_owner = clip_owner[[id(q) in keep for q in ctx.params]]
+    owner, clip_owner = owner.to(norms.device), clip_owner.to(norms.device)
     n2 = norms.double()
     sq = n2.new_zeros(n_groups + 1).index_add_(0, owner, n2 * n2)
-    return total, sq[:n_groups].sqrt()
+    clip = n2.new_zeros(len(ctx.clip_names)).index_add_(0, clip_owner, n2 * n2)
+    return GradNorms(total, sq[:n_groups].sqrt(), clip.sqrt(), clip_owner)
+
+
+def _clip_(ctx: UpdateContext, grads: list[Tensor], g: GradNorms) -> Tensor:
+    """Clip ``grads`` in place at ``ppo.max_grad_norm`` (R-ALG-14): each clip group on its own
+    (``grad_clip: per_group``) or all together (``global``). Returns the total norm after."""
+    max_norm = ctx.cfg.ppo.max_grad_norm
+    if ctx.cfg.ppo.grad_clip == "global":
+        coef = (max_norm / (g.total + 1e-6)).clamp(max=1.0)
+        torch._foreach_mul_(grads, coef)
+        return (g.total * coef).double()
+    coefs = (max_norm / (g.clip + 1e-6)).clamp(max=1.0)
+    torch._foreach_mul_(grads, list(coefs.float()[g.clip_owner].unbind()))
+    return torch.linalg.vector_norm(g.clip * coefs.float().double())
 
 
 def apply_minibatch(
@@ -237,6 +296,7 @@ def _apply_minibatch(ctx: UpdateContext, mb: ChunkBatch, m: UpdateMetrics) -> Mi
         _skip(ctx, m)
         return None
     names = ["loss", *names, *(f"{g}_grad_norm" for g in ctx.groups),
+             *(f"{g}{CLIP_NORM}" for g in ctx.clip_names),
              "grad_norm_pre_clip", "grad_norm_post_clip"]  # fmt: skip
     in_c = _clip_adam_in_c(ctx, stats_sum)
     if in_c is not None:  # compile: true, the common optimizer: the whole tail in one C call
@@ -261,8 +321,8 @@ def _clip_and_step(
     applied)."""
     cfg = ctx.cfg
     # R-REL-6: check before the VGS sees the gradients, so its statistics are never polluted.
-    pre_norm, group_norms = _grad_norms(ctx, grads, params)
-    if not bool(torch.isfinite(stats_sum[0]) & torch.isfinite(pre_norm)):
+    g = _grad_norms(ctx, grads, params)
+    if not bool(torch.isfinite(stats_sum[0]) & torch.isfinite(g.total)):
         m.n_skipped_nonfinite_loss += 1
         _skip(ctx, m)
         return None
@@ -279,16 +339,10 @@ def _clip_and_step(
     ctx.consecutive_skips = 0
     if ctx.vgs is not None:
         ctx.vgs.scale_()  # R-OPT-2: before clipping, so clipping still bounds the final norm
-        pre_norm, group_norms = _grad_norms(ctx, grads, params)
-    # R-ALG-14: clip the (scaled) gradients at max_grad_norm; optimizer step afterwards.
-    coef = (cfg.ppo.max_grad_norm / (pre_norm + 1e-6)).clamp(max=1.0)
-    torch._foreach_mul_(grads, coef)
+        g = _grad_norms(ctx, grads, params)
+    post = _clip_(ctx, grads, g)  # R-ALG-14; the optimizer steps afterwards
     values = torch.cat(
-        [
-            stats_sum.to(group_norms.dtype),
-            group_norms,
-            torch.stack([pre_norm, pre_norm * coef]).to(group_norms.dtype),
-        ]
+        [stats_sum.to(g.groups.dtype), g.groups, g.clip, torch.stack([g.total.double(), post])]
     )
     ctx.adam = optimizer_step(ctx.optimizer, ctx.adam)
     return values
@@ -298,7 +352,7 @@ class _CAdam(NamedTuple):
     """:class:`AdamLists` as the pointer arrays of ``riskppo_clip_adam`` (made once per lists)."""
 
     lists: AdamLists
-    arrays: tuple[Any, ...]  # sizes, params, exp_avgs, exp_avg_sqs, steps, owner
+    arrays: tuple[Any, ...]  # sizes, params, exp_avgs, exp_avg_sqs, steps, owner, clip owner
 
 
 def _c_adam(ctx: UpdateContext) -> _CAdam | None:
@@ -318,7 +372,9 @@ def _c_adam(ctx: UpdateContext) -> _CAdam | None:
     ptrs = [(ctypes.c_void_p * n)(*(t.data_ptr() for t in ts)) for ts in lists[1:]]
     sizes = (ctypes.c_int64 * n)(*(q.numel() for q in lists.params))
     owner = (ctypes.c_int64 * n)(*(ctx.group_index.get(id(q), none) for q in lists.params))
-    ctx.c_adam = _CAdam(lists, (sizes, *ptrs, owner))
+    clip_of = dict(zip(map(id, ctx.params), ctx.clip_owner.tolist()))
+    clip_owner = (ctypes.c_int64 * n)(*(clip_of[id(q)] for q in lists.params))
+    ctx.c_adam = _CAdam(lists, (sizes, *ptrs, owner, clip_owner))
     return ctx.c_adam
 
 
@@ -345,11 +401,11 @@ def _check_adam_state(lists: AdamLists) -> None:
 
 def _clip_adam_in_c(ctx: UpdateContext, stats_sum: Tensor) -> tuple[Tensor, bool] | None:
     """``compile: true`` with Adam/AdamW, no VGS, no target_kl: the group and total gradient
-    norms, the finite check (R-REL-6), clipping (R-ALG-14) and the Adam step in one C call
-    (``riskppo_clip_adam``; the same arithmetic as torch's fused Adam, to float rounding), over
-    the parameters that have gradients. Returns the norms ``[len(groups) + 2]`` (float64:
-    groups, pre-clip, post-clip) and whether the step was taken; None where it does not apply
-    (the PyTorch tail runs)."""
+    norms, the finite check (R-REL-6), clipping (R-ALG-14, as :func:`_clip_`) and the Adam step
+    in one C call (``riskppo_clip_adam``; the same arithmetic as torch's fused Adam, to float
+    rounding), over the parameters that have gradients. Returns the norms
+    ``[len(groups) + len(clip_names) + 2]`` (float64: groups, clip groups, pre-clip, post-clip)
+    and whether the step was taken; None where it does not apply (the PyTorch tail runs)."""
     cfg = ctx.cfg
     if not cfg.compile or ctx.vgs is not None or cfg.ppo.target_kl is not None:
         return None
@@ -362,15 +418,19 @@ def _clip_adam_in_c(ctx: UpdateContext, stats_sum: Tensor) -> tuple[Tensor, bool
     for i, (q, g) in enumerate(zip(c.lists.params, grads)):
         check(_IN_C, f"the gradient of parameter {i}", g, _PARAM_SHAPE, tuple(q.shape))
     group = c.lists.group
-    sizes, p_ptrs, m_ptrs, v_ptrs, s_ptrs, owner = c.arrays
+    sizes, p_ptrs, m_ptrs, v_ptrs, s_ptrs, owner, clip_owner = c.arrays
     g_ptrs = (ctypes.c_void_p * len(grads))(*(g.data_ptr() for g in grads))
-    norms = torch.empty(len(ctx.groups) + 2, dtype=torch.float64)
+    n_clip = len(ctx.clip_names)
+    norms = torch.empty(len(ctx.groups) + n_clip + 2, dtype=torch.float64)
     beta1, beta2 = group["betas"]
     stepped = lib.riskppo_clip_adam(
         len(grads), sizes, g_ptrs, p_ptrs, m_ptrs, v_ptrs, s_ptrs, owner, len(ctx.groups),
-        float(stats_sum[0]), cfg.ppo.max_grad_norm, group["lr"], beta1, beta2, group["eps"],
-        group["weight_decay"], int(group["decoupled_weight_decay"]), norms.data_ptr(),
+        clip_owner, n_clip, int(cfg.ppo.grad_clip == "per_group"), float(stats_sum[0]),
+        cfg.ppo.max_grad_norm, group["lr"], beta1, beta2, group["eps"], group["weight_decay"],
+        int(group["decoupled_weight_decay"]), norms.data_ptr(),
     )  # fmt: skip
+    if stepped < 0:
+        raise ValueError(f"{_IN_C}: {n_clip} clip groups, expected 1 to 8")
     return norms, bool(stepped)
 
 

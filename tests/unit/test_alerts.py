@@ -64,7 +64,9 @@ def test_healthy_numbers_raise_nothing() -> None:
 
 FIRING = {
     "log_ratio_clamp": healthy(losses=healthy_losses(log_ratio_clamp_frac=0.05)),
-    "grad_norm_pre_clip": healthy(losses=healthy_losses(grad_norm_pre_clip=80.0)),
+    "grad_norm_pre_clip": healthy(
+        losses=healthy_losses(clip_norms={"actor": 0.2, "critic": 5000.0, "risk_head": 80.0})
+    ),
     "critic_grad_imbalance": healthy(
         losses=healthy_losses(grad_norms={"critic1": 5.0, "critic2": 0.01})
     ),
@@ -106,6 +108,9 @@ def test_boundaries_and_kinds() -> None:
     # exactly at a threshold does not fire (strict inequalities, as documented)
     at = healthy(losses=healthy_losses(grad_norm_pre_clip=T.grad_norm_pre_clip))
     assert fired(at) == set()
+    assert fired(dataclasses.replace(at, losses=healthy_losses(grad_norm_pre_clip=1e4))) == {
+        "grad_norm_pre_clip"  # a log without clip-group norms: the total decides
+    }
     # the entropy floor binds after entropy_floor_binding_updates updates in a row, not before
     below = T.entropy_floor_binding_updates - 1
     assert fired(healthy(entropy_floor=EntropyFloorLog(-1.0, 0.2, below))) == set()
@@ -135,12 +140,28 @@ def test_scalars_name_every_metric_once() -> None:
 
 def test_loss_stats_from_update_means() -> None:
     means = {f.name: 1.0 for f in dataclasses.fields(LossStats)}
-    del means["grad_norms"], means["optional"]
+    del means["grad_norms"], means["clip_norms"], means["optional"]
     means |= {"critic1_grad_norm": 2.0, "lstm_actor_grad_norm": 3.0, "bc_loss": 4.0}
+    means |= {"actor_pre_clip_norm": 5.0, "critic_pre_clip_norm": 6.0}
     stats = LossStats.from_means(means)
     assert stats.grad_norms == {"critic1": 2.0, "lstm_actor": 3.0}
+    assert stats.clip_norms == {"actor": 5.0, "critic": 6.0}
     assert stats.optional == {"bc_loss": 4.0}
     assert dict(stats.scalars()) == means
     del means["entropy"]
     with pytest.raises(KeyError, match="entropy"):
         LossStats.from_means(means)
+
+
+def test_the_default_runs_gradient_norms_raise_no_alert() -> None:
+    """The clip-group norms of the default GOOGL trading run's first update, its largest (the
+    critic and the risk head fit a fresh network; later updates stay near 20-45), raise nothing;
+    a critic norm twenty times that does, and the message names the group and says what to do."""
+    first = {"actor": 0.0045, "critic": 105.5, "risk_head": 77.9}
+    assert (
+        fired(healthy(losses=healthy_losses(grad_norm_pre_clip=131.2, clip_norms=first))) == set()
+    )
+    boom = healthy(losses=healthy_losses(clip_norms=first | {"critic": 2500.0}))
+    (alert,) = alerts(boom, T, CAP)
+    assert alert.name == "grad_norm_pre_clip"
+    assert "critic 2.5e+03" in alert.message and "ppo.learning_rate" in alert.message

@@ -17,6 +17,7 @@ from gymnasium import spaces
 from riskppo.config import PolicyConfig
 from riskppo.nn.policy import RecurrentActorCritic
 from riskppo.nn.recurrent import LSTMState
+from riskppo.train.update import clip_groups
 from tests.compilers import needs_c_kernel
 
 SPACES = {
@@ -139,13 +140,13 @@ def test_direct_fused_adam_step_is_bit_identical_to_step(name):
             assert torch.equal(s0[k][field], s1[k][field]), (k, field)
 
 
-def _adam_context(name: str):
+def _adam_context(name: str, grad_clip: str = "per_group"):
     from riskppo import DistributionalPPO
     from riskppo.train.update import UpdateContext, optimizer_step
 
     model = DistributionalPPO("CartPole-v1", seed=0, compile=True, n_envs=2, n_steps=8,
                               batch_size=16, lstm_hidden_size=8, net_arch=[8], optimizer=name,
-                              weight_decay=0.05)  # fmt: skip
+                              weight_decay=0.05, grad_clip=grad_clip)  # fmt: skip
     ctx = UpdateContext(model.config, model.policy, model.critic, model.optimizer,
                         torch.Generator(), 0.01)  # fmt: skip
     g = torch.Generator().manual_seed(9)
@@ -157,20 +158,29 @@ def _adam_context(name: str):
 
 
 @needs_c_kernel()
+@pytest.mark.parametrize("grad_clip", ["per_group", "global"])
 @pytest.mark.parametrize("name", ["adam", "adamw"])
-def test_c_clip_and_adam_equals_the_pytorch_tail(name):
-    """``compile: true``'s C tail (norms, finite check, clipping, Adam/AdamW with weight decay)
-    against the PyTorch tail from the same state: parameters, moments, step counts and the
-    logged norms to float rounding, over steps with and without clipping; a non-finite loss
-    takes no step and changes nothing. (C sums the squares in float64, torch's ``_foreach_norm``
-    in float32: the clip factor, and so the moments, differ in the 6th digit.)"""
+def test_c_clip_and_adam_equals_the_pytorch_tail(name, grad_clip):
+    """``compile: true``'s C tail (norms, finite check, clipping per clip group or global,
+    Adam/AdamW with weight decay) against the PyTorch tail from the same state: parameters,
+    moments, step counts and the logged norms to float rounding, over steps with and without
+    clipping (the critic's gradients 100 times the actor's in one of them, so that per-group
+    clipping clips one group and not the other); a non-finite loss takes no step and changes
+    nothing. (C sums the squares in float64, torch's ``_foreach_norm`` in float32: the clip
+    factor, and so the moments, differ in the 6th digit.)"""
     from riskppo.train.update import UpdateMetrics, _clip_adam_in_c, _clip_and_step
 
-    (ma, a), (mb, b) = _adam_context(name), _adam_context(name)
-    names = ["loss", "x", *(f"{k}_grad_norm" for k in a.groups), "pre", "post"]
+    (ma, a), (mb, b) = _adam_context(name, grad_clip), _adam_context(name, grad_clip)
+    names = ["loss", "x", *(f"{k}_grad_norm" for k in a.groups),
+             *(f"{k}_pre_clip_norm" for k in a.clip_names), "pre", "post"]  # fmt: skip
     g = torch.Generator().manual_seed(4)
-    for scale, loss in [(0.01, 1.0), (30.0, 2.0), (0.1, float("nan")), (5.0, 0.5)]:
-        grads = [torch.randn(q.shape, generator=g) * scale for q in a.params]
+    critic = {id(q) for q in clip_groups(a.policy)["critic"]}
+    for scale, loss, critic_x in [(0.01, 1.0, 1.0), (30.0, 2.0, 1.0), (0.1, float("nan"), 1.0),
+                                  (0.001, 0.7, 1e4), (5.0, 0.5, 1.0)]:  # fmt: skip
+        grads = [
+            torch.randn(q.shape, generator=g) * scale * (critic_x if id(q) in critic else 1.0)
+            for q in a.params
+        ]
         for ctx in (a, b):
             for q, gr in zip(ctx.params, grads):
                 q.grad = gr.clone()

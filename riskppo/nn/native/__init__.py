@@ -260,9 +260,10 @@ def _load() -> tuple[ctypes.CDLL | None, str | None]:
         + (pointers * 3 + [ctypes.c_int] + pointers * 3)
     )
     lib.riskppo_actor_step.restype = ctypes.c_int  # 0, or -1: out of memory
-    lib.riskppo_clip_adam.argtypes = [ctypes.c_int] + pointers * 7 + [ctypes.c_int, ctypes.c_float]
+    lib.riskppo_clip_adam.argtypes = [ctypes.c_int] + pointers * 7 + [ctypes.c_int]
+    lib.riskppo_clip_adam.argtypes += [*pointers, ctypes.c_int, ctypes.c_int, ctypes.c_float]
     lib.riskppo_clip_adam.argtypes += [ctypes.c_double] * 6 + [ctypes.c_int, ctypes.c_void_p]
-    lib.riskppo_clip_adam.restype = ctypes.c_int  # 1: stepped, 0: not finite (skipped)
+    lib.riskppo_clip_adam.restype = ctypes.c_int  # 1: stepped, 0: not finite, -1: bad n_clip
     return lib, None
 
 
