@@ -8,6 +8,7 @@ the field, the value given and what is allowed.
 
 from __future__ import annotations
 
+import os
 import typing
 from typing import Any, Literal
 
@@ -356,6 +357,16 @@ class DataConfig(_Section):
     )
     ffill_limit: int = Field(5, ge=0, description="longest NaN run nan_policy='ffill' fills")
     sort: bool = Field(False, description="data.path only: sort rows by time (unsorted raises)")
+    timestamp_format: str | None = Field(
+        None,
+        description="data.path only: strftime format of the time column ('%d/%m/%Y'), or an "
+        "epoch unit (s, ms, us, ns); default: ISO 8601 and the common formats are tried",
+    )
+    dayfirst: bool | None = Field(
+        None,
+        description="data.path only: read 01/02/2017 as 1 February (true) or 2 January (false); "
+        "default: the order under which the timestamps increase",
+    )
     bars: tuple[int, int, int, int] | None = Field(
         None,
         description="[start, train_end, val_end, end] row positions (0-based, ends exclusive) "
@@ -376,6 +387,17 @@ class DataConfig(_Section):
                     "0 <= start < train_end <= val_end < end"
                 )
         return self
+
+    @field_validator("path")
+    @classmethod
+    def _absolute_path(cls, path: str | None) -> str | None:
+        """A relative path is relative to the working directory when the config is made and
+        kept absolute, so a run directory's ``config.yaml`` finds the data from anywhere."""
+        if path is None:
+            return None
+        if not path.strip():
+            raise ValueError("empty; give the path of a CSV or Parquet file, or null")
+        return os.path.abspath(os.path.expanduser(path))
 
     @field_validator("symbol")
     @classmethod

@@ -43,6 +43,8 @@ def data_kwargs(data: DataConfig) -> dict[str, Any]:
         "nan_policy": data.nan_policy,
         "ffill_limit": data.ffill_limit,
         "sort": data.sort,
+        "timestamp_format": data.timestamp_format,
+        "dayfirst": data.dayfirst,
         "bars": data.bars,
     }
 
