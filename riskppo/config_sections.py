@@ -273,6 +273,11 @@ class BCConfig(_Section):
     def _source_fields(self) -> BCConfig:
         if (self.source == "file") != (self.path is not None):
             raise ValueError("bc.path (a demonstration file) is needed exactly with source: file")
+        if self.source != "rollout" and self.bc_coef == 0:
+            raise ValueError(
+                f"bc.source={self.source} with bc.bc_coef=0 clones nothing; set bc.bc_coef "
+                "above 0 (e.g. bc.bc_coef=1) to learn from the demonstrations"
+            )
         if self.teacher is not None and self.source != "teacher":
             raise ValueError("bc.teacher applies to source: teacher only")
         return self
@@ -337,6 +342,9 @@ class CheckpointConfig(_Section):
 
     every_updates: int | None = Field(None, ge=1)
     keep_last: int = Field(3, ge=1)
+
+
+TRADING_ID = "riskppo/Trading-v0"  # the trading env's Gymnasium id (riskppo.envs.registration)
 
 
 class DataConfig(_Section):

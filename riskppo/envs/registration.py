@@ -20,8 +20,9 @@ from typing import Any
 import gymnasium as gym
 
 from riskppo.config import DataConfig
+from riskppo.config_sections import TRADING_ID
 
-TRADING_ID = "riskppo/Trading-v0"
+__all__ = ["TRADING_ID", "data_kwargs", "data_label", "register_envs"]
 SIMPLE_IDS = {
     "riskppo/RiskyChoice-v0": "riskppo.envs.risk_envs:RiskyChoiceEnv",
     "riskppo/Chain-v0": "riskppo.envs.risk_envs:ChainEnv",

@@ -32,6 +32,7 @@ from stable_baselines3.common.vec_env import (
 )
 
 from riskppo.config import DataConfig, EnvConfig
+from riskppo.envs.kwargs_check import check_env_kwargs
 from riskppo.envs.registration import TRADING_ID, data_kwargs, register_envs
 
 EnvSpec = str | Callable[[], gym.Env] | VecEnv
@@ -345,7 +346,10 @@ class MakeFromId:
 
 
 def env_kwargs(env: EnvSpec, cfg: EnvConfig, data: DataConfig | None, part: str) -> dict[str, Any]:
-    """Keyword arguments for the env factory; the trading env also gets its data and split."""
+    """Keyword arguments for the env factory; the trading env also gets its data and split.
+    An id's ``env.kwargs`` are checked against its constructor (:func:`check_env_kwargs`)."""
+    if isinstance(env, str):
+        check_env_kwargs(env, cfg.kwargs)
     kwargs = dict(cfg.kwargs)
     if env == TRADING_ID and data is not None:
         kwargs.update(data_kwargs(data), part=part)
