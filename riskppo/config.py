@@ -314,8 +314,9 @@ def unknown_key_message(loc: tuple[int | str, ...]) -> str:
 
 
 def suggest(name: str, valid: list[str], section: tuple[int | str, ...] = ()) -> str:
-    """``did you mean X?`` for the valid name closest to ``name`` (:func:`difflib.get_close_matches`),
-    else the list of valid names; both prefixed with ``section`` (dotted)."""
+    """``did you mean X?`` for the valid name closest to ``name``
+    (:func:`difflib.get_close_matches`), else the list of valid names; both prefixed with
+    ``section`` (dotted)."""
     prefix = "".join(f"{part}." for part in section)
     close = difflib.get_close_matches(name, valid, n=1, cutoff=0.6)
     if close:
