@@ -153,8 +153,11 @@ def cmd_backtest(args: argparse.Namespace) -> int:
 
 def cmd_record(args: argparse.Namespace) -> int:
     """``riskppo record``: a demonstration file for ``bc.source: file`` (R-ALG-12)."""
+    from riskppo.data.demos import check_demonstration_suffix
     from riskppo.train.record import record_run, record_strategy, write_demonstrations
     from riskppo.train.rundir import latest_checkpoint
+
+    check_demonstration_suffix(args.out)  # before anything is recorded
 
     if args.run:
         if args.config or args.set:
@@ -308,7 +311,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.name not in names:
         raise ConfigError(f"unknown benchmark {args.name!r}; choose from {names}")
     cmd = [sys.executable, str(root / f"{args.name}.py"), *args.rest]
-    return subprocess.run(cmd, cwd=root, check=False).returncode
+    return subprocess.run(cmd, check=False).returncode  # in the user's cwd: their paths
 
 
 def non_negative_int(text: str) -> int:

@@ -50,6 +50,10 @@ def user_error(exc: BaseException) -> str | None:
     """The one-line message for an error that is the user's input (a bad or missing run
     directory, checkpoint, data file, env or path), or ``None`` for anything else (a bug:
     traceback)."""
+    from riskppo.envs.data_errors import DataError
+
+    if isinstance(exc, DataError):  # its remedy as --set options
+        return f"riskppo: data error: {exc.render(cli=True)}{_advice(exc)}"
     for kinds, label in _user_errors():
         if isinstance(exc, kinds):
             return f"riskppo: {label}{exc}{_advice(exc)}"
@@ -67,7 +71,6 @@ def _user_errors() -> list[tuple[type[BaseException] | tuple[type[BaseException]
     from gymnasium.error import DependencyNotInstalled, DeprecatedEnv, UnregisteredEnv
 
     from riskppo.data.demos import DemonstrationError
-    from riskppo.envs.data import DataError
     from riskppo.pbt.state import ResumeError
     from riskppo.pbt.storage import PopulationStopped
     from riskppo.safefs import UnsafePathError
@@ -82,7 +85,6 @@ def _user_errors() -> list[tuple[type[BaseException] | tuple[type[BaseException]
         (RunLockError, "run directory locked: "),
         (RunDirError, ""),
         (UnsafePathError, "unsafe path: "),
-        (DataError, "data error: "),
         (CheckpointError, "checkpoint error: "),
         ((EnvOutputError, NonFiniteInputError), "env error: "),
         ((UnregisteredEnv, DeprecatedEnv, DependencyNotInstalled), "env error: "),
@@ -98,9 +100,9 @@ def _advice(exc: BaseException) -> str:
     """What to do, for the errors whose own message does not say it."""
     from gymnasium.error import UnregisteredEnv
 
-    from riskppo.envs.data import DataError
+    from riskppo.envs.data_errors import DataError
 
-    if isinstance(exc, DataError):
+    if isinstance(exc, DataError) and exc.remedy is None:
         return (
             "; fix the file or point data.path at another one (accepted columns and formats: "
             "docs/data.md)"

@@ -11,7 +11,9 @@ re-exported here.
 
 from __future__ import annotations
 
+import difflib
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,7 @@ from riskppo.config_limits import (
     rollout_bytes,
 )
 from riskppo.config_sections import (
+    TRADING_ID,
     TUNABLE,
     AdversarialConfig,
     BCConfig,
@@ -166,6 +169,16 @@ class Config(_Section):
         if "risk.cvar_limit" in self.pbt.hyperparams and self.risk.cvar_limit is None:
             raise ValueError("pbt.hyperparams tunes risk.cvar_limit but risk.cvar_limit is None")
         self._check_parameters()
+        if self.env.id == TRADING_ID and self.risk.cvar_limit is not None:
+            scale = self.env.kwargs.get("reward_scale", 1.0)
+            scale = float(scale) if isinstance(scale, int | float) and scale > 0 else 1.0
+            problem = log_return_limit_problem(self.risk.cvar_limit / scale)
+            if problem:
+                r = self.risk
+                raise ValueError(
+                    f"risk.cvar_limit={r.cvar_limit}: the trading reward is a log return, so "
+                    f"the worst {r.cvar_alpha:.0%} of {r.cvar_horizon}-bar periods {problem}"
+                )
         return self
 
     def _check_parameters(self) -> None:
@@ -251,6 +264,21 @@ class Config(_Section):
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)
 
 
+def log_return_limit_problem(limit: float) -> str | None:
+    """What is wrong with a CVaR limit on log returns (``None`` if nothing): above 0 it asks
+    the worst periods to gain; below -1 (a loss of 1 - e^-1 = 63%) it constrains nothing a
+    trader would accept. Both are read as a percentage or a sign slip (4 or -4 for -4%)."""
+    if -1.0 <= limit <= 0.0:
+        return None
+    pct = abs(limit) if abs(limit) >= 1 else 100 * abs(limit)
+    fix = f"; for a {pct:g}% loss write risk.cvar_limit={-pct / 100:g}"
+    if limit > 0:
+        gain = f"would have to gain {math.expm1(limit):.1%} on average"
+        return f"{gain}: even the worst periods would make money; a loss limit is negative{fix}"
+    loss = f"may lose {-math.expm1(limit):.1%} on average"
+    return f"{loss}: a limit below -1 (a 63% loss) constrains nothing{fix}"
+
+
 def _check_expansion(data: Any, where: str) -> None:
     problem = expansion_problem(data)
     if problem is not None:
@@ -281,8 +309,35 @@ def _format_validation_error(exc: ValidationError) -> str:
         given = err.get("input")
         shown = short(given) if not isinstance(given, dict) else "{...}"
         msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = unknown_key_message(err["loc"])
         lines.append(f"{loc}: {msg} (got {shown})" if loc else msg)
     return "invalid configuration: " + "; ".join(lines)
+
+
+def unknown_key_message(loc: tuple[int | str, ...]) -> str:
+    """``unknown key; did you mean ppo.learning_rate?`` for the mistyped key at ``loc``
+    (``("ppo", "learnin_rate")``), or the section's valid keys when none is close."""
+    model: type[_Section] | type[Config] = Config
+    for part in loc[:-1]:
+        field = model.model_fields.get(str(part))
+        inner = field.annotation if field is not None else None
+        if not (isinstance(inner, type) and issubclass(inner, _Section)):
+            return "unknown key"
+        model = inner
+    return "unknown key; " + suggest(str(loc[-1]), list(model.model_fields), loc[:-1])
+
+
+def suggest(name: str, valid: list[str], section: tuple[int | str, ...] = ()) -> str:
+    """``did you mean X?`` for the valid name closest to ``name``
+    (:func:`difflib.get_close_matches`), else the list of valid names; both prefixed with
+    ``section`` (dotted)."""
+    prefix = "".join(f"{part}." for part in section)
+    close = difflib.get_close_matches(name, valid, n=1, cutoff=0.6)
+    if close:
+        return f"did you mean {prefix}{close[0]}?"
+    where = f" of {prefix[:-1]}" if prefix else ""
+    return f"valid keys{where}: {', '.join(valid)}"
 
 
 def set_by_path(data: dict[str, Any], dotted: str, value: Any) -> None:

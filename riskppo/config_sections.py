@@ -8,6 +8,7 @@ the field, the value given and what is allowed.
 
 from __future__ import annotations
 
+import os
 import typing
 from typing import Any, Literal
 
@@ -513,6 +514,11 @@ class BCConfig(_Section):
     def _source_fields(self) -> BCConfig:
         if (self.source == "file") != (self.path is not None):
             raise ValueError("bc.path (a demonstration file) is needed exactly with source: file")
+        if self.source != "rollout" and self.bc_coef == 0:
+            raise ValueError(
+                f"bc.source={self.source} with bc.bc_coef=0 clones nothing; set bc.bc_coef "
+                "above 0 (e.g. bc.bc_coef=1) to learn from the demonstrations"
+            )
         if self.teacher is not None and self.source != "teacher":
             raise ValueError("bc.teacher applies to source: teacher only")
         return self
@@ -679,6 +685,9 @@ class CheckpointConfig(_Section):
     )
 
 
+TRADING_ID = "riskppo/Trading-v0"  # the trading env's Gymnasium id (riskppo.envs.registration)
+
+
 class DataConfig(_Section):
     """Trading data source (R-TRADE-1)."""
 
@@ -712,6 +721,16 @@ class DataConfig(_Section):
     )
     ffill_limit: int = Field(5, ge=0, description="longest NaN run nan_policy='ffill' fills")
     sort: bool = Field(False, description="data.path only: sort rows by time (unsorted raises)")
+    timestamp_format: str | None = Field(
+        None,
+        description="data.path only: strftime format of the time column ('%d/%m/%Y'), or an "
+        "epoch unit (s, ms, us, ns); default: ISO 8601 and the common formats are tried",
+    )
+    dayfirst: bool | None = Field(
+        None,
+        description="data.path only: read 01/02/2017 as 1 February (true) or 2 January (false); "
+        "default: the order under which the timestamps increase",
+    )
     bars: tuple[int, int, int, int] | None = Field(
         None,
         description="[start, train_end, val_end, end] row positions (0-based, ends exclusive) "
@@ -732,6 +751,17 @@ class DataConfig(_Section):
                     "0 <= start < train_end <= val_end < end"
                 )
         return self
+
+    @field_validator("path")
+    @classmethod
+    def _absolute_path(cls, path: str | None) -> str | None:
+        """A relative path is relative to the working directory when the config is made and
+        kept absolute, so a run directory's ``config.yaml`` finds the data from anywhere."""
+        if path is None:
+            return None
+        if not path.strip():
+            raise ValueError("empty; give the path of a CSV or Parquet file, or null")
+        return os.path.abspath(os.path.expanduser(path))
 
     @field_validator("symbol")
     @classmethod

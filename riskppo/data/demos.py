@@ -51,15 +51,30 @@ __all__ = [
 ]
 
 FIELDS: tuple[str, ...] = ("observations", "actions", "episode_starts", "returns")
+SAFETENSORS_SUFFIX = ".safetensors"
 _REQUIRED = FIELDS[:3]
+
+
+def check_demonstration_suffix(path: str | Path) -> None:
+    """Raise :class:`DemonstrationError` unless ``path`` ends in ``.safetensors`` or a Parquet
+    suffix (``.parquet``/``.pq``): a demonstration file is read back by its suffix."""
+    path = Path(path)
+    if path.suffix.lower() not in (SAFETENSORS_SUFFIX, *PARQUET_SUFFIXES):
+        raise DemonstrationError(
+            f"{path}: a demonstration file is safetensors or Parquet, not "
+            f"{repr(path.suffix) if path.suffix else 'a name without a suffix'}; write it as "
+            f"{path.with_suffix(SAFETENSORS_SUFFIX)} (or .parquet for a table)"
+        )
 
 
 def save_demonstrations(
     path: str | Path, demos: Demonstrations, metadata: dict[str, str] | None = None
 ) -> Path:
-    """Write ``demos`` to a safetensors file, or a Parquet table for a ``.parquet``/``.pq``
-    path; ``metadata``: strings kept in the file's header (schema)."""
+    """Write ``demos`` to a ``.safetensors`` file, or a Parquet table for a
+    ``.parquet``/``.pq`` path (any other suffix raises :class:`DemonstrationError`);
+    ``metadata``: strings kept in the file's header (schema)."""
     path = Path(path)
+    check_demonstration_suffix(path)
     if path.suffix.lower() in PARQUET_SUFFIXES:
         return write_parquet_demonstrations(path, demos, metadata)
     tensors = {

@@ -53,6 +53,7 @@ import numpy as np
 import pandas as pd
 
 from riskppo.config_yaml import short
+from riskppo.envs.data_errors import DataError, Remedy
 from riskppo.envs.data_limits import (
     DataTooLarge,
     check_parquet_size,
@@ -69,7 +70,6 @@ from riskppo.envs.splits import (
     walk_forward,
 )
 from riskppo.envs.timestamps import (
-    DataError,
     _find_time_values,
     _norm_name,
     _parse_timestamps,
@@ -118,8 +118,15 @@ _ALIASES: dict[str, str] = {
 }
 # Read as the close when the input has no close column (nor open/high/low), first present wins.
 _CLOSE_FALLBACKS: tuple[str, ...] = ("adj_close", "price", "value")
-# Cells that mean "no value" besides empty ones: FRED exports mark holidays with ".".
-_MISSING_TEXT: tuple[str, ...] = ("", ".")
+# Cells that mean "no value" (compared case-insensitively, after stripping spaces): empty; "."
+# (FRED exports mark holidays with it); "ND" (the Federal Reserve's Data Download Program: no
+# data); "-" (spreadsheets and many broker exports); and the NA spellings pandas' read_csv
+# recognises by default ("NA", "N/A", "#N/A", "NaN", "null", "None", ...), so that a Parquet file
+# or an in-memory frame of text reads as its CSV would.
+_MISSING_TEXT: frozenset[str] = frozenset(
+    {"", ".", "-", "nd", "na", "n/a", "#n/a", "#n/a n/a", "#na", "nan", "-nan", "null", "none",
+     "<na>", "nat"}
+)  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------------
@@ -146,7 +153,8 @@ def load_ohlcv(
     absent from the result when the file lacks them. Without a ``close`` column (and without
     open/high/low) the close is the first of ``adj close``, ``price``, ``value``; failing those,
     a file of a time column and exactly one other column (a FRED export: ``DATE,SP500``) reads
-    that column as the close. Empty cells and ``"."`` are missing values (``nan_policy``).
+    that column as the close. Empty cells, ``"."`` (FRED), ``"NA"``, ``"N/A"``, ``"-"`` and the
+    other spellings of :data:`_MISSING_TEXT` are missing values (``nan_policy``).
 
     Args:
         path: ``.csv`` (optionally compressed: ``.csv.gz`` …), ``.txt`` (CSV) or
@@ -418,7 +426,7 @@ def _numeric(s: pd.Series, name: str, ts: np.ndarray, source: str) -> np.ndarray
     if pd.api.types.is_numeric_dtype(s.dtype):
         return np.asarray(s.to_numpy(dtype=np.float64, na_value=np.nan), dtype=np.float64)
     text = s.astype("string").str.strip().fillna("")
-    missing = text.isin(_MISSING_TEXT)
+    missing = text.str.lower().isin(_MISSING_TEXT)
     num = pd.to_numeric(text.mask(missing, pd.NA), errors="coerce")
     out = np.asarray(num.to_numpy(dtype=np.float64, na_value=np.nan), dtype=np.float64)
     bad = np.flatnonzero(np.isnan(out) & ~missing.to_numpy(dtype=bool))
@@ -454,10 +462,10 @@ def _check_time_order(ts: np.ndarray, rows: np.ndarray, source: str, sorted_: bo
     assert not sorted_
     raise DataError(
         source,
-        f"timestamps are not sorted: this row is earlier than data row {rows[i]} "
-        f"({_when(ts, i)}); pass sort=True to sort rows by time",
+        f"timestamps are not sorted: this row is earlier than data row {rows[i]} ({_when(ts, i)})",
         row=int(rows[i + 1]),
         when=_when(ts, i + 1),
+        remedy=Remedy((("sort", True),), "to sort the rows by time"),
     )
 
 
@@ -495,19 +503,8 @@ def _apply_nan_policy(
             worst = (int(starts[0]), name, int(lengths[0]))
     if worst is not None:
         s0, name, ln = worst
-        if ln > 1:
-            run = f"a run of {ln} missing values (data rows {rows[s0]}-{rows[s0 + ln - 1]})"
-        else:
-            run = "a run of 1 missing value"
-        if policy == "raise":
-            hint = f"nan_policy='raise' (use nan_policy='ffill', ffill_limit>={ln} to fill)"
-        elif s0 == 0:
-            hint = "cannot forward-fill: the first row has no earlier value"
-        else:
-            hint = f"longer than ffill_limit={limit}"
-        raise DataError(
-            source, f"NaN in column {name!r}: {run}; {hint}", row=int(rows[s0]), when=_when(ts, s0)
-        )
+        problem, remedy = _nan_problem(name, rows[s0 : s0 + ln], s0 == 0, policy, limit)
+        raise DataError(source, problem, row=int(rows[s0]), when=_when(ts, s0), remedy=remedy)
     if policy == "ffill":
         for name, v in values.items():
             mask = np.isnan(v)
@@ -515,6 +512,30 @@ def _apply_nan_policy(
                 idx = np.where(mask, 0, np.arange(len(v)))
                 np.maximum.accumulate(idx, out=idx)
                 values[name] = v[idx]
+
+
+def _nan_problem(
+    name: str, run_rows: np.ndarray, at_start: bool, policy: NanPolicy, limit: int
+) -> tuple[str, Remedy | None]:
+    """What is wrong with the run of missing values at data rows ``run_rows`` of column ``name``
+    (``at_start``: in the first row after sorting) under ``policy``, and the settings that would
+    fill it (none at the start)."""
+    ln = len(run_rows)
+    run = f"a run of {ln} missing values (data rows {run_rows[0]}-{run_rows[-1]})"
+    if ln == 1:
+        run = "a run of 1 missing value"
+    problem = f"NaN in column {name!r}: {run}"
+    fill = "to forward-fill it"
+    if at_start:
+        return f"{problem}; the first row has no earlier value to forward-fill it from", None
+    if policy == "ffill":
+        return f"{problem}, longer than the forward-fill limit of {limit}", Remedy(
+            (("ffill_limit", ln),), fill
+        )
+    settings: tuple[tuple[str, object], ...] = (("nan_policy", "ffill"),)
+    if ln > limit:
+        settings += (("ffill_limit", ln),)
+    return problem, Remedy(settings, fill)
 
 
 def _check_values(

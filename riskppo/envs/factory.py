@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import pandas as pd
 
@@ -17,17 +17,26 @@ from riskppo.envs.trading import TradingEnv
 SPLIT_PARTS = ("train", "val", "test")
 
 
+class FileOptions(NamedTuple):
+    """How ``data.path`` is read: the ``data.*`` keys of the same names, passed to
+    :func:`~riskppo.envs.data.load_ohlcv`."""
+
+    nan_policy: NanPolicy = "raise"
+    ffill_limit: int = 5
+    sort: bool = False
+    timestamp_format: str | None = None
+    dayfirst: bool | None = None
+
+
 @lru_cache(maxsize=8)
 def _frame(
-    dataset: str | None,
-    path: str | None,
-    nan_policy: NanPolicy = "raise",
-    ffill_limit: int = 5,
-    sort: bool = False,
-    symbol: str | None = None,
+    dataset: str | None, path: str | None, options: FileOptions, symbol: str | None = None
 ) -> pd.DataFrame:
     if path is not None:
-        return load_ohlcv(path, nan_policy=nan_policy, ffill_limit=ffill_limit, sort=sort)
+        try:
+            return load_ohlcv(path, **options._asdict())
+        except DataError as exc:  # its remedy spelled as the config keys that set it
+            raise exc.in_section("data") from None
     if dataset is None:
         names = " | ".join(repr(k) for k in DATASETS)
         raise ValueError(f"trading env: set data.dataset ({names}) or data.path")
@@ -43,20 +52,25 @@ def trading_range(
     nan_policy: NanPolicy = "raise",
     ffill_limit: int = 5,
     sort: bool = False,
+    timestamp_format: str | None = None,
+    dayfirst: bool | None = None,
     symbol: str | None = None,
     bars: Sequence[int] | None = None,
 ) -> tuple[pd.DataFrame, int, int]:
     """The full frame and the ``[lo, hi)`` bar range of ``part`` of the time split.
 
-    ``nan_policy``, ``ffill_limit`` and ``sort`` (``data.*`` in the config) go to
-    :func:`~riskppo.envs.data.load_ohlcv` for a ``path``; bundled datasets ignore them.
+    ``nan_policy``, ``ffill_limit``, ``sort``, ``timestamp_format`` and ``dayfirst``
+    (``data.*`` in the config, :class:`FileOptions`) go to
+    :func:`~riskppo.envs.data.load_ohlcv` for a ``path``; bundled datasets ignore them. A
+    :class:`~riskppo.envs.data.DataError` from the file names its remedy as ``data.*`` keys.
     ``symbol`` picks the stock of a multi-asset dataset (``sp500``).
     ``bars`` (``data.bars``: ``[start, train_end, val_end, end]`` row positions) replaces the
     fractional ``split``; the frame is then cut at ``end``, so nothing after it can reach the
     env (a walk-forward segment sees only its own past)."""
     if part not in SPLIT_PARTS:
         raise ValueError(f"trading env: part must be one of {SPLIT_PARTS}, got {part!r}")
-    df = _frame(dataset, path, nan_policy, ffill_limit, sort, symbol)
+    options = FileOptions(nan_policy, ffill_limit, sort, timestamp_format, dayfirst)
+    df = _frame(dataset, path, options, symbol)
     if bars is not None:
         return _bar_range(df, tuple(bars), part, path or str(dataset))
     try:
@@ -91,6 +105,8 @@ def make_trading_env(
     nan_policy: NanPolicy = "raise",
     ffill_limit: int = 5,
     sort: bool = False,
+    timestamp_format: str | None = None,
+    dayfirst: bool | None = None,
     symbol: str | None = None,
     bars: Sequence[int] | None = None,
     **env_kwargs: Any,
@@ -105,6 +121,8 @@ def make_trading_env(
         nan_policy=nan_policy,
         ffill_limit=ffill_limit,
         sort=sort,
+        timestamp_format=timestamp_format,
+        dayfirst=dayfirst,
         symbol=symbol,
         bars=bars,
     )

@@ -21,8 +21,9 @@ from typing import Any
 import gymnasium as gym
 
 from riskppo.config import ConfigError, DataConfig, RiskConfig
+from riskppo.config_sections import TRADING_ID
 
-TRADING_ID = "riskppo/Trading-v0"
+__all__ = ["TRADING_ID", "data_kwargs", "data_label", "register_envs", "resolve_overlay"]
 SIMPLE_IDS = {
     "riskppo/RiskyChoice-v0": "riskppo.envs.risk_envs:RiskyChoiceEnv",
     "riskppo/Chain-v0": "riskppo.envs.risk_envs:ChainEnv",
@@ -44,6 +45,8 @@ def data_kwargs(data: DataConfig) -> dict[str, Any]:
         "nan_policy": data.nan_policy,
         "ffill_limit": data.ffill_limit,
         "sort": data.sort,
+        "timestamp_format": data.timestamp_format,
+        "dayfirst": data.dayfirst,
         "bars": data.bars,
     }
 

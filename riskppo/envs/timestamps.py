@@ -9,8 +9,8 @@ wrapping around silently.
 
 Epoch times: a time column whose every value is an integer of at least 9 digits (text or
 numbers) is read as Unix epoch time, the unit chosen by magnitude (< 1e11: seconds, < 1e14:
-milliseconds, < 1e17: microseconds, else nanoseconds); pass ``timestamp_format="s"`` etc. to
-fix the unit. Other numeric values that do not parse get a hint naming ``timestamp_format``.
+milliseconds, < 1e17: microseconds, else nanoseconds); ``timestamp_format="s"`` etc.
+fixes the unit. Other numeric values that do not parse get a hint naming ``timestamp_format``.
 """
 
 from __future__ import annotations
@@ -21,6 +21,9 @@ import numpy as np
 import pandas as pd
 
 from riskppo.config_yaml import short
+from riskppo.envs.data_errors import DataError, Remedy
+
+__all__ = ["DataError"]
 
 _TIME_COLUMNS: tuple[str, ...] = (
     "timestamp",
@@ -44,24 +47,6 @@ _SLASH_MDY = ("%m/%d/%Y %H:%M:%S", "%m/%d/%Y %H:%M", "%m/%d/%Y")
 _SLASH_DMY = ("%d/%m/%Y %H:%M:%S", "%d/%m/%Y %H:%M", "%d/%m/%Y")
 _OTHER = ("%Y/%m/%d %H:%M:%S", "%Y/%m/%d %H:%M", "%Y/%m/%d", "%Y%m%d")
 _EPOCH_UNITS = ("s", "ms", "us", "ns")
-
-
-class DataError(ValueError):
-    """Malformed market data. The message names the source, the row (if any) and the problem.
-
-    Attributes:
-        source: the file path (or a label for in-memory frames).
-        row: 1-based data row number of the offending row, or ``None`` for file-level problems.
-    """
-
-    def __init__(self, source: str, problem: str, *, row: int | None = None, when: str = ""):
-        where = ""
-        if row is not None:
-            where = f"data row {row}" + (f" (timestamp {when})" if when else "") + ": "
-        super().__init__(f"{source}: {where}{problem}")
-        self.source = source
-        self.row = row
-        self.problem = problem
 
 
 def _norm_name(name: object) -> str:
@@ -157,8 +142,12 @@ def _parse_timestamps(
             fmts = [f for f, _ in complete]
             raise DataError(
                 source,
-                f"ambiguous timestamps: every row parses under {fmts}; "
-                "pass dayfirst=True/False or timestamp_format=...",
+                f"ambiguous timestamps: every row parses under {fmts}",
+                remedy=Remedy(
+                    (("dayfirst", True), ("dayfirst", False)),
+                    "for day/month/year or month/day/year dates (or give timestamp_format)",
+                    alternatives=True,
+                ),
             )
     return _require_parsed(s, complete[0][1], source)
 
@@ -191,14 +180,16 @@ def _require_parsed(original: pd.Series, parsed: pd.Series, source: str) -> np.n
         i = int(bad[0])
         value = original.iloc[i]
         what = "missing timestamp" if pd.isna(value) else f"unparsable timestamp {short(value)}"
-        more = f" ({len(bad)} bad rows in all)" if len(bad) > 1 else ""
-        hint = ""
+        what += f" ({len(bad)} bad rows in all)" if len(bad) > 1 else ""
+        remedy = None
         if not pd.isna(value) and _NUMBER_RE.fullmatch(str(value).strip()):
-            hint = (
-                "; it is a number: for epoch times pass timestamp_format='s' (seconds) or "
-                "'ms' (milliseconds)"
+            what += "; it is a number"
+            remedy = Remedy(
+                (("timestamp_format", "s"), ("timestamp_format", "ms")),
+                "for epoch times in seconds or milliseconds",
+                alternatives=True,
             )
-        raise DataError(source, what + more + hint, row=i + 1)
+        raise DataError(source, what, row=i + 1, remedy=remedy)
     arr = np.asarray(parsed.to_numpy())
     unit = np.datetime_data(arr.dtype)[0]
     if unit != "ns":

@@ -32,6 +32,7 @@ from stable_baselines3.common.vec_env import (
 )
 
 from riskppo.config import DataConfig, EnvConfig, RiskConfig
+from riskppo.envs.kwargs_check import check_env_kwargs
 from riskppo.envs.registration import TRADING_ID, data_kwargs, register_envs, resolve_overlay
 
 EnvSpec = str | Callable[[], gym.Env] | VecEnv
@@ -352,7 +353,10 @@ def env_kwargs(
     risk: RiskConfig | None = None,
 ) -> dict[str, Any]:
     """Keyword arguments for the env factory; the trading env also gets its data and split, and
-    a risk ``overlay`` its limit from ``risk`` (see ``registration.resolve_overlay``)."""
+    a risk ``overlay`` its limit from ``risk`` (see ``registration.resolve_overlay``). An id's
+    ``env.kwargs`` are checked against its constructor (:func:`check_env_kwargs`)."""
+    if isinstance(env, str):
+        check_env_kwargs(env, cfg.kwargs)
     kwargs = resolve_overlay(cfg.kwargs, risk)
     if env == TRADING_ID and data is not None:
         kwargs.update(data_kwargs(data), part=part)

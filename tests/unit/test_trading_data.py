@@ -149,7 +149,7 @@ def test_unsorted_timestamps_raise_unless_sort(tmp_path):
     rows = list(GOOD_ROWS)
     rows[1], rows[2] = rows[2], rows[1]
     path = write_csv(tmp_path, rows)
-    assert_error(path, "not sorted", 3)
+    assert_error(path, "not sorted.*; pass sort=True to sort the rows by time$", 3)
     df = load_ohlcv(path, sort=True)
     assert df.index.is_monotonic_increasing and len(df) == len(rows)
     assert df.loc["2020-01-02", "close"] == 11.0
@@ -196,7 +196,10 @@ def test_nan_ffill_within_and_beyond_limit(tmp_path):
     rows = replace_row(3, "2020-01-03,11,11.5,10.5,,11.1,300")
     rows[3] = "2020-01-06,11.2,11.8,10.9,,11.4,400"
     path = write_csv(tmp_path, rows)
-    err = assert_error(path, "longer than ffill_limit=1", 3, nan_policy="ffill", ffill_limit=1)
+    err = assert_error(
+        path, "longer than the forward-fill limit of 1; pass ffill_limit=2 to", 3,
+        nan_policy="ffill", ffill_limit=1,
+    )  # fmt: skip
     assert "run of 2" in str(err)
     # within a limit of 2 both are filled with the last close
     df = load_ohlcv(path, nan_policy="ffill", ffill_limit=2)
@@ -421,13 +424,14 @@ def test_data_config_options_reach_the_loader(tmp_path):
     ]
     path = write_csv(tmp_path, rows)
     cfg = apply_overrides(Config(), [f"data.path={path}"])
-    with pytest.raises(DataError, match="not sorted"):
+    # each error's remedy is spelled as the config keys that set it
+    with pytest.raises(DataError, match=r"not sorted.*; set data.sort=true to sort the rows"):
         trading_range(part="train", **data_kwargs(cfg.data))
     cfg = apply_overrides(cfg, ["data.sort=true"])
-    with pytest.raises(DataError, match="nan_policy='raise'"):
+    with pytest.raises(DataError, match=r"; set data.nan_policy=ffill to forward-fill it$"):
         trading_range(part="train", **data_kwargs(cfg.data))
     cfg = apply_overrides(cfg, ["data.nan_policy=ffill", "data.ffill_limit=0"])
-    with pytest.raises(DataError, match="ffill_limit=0"):
+    with pytest.raises(DataError, match=r"limit of 0; set data.ffill_limit=1 to forward-fill"):
         trading_range(part="train", **data_kwargs(cfg.data))
     cfg = apply_overrides(cfg, ["data.ffill_limit=1"])
     df, _lo, _hi = trading_range(part="train", **data_kwargs(cfg.data))
@@ -448,7 +452,7 @@ def test_data_nan_policy_reaches_the_training_env(tmp_path):
     base = Config.from_yaml(Path(__file__).parents[2] / "riskppo/configs/trading_googl.yaml")
     over = [f"data.path={path}", "env.n_envs=2", "ppo.n_steps=16", "ppo.batch_size=32"]
     over += ["env.kwargs.features=[ret_1,vol_20]", "env.kwargs.episode_length=50"]
-    with pytest.raises(ValueError, match=r"NaN in column 'close'.*nan_policy='raise'"):
+    with pytest.raises(ValueError, match=r"NaN in column 'close'.*set data.nan_policy=ffill"):
         DistributionalPPO(config=apply_overrides(base, over))
     model = DistributionalPPO(config=apply_overrides(base, [*over, "data.nan_policy=ffill"]))
     model.close()

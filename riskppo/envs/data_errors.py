@@ -1,0 +1,100 @@
+"""The error of malformed market data, and the settings that would avoid it, spelled for whoever
+reads them.
+
+A :class:`DataError` may carry a :class:`Remedy`: settings of :func:`~riskppo.envs.load_ohlcv`
+(``sort=True``) that would load the file. Its message spells them as the reader typed them:
+
+* a caller of ``load_ohlcv``: ``pass sort=True to sort the rows by time``;
+* a config (``data`` section, :meth:`DataError.in_section`): ``set data.sort=true ...``;
+* the command line (:meth:`DataError.render` with ``cli=True``): ``add --set data.sort=true ...``.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class Remedy(NamedTuple):
+    """Keyword arguments of ``load_ohlcv`` that avoid an error, and what they do.
+
+    Attributes:
+        settings: ``(name, value)`` pairs, all needed together — or, with ``alternatives``,
+            each one on its own.
+        effect: what they do, e.g. ``"to sort the rows by time"``.
+        alternatives: the settings are alternatives (joined with "or", not "and").
+    """
+
+    settings: tuple[tuple[str, object], ...]
+    effect: str
+    alternatives: bool = False
+
+    def text(self, section: str | None = None, *, cli: bool = False) -> str:
+        """The remedy in the reader's words: Python keywords (``section`` None), config keys
+        under ``section`` or, with ``cli``, ``--set`` options."""
+        if section is None:
+            verb, parts = "pass", [f"{k}={v!r}" for k, v in self.settings]
+        else:
+            keys = [f"{section}.{k}={_yaml_scalar(v)}" for k, v in self.settings]
+            verb, parts = ("add", [f"--set {k}" for k in keys]) if cli else ("set", keys)
+        joiner = " or " if self.alternatives else (" " if cli and section else ", ")
+        return f"{verb} {joiner.join(parts)} {self.effect}"
+
+
+def _yaml_scalar(value: object) -> str:
+    """``value`` as typed in YAML or after ``--set key=``: ``true``, ``null``, ``ffill``."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "null" if value is None else str(value)
+
+
+class DataError(ValueError):
+    """Malformed market data. The message names the source, the row (if any) and the problem,
+    then the remedy (if any) in the reader's words.
+
+    Attributes:
+        source: the file path (or a label for in-memory frames).
+        row: 1-based data row number of the offending row, or ``None`` for file-level problems.
+        problem: what is wrong, without source, row and remedy.
+        remedy: settings that would load the data, or ``None``.
+        section: the config section the settings live in (``"data"``), or ``None`` when the
+            reader called ``load_ohlcv`` directly.
+    """
+
+    def __init__(
+        self,
+        source: str,
+        problem: str,
+        *,
+        row: int | None = None,
+        when: str = "",
+        remedy: Remedy | None = None,
+        section: str | None = None,
+    ):
+        self.source = source
+        self.row = row
+        self.when = when
+        self.problem = problem
+        self.remedy = remedy
+        self.section = section
+        super().__init__(self.render())
+
+    def render(self, *, cli: bool = False) -> str:
+        """The one-line message; ``cli``: the remedy as ``--set`` options (when in a section)."""
+        where = ""
+        if self.row is not None:
+            where = (
+                f"data row {self.row}" + (f" (timestamp {self.when})" if self.when else "") + ": "
+            )
+        fix = f"; {self.remedy.text(self.section, cli=cli)}" if self.remedy else ""
+        return f"{self.source}: {where}{self.problem}{fix}"
+
+    def in_section(self, section: str) -> DataError:
+        """The same error with its remedy spelled as keys of config section ``section``."""
+        return DataError(
+            self.source,
+            self.problem,
+            row=self.row,
+            when=self.when,
+            remedy=self.remedy,
+            section=section,
+        )
