@@ -32,7 +32,7 @@ from stable_baselines3.common.vec_env import (
 )
 
 from riskppo.config import DataConfig, EnvConfig
-from riskppo.envs.registration import TRADING_ID, data_kwargs, register_envs
+from riskppo.envs.registration import TRADING_ID, data_kwargs, env_spec, register_envs
 
 EnvSpec = str | Callable[[], gym.Env] | VecEnv
 
@@ -333,12 +333,13 @@ class MakeFromId:
     ``env.kwargs`` is passed on as given.
 
     It carries the id's registered ``EnvSpec``, so ``SubprocVecEnv`` workers (fresh processes,
-    where riskppo's or a user's ids are not registered) make the same env.
+    where riskppo's or a user's ids are not registered) make the same env. A ``module:Name``
+    id imports ``module`` first (:func:`~riskppo.envs.registration.env_spec`).
     """
 
     def __init__(self, env_id: str) -> None:
         self.env_id = env_id
-        self.spec = gym.spec(env_id)
+        self.spec = env_spec(env_id)
 
     def __call__(self, **kwargs: Any) -> gym.Env:
         return gym.make(self.spec, **kwargs)
