@@ -31,7 +31,7 @@ from stable_baselines3.common.vec_env import (
     VecNormalize,
 )
 
-from riskppo.config import DataConfig, EnvConfig
+from riskppo.config import ConfigError, DataConfig, EnvConfig
 from riskppo.envs.registration import TRADING_ID, data_kwargs, env_spec, register_envs
 
 EnvSpec = str | Callable[[], gym.Env] | VecEnv
@@ -345,7 +345,42 @@ class MakeFromId:
         return gym.make(self.spec, **kwargs)
 
 
-def env_kwargs(env: EnvSpec, cfg: EnvConfig, data: DataConfig | None, part: str) -> dict[str, Any]:
+class OneEnv:
+    """A ``gym.Env`` instance as the factory of a one-env VecEnv (an instance cannot be copied
+    into several envs: :func:`env_factory`)."""
+
+    def __init__(self, env: gym.Env) -> None:
+        self.env = env
+
+    def __call__(self, **kwargs: Any) -> gym.Env:
+        if kwargs:
+            raise ConfigError(
+                f"env.kwargs {sorted(kwargs)} cannot be applied to an env that is already made; "
+                "pass them to gym.make, or pass the env id or a factory"
+            )
+        return self.env
+
+
+def env_factory(env: str | Callable[[], gym.Env] | gym.Env, n_envs: int) -> Callable[..., gym.Env]:
+    """What makes each of the ``n_envs`` envs: ``gym.make`` for an id, the user's factory, or a
+    ``gym.Env`` instance itself (only for ``n_envs=1``; otherwise one line saying what to pass)."""
+    if isinstance(env, str):
+        return MakeFromId(env)
+    if isinstance(env, gym.Env):
+        if n_envs != 1:
+            made = env.spec.id if env.spec is not None else "..."
+            raise ConfigError(
+                f"env: a {type(env).__name__} instance is one environment and cannot be copied "
+                f"into n_envs={n_envs}; pass n_envs=1 to train on it, or a factory "
+                f"(env=lambda: gym.make({made!r})) or the env id for {n_envs} envs"
+            )
+        return OneEnv(env)
+    return env
+
+
+def env_kwargs(
+    env: EnvSpec | gym.Env, cfg: EnvConfig, data: DataConfig | None, part: str
+) -> dict[str, Any]:
     """Keyword arguments for the env factory; the trading env also gets its data and split."""
     kwargs = dict(cfg.kwargs)
     if env == TRADING_ID and data is not None:
@@ -354,7 +389,7 @@ def env_kwargs(env: EnvSpec, cfg: EnvConfig, data: DataConfig | None, part: str)
 
 
 def build_vec_env(
-    env: EnvSpec,
+    env: EnvSpec | gym.Env,
     cfg: EnvConfig,
     seed: int,
     data: DataConfig | None = None,
@@ -362,7 +397,8 @@ def build_vec_env(
     part: str = "train",
     n_envs: int | None = None,
 ) -> VecEnv:
-    """Make a VecEnv from an id, a factory or a ready VecEnv (seeded per env).
+    """Make a VecEnv from an id, a factory, a ``gym.Env`` instance (one env) or a ready VecEnv
+    (seeded per env).
 
     ``part`` selects the train / val / test period of the trading env (ignored elsewhere).
     """
@@ -376,9 +412,10 @@ def build_vec_env(
         vec_kwargs: dict[str, Any] | None = None
         if cfg.vec_env == "subproc" and cfg.step_timeout is not None:
             vec_cls, vec_kwargs = TimeoutSubprocVecEnv, {"step_timeout": cfg.step_timeout}
+        n = n_envs or cfg.n_envs
         venv = make_vec_env(
-            RewardChecked(MakeFromId(env) if isinstance(env, str) else env),
-            n_envs=n_envs or cfg.n_envs,
+            RewardChecked(env_factory(env, n)),
+            n_envs=n,
             seed=seed,
             vec_env_cls=vec_cls,
             vec_env_kwargs=vec_kwargs,
