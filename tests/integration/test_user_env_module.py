@@ -68,6 +68,14 @@ def config_file(root: Path, env_id: str, **extra: dict) -> Path:
     return path
 
 
+def run_pbt(root: Path, env_id: str) -> subprocess.CompletedProcess[str]:
+    """``riskppo pbt`` of two members, one update per round, no failure allowed, into
+    ``root/run``."""
+    pbt = {"population": 2, "workers": 2, "ready_updates": 1, "eval_episodes": 1}
+    cfg = config_file(root, env_id, pbt={**pbt, "max_failures": 0})
+    return run_cli(root, "pbt", "--config", str(cfg), "--run-dir", str(root / "run"))
+
+
 def test_api_trains_saves_and_reloads_a_module_name_id(tmp_path, monkeypatch) -> None:
     """Before: ``NameNotFound: Environment `userapi:userapiCart` doesn't exist``."""
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -100,10 +108,7 @@ def test_riskppo_train_runs_a_module_name_id(tmp_path) -> None:
 
 def test_riskppo_pbt_members_make_a_module_name_id(tmp_path) -> None:
     """Every PBT worker (a spawned process) imports the module: no member fails."""
-    env_id = f"{user_module(tmp_path, 'userpbt')}:userpbtCart-v1"
-    pbt = {"population": 2, "workers": 2, "ready_updates": 1, "eval_episodes": 1}
-    cfg = config_file(tmp_path, env_id, pbt=pbt)
-    proc = run_cli(tmp_path, "pbt", "--config", str(cfg), "--run-dir", str(tmp_path / "run"))
+    proc = run_pbt(tmp_path, f"{user_module(tmp_path, 'userpbt')}:userpbtCart-v1")
     assert proc.returncode == 0, proc.stderr[-2000:]
     summary = json.loads((tmp_path / "run" / "pbt_summary.json").read_text())
     assert summary["n_failures"] == 0 and summary["best_checkpoint"] is not None
@@ -111,10 +116,7 @@ def test_riskppo_pbt_members_make_a_module_name_id(tmp_path) -> None:
 
 def test_a_population_whose_members_all_fail_exits_1_with_one_line(tmp_path) -> None:
     """Before: exit 0 (a line on stdout saying nothing was backtested)."""
-    env_id = f"{user_module(tmp_path, 'userbroken')}:userbrokenBroken-v1"
-    pbt = {"population": 2, "workers": 2, "ready_updates": 1, "max_failures": 0}
-    cfg = config_file(tmp_path, env_id, pbt=pbt)
-    proc = run_cli(tmp_path, "pbt", "--config", str(cfg), "--run-dir", str(tmp_path / "run"))
+    proc = run_pbt(tmp_path, f"{user_module(tmp_path, 'userbroken')}:userbrokenBroken-v1")
     assert proc.returncode == 1, proc.stderr[-2000:]
     (line,) = [x for x in proc.stderr.splitlines() if x.startswith("riskppo pbt:")]
     assert "no member finished a round (2 failed interval(s)" in line
