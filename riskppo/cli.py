@@ -46,7 +46,7 @@ def default_run_dir(cfg: Config, prefix: str = "") -> Path:
     data actually used: the stem of ``data.path``'s file, else the bundled dataset (and its
     stock: ``sp500_AAPL``)."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    name = cfg.env.id.replace("/", "_")
+    name = re.sub(r"[/:]", "_", cfg.env.id)  # 'riskppo/Trading-v0', 'module:Name-v1'
     if cfg.env.id == TRADING_ID:
         d = cfg.data
         data = (
@@ -202,8 +202,14 @@ def _finish_pbt(cfg: Config, run_dir: Path, args: argparse.Namespace) -> int:
 
     summary = run_pbt(cfg, run_dir, progress_bar=not args.no_progress, resume=bool(args.resume))
     if "best_checkpoint" in summary and summary["best_checkpoint"] is None:  # all failed
-        print("riskppo pbt: no member finished a round: no best member to backtest")
-        return 0
+        first = summary["failures"][0] if summary.get("failures") else None
+        cause = f"; first: m{first['member']}: {first['reason']}" if first else ""
+        print(
+            f"riskppo pbt: no member finished a round ({summary.get('n_failures', 0)} failed "
+            f"interval(s){cause}); details in {run_dir / 'pbt_summary.json'}",
+            file=sys.stderr,
+        )
+        return 1
     if cfg.env.id == TRADING_ID:  # the best member's held-out test backtest
         from riskppo.evaluation.backtest import backtest_run
 

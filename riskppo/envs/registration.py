@@ -14,11 +14,13 @@ that never makes a trading env never imports pandas).
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
+from gymnasium.envs.registration import EnvSpec
 
 from riskppo.config import ConfigError, DataConfig, RiskConfig
 from riskppo.config_sections import TRADING_ID
@@ -103,3 +105,24 @@ def register_envs() -> None:
             gym.register(
                 name, entry_point="riskppo.envs.masked:make_masked", kwargs={"base_id": base}
             )
+
+
+def env_spec(env_id: str) -> EnvSpec:
+    """The registered spec of ``env_id``: riskppo's ids, Gymnasium's, or a user's.
+
+    ``"module:Name-v1"`` first imports ``module`` (whose import registers ``Name-v1``), as
+    ``gym.make`` does; a module that cannot be found raises ``gymnasium.error.UnregisteredEnv``
+    saying so. An id that is still not registered raises Gymnasium's ``NameNotFound`` /
+    ``VersionNotFound`` (also ``UnregisteredEnv``).
+    """
+    register_envs()
+    module, colon, name = env_id.rpartition(":")
+    if colon:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            raise gym.error.UnregisteredEnv(
+                f"env id {env_id!r}: cannot import {module!r} to register {name!r} ({exc}); "
+                "put the module on the Python path (PYTHONPATH) or install it"
+            ) from None
+    return gym.spec(name)

@@ -43,7 +43,7 @@ from riskppo.config import Config, ConfigError
 from riskppo.core.lagrange import PIDLagrangeState
 from riskppo.core.scaling import RunningMoments
 from riskppo.core.schedules import EntropyFloorState, EntropyScheduleState
-from riskppo.envs.registration import register_envs
+from riskppo.envs.registration import env_spec
 from riskppo.safefs import ensure_real_dir, remove_entry
 from riskppo.train.ckpt_bounds import check_model_header, tensor_file_caps
 from riskppo.train.ckpt_io import (
@@ -412,12 +412,13 @@ def _with_rebuilt_env(
     """
     cfg = ck.config
     env_id = cfg.env.id
-    register_envs()
     if not ck.state.get("env_is_id", True):
         return cls(None, config=cfg, _spaces=spaces_, **overrides)
     why = None
-    if env_id not in gym.registry:
-        why = "it is not registered in this process (import the module that registers it)"
+    try:
+        env_spec(env_id)  # a 'module:Name' id imports its module here
+    except (gym.error.Error, ImportError) as exc:
+        why = f"it is not registered in this process ({exc}; import the module that registers it)"
     else:
         try:
             model = cls(env_id, config=cfg, _spaces=spaces_, **overrides)

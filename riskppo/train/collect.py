@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -28,6 +28,24 @@ class CollectorState:
     obs: torch.Tensor  # [N, D] last observation
     episode_start: torch.Tensor  # [N] bool
     state: RecurrentState  # recurrent state entering the next step (pre-mask)
+
+
+class RolloutHooks(Protocol):
+    """Called by :func:`collect_rollout` around and after every vec-env step (e.g. a Stable-
+    Baselines3 callback, :mod:`riskppo.train.sb3_compat`). ``step`` gets the step's data
+    (``new_obs``, ``rewards``, ``dones``, ``infos``, the env's ``actions``, all ``[N, ...]``;
+    ``n_steps``: steps of this rollout so far) and returns ``False`` to stop training at once
+    (:class:`StopRollout`)."""
+
+    def rollout_start(self) -> None: ...
+
+    def step(self, data: dict[str, Any]) -> bool: ...
+
+    def rollout_end(self) -> None: ...
+
+
+class StopRollout(Exception):
+    """A :class:`RolloutHooks` step asked to stop training: the rollout is abandoned."""
 
 
 @dataclass
@@ -150,8 +168,12 @@ def collect_rollout(
     n_steps: int,
     chunk_len: int,
     generator: torch.Generator,
+    hooks: RolloutHooks | None = None,
 ) -> tuple[Rollout, CollectorState, EpisodeStats]:
-    """Run ``n_steps`` steps of every env; returns the rollout and the new carry-over state."""
+    """Run ``n_steps`` steps of every env; returns the rollout and the new carry-over state.
+
+    ``hooks`` (optional) are called around the rollout and after every step; a step hook that
+    returns ``False`` raises :class:`StopRollout` (the env is then mid-episode: reset it)."""
     device = carry.obs.device
     N, D = carry.obs.shape
     space = venv.action_space
@@ -160,13 +182,16 @@ def collect_rollout(
     obs, pi_state = carry.obs, carry.state.pi
     # episode starts as NumPy: resets are decided without tensor ops (R-ALG-15)
     ep_start: np.ndarray = carry.episode_start.cpu().numpy().astype(bool)
+    if hooks is not None:
+        hooks.rollout_start()
     with torch.inference_mode():
         actor = policy.rollout_actor()  # weights taken once for the whole rollout
         for t in range(n_steps):
             if t % chunk_len == 0:
                 buf.pi_chunks.append(pi_state)
             step = actor.act(obs, pi_state, ep_start, generator=generator)
-            next_obs, rew, done, infos = venv.step(env_actions(step.actions, space))
+            actions = env_actions(step.actions, space)
+            next_obs, rew, done, infos = venv.step(actions)
             buf.actions.append(step.actions)
             buf.log_probs[t] = step.log_prob
             buf.starts[t] = ep_start
@@ -175,6 +200,10 @@ def collect_rollout(
             if step.critic_input is not None:
                 buf.critic_inputs.append(step.critic_input)
             buf.record_infos(t, done, infos, step.pi_state)
+            if hooks is not None:
+                data = {"new_obs": next_obs, "rewards": rew, "dones": done, "infos": infos}
+                if not hooks.step({**data, "actions": actions, "n_steps": t + 1}):
+                    raise StopRollout
             if t + 1 < n_steps:  # the next observation straight into the buffer
                 buf.obs[t + 1] = torch.as_tensor(np.asarray(next_obs, np.float32).reshape(N, D))
                 obs = buf.obs[t + 1]
@@ -182,6 +211,8 @@ def collect_rollout(
                 obs = obs_tensor(next_obs, device)
             ep_start = np.asarray(done, dtype=bool)
             pi_state = step.pi_state
+    if hooks is not None:
+        hooks.rollout_end()
     last_start = torch.as_tensor(ep_start, device=device)
     rollout = buf.rollout(carry, obs, last_start, pi_state)
     new_carry = CollectorState(obs, last_start, RecurrentState(pi_state, carry.state.vf))

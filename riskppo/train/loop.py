@@ -26,7 +26,7 @@ from riskppo.data.buffer import Rollout
 from riskppo.nn.critics import Critic
 from riskppo.nn.policy import RecurrentActorCritic, RecurrentState
 from riskppo.train.bc import BCSource, bc_inputs
-from riskppo.train.collect import CollectorState, collect_rollout, obs_tensor
+from riskppo.train.collect import CollectorState, RolloutHooks, collect_rollout, obs_tensor
 from riskppo.train.estimate import Estimates, estimate
 from riskppo.train.metrics import (
     EntropyFloorLog,
@@ -59,6 +59,7 @@ class Learner:
     # the minibatch loss when ``compile: true`` (the model's
     # :class:`~riskppo.train.compiled.CompiledLoss`, so it compiles once); None: the eager one
     loss_fn: LossFn | None = None
+    hooks: RolloutHooks | None = None  # called during collection (e.g. SB3 callbacks)
 
 
 def learning_rate(cfg: Config, state: TrainingState) -> float:
@@ -114,7 +115,13 @@ def train_iteration(learner: Learner, state: TrainingState) -> tuple[TrainingSta
     lr = learning_rate(cfg, state)
     set_learning_rate(learner.optimizer, lr)
     rollout, carry, episodes = collect_rollout(
-        policy, learner.env, state.carry, cfg.ppo.n_steps, cfg.ppo.chunk_len, state.rng.sample
+        policy,
+        learner.env,
+        state.carry,
+        cfg.ppo.n_steps,
+        cfg.ppo.chunk_len,
+        state.rng.sample,
+        learner.hooks,
     )
     est = estimate(cfg, policy, learner.critic, state.scaling, rollout, state.risk)
     apply_rescales(policy, est.rescales)

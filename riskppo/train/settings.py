@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -14,44 +15,50 @@ from riskppo import core
 from riskppo.config import Config, ConfigError, set_by_path
 from riskppo.nn.distributions import max_entropy
 from riskppo.optim import VarianceGradientScaler
-
-# SB3-style keyword → config path. Anything else must name a field unambiguously.
-KEYWORDS: dict[str, str] = {
-    "n_envs": "env.n_envs",
-    "critic": "critic.kind",
-    "twin_critics": "critic.twin",
-    "tensorboard_log": "monitor.tensorboard_log",
-    "verbose": "monitor.verbose",
-    "optimizer": "optim.optimizer",
-    "normalize_obs": "env.normalize_obs",
-    "sa_kappa": "adversarial.kappa",
-    "sa_eps": "adversarial.eps",
-}
+from riskppo.train.sb3_compat import KEYWORDS, policy_fields, unknown_keyword
 
 
-def config_from_keywords(config: Config | dict[str, Any] | None, **kwargs: Any) -> Config:
-    """Merge SB3-style keyword arguments into a config (validated, ``ConfigError`` on misuse)."""
+def config_from_keywords(
+    config: Config | dict[str, Any] | str | Path | None, **kwargs: Any
+) -> Config:
+    """Merge SB3-style keyword arguments into a config (validated, ``ConfigError`` on misuse).
+
+    ``config`` is a :class:`Config`, a nested dict or the path of a YAML file. A keyword is a
+    config field (``learning_rate`` → ``ppo.learning_rate``; it must name one field), an SB3 name
+    of :data:`~riskppo.train.sb3_compat.KEYWORDS`, or ``policy_kwargs`` (``policy.*`` fields).
+    """
+    if isinstance(config, str | Path):
+        config = Config.from_yaml(config)
     base = config.to_dict() if isinstance(config, Config) else dict(config or {})
-    sections = {name: f.annotation for name, f in Config.model_fields.items()}
+    for key, value in policy_fields(kwargs.pop("policy_kwargs", {})).items():
+        set_by_path(base, f"policy.{key}", value)
     for key, value in kwargs.items():
-        path = KEYWORDS.get(key)
-        if path is None:
-            if key in Config.model_fields:
-                path = key
-            else:
-                owners = [
-                    s
-                    for s, ann in sections.items()
-                    if isinstance(ann, type) and key in getattr(ann, "model_fields", {})
-                ]
-                if len(owners) != 1:
-                    raise ConfigError(
-                        f"unknown keyword argument {key!r}"
-                        + (f" (ambiguous: {owners})" if owners else "")
-                    )
-                path = f"{owners[0]}.{key}"
-        set_by_path(base, path, value)
+        set_by_path(base, _keyword_path(key), value)
     return Config.build(base)
+
+
+def _keyword_path(key: str) -> str:
+    """The config path a constructor keyword sets (``ConfigError`` if none or ambiguous)."""
+    if key in KEYWORDS:
+        return KEYWORDS[key]
+    if key in Config.model_fields:
+        return key
+    sections = {name: f.annotation for name, f in Config.model_fields.items()}
+    owners = [
+        s
+        for s, ann in sections.items()
+        if isinstance(ann, type) and key in getattr(ann, "model_fields", {})
+    ]
+    if len(owners) > 1:
+        raise ConfigError(
+            f"keyword argument {key!r} is ambiguous ({owners}): pass config={{section: {{...}}}}"
+        )
+    if not owners:
+        names = [*KEYWORDS, *Config.model_fields]
+        for ann in sections.values():
+            names += list(getattr(ann, "model_fields", {}))
+        raise unknown_keyword(key, names)
+    return f"{owners[0]}.{key}"
 
 
 # Lower bound of the learned entropy-floor coefficient: negligible next to unit-scale advantages.

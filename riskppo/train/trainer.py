@@ -13,10 +13,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import torch
 from gymnasium import spaces
-from stable_baselines3.common.vec_env import VecEnv
+from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 
 from riskppo import core
 from riskppo.config import Config, ConfigError, check_rollout_memory, set_by_path
@@ -25,7 +26,7 @@ from riskppo.nn.policy import RecurrentActorCritic, RecurrentState
 from riskppo.optim import build_optimizer
 from riskppo.train.bc import BCSource, attach_bc
 from riskppo.train.checkpoint import load_checkpoint, save_checkpoint
-from riskppo.train.collect import env_actions, obs_tensor
+from riskppo.train.collect import StopRollout, env_actions, obs_tensor
 from riskppo.train.compiled import CompiledLoss
 from riskppo.train.episodes import run_episodes
 from riskppo.train.loop import (
@@ -40,6 +41,7 @@ from riskppo.train.monitor import Monitor, log_update
 from riskppo.train.outputs import check_finite_outputs
 from riskppo.train.predict_args import check_state, episode_starts
 from riskppo.train.progress import fmt, training_progress
+from riskppo.train.sb3_compat import LearnCallbacks, checkpoint_dir, next_run_dir
 from riskppo.train.settings import (
     apply_num_threads,
     build_vgs,
@@ -58,13 +60,18 @@ class DistributionalPPO:
     A façade (like SB3's algorithm classes): it owns what is trained — the policy, the critic
     kind, the optimizer, the env — and one :class:`~riskppo.train.state.TrainingState`; the loop
     itself is :func:`riskppo.train.loop.train_iteration`.
+
+    ``env``: an env id (``"CartPole-v1"``, ``"module:Name-v1"``), a factory, a ``VecEnv`` or one
+    ``gym.Env`` instance (with ``n_envs=1``). ``config``: a :class:`Config`, a dict or the path of
+    a YAML file; keywords set single fields. What SB3's keywords and methods become here:
+    :mod:`riskppo.train.sb3_compat` and ``docs/sb3.md``.
     """
 
     def __init__(
         self,
-        env: EnvSpec | None = None,
+        env: EnvSpec | gym.Env | None = None,
         *,
-        config: Config | dict[str, Any] | None = None,
+        config: Config | dict[str, Any] | str | Path | None = None,
         run_dir: str | Path | None = None,
         _spaces: tuple[spaces.Space, spaces.Space] | None = None,
         **kwargs: Any,
@@ -80,12 +87,10 @@ class DistributionalPPO:
         apply_num_threads(cfg)
         self.device = torch.device(cfg.device)
         # What evaluation envs are made from: the id, or the user's factory / VecEnv.
-        self._env_spec: EnvSpec = env if env is not None else cfg.env.id
+        self._env_spec: EnvSpec = cfg.env.id
         # whether the env is config env.id (what load() can rebuild), not a factory / VecEnv
-        self.env_is_id: bool = env is None or isinstance(env, str)
-        self.env: VecEnv | None = None
-        if env is not None:
-            self.env = build_vec_env(env, cfg.env, cfg.seed, cfg.data, risk=cfg.risk)
+        self.env_is_id = True
+        self.env: VecEnv | None = self._build_env(env) if env is not None else None
         if self.env is not None:
             obs_space, act_space = self.env.observation_space, self.env.action_space
             self.n_envs = self.env.num_envs
@@ -123,15 +128,86 @@ class DistributionalPPO:
         self.state: TrainingState = initial_training_state(
             cfg, self.n_envs, risk=self.policy.has_risk_head
         )
-        self.run_dir = Path(run_dir) if run_dir else _tb_dir(cfg)
+        self.run_dir = Path(run_dir) if run_dir else None
+        # without run_dir: tensorboard_log/<tb_log_name>_<N>, a new N per run (as in SB3)
+        self._tb_root = _tb_dir(cfg) if not run_dir else None
         self.monitor: Monitor | None = None
+        self.rollout_steps = 0  # env steps of a rollout under way (seen by SB3 callbacks)
         self._obs_rms_loaded: Any = None
         self.loaded_from: Path | None = None  # the checkpoint directory of ``load``, if any
 
+    def _build_env(self, env: EnvSpec | gym.Env) -> VecEnv:
+        """The training VecEnv for ``env``; remembers what evaluation envs are made from (a
+        ``gym.Env`` instance or a ``VecEnv`` is evaluated on as it is)."""
+        cfg = self.config
+        venv = build_vec_env(env, cfg.env, cfg.seed, cfg.data, risk=cfg.risk)
+        self._env_spec = venv if isinstance(env, gym.Env) else env
+        self.env_is_id = isinstance(env, str)
+        return venv
+
     @property
     def num_timesteps(self) -> int:
-        """Env steps trained so far (all envs counted)."""
-        return self.state.counters.num_timesteps
+        """Env steps trained so far (all envs counted); during a rollout, SB3 callbacks also see
+        the steps collected so far (``rollout_steps``)."""
+        return self.state.counters.num_timesteps + self.rollout_steps
+
+    # ---- SB3's accessors ----------------------------------------------------------------
+    def get_env(self) -> VecEnv | None:
+        """The training VecEnv (``None`` for a model loaded for ``predict`` only)."""
+        return self.env
+
+    def get_vec_normalize_env(self) -> VecNormalize | None:
+        """The observation normaliser of the training env (``env.normalize_obs``), if any."""
+        return find_normalizer(self.env) if self.env is not None else None
+
+    def set_env(self, env: EnvSpec | gym.Env) -> None:
+        """Train on ``env`` from the next ``learn`` (like SB3's ``set_env``): an id, a factory, a
+        ``VecEnv`` or a ``gym.Env`` instance with this model's spaces and number of envs
+        (``ValueError`` otherwise). Episodes start afresh; the observation statistics of a
+        normaliser riskppo built carry over. The previous env is not closed (as in SB3):
+        ``old = model.get_env()`` first, then ``old.close()``."""
+        old_spec, old_is_id = self._env_spec, self.env_is_id
+        venv = self._build_env(env)
+        if (venv.observation_space, venv.action_space, venv.num_envs) != (
+            self.observation_space,
+            self.action_space,
+            self.n_envs,
+        ):
+            found = f"{venv.observation_space}/{venv.action_space} x {venv.num_envs}"
+            self._env_spec, self.env_is_id = old_spec, old_is_id
+            venv.close()
+            raise ValueError(
+                f"set_env: the env has {found} env(s); this model needs "
+                f"{self.observation_space}/{self.action_space} x {self.n_envs}"
+            )
+        source, target = self.get_vec_normalize_env(), find_normalizer(venv)
+        if source is not None and target is not None:
+            target.obs_rms = source.obs_rms.copy()
+        self.env = venv
+        if isinstance(env, str):
+            self.config = config_from_keywords(self.config, id=env)
+        attach_bc(self)
+        self.state = self.state.replace(carry=None)
+
+    @property
+    def logger(self) -> Any:
+        """The SB3 ``Logger`` of this model's metrics (``logger.record(key, value)`` adds a scalar
+        to the next dump into ``metrics.jsonl`` / TensorBoard); opened on first use."""
+        return (self.monitor or self._open_monitor("DistributionalPPO", reset=True)).logger
+
+    def _open_monitor(self, tb_log_name: str, reset: bool) -> Monitor:
+        """The metrics writer of the next ``learn``: with ``tensorboard_log`` (and no
+        ``run_dir``), a run that resets the step counter after one that logged gets a new
+        ``<tb_log_name>_<N>`` folder (SB3's numbering); otherwise the current one goes on."""
+        if self._tb_root is not None:
+            if self.monitor is not None and reset and self.monitor.latest:
+                self.monitor.close()
+                self.monitor = None
+            if self.monitor is None:
+                self.run_dir = next_run_dir(self._tb_root, tb_log_name, continue_last=not reset)
+        if self.monitor is None:
+            self.monitor = Monitor(self.run_dir, tensorboard=self.run_dir is not None)
+        return self.monitor
 
     @property
     def n_updates(self) -> int:
@@ -145,14 +221,21 @@ class DistributionalPPO:
         progress_bar: bool = False,
         reset_num_timesteps: bool = True,
         callback: Any = None,
+        tb_log_name: str = "DistributionalPPO",
+        log_interval: int | None = None,
     ) -> DistributionalPPO:
         """Train for ``total_timesteps`` environment steps (all envs counted).
 
         With ``reset_num_timesteps=False`` training continues the counters, schedules and
-        recurrent/env state of the previous call (or of a loaded checkpoint). ``callback(model,
-        log)`` runs after every update (``log``: :class:`~riskppo.train.metrics.UpdateLog`);
-        returning ``False`` stops training.
+        recurrent/env state of the previous call (or of a loaded checkpoint). ``callback``:
+        ``callback(model, log)`` runs after every update (``log``:
+        :class:`~riskppo.train.metrics.UpdateLog`; returning ``False`` stops training), an SB3
+        ``BaseCallback`` gets SB3's hooks, a list may hold both
+        (:class:`~riskppo.train.sb3_compat.LearnCallbacks`). ``tb_log_name``: the run folder's
+        name under ``tensorboard_log``. ``log_interval``: updates between metric dumps (sets
+        ``monitor.log_interval``).
         """
+        callbacks = LearnCallbacks(callback)
         if self.env is None:
             raise RuntimeError(
                 "this model has no environment (loaded for predict only): pass env= to "
@@ -164,18 +247,26 @@ class DistributionalPPO:
             self.state = self.state.with_counters(num_timesteps=0).replace(carry=None)
         start_steps = self.num_timesteps
         self.state = self.state.with_counters(schedule_total=start_steps + total_timesteps)
+        if log_interval is not None:
+            self.config = config_from_keywords(self.config, log_interval=log_interval)
         apply_num_threads(self.config)  # another model may have changed it since __init__
-        if self.monitor is None:
-            self.monitor = Monitor(self.run_dir, tensorboard=self.run_dir is not None)
+        monitor = self._open_monitor(tb_log_name, reset_num_timesteps)
+        callbacks.start(self, {"total_timesteps": total_timesteps, "callback": callback})
         with training_progress(total_timesteps, progress_bar) as bar:
             while self.num_timesteps < start_steps + total_timesteps:
-                log = self._iterate()
+                try:
+                    log = self._iterate(callbacks)
+                except StopRollout:  # an SB3 callback's _on_step returned False
+                    self.state = self.state.replace(carry=None)
+                    break
+                finally:
+                    self.rollout_steps = 0
                 bar.update(
                     completed=self.num_timesteps - start_steps,
-                    fps=fmt(self.monitor.latest["time/fps"], ",.0f"),
+                    fps=fmt(monitor.latest["time/fps"], ",.0f"),
                     ret=fmt(log.ep_rew_mean, ".2f"),
                 )
-                stop = callback is not None and callback(self, log) is False
+                stop = not callbacks.after_update(self, log)
                 if self._at_checkpoint_boundary():
                     # R-REL-4: the envs are re-seeded and reset after every checkpoint (after the
                     # callback that saves it), so a run resumed from that checkpoint continues
@@ -184,12 +275,14 @@ class DistributionalPPO:
                     self.state = self.state.replace(carry=None)
                 if stop:
                     break
+        callbacks.end()
         if self.config.monitor.verbose:
-            print(self.monitor.summary())
+            print(monitor.summary())
         return self
 
-    def learner(self) -> Learner:
-        """What :func:`~riskppo.train.loop.train_iteration` trains (needs an env)."""
+    def learner(self, callbacks: LearnCallbacks | None = None) -> Learner:
+        """What :func:`~riskppo.train.loop.train_iteration` trains (needs an env); the SB3
+        callbacks of ``callbacks`` are called during collection."""
         if self.env is None:
             raise RuntimeError("this model has no environment (loaded for predict only)")
         loss_fn = self.compiled_loss if self.config.compile else None
@@ -202,12 +295,13 @@ class DistributionalPPO:
             self.env,
             self.bc,
             loss_fn,
+            None if callbacks is None else callbacks.hooks,
         )
 
-    def _iterate(self) -> UpdateLog:
+    def _iterate(self, callbacks: LearnCallbacks | None = None) -> UpdateLog:
         """collect → estimate → update (:func:`train_iteration`) → log."""
         assert self.monitor is not None
-        learner = self.learner()
+        learner = self.learner(callbacks)
         if self.state.carry is None:
             self.state = reset_carry(learner, self.state)
         t0 = time.perf_counter()
@@ -411,8 +505,9 @@ class DistributionalPPO:
 
     # ---- persistence --------------------------------------------------------------------
     def save(self, path: str | Path) -> Path:
-        """Write a checkpoint directory (safetensors + JSON, never pickle; design §1.4)."""
-        return save_checkpoint(self, Path(path))
+        """Write a checkpoint directory (safetensors + JSON, never pickle; design §1.4); an
+        SB3-style ``x.zip`` writes the directory ``x``. Returns the directory."""
+        return save_checkpoint(self, checkpoint_dir(path))
 
     @classmethod
     def load(
@@ -432,8 +527,11 @@ class DistributionalPPO:
         if it had never stopped. ``rebuild_env=False`` skips that (predict only, nothing built).
         ``overrides`` are constructor keywords (e.g. ``run_dir``).
         """
-        model = load_checkpoint(cls, Path(path), env, rebuild_env=rebuild_env, **overrides)
-        model.loaded_from = Path(path)
+        path = Path(path)
+        if not path.exists():  # SB3's "x.zip" names riskppo's directory "x"
+            path = checkpoint_dir(path)
+        model = load_checkpoint(cls, path, env, rebuild_env=rebuild_env, **overrides)
+        model.loaded_from = path
         return model
 
     def close(self) -> None:

@@ -31,9 +31,15 @@ from stable_baselines3.common.vec_env import (
     VecNormalize,
 )
 
-from riskppo.config import DataConfig, EnvConfig, RiskConfig
+from riskppo.config import ConfigError, DataConfig, EnvConfig, RiskConfig
 from riskppo.envs.kwargs_check import check_env_kwargs
-from riskppo.envs.registration import TRADING_ID, data_kwargs, register_envs, resolve_overlay
+from riskppo.envs.registration import (
+    TRADING_ID,
+    data_kwargs,
+    env_spec,
+    register_envs,
+    resolve_overlay,
+)
 
 EnvSpec = str | Callable[[], gym.Env] | VecEnv
 
@@ -334,19 +340,53 @@ class MakeFromId:
     ``env.kwargs`` is passed on as given.
 
     It carries the id's registered ``EnvSpec``, so ``SubprocVecEnv`` workers (fresh processes,
-    where riskppo's or a user's ids are not registered) make the same env.
+    where riskppo's or a user's ids are not registered) make the same env. A ``module:Name``
+    id imports ``module`` first (:func:`~riskppo.envs.registration.env_spec`).
     """
 
     def __init__(self, env_id: str) -> None:
         self.env_id = env_id
-        self.spec = gym.spec(env_id)
+        self.spec = env_spec(env_id)
 
     def __call__(self, **kwargs: Any) -> gym.Env:
         return gym.make(self.spec, **kwargs)
 
 
+class OneEnv:
+    """A ``gym.Env`` instance as the factory of a one-env VecEnv (an instance cannot be copied
+    into several envs: :func:`env_factory`)."""
+
+    def __init__(self, env: gym.Env) -> None:
+        self.env = env
+
+    def __call__(self, **kwargs: Any) -> gym.Env:
+        if kwargs:
+            raise ConfigError(
+                f"env.kwargs {sorted(kwargs)} cannot be applied to an env that is already made; "
+                "pass them to gym.make, or pass the env id or a factory"
+            )
+        return self.env
+
+
+def env_factory(env: str | Callable[[], gym.Env] | gym.Env, n_envs: int) -> Callable[..., gym.Env]:
+    """What makes each of the ``n_envs`` envs: ``gym.make`` for an id, the user's factory, or a
+    ``gym.Env`` instance itself (only for ``n_envs=1``; otherwise one line saying what to pass)."""
+    if isinstance(env, str):
+        return MakeFromId(env)
+    if isinstance(env, gym.Env):
+        if n_envs != 1:
+            made = env.spec.id if env.spec is not None else "..."
+            raise ConfigError(
+                f"env: a {type(env).__name__} instance is one environment and cannot be copied "
+                f"into n_envs={n_envs}; pass n_envs=1 to train on it, or a factory "
+                f"(env=lambda: gym.make({made!r})) or the env id for {n_envs} envs"
+            )
+        return OneEnv(env)
+    return env
+
+
 def env_kwargs(
-    env: EnvSpec,
+    env: EnvSpec | gym.Env,
     cfg: EnvConfig,
     data: DataConfig | None,
     part: str,
@@ -364,7 +404,7 @@ def env_kwargs(
 
 
 def build_vec_env(
-    env: EnvSpec,
+    env: EnvSpec | gym.Env,
     cfg: EnvConfig,
     seed: int,
     data: DataConfig | None = None,
@@ -373,7 +413,8 @@ def build_vec_env(
     n_envs: int | None = None,
     risk: RiskConfig | None = None,
 ) -> VecEnv:
-    """Make a VecEnv from an id, a factory or a ready VecEnv (seeded per env).
+    """Make a VecEnv from an id, a factory, a ``gym.Env`` instance (one env) or a ready VecEnv
+    (seeded per env).
 
     ``part`` selects the train / val / test period of the trading env (ignored elsewhere);
     ``risk`` completes a trading env's ``overlay`` (see :func:`env_kwargs`).
@@ -388,9 +429,10 @@ def build_vec_env(
         vec_kwargs: dict[str, Any] | None = None
         if cfg.vec_env == "subproc" and cfg.step_timeout is not None:
             vec_cls, vec_kwargs = TimeoutSubprocVecEnv, {"step_timeout": cfg.step_timeout}
+        n = n_envs or cfg.n_envs
         venv = make_vec_env(
-            RewardChecked(MakeFromId(env) if isinstance(env, str) else env),
-            n_envs=n_envs or cfg.n_envs,
+            RewardChecked(env_factory(env, n)),
+            n_envs=n,
             seed=seed,
             vec_env_cls=vec_cls,
             vec_env_kwargs=vec_kwargs,

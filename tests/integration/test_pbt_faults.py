@@ -67,17 +67,18 @@ def ckpt_name(step: int) -> str:
 
 
 def pbt_cli(
-    tmp_path: Path, cfg: Config, faults: str
+    tmp_path: Path, cfg: Config, faults: str, exit_code: int = 0
 ) -> tuple[subprocess.CompletedProcess[str], Path]:
     """``riskppo pbt`` on ``cfg`` in a fresh process with the fault plan ``faults``
-    (``FAULT_ENV``); returns the finished process (checked for exit 0) and its run directory."""
+    (``FAULT_ENV``); returns the finished process (checked for ``exit_code``) and its run
+    directory."""
     cfg.to_yaml(tmp_path / "pbt.yaml")
     run = tmp_path / "run"
     cmd = [sys.executable, "-m", "riskppo.cli", "pbt", "--config", str(tmp_path / "pbt.yaml")]
     cmd += ["--run-dir", str(run), "--no-progress"]
     env = {**os.environ, FAULT_ENV: faults}
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == exit_code, proc.stderr[-3000:]
     return proc, run
 
 
@@ -175,13 +176,14 @@ def test_failed_exploit_changes_nothing_and_every_exploit_verifies(tmp_path: Pat
 
 
 def test_a_population_that_never_finishes_a_round_still_ends_cleanly(tmp_path: Path) -> None:
-    """Every member dies in round 0 with no failure allowed: `riskppo pbt` exits 0 with a
-    summary that has no best checkpoint, says so, and does not try to backtest nothing.
-    Mutation check: `_finish_pbt` without its no-best guard fails on the missing checkpoint."""
+    """Every member dies in round 0 with no failure allowed: `riskppo pbt` exits 1 with a
+    summary that has no best checkpoint, says so in one line, and does not try to backtest
+    nothing. Mutation check: `_finish_pbt` without its no-best guard fails on the missing
+    checkpoint."""
     cfg = tiny(rounds=2, population=2, max_failures=0)
     data = cfg.to_dict()
     data["env"] = {"id": "riskppo/Trading-v0", "n_envs": 2, "kwargs": {"episode_length": 64}}
-    proc, run = pbt_cli(tmp_path, Config.build(data), "0:0:raise,1:0:raise")
+    proc, run = pbt_cli(tmp_path, Config.build(data), "0:0:raise,1:0:raise", exit_code=1)
     summary = json.loads((run / "pbt_summary.json").read_text())
     assert summary["best_checkpoint"] is None and summary["n_failures"] == 2
-    assert "no member finished a round" in proc.stdout
+    assert "riskppo pbt: no member finished a round (2 failed interval(s)" in proc.stderr
