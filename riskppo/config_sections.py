@@ -331,11 +331,17 @@ class CheckpointConfig(_Section):
 
     After each periodic checkpoint the envs are re-seeded (seed + update count) and reset, in
     the uninterrupted run and in a run resumed from that checkpoint alike, which makes the
-    resumed run bit-identical on CPU (R-REL-4).
+    resumed run bit-identical on CPU (R-REL-4). ``riskppo train`` stopped by Ctrl-C or SIGTERM
+    trains on to the next such checkpoint, saves it and exits (:mod:`riskppo.train.interrupt`).
     """
 
-    every_updates: int | None = Field(None, ge=1)
-    keep_last: int = Field(3, ge=1)
+    every_updates: int | None = Field(
+        10,
+        ge=1,
+        description="updates between checkpoints (and env resets); null: none until the end, "
+        "and Ctrl-C saves after the current update (a resume then starts fresh episodes)",
+    )
+    keep_last: int = Field(3, ge=1, description="checkpoints kept in RUN_DIR/checkpoints")
 
 
 class DataConfig(_Section):

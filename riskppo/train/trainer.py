@@ -39,7 +39,7 @@ from riskppo.train.metrics import UpdateLog
 from riskppo.train.monitor import Monitor, log_update
 from riskppo.train.outputs import check_finite_outputs
 from riskppo.train.predict_args import check_state, episode_starts
-from riskppo.train.progress import fmt, training_progress
+from riskppo.train.progress import fmt, training_progress, whole_rollouts
 from riskppo.train.settings import (
     build_vgs,
     config_from_keywords,
@@ -164,7 +164,8 @@ class DistributionalPPO:
             torch.set_num_threads(self.config.num_threads)
         if self.monitor is None:
             self.monitor = Monitor(self.run_dir, tensorboard=self.run_dir is not None)
-        with training_progress(total_timesteps, progress_bar) as bar:
+        planned = whole_rollouts(total_timesteps, self.config.ppo.n_steps * self.n_envs)
+        with training_progress(planned, progress_bar) as bar:
             while self.num_timesteps < start_steps + total_timesteps:
                 log = self._iterate()
                 bar.update(
