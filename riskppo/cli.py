@@ -61,7 +61,7 @@ def default_run_dir(cfg: Config, prefix: str = "") -> Path:
 def cmd_train(args: argparse.Namespace) -> int:
     """``riskppo train``; stopped by Ctrl-C or SIGTERM, it saves a checkpoint, prints what it
     saved and the command that resumes it, and exits 130 / 143 (:func:`riskppo.runner._learn`)."""
-    from riskppo.runner import Interrupted, resume_run, train_run
+    from riskppo.runner import Interrupted, resume_run, train_run, with_periodic_checkpoints
 
     progress_bar = not args.no_progress
     try:
@@ -70,7 +70,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             check_resume_args(args, run_dir)
             resume_run(run_dir, progress_bar=progress_bar)
         else:
-            cfg = load_config(args.config, args.set or [])
+            cfg = with_periodic_checkpoints(load_config(args.config, args.set or []))
             run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(cfg)
             train_run(cfg, run_dir, progress_bar=progress_bar, force=args.force)
     except Interrupted as stopped:

@@ -332,14 +332,14 @@ class CheckpointConfig(_Section):
     After each periodic checkpoint the envs are re-seeded (seed + update count) and reset, in
     the uninterrupted run and in a run resumed from that checkpoint alike, which makes the
     resumed run bit-identical on CPU (R-REL-4). ``riskppo train`` stopped by Ctrl-C or SIGTERM
-    trains on to the next such checkpoint, saves it and exits (:mod:`riskppo.train.interrupt`).
+    trains on to the next such checkpoint, saves it and exits (:mod:`riskppo.runner`).
     """
 
     every_updates: int | None = Field(
-        10,
+        None,
         ge=1,
-        description="updates between checkpoints (and env resets); null: none until the end, "
-        "and Ctrl-C saves after the current update (a resume then starts fresh episodes)",
+        description="updates between checkpoints (and env resets); null: riskppo train uses "
+        "10 (written into the run's config.yaml), learn() in Python saves and resets nothing",
     )
     keep_last: int = Field(3, ge=1, description="checkpoints kept in RUN_DIR/checkpoints")
 

@@ -25,12 +25,25 @@ from riskppo.train.rundir import (
     drop_metrics_after,
     latest_checkpoint,
     open_run,
+    restart_command,
     run_checkpoint,
     save_run_checkpoint,
     start_clean,
 )
 from riskppo.train.runlock import lock_run
 from riskppo.train.trainer import DistributionalPPO
+
+DEFAULT_CHECKPOINT_EVERY = 10  # updates between the checkpoints of `riskppo train`
+
+
+def with_periodic_checkpoints(cfg: Config) -> Config:
+    """``cfg`` with ``checkpoint.every_updates`` set to :data:`DEFAULT_CHECKPOINT_EVERY`
+    where it is unset (what ``riskppo train`` runs: a stopped run resumes exactly)."""
+    if cfg.checkpoint.every_updates is not None:
+        return cfg
+    data = cfg.to_dict()
+    data["checkpoint"]["every_updates"] = DEFAULT_CHECKPOINT_EVERY
+    return Config.build(data)
 
 
 class Interrupted(Exception):
@@ -69,7 +82,11 @@ def _learn(model: DistributionalPPO, run_dir: Path, cfg: Config, *, progress_bar
     into ``run_dir``. SIGINT/SIGTERM stop it at the next checkpoint (:class:`_Checkpointer`)
     and raise :class:`Interrupted`; a second signal stops at once, keeping the last one."""
     every = cfg.checkpoint.every_updates
-    where = f"the next checkpoint (every {every} updates)" if every else "the current update"
+    where = (
+        f"the next checkpoint (every {every:,} updates)"
+        if every
+        else "the end of the current update"
+    )
     notice = (
         f"riskppo: {{signal}}: training on to {where}, then saving it and stopping; "
         "press Ctrl-C again to stop at once without saving"
@@ -133,8 +150,8 @@ def _abandoned(run_dir: Path) -> str:
         path = latest_checkpoint(run_dir)
     except CheckpointError:
         return (
-            "riskppo: stopped at once; no checkpoint was saved yet, nothing to resume (start "
-            f"again with --run-dir {shlex.quote(str(run_dir))} --force)"
+            "riskppo: stopped at once; no checkpoint was saved yet, nothing to resume; start "
+            f"again with: {restart_command(run_dir)}"
         )
     return (
         f"riskppo: stopped at once; the steps after the last checkpoint ({path.name}) are lost; "

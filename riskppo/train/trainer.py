@@ -36,7 +36,7 @@ from riskppo.train.loop import (
     train_iteration,
 )
 from riskppo.train.metrics import UpdateLog
-from riskppo.train.monitor import Monitor, log_update
+from riskppo.train.monitor import Monitor, check_steps_continue, log_update
 from riskppo.train.outputs import check_finite_outputs
 from riskppo.train.predict_args import check_state, episode_starts
 from riskppo.train.progress import fmt, training_progress, whole_rollouts
@@ -156,9 +156,11 @@ class DistributionalPPO:
             )
         if total_timesteps < 1:
             raise ConfigError(f"total_timesteps must be >= 1, got {total_timesteps}")
+        start_steps = 0 if reset_num_timesteps else self.num_timesteps
+        if self.run_dir is not None:  # before anything changes: its step count must not go back
+            check_steps_continue(self.run_dir, start_steps)
         if reset_num_timesteps:
             self.state = self.state.with_counters(num_timesteps=0).replace(carry=None)
-        start_steps = self.num_timesteps
         self.state = self.state.with_counters(schedule_total=start_steps + total_timesteps)
         if self.config.num_threads is not None:
             torch.set_num_threads(self.config.num_threads)
