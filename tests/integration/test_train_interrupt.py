@@ -150,3 +150,18 @@ def test_resume_refuses_another_run_dir(tmp_path: Path, capsys) -> None:
         f"riskppo: configuration error: --resume continues {tmp_path / 'a'} in place; drop "
         f"--run-dir {tmp_path} (to branch a run off, copy its directory and resume the copy)\n"
     )
+
+
+def test_ctrl_c_to_the_process_group_spares_subprocess_env_workers(tmp_path: Path) -> None:
+    """A terminal's Ctrl-C reaches the env workers too: they must not die mid-rollout."""
+    cfg = write_config(tmp_path, env={**CONFIG["env"], "vec_env": "subproc"})
+    run = tmp_path / "run"
+    proc = subprocess.Popen(
+        train_cmd(cfg, run), env=ENV, text=True, start_new_session=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    wait_for_step(proc, run, 64)
+    os.killpg(proc.pid, signal.SIGINT)  # like Ctrl-C: the whole process group
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "riskppo: stopped by Ctrl-C at step " in err and "Traceback" not in err
