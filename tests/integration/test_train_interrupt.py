@@ -156,8 +156,11 @@ def test_ctrl_c_to_the_process_group_spares_subprocess_env_workers(tmp_path: Pat
     """A terminal's Ctrl-C reaches the env workers too: they must not die mid-rollout."""
     cfg = write_config(tmp_path, env={**CONFIG["env"], "vec_env": "subproc"})
     run = tmp_path / "run"
+    # without PYTHONHASHSEED: with it set, the env workers happened to survive Ctrl-C anyway
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env.pop("PYTHONHASHSEED", None)
     proc = subprocess.Popen(
-        train_cmd(cfg, run), env=ENV, text=True, start_new_session=True,
+        train_cmd(cfg, run), env=env, text=True, start_new_session=True,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
     wait_for_step(proc, run, 64)
