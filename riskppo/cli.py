@@ -59,21 +59,39 @@ def default_run_dir(cfg: Config, prefix: str = "") -> Path:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from riskppo.runner import resume_run, train_run
+    """``riskppo train``; stopped by Ctrl-C or SIGTERM, it saves a checkpoint, prints what it
+    saved and the command that resumes it, and exits 130 / 143 (:func:`riskppo.runner._learn`)."""
+    from riskppo.runner import Interrupted, resume_run, train_run, with_periodic_checkpoints
 
-    if args.resume:
-        if args.config or args.set or args.force:
-            raise ConfigError(
-                "--resume continues a run with its own config; drop --config/--set/--force"
-            )
-        resume_run(Path(args.resume), progress_bar=not args.no_progress)
-        print_flat_warning(Path(args.resume) / "backtest_test")
-        return 0
-    cfg = load_config(args.config, args.set or [])
-    run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(cfg)
-    train_run(cfg, run_dir, progress_bar=not args.no_progress, force=args.force)
+    progress_bar = not args.no_progress
+    try:
+        if args.resume:
+            run_dir = Path(args.resume)
+            check_resume_args(args, run_dir)
+            resume_run(run_dir, progress_bar=progress_bar)
+        else:
+            cfg = with_periodic_checkpoints(load_config(args.config, args.set or []))
+            run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(cfg)
+            train_run(cfg, run_dir, progress_bar=progress_bar, force=args.force)
+    except Interrupted as stopped:
+        print(stopped, file=sys.stderr)
+        return stopped.exit_code
     print_flat_warning(run_dir / "backtest_test")
     return 0
+
+
+def check_resume_args(args: argparse.Namespace, run_dir: Path) -> None:
+    """``--resume`` continues a run in place with its own config: any flag that would change
+    the config or move the run is refused (a run's checkpoints and metrics stay together)."""
+    if args.config or args.set or args.force:
+        raise ConfigError(
+            "--resume continues a run with its own config; drop --config/--set/--force"
+        )
+    if args.run_dir and Path(args.run_dir) != run_dir:
+        raise ConfigError(
+            f"--resume continues {run_dir} in place; drop --run-dir {args.run_dir} (to branch a "
+            "run off, copy its directory and resume the copy)"
+        )
 
 
 def print_flat_warning(backtest_dir: Path, prefix: str = "riskppo") -> None:

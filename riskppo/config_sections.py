@@ -671,18 +671,17 @@ class CheckpointConfig(_Section):
 
     After each periodic checkpoint the envs are re-seeded (seed + update count) and reset, in
     the uninterrupted run and in a run resumed from that checkpoint alike, which makes the
-    resumed run bit-identical on CPU (R-REL-4).
+    resumed run bit-identical on CPU (R-REL-4). ``riskppo train`` stopped by Ctrl-C or SIGTERM
+    trains on to the next such checkpoint, saves it and exits (:mod:`riskppo.runner`).
     """
 
     every_updates: int | None = Field(
         None,
         ge=1,
-        description="save a checkpoint every this many updates (and re-seed the envs so a "
-        "resume is bit-identical); None = only at the end",
+        description="updates between checkpoints (and env resets); null: riskppo train uses "
+        "10 (written into the run's config.yaml), learn() in Python saves and resets nothing",
     )
-    keep_last: int = Field(
-        3, ge=1, description="checkpoints kept in a run directory; older ones are deleted"
-    )
+    keep_last: int = Field(3, ge=1, description="checkpoints kept in RUN_DIR/checkpoints")
 
 
 TRADING_ID = "riskppo/Trading-v0"  # the trading env's Gymnasium id (riskppo.envs.registration)

@@ -6,6 +6,8 @@ evaluation and (trading) backtest report, evaluate robustness. It sits above eve
 from __future__ import annotations
 
 import json
+import shlex
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +22,15 @@ from riskppo.evaluation.summary import (
     validation_summary,
 )
 from riskppo.safefs import write_text_atomic
+from riskppo.train.checkpoint import CheckpointError
+from riskppo.train.interrupt import StopRequest, signal_name, stop_on_signals
+from riskppo.train.progress import whole_rollouts
 from riskppo.train.rundir import (
+    checkpoint_dir,
     drop_metrics_after,
+    latest_checkpoint,
     open_run,
+    restart_command,
     run_checkpoint,
     save_run_checkpoint,
     start_clean,
@@ -30,16 +38,130 @@ from riskppo.train.rundir import (
 from riskppo.train.runlock import lock_run
 from riskppo.train.trainer import DistributionalPPO
 
+DEFAULT_CHECKPOINT_EVERY = 10  # updates between the checkpoints of `riskppo train`
 
-def _periodic(run_dir: Path, cfg: Config) -> Any:
+
+def with_periodic_checkpoints(cfg: Config) -> Config:
+    """``cfg`` with ``checkpoint.every_updates`` set to :data:`DEFAULT_CHECKPOINT_EVERY`
+    where it is unset (what ``riskppo train`` runs: a stopped run resumes exactly)."""
+    if cfg.checkpoint.every_updates is not None:
+        return cfg
+    data = cfg.to_dict()
+    data["checkpoint"]["every_updates"] = DEFAULT_CHECKPOINT_EVERY
+    return Config.build(data)
+
+
+class Interrupted(Exception):
+    """Training stopped by a signal (:mod:`riskppo.train.interrupt`); the message says what
+    was saved and how to resume, ``exit_code`` is the shell's status for that signal."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+@dataclass
+class _Checkpointer:
+    """The ``learn`` callback of a run: a checkpoint every ``checkpoint.every_updates``
+    updates; once a stop is requested, training ends at the next one (or, without periodic
+    checkpoints, after the current update, saved)."""
+
+    run_dir: Path
+    cfg: Config
+    stop: StopRequest
+    saved_step: int | None = None
+
+    def save(self, model: DistributionalPPO) -> None:
+        save_run_checkpoint(model, self.run_dir, self.cfg.checkpoint.keep_last)
+        self.saved_step = model.num_timesteps
+
+    def __call__(self, model: DistributionalPPO, _log: Any) -> bool:
+        every = self.cfg.checkpoint.every_updates
+        if (every and model.n_updates % every == 0) or (self.stop.requested and not every):
+            self.save(model)
+        return not (self.stop.requested and self.saved_step == model.num_timesteps)
+
+
+def _learn(model: DistributionalPPO, run_dir: Path, cfg: Config, *, progress_bar: bool) -> None:
+    """Train ``model`` up to ``cfg.total_timesteps`` (its counters continue), checkpointing
+    into ``run_dir``. SIGINT/SIGTERM stop it at the next checkpoint (:class:`_Checkpointer`)
+    and raise :class:`Interrupted`; a second signal stops at once, keeping the last one."""
     every = cfg.checkpoint.every_updates
+    where = (
+        f"the next checkpoint (every {every:,} updates)"
+        if every
+        else "the end of the current update"
+    )
+    notice = (
+        f"riskppo: {{signal}}: training on to {where}, then saving it and stopping; "
+        "press Ctrl-C again to stop at once without saving"
+    )
+    with stop_on_signals(notice) as stop:
+        ckpt = _Checkpointer(run_dir, cfg, stop)
+        try:
+            model.learn(
+                cfg.total_timesteps - model.num_timesteps,
+                progress_bar=progress_bar,
+                reset_num_timesteps=False,
+                callback=ckpt,
+            )
+            if stop.requested and ckpt.saved_step != model.num_timesteps:
+                ckpt.save(model)  # the run ended before the next periodic checkpoint
+        except KeyboardInterrupt:
+            model.close()
+            raise Interrupted(_abandoned(run_dir), stop.exit_code) from None
+    if stop.signum is not None:
+        model.close()
+        raise Interrupted(_saved(run_dir, cfg, model, stop.signum), stop.exit_code)
 
-    def callback(model: DistributionalPPO, _metrics: Any) -> bool:
-        if every and model.n_updates % every == 0:
-            save_run_checkpoint(model, run_dir, cfg.checkpoint.keep_last)
-        return True
 
-    return callback
+def _final_step(model: DistributionalPPO, cfg: Config) -> int:
+    """The step count a run ends at: ``total_timesteps`` rounded up to whole rollouts."""
+    return whole_rollouts(cfg.total_timesteps, cfg.ppo.n_steps * model.n_envs)
+
+
+def _planned(model: DistributionalPPO, cfg: Config) -> str:
+    """``200,704 steps (200,000 rounded up to whole rollouts of 8 envs × 128 steps)``."""
+    final, total = _final_step(model, cfg), cfg.total_timesteps
+    if final == total:
+        return f"{total:,} steps"
+    return (
+        f"{final:,} steps ({total:,} rounded up to whole rollouts of {model.n_envs} envs × "
+        f"{cfg.ppo.n_steps} steps)"
+    )
+
+
+def _resume_command(run_dir: Path) -> str:
+    return f"riskppo train --resume {shlex.quote(str(run_dir))}"
+
+
+def _saved(run_dir: Path, cfg: Config, model: DistributionalPPO, signum: int) -> str:
+    done, total = model.num_timesteps, _final_step(model, cfg)
+    saved = f"saved {checkpoint_dir(run_dir) / f'ckpt-{done:012d}'}"
+    if done >= total:
+        return (
+            f"riskppo: stopped by {signal_name(signum)} after training ({done:,} steps; {saved}) "
+            f"before the evaluation; write it with: {_resume_command(run_dir)}"
+        )
+    return (
+        f"riskppo: stopped by {signal_name(signum)} at step {done:,} of {total:,}; {saved}; "
+        f"continue with: {_resume_command(run_dir)}"
+    )
+
+
+def _abandoned(run_dir: Path) -> str:
+    """The line of a run stopped at once (a second signal): what is on disk still counts."""
+    try:
+        path = latest_checkpoint(run_dir)
+    except CheckpointError:
+        return (
+            "riskppo: stopped at once; no checkpoint was saved yet, nothing to resume; start "
+            f"again with: {restart_command(run_dir)}"
+        )
+    return (
+        f"riskppo: stopped at once; the steps after the last checkpoint ({path.name}) are lost; "
+        f"continue from it with: {_resume_command(run_dir)}"
+    )
 
 
 def train_run(
@@ -64,8 +186,8 @@ def train_run(
 def _train_run(cfg: Config, run_dir: Path, *, progress_bar: bool) -> DistributionalPPO:
     cfg.to_yaml(run_dir / "config.yaml")
     model = DistributionalPPO(config=cfg, run_dir=run_dir)
-    print(f"riskppo: training {run_label(cfg)} for {cfg.total_timesteps:,} steps → {run_dir}")
-    model.learn(cfg.total_timesteps, progress_bar=progress_bar, callback=_periodic(run_dir, cfg))
+    print(f"riskppo: training {run_label(cfg)} for {_planned(model, cfg)} → {run_dir}")
+    _learn(model, run_dir, cfg, progress_bar=progress_bar)
     return _finish(model, run_dir, cfg)
 
 
@@ -98,18 +220,14 @@ def _resume_run(run_dir: Path, *, progress_bar: bool) -> DistributionalPPO:
         print("riskppo: writing its missing evaluation")
         return _finish(model, run_dir, cfg)
     dropped = drop_metrics_after(run_dir / "metrics.jsonl", done)
-    print(f"riskppo: resuming {run_dir} at step {done:,} of {total:,} ({total - done:,} to go)")
+    final = _final_step(model, cfg)
+    print(f"riskppo: resuming {run_dir} at step {done:,} of {final:,} ({final - done:,} to go)")
     if dropped:
         print(
             f"riskppo: dropped {dropped} metrics.jsonl row(s) logged after {path.name} by the "
             "stopped run; the resumed run logs those steps again"
         )
-    model.learn(
-        total - done,
-        progress_bar=progress_bar,
-        reset_num_timesteps=False,
-        callback=_periodic(run_dir, cfg),
-    )
+    _learn(model, run_dir, cfg, progress_bar=progress_bar)
     return _finish(model, run_dir, cfg)
 
 

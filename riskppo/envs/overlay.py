@@ -100,6 +100,8 @@ class RiskOverlay:
         unknown = sorted(set(value) - set(cls.__dataclass_fields__))
         if unknown:
             raise ValueError(f"overlay has unknown settings {unknown}")
+        if "limit" not in value:
+            raise ValueError("overlay needs a limit (a CVaR of log returns < 0, e.g. -0.04)")
         return cls(**value)
 
     def to_dict(self) -> dict[str, Any]:

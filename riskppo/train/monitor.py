@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import weakref
 from collections import Counter
 from pathlib import Path
@@ -15,11 +16,44 @@ from pathlib import Path
 from stable_baselines3.common.logger import JSONOutputFormat, KVWriter, Logger
 
 from riskppo.config import Config
-from riskppo.safefs import append_text
+from riskppo.safefs import append_text, open_nofollow
 from riskppo.train.alerts import alerts
 from riskppo.train.metrics import UpdateLog
 
 log = logging.getLogger("riskppo")
+
+METRICS_FILE = "metrics.jsonl"
+_TAIL_BYTES = 1 << 16  # a metrics row is a few kB: the last complete one is in this tail
+
+
+def last_logged_step(path: Path) -> int | None:
+    """``time/total_timesteps`` of the last complete row of a ``metrics.jsonl`` (``None``: no
+    file or no row). Reads only the file's last :data:`_TAIL_BYTES`; never through a link."""
+    if not os.path.lexists(path):
+        return None
+    with os.fdopen(open_nofollow(path, os.O_RDONLY), "rb") as f:
+        f.seek(max(f.seek(0, os.SEEK_END) - _TAIL_BYTES, 0))
+        lines = f.read().splitlines()
+    for line in reversed(lines):
+        try:
+            step = json.loads(line).get("time/total_timesteps")
+        except (ValueError, AttributeError):  # a torn or cut line, or not a row
+            continue
+        if isinstance(step, int | float):
+            return int(step)
+    return None
+
+
+def check_steps_continue(run_dir: Path, start: int) -> None:
+    """Refuse (``ValueError``) to train from step ``start`` into a ``run_dir`` whose
+    ``metrics.jsonl`` already logged later steps: its step counter would go back."""
+    logged = last_logged_step(run_dir / METRICS_FILE)
+    if logged is not None and logged > start:
+        raise ValueError(
+            f"{run_dir / METRICS_FILE} already logs steps up to {logged:,} and this learn() "
+            f"starts at step {start:,}: pass reset_num_timesteps=False to continue that run, "
+            "or another run_dir for a new one"
+        )
 
 
 class _AppendJSON(JSONOutputFormat):
@@ -38,7 +72,7 @@ class Monitor:
         self.run_dir = Path(run_dir) if run_dir is not None else None
         if self.run_dir is not None:
             self.run_dir.mkdir(parents=True, exist_ok=True)
-            formats.append(_AppendJSON(self.run_dir / "metrics.jsonl"))
+            formats.append(_AppendJSON(self.run_dir / METRICS_FILE))
             if tensorboard:
                 from stable_baselines3.common.logger import TensorBoardOutputFormat
 

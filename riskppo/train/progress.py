@@ -120,7 +120,7 @@ class ProgressBar:
         elapsed = time.monotonic() - self._t0
         eta = elapsed * (total - done) / done if done else None
         status = "".join(f"  {label} {self.values[name]}" for name, label in self.fields.items())
-        share = min(done / total, 1.0) if total else 1.0  # the last rollout may overshoot
+        share = min(done / total, 1.0) if total else 1.0
         return (
             f"{self.description}: {done:,}/{total:,} {self.unit} ({share:.0%})  "
             f"elapsed {hms(elapsed)}  ETA {hms(max(eta, 0.0) if eta is not None else None)}"
@@ -144,8 +144,16 @@ class ProgressBar:
             self._print_line()  # where it stopped (the end, a callback's stop, an error)
 
 
+def whole_rollouts(steps: int, per_rollout: int) -> int:
+    """``steps`` env steps rounded up to whole rollouts of ``per_rollout`` steps (``n_steps``
+    × ``n_envs``): what ``learn(steps)`` trains, since it stops only between rollouts."""
+    return -(-steps // per_rollout) * per_rollout
+
+
 def training_progress(total_timesteps: int, enabled: bool) -> ProgressBar:
-    """The bar of :meth:`DistributionalPPO.learn`: steps, fps and the last mean return."""
+    """The bar of :meth:`DistributionalPPO.learn`: steps, fps and the last mean return.
+    ``total_timesteps`` is what will be trained (:func:`whole_rollouts`), so the count ends at
+    it exactly."""
     return ProgressBar(
         total_timesteps,
         description="training",

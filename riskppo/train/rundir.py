@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import stat
 import warnings
@@ -72,6 +73,14 @@ _RUN_ENTRY = re.compile(
 
 class RunDirError(RuntimeError):
     """A run directory cannot be used as asked (it already holds a run, or foreign files)."""
+
+
+def restart_command(run_dir: Path) -> str:
+    """The command that trains ``run_dir`` again from the start, with its own config."""
+    d = shlex.quote(str(run_dir))
+    return (
+        f"riskppo train --config {shlex.quote(str(run_dir / 'config.yaml'))} --run-dir {d} --force"
+    )
 
 
 def checkpoint_dir(run_dir: Path) -> Path:
@@ -156,7 +165,7 @@ def latest_good_checkpoint(run_dir: Path) -> Path:
             warnings.warn(f"skipping bad checkpoint: {exc}", stacklevel=2)
     raise CheckpointError(
         f"{run_dir}: no usable checkpoint in {ckpts}; pass a run directory written by "
-        "`riskppo train`, or train this one again (without --resume)"
+        f"`riskppo train`, or start this one again with: {restart_command(run_dir)}"
     )
 
 

@@ -37,10 +37,10 @@ from riskppo.train.loop import (
     train_iteration,
 )
 from riskppo.train.metrics import UpdateLog
-from riskppo.train.monitor import Monitor, log_update
+from riskppo.train.monitor import Monitor, check_steps_continue, log_update
 from riskppo.train.outputs import check_finite_outputs
 from riskppo.train.predict_args import check_state, episode_starts
-from riskppo.train.progress import fmt, training_progress
+from riskppo.train.progress import fmt, training_progress, whole_rollouts
 from riskppo.train.sb3_compat import LearnCallbacks, checkpoint_dir, next_run_dir
 from riskppo.train.settings import (
     apply_num_threads,
@@ -243,16 +243,19 @@ class DistributionalPPO:
             )
         if total_timesteps < 1:
             raise ConfigError(f"total_timesteps must be >= 1, got {total_timesteps}")
+        start_steps = 0 if reset_num_timesteps else self.num_timesteps
+        if self.run_dir is not None:  # before anything changes: its step count must not go back
+            check_steps_continue(self.run_dir, start_steps)
         if reset_num_timesteps:
             self.state = self.state.with_counters(num_timesteps=0).replace(carry=None)
-        start_steps = self.num_timesteps
         self.state = self.state.with_counters(schedule_total=start_steps + total_timesteps)
         if log_interval is not None:
             self.config = config_from_keywords(self.config, log_interval=log_interval)
         apply_num_threads(self.config)  # another model may have changed it since __init__
         monitor = self._open_monitor(tb_log_name, reset_num_timesteps)
         callbacks.start(self, {"total_timesteps": total_timesteps, "callback": callback})
-        with training_progress(total_timesteps, progress_bar) as bar:
+        planned = whole_rollouts(total_timesteps, self.config.ppo.n_steps * self.n_envs)
+        with training_progress(planned, progress_bar) as bar:
             while self.num_timesteps < start_steps + total_timesteps:
                 try:
                     log = self._iterate(callbacks)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import multiprocessing as mp
+import signal
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -329,6 +330,20 @@ class RewardChecked:
         return RewardCheck(self.factory(**kwargs))
 
 
+class WorkerIgnoresCtrlC:
+    """An env factory for ``SubprocVecEnv`` workers that ignore SIGINT. Ctrl-C in a terminal
+    reaches every process of the group, and a worker it ends breaks the main process's pipe
+    mid-rollout; the main process alone decides when to stop (:mod:`riskppo.train.interrupt`)
+    and closes its workers."""
+
+    def __init__(self, factory: Callable[..., gym.Env]) -> None:
+        self.factory = factory
+
+    def __call__(self, **kwargs: Any) -> gym.Env:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # runs in the worker process
+        return self.factory(**kwargs)
+
+
 class MakeFromId:
     """``gym.make(env_id, **kwargs)`` as a factory, so SB3's ``make_vec_env`` calls it like a
     user's factory instead of making the env from the id itself.
@@ -430,8 +445,11 @@ def build_vec_env(
         if cfg.vec_env == "subproc" and cfg.step_timeout is not None:
             vec_cls, vec_kwargs = TimeoutSubprocVecEnv, {"step_timeout": cfg.step_timeout}
         n = n_envs or cfg.n_envs
+        factory: Callable[..., gym.Env] = RewardChecked(env_factory(env, n))
+        if cfg.vec_env == "subproc":
+            factory = WorkerIgnoresCtrlC(factory)
         venv = make_vec_env(
-            RewardChecked(env_factory(env, n)),
+            factory,
             n_envs=n,
             seed=seed,
             vec_env_cls=vec_cls,

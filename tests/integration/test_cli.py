@@ -41,7 +41,7 @@ ppo: {n_steps: 16, batch_size: 32, bptt_len: 8, n_epochs: 1}
 policy: {lstm_hidden_size: 16}
 """
 PLAIN_LINE = re.compile(
-    r"training: ([\d,]+)/1,000 steps \((\d+)%\)  elapsed \d+:\d\d:\d\d  ETA \d+:\d\d:\d\d  "
+    r"training: ([\d,]+)/1,024 steps \((\d+)%\)  elapsed \d+:\d\d:\d\d  ETA \d+:\d\d:\d\d  "
     r"fps [\d,]+  return (-|-?[\d.]+)"
 )
 
@@ -62,8 +62,16 @@ def test_progress_is_plain_lines_when_output_is_not_a_terminal(tiny_run) -> None
     lines = [m for m in map(PLAIN_LINE.fullmatch, out.splitlines()) if m]
     steps = [int(m[1].replace(",", "")) for m in lines]
     shares = [int(m[2]) for m in lines]
-    assert [s * 10 // 1000 for s in steps[:-1]] == list(range(1, 10))  # one line per tenth
-    assert steps[-1] >= 1000 and shares[-1] == 100
+    assert [s * 10 // 1024 for s in steps[:-1]] == list(range(1, 10))  # one line per tenth
+    assert steps[-1] == 1024 and shares[-1] == 100  # ends at its total, not past it
+    assert "for 1,024 steps (1,000 rounded up to whole rollouts of 2 envs × 16 steps)" in out
+
+
+def test_train_checkpoints_every_10_updates_by_default(tiny_run) -> None:
+    run, _ = tiny_run  # TINY sets no checkpoint.every_updates: 32 updates of 32 steps
+    assert "every_updates: 10" in (run / "config.yaml").read_text()
+    names = sorted(p.name for p in (run / "checkpoints").glob("ckpt-*"))
+    assert names == [f"ckpt-{s:012d}" for s in (640, 960, 1024)]  # keep_last: 3
 
 
 def test_progress_is_a_live_bar_on_a_terminal(tmp_path: Path) -> None:

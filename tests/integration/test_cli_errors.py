@@ -117,6 +117,9 @@ def test_resume_of_a_run_without_checkpoints_is_one_line(run: Path, capsys) -> N
     assert cli.main(["train", "--resume", str(run), "--no-progress"]) == 2
     line = one_line_error(capsys.readouterr().err, "riskppo: checkpoint error: ")
     assert "no usable checkpoint" in line
+    restart = f"riskppo train --config {run / 'config.yaml'} --run-dir {run} --force"
+    assert line.endswith(f"start this one again with: {restart}")
+    assert cli.main([*restart.split()[1:], "--no-progress"]) == 0  # and it does
 
 
 def test_train_on_a_broken_user_csv_is_one_line(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ from riskppo.envs import (
     validate_ohlcv,
 )
 from riskppo.envs.factory import make_trading_env
+from riskppo.envs.registration import resolve_overlay
 
 ROOT = Path(__file__).parents[2]
 DEFAULT = Config.from_yaml(ROOT / "riskppo/configs/trading_googl.yaml")
@@ -126,7 +127,7 @@ def test_close_only_env_leaves_features_out_with_one_line_per_process(
 ) -> None:
     path = tmp_path / "one_line.csv"
     close_series(900).rename("close").to_csv(path)
-    kwargs = dict(DEFAULT.env.kwargs)
+    kwargs = resolve_overlay(DEFAULT.env.kwargs, DEFAULT.risk)  # the overlay's limit: risk.*
     with caplog.at_level(logging.WARNING, logger="riskppo"):
         envs = [
             make_trading_env(dataset=None, path=str(path), part=part, **kwargs)
@@ -164,7 +165,9 @@ def test_close_features_are_the_same_with_or_without_ohlv(caplog) -> None:
 def test_ohlcv_observations_are_unchanged() -> None:
     """The default config's GOOGL observation table, bit for bit as before close-only input
     (sha256 recorded at ea9a290, the commit before it)."""
-    env = make_trading_env(dataset="googl", part="train", **dict(DEFAULT.env.kwargs))
+    env = make_trading_env(
+        dataset="googl", part="train", **resolve_overlay(DEFAULT.env.kwargs, DEFAULT.risk)
+    )
     digest = hashlib.sha256(np.ascontiguousarray(env._table).tobytes()).hexdigest()
     assert env._table.shape == (2335, 13)
     assert digest == "2194797b97e5e8a424f114c43b91d0c61910e94415b49d56084816a3587498f7"
@@ -245,7 +248,9 @@ def test_sp500_config_reaches_the_env_and_labels(caplog) -> None:
     cfg = apply_overrides(DEFAULT, ["data.dataset=sp500", "data.symbol=msft"])
     assert cfg.data.symbol == "MSFT"
     with caplog.at_level(logging.WARNING, logger="riskppo"):
-        env = make_trading_env(**data_kwargs(cfg.data), part="test", **dict(cfg.env.kwargs))
+        env = make_trading_env(
+            **data_kwargs(cfg.data), part="test", **resolve_overlay(cfg.env.kwargs, cfg.risk)
+        )
     assert env.bars_per_year == 252 and env.data_label == "MSFT"
     np.testing.assert_array_equal(env.df["close"], load_dataset("sp500", "MSFT")["close"])
     assert left_out_lines(caplog) == [

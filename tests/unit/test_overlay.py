@@ -149,6 +149,7 @@ def test_overlay_takes_its_limit_from_the_risk_section() -> None:
         ),
         ({"limit": -0.04, "marg": 2}, r"overlay has unknown settings \['marg'\]"),
         ({"limit": -0.04, "fast_span": 1}, "overlay fast_span=1 is invalid: must be an int >= 2"),
+        ({"margin": 1.5}, r"overlay needs a limit \(a CVaR of log returns < 0, e.g. -0.04\)"),
     ],
 )
 def test_bad_overlay_settings_get_one_line(settings: dict[str, object], message: str) -> None:

@@ -16,6 +16,7 @@ from riskppo.cli import load_config
 from riskppo.config import ConfigError
 from riskppo.envs.data import load_ohlcv
 from riskppo.envs.factory import make_trading_env
+from riskppo.envs.registration import resolve_overlay
 
 README = Path(__file__).resolve().parents[2] / "docs" / "data.md"
 
@@ -54,7 +55,8 @@ def test_the_data_length_the_readme_gives_is_what_the_default_config_needs(tmp_p
     text = " ".join(section().split())
     warmup = int(re.search(r"features need (\d+) bars of history", text)[1])  # type: ignore[index]
     need = int(re.search(r"it needs about (\d+) bars in all", text)[1])  # type: ignore[index]
-    kwargs = dict(load_config(None, []).env.kwargs)
+    cfg = load_config(None, [])
+    kwargs = resolve_overlay(cfg.env.kwargs, cfg.risk)
     episode = kwargs["episode_length"]
     assert f"training episodes are {episode} bars" in text
     exact = min(n for n in range(100, 5000) if math.floor(0.7 * n) - 1 - warmup >= episode)
