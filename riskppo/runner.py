@@ -184,8 +184,12 @@ def train_run(
 
 
 def _train_run(cfg: Config, run_dir: Path, *, progress_bar: bool) -> DistributionalPPO:
+    try:
+        model = DistributionalPPO(config=cfg, run_dir=run_dir)
+    except BaseException:  # a run that never started leaves nothing a retry would trip on
+        start_clean(run_dir, force=True)
+        raise
     cfg.to_yaml(run_dir / "config.yaml")
-    model = DistributionalPPO(config=cfg, run_dir=run_dir)
     print(f"riskppo: training {run_label(cfg)} for {_planned(model, cfg)} → {run_dir}")
     _learn(model, run_dir, cfg, progress_bar=progress_bar)
     return _finish(model, run_dir, cfg)

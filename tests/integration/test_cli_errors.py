@@ -146,6 +146,8 @@ def test_a_bad_fill_is_one_line_naming_it_and_the_allowed_values(tmp_path: Path,
     line = one_line_error(capsys.readouterr().err, "riskppo: configuration error: trading env")
     assert "fill='tomorrow' is invalid: must be one of " in line
     assert "('auto', 'close', 'next_open', 'next_close')" in line
+    # a run that never started leaves nothing behind: the corrected command is not refused
+    assert set(os.listdir(tmp_path / "r")) <= {".lock"}
 
 
 class StringObsEnv(gym.Env):
