@@ -115,22 +115,26 @@ def cell_row(cell: dict[str, Any]) -> dict[str, Any]:
         "lambda": cell.get("lambda"),
         "overlay_binding": (cell.get("overlay_test") or {}).get("binding_share"),
         "overlay_binding_train": (cell.get("overlay_train") or {}).get("binding_share"),
+        "overlay_cut": (cell.get("overlay_test") or {}).get("mean_cut"),
     }
 
 
 def risk_summary(rows: Sequence[dict[str, Any]]) -> dict[str, float | None]:
     """Over all cells: the CVaR multiplier λ at the end of training (mean, max, share of cells
-    with λ > 0) and the risk overlay's binding share out of sample and over training (means;
-    None where no cell recorded it)."""
+    with λ > 0), the risk overlay's binding share out of sample and over training, and the
+    exposure it left where it bound (cap / uncapped scale) out of sample (means; None where no
+    cell recorded it)."""
 
     def values(key: str) -> list[float]:
         return [float(r[key]) for r in rows if r.get(key) is not None]
 
     lam, oos, train = values("lambda"), values("overlay_binding"), values("overlay_binding_train")
+    cut = values("overlay_cut")
     return {
         "lambda_mean": float(np.mean(lam)) if lam else None,
         "lambda_max": max(lam) if lam else None,
         "lambda_positive_share": float(np.mean([v > 0 for v in lam])) if lam else None,
         "overlay_binding_oos": float(np.mean(oos)) if oos else None,
         "overlay_binding_train": float(np.mean(train)) if train else None,
+        "overlay_cut_oos": float(np.mean(cut)) if cut else None,
     }

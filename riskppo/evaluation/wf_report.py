@@ -119,7 +119,8 @@ def risk_line(risk: dict[str, Any]) -> str | None:
     if risk.get("overlay_binding_oos") is not None:
         parts.append(
             f"risk overlay bound on {risk['overlay_binding_oos']:.0%} of out-of-sample bars "
-            f"({risk['overlay_binding_train'] or 0:.0%} over training)"
+            f"({risk['overlay_binding_train'] or 0:.0%} over training), keeping "
+            f"{risk['overlay_cut_oos'] or 1:.0%} of the sized exposure there"
         )
     return "; ".join(parts) or None
 
@@ -136,14 +137,15 @@ def plot_risk(metrics: dict[str, Any]) -> Figure:
     left.plot(cells.groupby("segment")["lambda"].mean(), color=COLORS["agent"], lw=1)
     left.set_title("λ at the end of training (dots: seeds)", loc="left", fontsize=11)
     for key, label, style in (
-        ("overlay_binding_train", "over training", "--"),
-        ("overlay_binding", "out of sample", "-"),
+        ("overlay_binding_train", "bars capped, over training", "--"),
+        ("overlay_binding", "bars capped, out of sample", "-"),
+        ("overlay_cut", "exposure kept where capped, out of sample", ":"),
     ):
         if cells[key].notna().any():
             share = cells.groupby("segment")[key].mean()
             right.plot(share, color=COLORS[BENCHMARK], ls=style, marker="o", ms=3, label=label)
     right.set_ylim(-0.03, 1.03)
-    right.set_title("share of bars the risk overlay capped", loc="left", fontsize=11)
+    right.set_title("the risk overlay (shares)", loc="left", fontsize=11)
     right.legend(fontsize=8, frameon=False)
     for a in (left, right):
         a.set_xlabel("segment")
