@@ -299,6 +299,10 @@ BENCHMARKS: dict[str, str] = {
     "power? Simulated GARCH(1,1)-t return pairs",
     "bc_warmstart": "Does warm-starting the trading agent from a strategy it clones (behaviour "
     "cloning) beat training from scratch?",
+    "overlay_calibration": "How the risk overlay's defaults were chosen on validation periods of "
+    "21 stocks, and what they do on the test periods",
+    "walkforward_compare": "Finished walk-forward runs side by side: the limit per cell and per "
+    "seed, the verdict, exposure, λ and the overlay",
 }
 
 
