@@ -13,7 +13,12 @@ adjusted for the run's trials); the annual return of the agent and of the benchm
 the agent's CVaR (what the passive position earns at the same tail risk); mean |exposure|; the
 share of bars in the market (|exposure| >= 0.05) and the share at the core position (signal
 within 0.01 of the env's lowest, for ``long_only`` agents); λ at the end of training (mean, and
-the share of cells with λ > 0); the overlay's binding share out of sample.
+the share of cells with λ > 0); the overlay's binding share out of sample; and, for a run with a
+risk overlay, the passive full signal held through the same env (sizing, costs, fill, overlay;
+one episode over the record's bars) and the agent's Sharpe difference against it with its
+one-sided HAC p (not adjusted) — how much of the record is the agent's timing rather than the
+overlay's. Sharpe ratios are those
+of the verdict (net log returns).
 """
 
 from __future__ import annotations
@@ -23,7 +28,15 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
+
+from riskppo.config import Config
+from riskppo.envs.datasets import DATASETS
+from riskppo.envs.factory import trading_range
+from riskppo.envs.registration import data_kwargs, resolve_overlay
+from riskppo.envs.trading import TradingEnv
+from riskppo.evaluation.stats_core import sharpe, sharpe_difference_hac
 
 CORE_TOL = 0.01
 
@@ -38,17 +51,41 @@ def core_share(run: Path) -> float | None:
     return float((signals <= low + CORE_TOL).mean()) if low > 0 else None
 
 
+def passive_overlay(run: Path, index: pd.DatetimeIndex) -> pd.Series | None:
+    """Net log returns of the full signal held through the run's agent env (sizing, costs, fill
+    and risk overlay as configured; no agent) over the out-of-sample bars ``index`` — one
+    episode, not restarted per segment. None for a run without an overlay."""
+    cfg = Config.from_yaml(run / "config.yaml")
+    kwargs = resolve_overlay(cfg.env.kwargs, cfg.risk)
+    if "overlay" not in kwargs:
+        return None
+    data = {**data_kwargs(cfg.data), "bars": None}
+    df, _, _ = trading_range(part="train", **data)
+    if cfg.data.dataset is not None and cfg.data.path is None:
+        kwargs.setdefault("bars_per_year", DATASETS[cfg.data.dataset].bars_per_year)
+    first = int(df.index.searchsorted(index[0])) - 1  # the decision bar before the first
+    env = TradingEnv(df, **{**kwargs, "random_start": False, "start": first})
+    env.reset()
+    out, t = {}, None
+    action = env.action_for_signal(np.ones(1))[0]
+    while t is None or t < index[-1]:
+        info = env.step(action)[4]
+        t = pd.Timestamp(info["timestamp"])
+        out[t] = info["gross_return"] - info["costs"]
+    return pd.Series(out).reindex(index).fillna(0.0)
+
+
 def row(label: str, run: Path) -> dict[str, Any]:
     m = json.loads((run / "metrics.json").read_text())
     recs = m["records"]
     seeds = {k: v for k, v in recs.items() if k.startswith("seed")}
     mean = recs.get("mean of seeds") or next(iter(recs.values()))
     agent = mean["metrics"]["agent"]
-    bench = mean["metrics"]["vol_target_buy_and_hold"]
     matched = mean["metrics"].get("vol_target_cvar_matched") or {}
     cells = pd.DataFrame(m["cells"])
     risk = m.get("risk") or {}
     verdict = mean["verdict"]
+    stats = mean["stats"]  # the verdict's figures: Sharpe of net log returns
     seeds_met = sum(bool(s["metrics"]["agent"]["cvar_limit_met"]) for s in seeds.values())
     return {
         "run": label,
@@ -56,8 +93,8 @@ def row(label: str, run: Path) -> dict[str, Any]:
         "cells met": f"{m['cells_limit_met']}/{m['cells_with_limit']}",
         "seeds met (stitched)": f"{seeds_met}/{len(seeds)}",
         "CVaR20": f"{agent['cvar_horizon']:.2%}",
-        "Sharpe": f"{agent['sharpe']:.2f}",
-        "VT B&H Sharpe": f"{bench['sharpe']:.2f}",
+        "Sharpe": f"{stats['agent']['sharpe']:.2f}",
+        "VT B&H Sharpe": f"{stats['benchmark']['sharpe']:.2f}",
         "p (adj.)": f"{verdict.get('p_adjusted', float('nan')):.2g}",
         "return/yr": f"{agent['annual_return']:.1%}",
         "VT B&H at agent's CVaR, return/yr": f"{matched['annual_return']:.1%}" if matched else "–",
@@ -68,6 +105,21 @@ def row(label: str, run: Path) -> dict[str, Any]:
         if risk.get("lambda_mean") is not None
         else "–",
         "overlay bound": _pct(risk.get("overlay_binding_oos")),
+        **_against_passive_overlay(run, m["bars_per_year"]),
+    }
+
+
+def _against_passive_overlay(run: Path, bpy: float) -> dict[str, str]:
+    """The agent's mean record against the passive full signal under the same overlay."""
+    mean = pd.read_csv(run / "records" / "mean.csv", index_col=0, parse_dates=True)
+    passive = passive_overlay(run, pd.DatetimeIndex(mean.index))
+    if passive is None:
+        return {"passive overlay Sharpe": "–", "agent − passive, p": "–"}
+    agent = mean["agent_log_return"].to_numpy()
+    test = sharpe_difference_hac(agent, passive.to_numpy(), bpy)
+    return {
+        "passive overlay Sharpe": f"{sharpe(passive.to_numpy(), bpy):.2f}",
+        "agent − passive, p": f"{test.diff:+.2f}, {test.p_one_sided:.2g}",
     }
 
 
