@@ -244,7 +244,9 @@ class DistributionalPPO:
         if total_timesteps < 1:
             raise ConfigError(f"total_timesteps must be >= 1, got {total_timesteps}")
         start_steps = 0 if reset_num_timesteps else self.num_timesteps
-        if self.run_dir is not None:  # before anything changes: its step count must not go back
+        if self.run_dir is not None and self._tb_root is None:
+            # before anything changes: its step count must not go back (a tensorboard_log run
+            # gets a fresh numbered folder when it resets instead)
             check_steps_continue(self.run_dir, start_steps)
         if reset_num_timesteps:
             self.state = self.state.with_counters(num_timesteps=0).replace(carry=None)

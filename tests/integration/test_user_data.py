@@ -87,11 +87,13 @@ def test_eval_prints_and_writes_a_labelled_table(user_run, user_csv: Path) -> No
     assert table.splitlines()[0] == "riskppo eval: riskppo/Trading-v0 on my_prices.csv"
     labels = [line.split("  ")[1] for line in table.splitlines()[1:]]
     assert labels == [
-        "run", "checkpoint", "split", "episodes", "mean return", "std", "CVaR 5%", "min / max"
+        "run", "checkpoint", "split", "episodes", "unit", "mean return", "std", "CVaR 5%",
+        "min / max"
     ]  # fmt: skip
     assert f"{ckpt} (256 steps trained)" in table and period in table
     ev = json.loads((run / "evaluation_val.json").read_text())
-    assert ev["checkpoint"] == ckpt and ev["split"] == "val" and ev["episodes"] == 2
+    # a deterministic trading episode over the split is one episode, however many were asked for
+    assert ev["checkpoint"] == ckpt and ev["split"] == "val" and ev["episodes"] == 1
     assert ev["period"]["start"].startswith(f"{val.index[0]:%Y-%m-%d}")
     assert set(ev["return"]) == {"mean", "std", "cvar", "min", "max"}
 
