@@ -93,8 +93,8 @@ def row(label: str, run: Path) -> dict[str, Any]:
         "cells met": f"{m['cells_limit_met']}/{m['cells_with_limit']}",
         "seeds met (stitched)": f"{seeds_met}/{len(seeds)}",
         "CVaR20": f"{agent['cvar_horizon']:.2%}",
-        "Sharpe": f"{stats['agent']['sharpe']:.2f}",
-        "VT B&H Sharpe": f"{stats['benchmark']['sharpe']:.2f}",
+        "Sharpe [95%]": _interval(stats["agent"]["sharpe"]),
+        "VT B&H Sharpe [95%]": _interval(stats["benchmark"]["sharpe"]),
         "p (adj.)": f"{verdict.get('p_adjusted', float('nan')):.2g}",
         "return/yr": f"{agent['annual_return']:.1%}",
         "VT B&H at agent's CVaR, return/yr": f"{matched['annual_return']:.1%}" if matched else "–",
@@ -121,6 +121,11 @@ def _against_passive_overlay(run: Path, bpy: float) -> dict[str, str]:
         "passive overlay Sharpe": f"{sharpe(passive.to_numpy(), bpy):.2f}",
         "agent − passive, p": f"{test.diff:+.2f}, {test.p_one_sided:.2g}",
     }
+
+
+def _interval(s: dict[str, float]) -> str:
+    """A Sharpe estimate with its block-bootstrap interval."""
+    return f"{s['estimate']:.2f} [{s['low']:.2f}, {s['high']:.2f}]"
 
 
 def _pct(x: float | None) -> str:
