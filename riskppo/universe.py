@@ -6,7 +6,9 @@ Layout of the parent run directory::
     universe_spec.json       what to run: symbols, seeds and the base config (``--resume``
                              reads it, so a resumed universe runs exactly the same cells)
     cells/<SYMBOL>-s<seed>/  one ordinary run directory per cell (``riskppo train`` layout,
-                             backtest_test/ included) plus ``universe.log``, the cell's output
+                             backtest_test/ included)
+    cells/<SYMBOL>-s<seed>.yaml, .log   the cell's config and its output, beside its run
+                             directory (``riskppo train`` starts only in an empty one)
     universe.json            the table's numbers per cell and the counts
     universe.md              the table, also printed
 
@@ -48,7 +50,6 @@ from riskppo.train.rundir import checkpoint_dir
 __all__ = ["CELL_CHECKPOINT_EVERY", "SPEC_FILE", "Cell", "resume_universe", "run_universe"]
 
 SPEC_FILE = "universe_spec.json"
-CELL_LOG = "universe.log"
 CELL_CHECKPOINT_EVERY = 10  # updates between a cell's checkpoints, unless the config sets it
 POLL_S = 0.2
 log = logging.getLogger("riskppo")
@@ -137,6 +138,10 @@ def _cell_dir(run_dir: Path, cell: Cell) -> Path:
     return run_dir / "cells" / cell.name
 
 
+def _cell_log(run_dir: Path, cell: Cell) -> Path:
+    return run_dir / "cells" / f"{cell.name}.log"
+
+
 def _note_close_only(base: Config) -> None:
     """The one line saying which features the close-only sp500 data leaves out (the cells'
     own lines go to their logs)."""
@@ -156,7 +161,7 @@ def _command(base: Config, cell: Cell, cell_dir: Path) -> list[str]:
     if cell_dir.exists():
         shutil.rmtree(cell_dir)
     cell_dir.mkdir(parents=True)
-    config = cell_dir / "config.yaml"
+    config = cell_dir.with_name(f"{cell.name}.yaml")
     cell_config(base, cell).to_yaml(config)
     return [*cli, "--config", str(config), "--run-dir", str(cell_dir)]
 
@@ -196,7 +201,7 @@ def _run_cells(
                 running.remove(r)
                 r.log.close()
                 if r.proc.returncode != 0:
-                    errors[r.cell] = _failure(r, _cell_dir(run_dir, r.cell))
+                    errors[r.cell] = _failure(r, _cell_log(run_dir, r.cell))
                 bar.update(advance=1, running=str(len(running)), failed=str(len(errors)))
     return errors
 
@@ -208,15 +213,15 @@ def _finished(base: Config, cell: Cell, run_dir: Path) -> bool:
 def _start(base: Config, cell: Cell, run_dir: Path) -> _Running:
     cell_dir = _cell_dir(run_dir, cell)
     cmd = _command(base, cell, cell_dir)
-    out = open(cell_dir / CELL_LOG, "ab")  # noqa: SIM115 (closed when the process ends)
+    out = open(_cell_log(run_dir, cell), "ab")  # noqa: SIM115 (closed when the process ends)
     env = os.environ | {"OMP_NUM_THREADS": "1"}  # one core per cell; the cells run in parallel
     proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
     return _Running(cell, proc, out)
 
 
-def _failure(r: _Running, cell_dir: Path) -> str:
+def _failure(r: _Running, log: Path) -> str:
     """The last line of a failed cell's log (its one-line error), with the exit status."""
-    lines = (cell_dir / CELL_LOG).read_text(errors="replace").strip().splitlines()
+    lines = log.read_text(errors="replace").strip().splitlines()
     last = lines[-1].strip() if lines else ""
     return f"exit code {r.proc.returncode}" + (f": {last}" if last else "")
 
