@@ -424,7 +424,7 @@ class DistributionalPPO:
         starts = episode_starts(episode_start, (T, B), self.device, where)
         with torch.inference_mode():
             out, _, _ = self.policy.critic_sequence(x, starts, state)
-            out = out[: self.policy.n_critics]
+            out = self.policy.value_outputs(out)
             n_levels = self.critic.n_out if self.config.critic.kind == "quantile" else 32
             taus = core.quantile_midpoints(n_levels, device=x.device)
             means = self.critic.mean(out)  # [C, T, B]
