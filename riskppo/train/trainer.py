@@ -135,9 +135,7 @@ class DistributionalPPO:
         self._tb_root = _tb_dir(cfg) if not run_dir else None
         self.monitor: Monitor | None = None
         self.rollout_steps = 0  # env steps of a rollout under way (seen by SB3 callbacks)
-        # observation statistics read from a checkpoint (evaluation envs of a model without a
-        # training env are normalised with them)
-        self.loaded_obs_rms: RunningMeanStd | None = None
+        self.loaded_obs_rms: RunningMeanStd | None = None  # from a checkpoint, for evaluation envs
         self.loaded_from: Path | None = None  # the checkpoint directory of ``load``, if any
 
     def _build_env(self, env: EnvSpec | gym.Env) -> VecEnv:
