@@ -162,9 +162,9 @@ def test_group_grad_norms_equal_a_per_group_reference(small_cartpole):
         assert got[name] == pytest.approx(ref, rel=1e-6)
 
 
-def test_truncation_bootstraps_from_final_obs_with_post_step_state(rollout_and_estimates):
-    """R-ALG-6: V(final obs | state after the last step), not the reset."""
-    model = DistributionalPPO(
+def truncating_cartpole(**kw):
+    """CartPole cut at 5 steps (2 envs x 16 steps): several truncations per rollout."""
+    return DistributionalPPO(
         "CartPole-v1",
         seed=1,
         n_envs=2,
@@ -172,7 +172,13 @@ def test_truncation_bootstraps_from_final_obs_with_post_step_state(rollout_and_e
         batch_size=32,
         lstm_hidden_size=16,
         kwargs={"max_episode_steps": 5},
+        **kw,
     )
+
+
+def test_truncation_bootstraps_from_final_obs_with_post_step_state(rollout_and_estimates):
+    """R-ALG-6: V(final obs | state after the last step), not the reset."""
+    model = truncating_cartpole()
     rollout, est = rollout_and_estimates(model)
     assert rollout.truncated.any()
     values = est.values
@@ -539,16 +545,7 @@ def test_bootstrap_uses_post_step_actor_state_with_lstm_sharing_all():
     Mutations: keep the pre-step state (``pi_state`` instead of ``step.pi_state``) for a truncated
     env in ``collect_rollout``; reset it (``torch.ones`` for ``no_reset``) in ``estimate``;
     ``last_pi_state=carry.state.pi`` in ``collect_rollout``."""
-    model = DistributionalPPO(
-        "CartPole-v1",
-        seed=1,
-        n_envs=2,
-        n_steps=16,
-        batch_size=32,
-        lstm_hidden_size=16,
-        lstm_sharing="all",
-        kwargs={"max_episode_steps": 5},
-    )
+    model = truncating_cartpole(lstm_sharing="all")
     cfg, policy, critic, venv = model.config, model.policy, model.critic, model.env
     assert venv is not None
     venv.seed(0)
