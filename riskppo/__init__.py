@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from riskppo.version import __version__
 
 _LAZY = {
     "DistributionalPPO": "riskppo.train.trainer",

@@ -72,7 +72,7 @@ def actor_dist(inp: StepInput, obs: Tensor) -> ActionDistribution:
 def predicted_return(inp: StepInput, obs: Tensor) -> Tensor:
     """Mean predicted return ``[B]`` (normalised units) of the pessimistic critic at ``obs``."""
     out, _ = inp.policy.critic_step(obs, inp.state, inp.episode_start)
-    return inp.critic.mean(out[: inp.policy.n_critics]).min(dim=0).values
+    return inp.critic.mean(inp.policy.value_outputs(out)).min(dim=0).values
 
 
 def random_attack(

@@ -23,7 +23,7 @@ from matplotlib.ticker import FuncFormatter, PercentFormatter
 from riskppo.safefs import ensure_real_dir, write_bytes_atomic
 
 if TYPE_CHECKING:
-    from riskppo.evaluation.backtest import BacktestResult
+    from riskppo.evaluation.backtest_result import BacktestResult
 
 __all__ = [
     "COLORS",

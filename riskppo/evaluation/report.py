@@ -22,7 +22,7 @@ from riskppo.evaluation.baselines import STRATEGIES
 from riskppo.safefs import write_text_atomic
 
 if TYPE_CHECKING:
-    from riskppo.evaluation.backtest import BacktestResult
+    from riskppo.evaluation.backtest_result import BacktestResult
 
 __all__ = [
     "FILL_TEXT",

@@ -219,6 +219,14 @@ class RecurrentActorCritic(nn.Module):
         """The critics' linear output layers (rescaled by PopArt, R-ALG-8)."""
         return [cast(nn.Linear, m) for m in self.critic_outs[: self.n_critics]]
 
+    def value_outputs(self, out: Tensor) -> Tensor:
+        """The value critics' rows ``[C, ...]`` of a critic output ``[C (+1 risk head), ...]``."""
+        return out[: self.n_critics]
+
+    def risk_output(self, out: Tensor) -> Tensor:
+        """The risk head's row ``[...]`` of a critic output ``[C + 1, ...]`` (row ``n_critics``)."""
+        return out[self.n_critics]
+
     @property
     def risk_out_layer(self) -> nn.Linear:
         """Output layer of the risk head (segment return-to-go quantiles, R-RISK-2)."""

@@ -53,6 +53,7 @@ from riskppo.data.buffer import ChunkBatch
 from riskppo.data.demo_types import Demonstrations
 from riskppo.nn.policy import RecurrentActorCritic
 from riskppo.nn.recurrent import LSTMState
+from riskppo.train.losses import awr_loss, bc_loss_ratio
 from riskppo.train.vec_env import find_normalizer
 
 __all__ = ["BCInputs", "BCSource", "attach_bc", "bc_coef_at", "bc_inputs", "bc_term"]
@@ -203,17 +204,13 @@ def bc_term(
         zero = log_prob.new_zeros(())
         return zero, {"bc_loss": zero, "bc_loss_ratio": zero, "bc_coef": zero}
     if not bc.from_demos:
-        weights = core.awr_weights(
-            mb.raw_advantages.reshape(-1), beta=cfg.beta, max_weight=cfg.max_weight
-        )
-        bc_loss = -(weights * log_prob).mean()
+        bc_loss = awr_loss(mb.raw_advantages, log_prob, cfg.beta, cfg.max_weight)
     else:
         bc_loss = _demo_loss(ctx, bc.demos, mb.n_chunks)
     term = coef * bc_loss
-    ratio = term.abs() / (others.detach() + term.abs() + 1e-8)
     stats = {
         "bc_loss": bc_loss.detach(),
-        "bc_loss_ratio": ratio.detach(),
+        "bc_loss_ratio": bc_loss_ratio(term, others),
         "bc_coef": log_prob.new_tensor(coef),
     }
     return term, stats

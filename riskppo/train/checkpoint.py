@@ -28,7 +28,7 @@ import shutil
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, TypeVar, cast
 
 import gymnasium as gym
 import numpy as np
@@ -64,15 +64,17 @@ from riskppo.train.ckpt_io import (
 from riskppo.train.codec import StateDecodeError, decode, encode
 from riskppo.train.risk import RiskState
 from riskppo.train.scaling import ReturnScaling
+from riskppo.train.snapshot import Restorable, Snapshot
 from riskppo.train.state import Rngs, TrainingState, check_invariants, initial_training_state
 from riskppo.train.vec_env import find_normalizer
 
-if TYPE_CHECKING:
-    from riskppo.train.trainer import DistributionalPPO
+M = TypeVar("M", bound=Restorable)
 
 __all__ = [
     "CheckpointData",
     "CheckpointError",
+    "Restorable",
+    "Snapshot",
     "load_checkpoint",
     "read_checkpoint",
     "remove_leftovers",
@@ -151,8 +153,8 @@ def space_from_json(d: dict[str, Any]) -> spaces.Space:
 
 
 # ---- save --------------------------------------------------------------------------------------
-def save_checkpoint(model: DistributionalPPO, path: Path) -> Path:
-    """Write ``model`` to the directory ``path`` atomically; returns ``path``.
+def save_checkpoint(snap: Snapshot, path: Path) -> Path:
+    """Write the model state ``snap`` to the directory ``path`` atomically; returns ``path``.
 
     Every file is fsynced, then the temporary directory, then (after the rename) its parent.
     Any write error (a full disk, ``ulimit -f``, an I/O error, raised by the OS or by
@@ -167,7 +169,7 @@ def save_checkpoint(model: DistributionalPPO, path: Path) -> Path:
         remove_entry(tmp)
     try:
         tmp.mkdir()
-        _write_files(model, tmp)
+        _write_files(snap, tmp)
         write_manifest(tmp)
         replace_dir(tmp, path)
     except (OSError, SafetensorError) as exc:  # nothing half-written is left behind
@@ -188,37 +190,36 @@ def save_file(tensors: dict[str, torch.Tensor], path: str) -> None:
     write_file(Path(path), save_bytes(tensors))
 
 
-def _write_files(model: DistributionalPPO, d: Path) -> None:
+def _write_files(snap: Snapshot, d: Path) -> None:
     save_file(
-        {k: v.detach().cpu().contiguous().clone() for k, v in model.policy.state_dict().items()},
+        {k: v.detach().cpu().contiguous().clone() for k, v in snap.policy.items()},
         str(d / "model.safetensors"),
     )
     opt_tensors: dict[str, torch.Tensor] = {}
-    opt_json = split_tensors(model.optimizer.state_dict(), "optimizer", opt_tensors)
-    vgs_json = split_tensors(model.vgs.state_dict(), "vgs", opt_tensors) if model.vgs else None
+    opt_json = split_tensors(snap.optimizer, "optimizer", opt_tensors)
+    vgs_json = split_tensors(snap.vgs, "vgs", opt_tensors) if snap.vgs is not None else None
     save_file(opt_tensors, str(d / "optimizer.safetensors"))
     norm: dict[str, torch.Tensor] = {}
-    vn = find_normalizer(model.env) if model.env is not None else model._obs_rms_loaded
-    if vn is not None:
-        rms: Any = vn.obs_rms
+    rms = snap.obs_rms
+    if rms is not None:
         norm["obs/mean"] = torch.as_tensor(np.asarray(rms.mean, dtype=np.float64))
         norm["obs/var"] = torch.as_tensor(np.asarray(rms.var, dtype=np.float64))
         norm["obs/count"] = torch.tensor(float(rms.count), dtype=torch.float64)
     save_file(norm, str(d / "normalizer.safetensors"))
-    training_json, training_tensors = encode(model.state, "training")
+    training_json, training_tensors = encode(snap.training, "training")
     save_file(training_tensors, str(d / "training.safetensors"))
     state = {
         "format_version": FORMAT_VERSION,
-        "observation_space": space_to_json(model.observation_space),
-        "action_space": space_to_json(model.action_space),
-        "n_envs": model.n_envs,
-        "env_is_id": model.env_is_id,  # trained on config env.id (not a factory / VecEnv)
+        "observation_space": space_to_json(snap.observation_space),
+        "action_space": space_to_json(snap.action_space),
+        "n_envs": snap.n_envs,
+        "env_is_id": snap.env_is_id,  # trained on config env.id (not a factory / VecEnv)
         "optimizer": opt_json,
         "vgs": vgs_json,
         "training": training_json,
     }
     write_file(d / "state.json", json.dumps(state, indent=1).encode())
-    write_file(d / "config.json", model.config.to_json().encode())
+    write_file(d / "config.json", snap.config.to_json().encode())
 
 
 # ---- load --------------------------------------------------------------------------------------
@@ -347,14 +348,15 @@ def check_tensors(
 
 
 def load_checkpoint(
-    cls: type[DistributionalPPO],
+    cls: Callable[..., M],
     path: Path,
     env: Any = None,
     *,
     rebuild_env: bool = True,
     **overrides: Any,
-) -> DistributionalPPO:
-    """Validate everything, build a model, then load the state into it.
+) -> M:
+    """Validate everything, build a model (``cls(env, config=..., _spaces=..., **overrides)``),
+    then load the state into it.
 
     Without ``env``, and with ``rebuild_env``, the env is rebuilt from the checkpoint's config
     when the model was trained on a registered env id (:func:`_with_rebuilt_env`); otherwise
@@ -388,7 +390,7 @@ def load_checkpoint(
     return model
 
 
-def _spaces_match(model: DistributionalPPO, spaces_: tuple[spaces.Space, spaces.Space]) -> bool:
+def _spaces_match(model: Restorable, spaces_: tuple[spaces.Space, spaces.Space]) -> bool:
     """Whether the model's env has the checkpoint's observation shape and action space type."""
     obs_space, act_space = spaces_
     same_obs = model.observation_space.shape == obs_space.shape
@@ -396,11 +398,11 @@ def _spaces_match(model: DistributionalPPO, spaces_: tuple[spaces.Space, spaces.
 
 
 def _with_rebuilt_env(
-    cls: type[DistributionalPPO],
+    cls: Callable[..., M],
     ck: CheckpointData,
     spaces_: tuple[spaces.Space, spaces.Space],
     overrides: dict[str, Any],
-) -> DistributionalPPO:
+) -> M:
     """A model whose env is rebuilt from the checkpoint's config (``env.id``, ``env.n_envs``,
     ``seed``, ``data``, ...), announced with one log line, so that ``load(path).learn(n,
     reset_num_timesteps=False)`` continues training.
@@ -448,7 +450,7 @@ def _with_rebuilt_env(
     return cls(None, config=cfg, _spaces=spaces_, **overrides)
 
 
-def restore_weights(model: DistributionalPPO, ck: CheckpointData) -> None:
+def restore_weights(model: Restorable, ck: CheckpointData) -> None:
     """Load the policy parameters (``CheckpointError`` if they do not fit the model)."""
     try:
         model.policy.load_state_dict(ck.tensors["model.safetensors"], strict=True)
@@ -456,7 +458,7 @@ def restore_weights(model: DistributionalPPO, ck: CheckpointData) -> None:
         raise CheckpointError(f"{ck.path}: state does not fit the model: {exc}") from None
 
 
-def restore_optimizer(model: DistributionalPPO, ck: CheckpointData) -> None:
+def restore_optimizer(model: Restorable, ck: CheckpointData) -> None:
     """Load the optimizer (and VGS) state, learning rates included, as saved."""
     opt = ck.tensors["optimizer.safetensors"]
     try:
@@ -467,7 +469,7 @@ def restore_optimizer(model: DistributionalPPO, ck: CheckpointData) -> None:
         model.vgs.load_state_dict(join_tensors(ck.state["vgs"], opt))
 
 
-def restore_normalizers(model: DistributionalPPO, ck: CheckpointData) -> None:
+def restore_normalizers(model: Restorable, ck: CheckpointData) -> None:
     """Observation statistics: into the model's ``VecNormalize`` (if it has an env), and kept
     for evaluation envs of a predict-only model."""
     norm = ck.tensors["normalizer.safetensors"]
@@ -478,10 +480,10 @@ def restore_normalizers(model: DistributionalPPO, ck: CheckpointData) -> None:
         vn = find_normalizer(model.env) if model.env is not None else None
         if vn is not None:
             vn.obs_rms = cast(Any, rms)
-        model._obs_rms_loaded = _RmsHolder(rms)
+        model.loaded_obs_rms = rms
 
 
-def restore_statistics(model: DistributionalPPO, ck: CheckpointData) -> None:
+def restore_statistics(model: Restorable, ck: CheckpointData) -> None:
     """What must follow copied weights (PBT exploit): observation and return statistics, the
     CVaR constraint's state and the step/update counters. The model keeps its own random
     generators, entropy schedule and episode statistics."""
@@ -560,10 +562,3 @@ def _pid_v1(norm: dict[str, torch.Tensor]) -> PIDLagrangeState:
         return PIDLagrangeState()
     integral, smoothed, p, i, d, steps = norm["risk/pid"].tolist()
     return PIDLagrangeState(integral, smoothed, p, i, d, int(steps))
-
-
-class _RmsHolder:
-    """Observation statistics of a loaded model that has no VecNormalize (predict-only)."""
-
-    def __init__(self, rms: Any) -> None:
-        self.obs_rms = rms

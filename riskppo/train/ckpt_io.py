@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 import torch
 
-import riskppo
 from riskppo.config_yaml import short
 from riskppo.safefs import fsync_dir
+from riskppo.version import __version__
 
 log = logging.getLogger("riskppo")
 
@@ -306,7 +306,7 @@ def write_manifest(d: Path) -> None:
     files = {p.name: sha256(p) for p in sorted(d.iterdir()) if p.is_file()}
     manifest = {
         "format_version": FORMAT_VERSION,
-        "riskppo_version": riskppo.__version__,
+        "riskppo_version": __version__,
         "torch_version": torch.__version__,
         "python_version": sys.version.split()[0],
         "files": files,

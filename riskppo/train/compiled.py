@@ -34,13 +34,19 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from riskppo import core
 from riskppo.config import Config
 from riskppo.data.buffer import ChunkBatch
 from riskppo.nn.critics import Critic
 from riskppo.nn.policy import RecurrentActorCritic, RecurrentState
 from riskppo.nn.recurrent import LSTMState
-from riskppo.train.losses import base_stats, ppo_terms
+from riskppo.train.losses import (
+    awr_loss,
+    base_stats,
+    bc_loss_ratio,
+    other_terms_size,
+    ppo_terms,
+    risk_head_loss,
+)
 from riskppo.train.update import minibatch_loss
 
 __all__ = ["CompiledLoss", "compile_mode", "fallback_reason", "traced_minibatch_loss"]
@@ -77,30 +83,18 @@ def traced_minibatch_loss(
     p = cfg.ppo
     t = ppo_terms(cfg, policy, critic, mb)
     _, out, log_prob, pg_loss, pg, entropy, vf_loss, _ = t
-    K, C = out.shape[-1], policy.n_critics
     if mb.risk_targets is not None:  # R-RISK-2, as a masked mean (0 when no segment ended)
-        y = mb.risk_targets.reshape(-1)
-        done = torch.isfinite(y)
-        q = out[C].reshape(-1, K)
-        per = core.quantile_huber_loss(
-            q, torch.where(done, y, torch.zeros_like(y)).unsqueeze(-1), kappa=cfg.critic.kappa
-        )
-        w = done.to(per.dtype)
-        vf_loss = vf_loss + (per * w).sum() / w.sum().clamp(min=1.0)
+        q = policy.risk_output(out).reshape(-1, out.shape[-1])
+        vf_loss = vf_loss + risk_head_loss(q, mb.risk_targets, cfg.critic.kappa, masked=True)
     loss = pg_loss + p.vf_coef * vf_loss - ent_coef * entropy
     stats = base_stats(t, vf_loss)
     if bc_coef is not None:  # R-ALG-12, rollout source (AWR): see riskppo.train.bc.bc_term
-        others = pg_loss.abs() + p.vf_coef * vf_loss.abs() + ent_coef * entropy.abs()
-        weights = core.awr_weights(
-            mb.raw_advantages.reshape(-1), beta=cfg.bc.beta, max_weight=cfg.bc.max_weight
-        )
-        bc_loss = -(weights * log_prob).mean()
-        on = bc_coef != 0.0
-        bc_loss = torch.where(on, bc_loss, torch.zeros_like(bc_loss))
+        others = other_terms_size(pg_loss, vf_loss, entropy, p.vf_coef, ent_coef)
+        bc_loss = awr_loss(mb.raw_advantages, log_prob, cfg.bc.beta, cfg.bc.max_weight)
+        bc_loss = torch.where(bc_coef != 0.0, bc_loss, torch.zeros_like(bc_loss))
         term = bc_coef * bc_loss
-        ratio = term.abs() / (others.detach() + term.abs() + 1e-8)
         stats["bc_loss"] = bc_loss.detach()
-        stats["bc_loss_ratio"] = ratio.detach()
+        stats["bc_loss_ratio"] = bc_loss_ratio(term, others)
         stats["bc_coef"] = bc_coef.to(loss.dtype)
         loss = loss + term
     return loss, stats, pg.n_nonfinite

@@ -102,7 +102,7 @@ def critic_values(
 
 def _twin_min(critic: Critic, policy: RecurrentActorCritic, out: Tensor) -> Tensor:
     """Min over the main critics of their means (normalised units), risk head excluded."""
-    return critic.mean(out[: policy.n_critics]).min(dim=0).values
+    return critic.mean(policy.value_outputs(out)).min(dim=0).values
 
 
 def estimate(
@@ -127,7 +127,7 @@ def estimate(
         rollout.rewards, values, next_values, rollout.terminated, rollout.truncated, p.gamma,
         p.gae_lambda,
     )  # fmt: skip
-    old_pred = critic.old_prediction(out[: policy.n_critics])
+    old_pred = critic.old_prediction(policy.value_outputs(out))
     popart = cfg.critic.popart and critic.supports_popart
     new_scaling, uncapped = update_scaling(cfg, scaling, returns)
     rescales = [Rescale("critics", scaling, new_scaling)] if popart else []
@@ -137,7 +137,7 @@ def estimate(
     risk = None
     if risk_state is not None:
         dones = rollout.terminated | rollout.truncated
-        risk = risk_estimate(cfg, risk_state, rollout.rewards, dones, out[policy.n_critics])
+        risk = risk_estimate(cfg, risk_state, rollout.rewards, dones, policy.risk_output(out))
         rescales.append(Rescale("risk_head", risk_state.scaling, risk.state.scaling))
         adv_norm = _with_cvar_part(adv_norm, risk, cfg)
     vf_states = tuple(cat_states([c[k] for c in vf_chunks]) for k in range(len(final)))

@@ -260,7 +260,7 @@ def risk_log(learner: Learner, est: Estimates, state: TrainingState) -> RiskLog:
     taus = core.quantile_midpoints(max(critic.n_out, 32), device=est.critic_out.device)
     per_critic = [
         core.cvar_from_quantiles(est.out_scaling.to_raw(critic.quantiles(o, taus)), alpha)
-        for o in est.critic_out[: policy.n_critics]
+        for o in policy.value_outputs(est.critic_out)
     ]  # each critic's CVaR per state, then the pessimistic one (twin critics)
     cvar_states = torch.stack(per_critic).min(dim=0).values
     cvar = var = None

@@ -11,12 +11,13 @@ import dataclasses
 import math
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
 import torch
 from gymnasium import spaces
+from stable_baselines3.common.running_mean_std import RunningMeanStd
 from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 
 from riskppo import core
@@ -50,6 +51,7 @@ from riskppo.train.settings import (
     optimizer_kwargs,
     warn_alpha_resolution,
 )
+from riskppo.train.snapshot import Snapshot
 from riskppo.train.state import TrainingState, initial_training_state
 from riskppo.train.vec_env import EnvSpec, build_vec_env, find_normalizer
 
@@ -133,7 +135,7 @@ class DistributionalPPO:
         self._tb_root = _tb_dir(cfg) if not run_dir else None
         self.monitor: Monitor | None = None
         self.rollout_steps = 0  # env steps of a rollout under way (seen by SB3 callbacks)
-        self._obs_rms_loaded: Any = None
+        self.loaded_obs_rms: RunningMeanStd | None = None  # from a checkpoint, for evaluation envs
         self.loaded_from: Path | None = None  # the checkpoint directory of ``load``, if any
 
     def _build_env(self, env: EnvSpec | gym.Env) -> VecEnv:
@@ -422,7 +424,7 @@ class DistributionalPPO:
         starts = episode_starts(episode_start, (T, B), self.device, where)
         with torch.inference_mode():
             out, _, _ = self.policy.critic_sequence(x, starts, state)
-            out = out[: self.policy.n_critics]
+            out = self.policy.value_outputs(out)
             n_levels = self.critic.n_out if self.config.critic.kind == "quantile" else 32
             taus = core.quantile_midpoints(n_levels, device=x.device)
             means = self.critic.mean(out)  # [C, T, B]
@@ -468,12 +470,20 @@ class DistributionalPPO:
             risk=self.config.risk,
         )
         target = find_normalizer(venv)
-        source = find_normalizer(self.env) if self.env is not None else self._obs_rms_loaded
+        source = self.obs_statistics()
         if target is not None:
             target.training = False
             if source is not None:
-                target.obs_rms = source.obs_rms.copy()
+                target.obs_rms = cast(Any, source.copy())
         return venv
+
+    def obs_statistics(self) -> RunningMeanStd | None:
+        """The observation statistics this model normalises with: its training env's normaliser,
+        or (without an env) those loaded from a checkpoint; ``None`` without normalisation."""
+        if self.env is not None:
+            vn = find_normalizer(self.env)
+            return cast(RunningMeanStd, vn.obs_rms) if vn is not None else None
+        return self.loaded_obs_rms
 
     def evaluate(
         self,
@@ -512,7 +522,23 @@ class DistributionalPPO:
     def save(self, path: str | Path) -> Path:
         """Write a checkpoint directory (safetensors + JSON, never pickle; design §1.4); an
         SB3-style ``x.zip`` writes the directory ``x``. Returns the directory."""
-        return save_checkpoint(self, checkpoint_dir(path))
+        return save_checkpoint(self.snapshot(), checkpoint_dir(path))
+
+    def snapshot(self) -> Snapshot:
+        """What a checkpoint holds of this model, now (references to live state: write it out
+        before training on)."""
+        return Snapshot(
+            policy=self.policy.state_dict(),
+            optimizer=self.optimizer.state_dict(),
+            vgs=self.vgs.state_dict() if self.vgs else None,
+            obs_rms=self.obs_statistics(),
+            training=self.state,
+            observation_space=self.observation_space,
+            action_space=self.action_space,
+            n_envs=self.n_envs,
+            env_is_id=self.env_is_id,
+            config=self.config,
+        )
 
     @classmethod
     def load(

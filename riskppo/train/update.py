@@ -22,7 +22,6 @@ import torch
 import torch.optim.optimizer as _optim_mod
 from torch import Tensor, nn
 
-from riskppo import core
 from riskppo.adversarial.regularizer import sa_regularizer
 from riskppo.config import Config
 from riskppo.data.buffer import ChunkBatch
@@ -31,7 +30,7 @@ from riskppo.nn.c_args import check
 from riskppo.nn.critics import Critic
 from riskppo.nn.policy import RecurrentActorCritic
 from riskppo.train.bc import BCInputs, bc_term
-from riskppo.train.losses import base_stats, ppo_terms
+from riskppo.train.losses import base_stats, other_terms_size, ppo_terms, risk_head_loss
 from riskppo.train.metrics import CLIP_NORM
 
 LossFn = Callable[[Any, ChunkBatch], tuple[Tensor, dict[str, Tensor], int]]
@@ -177,17 +176,9 @@ def minibatch_loss(ctx: UpdateContext, mb: ChunkBatch) -> tuple[Tensor, dict[str
     p = cfg.ppo
     t = ppo_terms(cfg, policy, ctx.critic, mb)
     dist, out, log_prob, pg_loss, pg, entropy, vf_loss, _ = t
-    K = out.shape[-1]
     if mb.risk_targets is not None:  # R-RISK-2: risk head ← segment return-to-go quantiles
-        y = mb.risk_targets.reshape(-1)
-        done = torch.isfinite(y)
-        q = out[policy.n_critics].reshape(-1, K)[done]
-        risk_loss = (
-            core.quantile_huber_loss(q, y[done].unsqueeze(-1), kappa=cfg.critic.kappa).mean()
-            if bool(done.any())
-            else q.sum() * 0.0
-        )
-        vf_loss = vf_loss + risk_loss
+        q = policy.risk_output(out).reshape(-1, out.shape[-1])
+        vf_loss = vf_loss + risk_head_loss(q, mb.risk_targets, cfg.critic.kappa)
     loss = pg_loss + p.vf_coef * vf_loss - ctx.ent_coef * entropy
     sa = cfg.adversarial
     if sa.kappa > 0 and ctx.sa_eps > 0:  # R-ADV: SA-PPO, κ · max_δ KL(π(s) ‖ π(s+δ))
@@ -207,7 +198,7 @@ def minibatch_loss(ctx: UpdateContext, mb: ChunkBatch) -> tuple[Tensor, dict[str
     if sa.kappa > 0 and ctx.sa_eps > 0:
         stats["sa_kl"] = sa_kl.detach()
     if ctx.bc is not None:  # R-ALG-12: rollout (AWR), demonstration file or teacher source
-        others = pg_loss.abs() + p.vf_coef * vf_loss.abs() + ctx.ent_coef * entropy.abs()
+        others = other_terms_size(pg_loss, vf_loss, entropy, p.vf_coef, ctx.ent_coef)
         bc_loss_term, bc_stats = bc_term(ctx, mb, log_prob, others)
         stats.update(bc_stats)
         loss = loss + bc_loss_term

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 
 import gymnasium as gym
@@ -14,15 +15,14 @@ from gymnasium import spaces
 from riskppo import DistributionalPPO, core
 from riskppo.config import Config
 from riskppo.data.buffer import to_chunks
-from riskppo.train.collect import collect_rollout
-from riskppo.train.estimate import estimate
-from riskppo.train.loop import reset_carry
+from riskppo.train.loop import risk_log
+from riskppo.train.monitor import Monitor
 from riskppo.train.risk import initial_risk_state, multiplier_step, risk_estimate
 
 SMALL = dict(n_envs=4, n_steps=32, batch_size=64, bptt_len=16, n_epochs=2, lstm_hidden_size=16)
 
 
-def test_cvar_term_reaches_the_advantages_the_policy_loss_sees():
+def test_cvar_term_reaches_the_advantages_the_policy_loss_sees(rollout_and_estimates):
     """The chunks the PPO loss reads hold (A + λ·Â_cvar)/(1+λ), not the return advantage alone."""
     model = DistributionalPPO(
         "CartPole-v1", seed=0, cvar_limit=10.0, cvar_alpha=0.1, cvar_horizon=8, **SMALL
@@ -30,17 +30,8 @@ def test_cvar_term_reaches_the_advantages_the_policy_loss_sees():
     assert model.state.risk is not None
     model.state = model.state.replace(risk=dataclasses.replace(model.state.risk, lam=2.0))
     model.config.risk.cvar_min_segments = 1_000_000  # λ holds at 2 for this rollout
-    model.state = reset_carry(model.learner(), model.state)
     cfg = model.config
-    rollout, _, _ = collect_rollout(
-        model.policy,
-        model.env,
-        model.state.carry,
-        cfg.ppo.n_steps,
-        cfg.ppo.chunk_len,
-        model.state.rng.sample,
-    )
-    est = estimate(cfg, model.policy, model.critic, model.state.scaling, rollout, model.state.risk)
+    _, est = rollout_and_estimates(model)
     assert est.risk is not None and est.risk.lam == 2.0
     a_cvar = est.risk.a_cvar
     assert float(a_cvar.abs().sum()) > 0.0
@@ -267,3 +258,107 @@ def test_pid_and_risk_state_survive_a_checkpoint(tmp_path):
     assert loaded.state.risk.pid == model.state.risk.pid
     assert loaded.state.risk.lam == model.state.risk.lam
     assert list(loaded.state.risk.recent) == list(model.state.risk.recent)
+
+
+@pytest.mark.parametrize("critic", ["quantile", "categorical"])
+def test_predicted_cvar_uses_the_scaling_of_the_rollout(
+    critic, small_cartpole, rollout_and_estimates
+):
+    """(R-RISK-1) ``risk/cvar_pred`` de-normalises the rollout-time critic outputs with
+    the scaling they were produced under. Mutation: de-normalise with the updated scaling."""
+    model = small_cartpole(critic=critic)
+    model.monitor = Monitor(None, tensorboard=False)
+    rollout_scaling = model.state.scaling
+    _, est = rollout_and_estimates(model)
+    alpha = model.config.risk.cvar_alpha
+    taus = core.quantile_midpoints(max(model.critic.n_out, 32))
+
+    def cvar_pred(scaling):
+        per_critic = [
+            core.cvar_from_quantiles(scaling.to_raw(model.critic.quantiles(o, taus)), alpha)
+            for o in est.critic_out[: model.policy.n_critics]
+        ]
+        return float(torch.stack(per_critic).min(dim=0).values.mean())
+
+    expected = cvar_pred(rollout_scaling)
+    assert abs(expected - cvar_pred(est.scaling)) > 0.1  # the statistics update moved the units
+    logged = risk_log(model.learner(), est, model.state).cvar_pred
+    assert logged == pytest.approx(expected, rel=1e-6)
+    if critic == "quantile":  # PopArt: the rescaled critic, in the new units, predicts the same
+        with torch.no_grad():
+            d = est.data
+            out, _, _ = model.policy.critic_sequence(d.obs, d.episode_starts, d.state)
+        per_critic = [
+            core.cvar_from_quantiles(est.scaling.to_raw(model.critic.quantiles(o, taus)), alpha)
+            for o in out[: model.policy.n_critics]
+        ]
+        after = float(torch.stack(per_critic).min(dim=0).values.mean())
+        assert after == pytest.approx(expected, rel=1e-4)
+    model.close()
+
+
+TINY = dict(n_envs=2, n_steps=16, batch_size=32, n_epochs=1, lstm_hidden_size=8)
+
+
+class CostEnv(gym.Env):
+    """Never ends within a rollout; ``info["reward_costs_fraction"]`` cycles through ``values``
+    (``None``: the key is left out at that step; a string is not a number)."""
+
+    observation_space = spaces.Box(-1.0, 1.0, (2,), np.float32)
+    action_space = spaces.Discrete(2)
+    values: tuple[float | str | None, ...] = (
+        0.1,
+        math.nan,
+        0.3,
+        math.inf,
+        0.5,
+        -math.inf,
+        "n/a",
+        0.4,
+    )
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.n = 0
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        self.n += 1
+        c = self.values[self.n % len(self.values)]
+        info = {} if c is None else {"reward_costs_fraction": c}
+        return np.full(2, 0.1, np.float32), 1.0, False, self.n >= 1000, info
+
+
+def _metrics_after_one_update(tmp_path, values):
+    env = type("Env", (CostEnv,), {"values": values})
+    model = DistributionalPPO(env, seed=0, run_dir=tmp_path, **TINY)
+    model.learn(32)  # one update: 16 steps × 2 envs
+    model.close()
+    lines = [json.loads(s) for s in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert len(lines) == 1
+    return lines[0]
+
+
+def test_reward_costs_fraction_ignores_non_finite_entries_and_counts_them(tmp_path):
+    """``rollout/reward_costs_fraction`` is the mean of the finite entries only (0.325 here);
+    the 16 others (NaN, +inf, −inf, a string: 4 per 8 steps × 2 cycles × 2 envs) are counted in
+    ``warn/reward_costs_fraction_nonfinite``, and none of them stops training. Mutations: the
+    mean over all entries (NaN); the counter not recorded (or always 0); ``float(value)`` in
+    ``collect._finite_or_nan`` without its ``try`` (the string raises)."""
+    m = _metrics_after_one_update(tmp_path, CostEnv.values)
+    assert m["rollout/reward_costs_fraction"] == pytest.approx(0.325, abs=1e-6)
+    assert m["warn/reward_costs_fraction_nonfinite"] == 16
+
+
+def test_all_non_finite_costs_are_still_counted(tmp_path):
+    """SPEC R-MON: non-finite costs → NaN + ``warn/`` counter, also when no entry is finite."""
+    m = _metrics_after_one_update(tmp_path, (math.nan, math.inf))
+    assert m.get("warn/reward_costs_fraction_nonfinite") == 32
+
+
+def test_absent_costs_are_not_counted_as_non_finite(tmp_path):
+    """An env that reports costs only at some steps (here every other step, all finite) gets the
+    mean of what it reported and no non-finite warning."""
+    m = _metrics_after_one_update(tmp_path, (0.2, None, 0.4, None))
+    assert m["rollout/reward_costs_fraction"] == pytest.approx(0.3, abs=1e-6)
+    assert "warn/reward_costs_fraction_nonfinite" not in m

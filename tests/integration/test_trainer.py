@@ -13,35 +13,25 @@ from gymnasium import spaces
 
 from riskppo import ConfigError, DistributionalPPO
 from riskppo.nn.distributions import DiagGaussianDist
-from riskppo.train.collect import collect_rollout
+from riskppo.train.collect import CollectorState, collect_rollout, obs_tensor
 from riskppo.train.estimate import estimate
-from riskppo.train.loop import apply_rescales, reset_carry
-from riskppo.train.update import UpdateContext, group_grad_norms, minibatch_loss, param_groups
-
-SMALL = dict(n_envs=4, n_steps=32, batch_size=64, bptt_len=16, n_epochs=2, lstm_hidden_size=16)
-
-
-def make(env="CartPole-v1", seed=0, **kw):
-    return DistributionalPPO(env, seed=seed, **{**SMALL, **kw})
-
-
-def rollout_and_estimates(model):
-    model.state = reset_carry(model.learner(), model.state)
-    cfg = model.config
-    L = cfg.ppo.chunk_len
-    rollout, _, _ = collect_rollout(
-        model.policy, model.env, model.state.carry, cfg.ppo.n_steps, L, model.state.rng.sample
-    )
-    est = estimate(cfg, model.policy, model.critic, model.state.scaling, rollout)
-    apply_rescales(model.policy, est.rescales)  # the loop's PopArt step
-    return rollout, est
+from riskppo.train.scaling import initial_scaling
+from riskppo.train.update import (
+    NonFiniteTrainingError,
+    UpdateContext,
+    group_grad_norms,
+    minibatch_loss,
+    param_groups,
+)
 
 
 @pytest.mark.parametrize("sharing", ["none", "critics", "all"])
 @pytest.mark.parametrize("critic", ["quantile", "categorical"])
-def test_replay_reproduces_rollout_logprobs_and_values(sharing, critic):
+def test_replay_reproduces_rollout_logprobs_and_values(
+    sharing, critic, small_cartpole, rollout_and_estimates
+):
     """R-ALG-1: replaying stored chunks gives the rollout's log-probs and values (≤1e-5)."""
-    model = make(critic=critic, lstm_sharing=sharing)
+    model = small_cartpole(critic=critic, lstm_sharing=sharing)
     _, est = rollout_and_estimates(model)
     data = est.data
     # episode boundaries inside chunks (not only at chunk starts) must be present
@@ -66,9 +56,9 @@ def test_replay_reproduces_rollout_logprobs_and_values(sharing, critic):
     assert abs(float(stats["approx_kl_k3"])) < 1e-6
 
 
-def test_gradient_accumulation_equals_full_batch():
+def test_gradient_accumulation_equals_full_batch(small_cartpole, rollout_and_estimates):
     """R-ALG-13: accumulated micro-batch gradient == full minibatch gradient (≤1e-6 relative)."""
-    model = make(n_envs=4, n_steps=32, batch_size=128, bptt_len=8)
+    model = small_cartpole(n_envs=4, n_steps=32, batch_size=128, bptt_len=8)
     _, est = rollout_and_estimates(model)
     model.policy.double()
     model.critic.taus = model.critic.taus.double()
@@ -102,9 +92,9 @@ def test_gradient_accumulation_equals_full_batch():
     assert rel < 1e-6
 
 
-def test_twin_critics_clip_against_their_own_old_predictions():
+def test_twin_critics_clip_against_their_own_old_predictions(small_cartpole, rollout_and_estimates):
     """R-ALG-4/5: each critic's clipped term uses its own old prediction."""
-    model = make(clip_range_vf=0.05, vf_clip_mode="per_quantile")
+    model = small_cartpole(clip_range_vf=0.05, vf_clip_mode="per_quantile")
     _, est = rollout_and_estimates(model)
     mb = est.data
     # make critic 2 predict (and have predicted) one unit higher than critic 1
@@ -148,9 +138,9 @@ def test_gaussian_entropy_sums_dims_once():
 
 
 @pytest.mark.parametrize("sharing", ["none", "critics", "all"])
-def test_lstm_gradient_norms_count_each_parameter_once(sharing):
+def test_lstm_gradient_norms_count_each_parameter_once(sharing, small_cartpole):
     """Audit finding #7: each module's own parameters, no parameter in two LSTM groups."""
-    model = make(lstm_sharing=sharing)
+    model = small_cartpole(lstm_sharing=sharing)
     groups = param_groups(model.policy)
     lstm_ids = [id(p) for k, v in groups.items() if k.startswith("lstm_") for p in v]
     assert len(lstm_ids) == len(set(lstm_ids))
@@ -160,8 +150,8 @@ def test_lstm_gradient_norms_count_each_parameter_once(sharing):
     assert set(lstm_ids) <= all_ids
 
 
-def test_group_grad_norms_equal_a_per_group_reference():
-    model = make()
+def test_group_grad_norms_equal_a_per_group_reference(small_cartpole):
+    model = small_cartpole()
     model.learn(64)
     groups = param_groups(model.policy)
     for p in model.policy.parameters():
@@ -172,9 +162,9 @@ def test_group_grad_norms_equal_a_per_group_reference():
         assert got[name] == pytest.approx(ref, rel=1e-6)
 
 
-def test_truncation_bootstraps_from_final_obs_with_post_step_state():
-    """R-ALG-6: V(final obs | state after the last step), not the reset."""
-    model = DistributionalPPO(
+def truncating_cartpole(**kw):
+    """CartPole cut at 5 steps (2 envs x 16 steps): several truncations per rollout."""
+    return DistributionalPPO(
         "CartPole-v1",
         seed=1,
         n_envs=2,
@@ -182,7 +172,13 @@ def test_truncation_bootstraps_from_final_obs_with_post_step_state():
         batch_size=32,
         lstm_hidden_size=16,
         kwargs={"max_episode_steps": 5},
+        **kw,
     )
+
+
+def test_truncation_bootstraps_from_final_obs_with_post_step_state(rollout_and_estimates):
+    """R-ALG-6: V(final obs | state after the last step), not the reset."""
+    model = truncating_cartpole()
     rollout, est = rollout_and_estimates(model)
     assert rollout.truncated.any()
     values = est.values
@@ -227,16 +223,16 @@ def test_truncation_bootstraps_from_final_obs_with_post_step_state():
                     assert abs(float(expected) - float(wrong)) > 1e-7
 
 
-def test_same_seed_gives_bit_identical_weights():
+def test_same_seed_gives_bit_identical_weights(small_cartpole):
     """R-REL-7: same seed → bit-identical parameters after N updates on CPU."""
     params = []
     for _ in range(2):
-        m = make(seed=3)
+        m = small_cartpole(seed=3)
         m.learn(256)
         params.append(torch.cat([p.detach().flatten() for p in m.policy.parameters()]))
         m.close()
     assert torch.equal(params[0], params[1])
-    m = make(seed=4)
+    m = small_cartpole(seed=4)
     m.learn(256)
     other = torch.cat([p.detach().flatten() for p in m.policy.parameters()])
     assert not torch.equal(params[0], other)
@@ -259,8 +255,8 @@ def test_invalid_config_raises_before_env_is_built(kw, field):
         DistributionalPPO("NoSuchEnv-v0", **kw)
 
 
-def test_save_load_roundtrip_predicts_identically(tmp_path):
-    model = make()
+def test_save_load_roundtrip_predicts_identically(tmp_path, small_cartpole):
+    model = small_cartpole()
     model.learn(256)
     path = model.save(tmp_path / "ckpt")
     assert {
@@ -306,11 +302,11 @@ class MultiDiscreteEnv(gym.Env):
     ("env", "critic"),
     [("Pendulum-v1", "quantile"), ("Pendulum-v1", "scalar"), (MultiDiscreteEnv, "categorical")],
 )
-def test_other_action_spaces_and_critics_train(env, critic):
+def test_other_action_spaces_and_critics_train(env, critic, small_cartpole):
     model = (
-        make(env=env, critic=critic, state_dependent_std=True)
+        small_cartpole(env=env, critic=critic, state_dependent_std=True)
         if env == "Pendulum-v1"
-        else make(env=env, critic=critic)
+        else small_cartpole(env=env, critic=critic)
     )
     model.learn(512)
     assert model.num_timesteps == 512
@@ -323,9 +319,11 @@ def test_other_action_spaces_and_critics_train(env, critic):
     assert np.all(np.diff(q, axis=-1) >= -1e-6)
 
 
-def test_exploding_learning_rate_fires_alerts():
+def test_exploding_learning_rate_fires_alerts(small_cartpole):
     """R-MON: a learning rate that explodes the ratio triggers warn/* alerts."""
-    model = make(learning_rate=1.0, max_grad_norm=1e6, n_epochs=8, max_nonfinite_updates=1000)
+    model = small_cartpole(
+        learning_rate=1.0, max_grad_norm=1e6, n_epochs=8, max_nonfinite_updates=1000
+    )
     model.learn(1024)
     fired = set(model.monitor.alerts)
     assert fired & {
@@ -358,8 +356,8 @@ class FaultyCartPole(gym.Wrapper):
 NAN_OBS = partial(FaultyCartPole, field="obs", at_step=5)
 
 
-def test_non_finite_reward_names_env_and_step():
-    model = make(env=partial(FaultyCartPole, field="reward", at_step=7))
+def test_non_finite_reward_names_env_and_step(small_cartpole):
+    model = small_cartpole(env=partial(FaultyCartPole, field="reward", at_step=7))
     from riskppo.train.vec_env import NonFiniteInputError
 
     with pytest.raises(
@@ -368,23 +366,23 @@ def test_non_finite_reward_names_env_and_step():
         model.learn(256)
 
 
-def test_awr_behaviour_cloning_is_logged_and_alerts_when_dominant():
+def test_awr_behaviour_cloning_is_logged_and_alerts_when_dominant(small_cartpole):
     """R-ALG-12: the AWR BC loss is trained and logged; a dominating BC term fires the alert."""
-    mild = make(bc_coef=0.01)
+    mild = small_cartpole(bc_coef=0.01)
     mild.learn(256)
     assert math.isfinite(mild.monitor.latest["train/bc_loss"])
     assert 0.0 <= mild.monitor.latest["train/bc_loss_ratio"] < 0.8
     assert "bc_loss_ratio" not in mild.monitor.alerts
-    heavy = make(bc_coef=1000.0)
+    heavy = small_cartpole(bc_coef=1000.0)
     heavy.learn(256)
     assert heavy.monitor.latest["train/bc_loss_ratio"] > 0.8
     assert "bc_loss_ratio" in heavy.monitor.alerts
 
 
 @pytest.mark.parametrize("critic", ["quantile", "categorical"])
-def test_cvar_constraint_runs_with_both_critics_and_segments(critic):
+def test_cvar_constraint_runs_with_both_critics_and_segments(critic, small_cartpole):
     """R-RISK-2 with either critic, a recurrent policy and fixed-horizon segments."""
-    model = make(critic=critic, cvar_limit=10.0, cvar_alpha=0.1, cvar_horizon=8)
+    model = small_cartpole(critic=critic, cvar_limit=10.0, cvar_alpha=0.1, cvar_horizon=8)
     model.learn(512)
     latest = model.monitor.latest
     for key in ("risk/lambda", "risk/cvar_pred_segment", "risk/var", "risk/cvar_violation"):
@@ -418,8 +416,8 @@ class OldApiEnv:
         return np.zeros(2, np.float32), 0.0, False, {}
 
 
-def test_wrong_observation_shape_is_a_clear_error_before_training():
-    model = make(env=WrongShapeEnv)
+def test_wrong_observation_shape_is_a_clear_error_before_training(small_cartpole):
+    model = small_cartpole(env=WrongShapeEnv)
     with pytest.raises(ValueError, match=r"shape \(3,\), but its observation_space has shape"):
         model.learn(64)  # raised at the first reset, before any update
     assert model.n_updates == 0
@@ -433,29 +431,29 @@ class TextObsEnv(WrongShapeEnv):
         return np.array(list("abcd")), {}
 
 
-def test_non_numeric_observation_is_a_clear_error():
-    model = make(env=TextObsEnv)
+def test_non_numeric_observation_is_a_clear_error(small_cartpole):
+    model = small_cartpole(env=TextObsEnv)
     with pytest.raises(ValueError, match="reset\\(\\) returned a non-numeric observation"):
         model.learn(64)
 
 
-def test_old_api_env_is_refused_before_training():
+def test_old_api_env_is_refused_before_training(small_cartpole):
     with pytest.raises((ValueError, TypeError), match=r"(?i)gymnasium|gym"):
-        make(env=OldApiEnv)
+        small_cartpole(env=OldApiEnv)
 
 
-def test_nan_observation_raises_naming_env_step_and_field():
+def test_nan_observation_raises_naming_env_step_and_field(small_cartpole):
     from riskppo.train.vec_env import NonFiniteInputError
 
-    model = make(env=NAN_OBS, normalize_obs=True)
+    model = small_cartpole(env=NAN_OBS, normalize_obs=True)
     with pytest.raises(NonFiniteInputError, match=r"env \d+ .*observation \(element 2 = nan\)"):
         model.learn(256)
 
 
-def test_skip_policy_keeps_normaliser_and_weights_finite():
+def test_skip_policy_keeps_normaliser_and_weights_finite(small_cartpole):
     from riskppo.train.vec_env import VecFiniteGuard, find_normalizer
 
-    model = make(env=NAN_OBS, normalize_obs=True, nonfinite_policy="skip")
+    model = small_cartpole(env=NAN_OBS, normalize_obs=True, nonfinite_policy="skip")
     model.learn(512)
     rms = find_normalizer(model.env).obs_rms
     assert np.isfinite(rms.mean).all() and np.isfinite(rms.var).all()
@@ -464,11 +462,10 @@ def test_skip_policy_keeps_normaliser_and_weights_finite():
     assert isinstance(guard, VecFiniteGuard) and guard.n_skipped > 0
 
 
-def test_non_finite_gradients_skip_the_update_then_stop():
+def test_non_finite_gradients_skip_the_update_then_stop(small_cartpole):
     """R-REL-6: NaN gradients → the update is skipped (nothing applied), then a clear stop."""
-    from riskppo.train.update import NonFiniteTrainingError
 
-    model = make(max_nonfinite_updates=3)
+    model = small_cartpole(max_nonfinite_updates=3)
     # PopArt legitimately rescales the critics' output layers every rollout: leave them out.
     popart = {id(p) for layer in model.policy.critic_out_layers for p in layer.parameters()}
     params = [p for p in model.policy.parameters() if id(p) not in popart]
@@ -478,3 +475,135 @@ def test_non_finite_gradients_skip_the_update_then_stop():
         model.learn(1024)
     for p, b in zip(params, before):
         assert torch.equal(p.detach(), b)  # no optimizer step was applied
+
+
+def _first_minibatch_stats(model, est):
+    ctx = UpdateContext(
+        model.config, model.policy, model.critic, model.optimizer, model.state.rng.shuffle, 0.0
+    )
+    L = est.data.obs.shape[0]
+    mb = next(est.data.minibatches(model.config.ppo.batch_size // L, model.state.rng.shuffle))
+    with torch.no_grad():
+        _, stats, n_bad = minibatch_loss(ctx, mb)
+    assert n_bad == 0
+    return stats
+
+
+@pytest.mark.parametrize(
+    ("critic", "mode", "popart"),
+    [
+        ("quantile", "per_quantile", False),
+        ("quantile", "mean_only", False),
+        ("quantile", "mean_and_variance", False),
+        ("categorical", "mean_only", False),
+        ("scalar", "mean_only", False),
+        ("quantile", "per_quantile", True),
+    ],
+)
+def test_value_clipping_does_not_fire_before_any_step(
+    critic, mode, popart, small_cartpole, rollout_and_estimates
+):
+    """(R-ALG-5/8) before any optimizer step the critic's outputs equal its old
+    predictions, so no sample is value-clipped — with PopArt off as well as on. Mutation: convert
+    the old predictions to the new units whenever ``critic.supports_popart`` (not when PopArt
+    actually rescaled the outputs)."""
+    model = small_cartpole(critic=critic, popart=popart, clip_range_vf=0.05, vf_clip_mode=mode)
+    scale_before = model.state.scaling.scale
+    _, est = rollout_and_estimates(model)
+    assert est.scaling.scale != pytest.approx(scale_before, rel=0.1)  # the units did change
+    stats = _first_minibatch_stats(model, est)
+    assert float(stats["vf_clip_fraction"]) == 0.0
+    assert float(stats["clip_fraction"]) == 0.0
+    model.close()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_lstm_sharing_all_runs_on_cuda(small_cartpole):
+    """with ``lstm_sharing="all"`` on CUDA, collect's actor latents, the critic's value
+    distribution and the attacked agent's episode starts are allocated on the model's device.
+    Mutation: drop ``device=`` from any of them (a device-mismatch error). Skipped without CUDA."""
+    from riskppo.evaluation.robustness import AttackedAgent
+
+    model = small_cartpole(lstm_sharing="all", device="cuda")
+    model.learn(2 * 4 * 32)
+    obs = model.env.reset()
+    taus, values = model.value_distribution(obs)
+    assert values.shape == (4, model.critic.n_out) and taus.shape == (model.critic.n_out,)
+    agent = AttackedAgent(model, "random", 0.05)
+    actions, state = agent.predict(obs, None, np.ones(4, dtype=bool))
+    assert actions.shape == (4,) and state.pi.h.device.type == "cuda"
+    model.close()
+
+
+def test_bootstrap_uses_post_step_actor_state_with_lstm_sharing_all():
+    """With ``lstm_sharing="all"`` the critics read the actor's LSTM. A truncated step's final
+    observation is valued with that env's actor state *after* the step (no reset), and the last
+    observation of the rollout with the state after the last step (R-ALG-6). Reference:
+    a step-by-step actor loop through ``MaskedLSTM.step`` and the critic heads, computed before
+    ``estimate``; checked on ``est.values`` and on the advantages of the truncated steps and of
+    the last step (their δ uses exactly that bootstrap value).
+    Mutations: keep the pre-step state (``pi_state`` instead of ``step.pi_state``) for a truncated
+    env in ``collect_rollout``; reset it (``torch.ones`` for ``no_reset``) in ``estimate``;
+    ``last_pi_state=carry.state.pi`` in ``collect_rollout``."""
+    model = truncating_cartpole(lstm_sharing="all")
+    cfg, policy, critic, venv = model.config, model.policy, model.critic, model.env
+    assert venv is not None
+    venv.seed(0)
+    obs = obs_tensor(venv.reset(), torch.device("cpu"))
+    N = obs.shape[0]
+    carry = CollectorState(obs, torch.ones(N, dtype=torch.bool), policy.initial_state(N))
+    rollout, _, _ = collect_rollout(
+        policy, venv, carry, cfg.ppo.n_steps, cfg.ppo.chunk_len, torch.Generator().manual_seed(0)
+    )
+    T = rollout.rewards.shape[0]
+    assert bool(rollout.truncated.any())
+    scaling = initial_scaling(cfg)
+
+    def value(latent):  # raw twin-min value of the critic heads reading the actor latent
+        out = policy.critic_heads([latent])[: policy.n_critics]
+        return scaling.to_raw(critic.mean(out).min(dim=0).values)
+
+    def step(obs_i, state, reset: bool):
+        return policy.actor_lstm.step(obs_i, state, torch.full((obs_i.shape[0],), float(reset)))
+
+    expected_v, boot, wrong = torch.empty(T, N), {}, {}
+    with torch.no_grad():
+        state = rollout.start_state.pi
+        for t in range(T):
+            latent, post = policy.actor_lstm.step(rollout.obs[t], state, rollout.episode_starts[t])
+            expected_v[t] = value(latent)
+            for k, (tt, i) in enumerate(rollout.final_index.tolist()):
+                if tt != t:
+                    continue
+                f, one = rollout.final_obs[k : k + 1], slice(i, i + 1)
+                boot[t, i] = float(value(step(f, post.select(one), False)[0]))
+                wrong[t, i] = [
+                    float(value(step(f, state.select(one), False)[0])),  # pre-step state
+                    float(value(step(f, post.select(one), True)[0])),  # reset state
+                ]
+            state = post
+        last_latent, _ = policy.actor_lstm.step(rollout.last_obs, state, rollout.last_episode_start)
+        last_v = value(last_latent)
+        last_wrong = value(
+            policy.actor_lstm.step(rollout.last_obs, carry.state.pi, carry.episode_start)[0]
+        )
+
+    est = estimate(cfg, policy, critic, scaling, rollout)
+    torch.testing.assert_close(est.values, expected_v, rtol=0, atol=1e-5)
+    gamma = cfg.ppo.gamma
+    r, v, adv = rollout.rewards, expected_v, est.advantages
+    for (t, i), b in boot.items():
+        # a truncated step's advantage is its own δ: done cuts the GAE recursion
+        assert float(adv[t, i]) == pytest.approx(
+            float(r[t, i]) + gamma * b - float(v[t, i]), abs=2e-6
+        )
+        assert all(abs(b - w) > 5e-5 for w in wrong[t, i])  # the mutations would be seen
+    open_envs = [
+        i for i in range(N) if not bool(rollout.terminated[-1, i] | rollout.truncated[-1, i])
+    ]
+    assert open_envs
+    for i in open_envs:
+        delta = float(r[-1, i]) + gamma * float(last_v[i]) - float(v[-1, i])
+        assert float(adv[-1, i]) == pytest.approx(delta, abs=2e-6)
+        assert abs(float(last_v[i]) - float(last_wrong[i])) > 5e-5
+    model.close()

@@ -106,3 +106,24 @@ def test_awr_weights_no_overflow_and_exact_below_cap() -> None:
         awr_weights(adv, beta=0.0)
     with pytest.raises(ValueError, match="max_weight"):
         awr_weights(adv, max_weight=-1.0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16])
+def test_awr_weight_at_the_cap_is_exp_of_the_clamped_exponent(dtype):
+    """w = exp(min(A/β, log max_weight)): above the cap the weight is ``exp`` of the rounded
+    ``log(max_weight)`` — e.g. 100.00000000000004 in float64, 99 in bfloat16 — whereas clamping
+    the weight after ``exp`` gives exactly ``max_weight`` (and overflows ``exp`` to inf on the
+    way, 1e30/5 ≫ 709). The two orders agree in exact arithmetic, so the rounding at the cap is
+    the observable difference; both stay finite on ±inf advantages.
+    Mutation: ``torch.exp(adv.detach() / beta).clamp(max=max_weight)`` in ``core.awr_weights``."""
+    beta, max_weight = 5.0, 100.0
+    adv = torch.tensor([1e3, 1e30, math.inf, 5.0, -1e30, -math.inf], dtype=dtype)
+    w = awr_weights(adv, beta=beta, max_weight=max_weight)
+    assert w.dtype == dtype
+    cap = torch.exp(torch.tensor(math.log(max_weight), dtype=dtype))
+    assert float(cap) != max_weight  # the case where the two orders give different weights
+    for i in range(3):  # every advantage above the cap, +inf included
+        assert float(w[i]) == float(cap), (i, float(w[i]))
+    assert float(w[3]) == float(torch.exp(torch.tensor(1.0, dtype=dtype)))
+    assert float(w[4]) == 0.0 and float(w[5]) == 0.0
+    assert bool(torch.isfinite(w).all())

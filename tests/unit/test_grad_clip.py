@@ -12,20 +12,17 @@ import pytest
 import torch
 from gymnasium import spaces
 
-from riskppo.config import PolicyConfig
-from riskppo.nn.policy import RecurrentActorCritic
 from riskppo.train.update import UpdateMetrics, _clip_and_step, clip_groups
 
 
 @pytest.mark.parametrize("sharing", ["none", "critics", "all"])
 @pytest.mark.parametrize("risk_head", [False, True])
-def test_clip_groups_partition_the_parameters(sharing: str, risk_head: bool) -> None:
+def test_clip_groups_partition_the_parameters(sharing: str, risk_head: bool, tiny_policy) -> None:
     """Every parameter in exactly one group; the critic group holds the critics' LSTMs and heads,
     the risk head its own head, the actor the rest (the shared LSTM under sharing "all")."""
-    cfg = PolicyConfig(lstm_hidden_size=4, net_arch=[4], lstm_sharing=sharing)
-    obs = spaces.Box(-np.inf, np.inf, (3,), np.float32)
     act = spaces.Box(-1.0, 1.0, (1,), np.float32)
-    policy = RecurrentActorCritic(obs, act, cfg, n_critics=2, critic_out=5, risk_head=risk_head)
+    policy = tiny_policy(act, critic_out=5, risk_head=risk_head, seed=None, lstm_hidden_size=4,
+                         net_arch=[4], lstm_sharing=sharing)  # fmt: skip
     groups = clip_groups(policy)
     ids = [id(q) for ps in groups.values() for q in ps]
     assert sorted(ids) == sorted(id(q) for q in policy.parameters())  # each exactly once

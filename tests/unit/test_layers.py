@@ -72,6 +72,59 @@ def test_no_import_cycle_between_subpackages():
     assert cycles(import_graph()) == []
 
 
+def _module_name(path: Path, package: Path) -> str:
+    """``riskppo/train/loop.py`` → ``riskppo.train.loop``; an ``__init__`` is its package."""
+    parts = path.relative_to(package.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imported(node: ast.AST, module: str, is_package: bool, known: set[str]) -> list[str]:
+    """The package modules one import statement of ``module`` names: ``from p import m`` names the
+    module ``p.m`` where there is one (else ``p``); relative imports are resolved."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names if a.name in known]
+    if not isinstance(node, ast.ImportFrom):
+        return []
+    base = node.module or ""
+    if node.level:
+        here = module.split(".") if is_package else module.split(".")[:-1]
+        here = here[: len(here) - (node.level - 1)]
+        base = ".".join([*here, *([node.module] if node.module else [])])
+    names = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
+    return [n for n in names if n in known]
+
+
+def module_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
+    """Edges ``module → module`` of every import between two files of the package (function-level
+    and typing imports included: each is a cycle in the design, only hidden)."""
+    files = {_module_name(p, package): p for p in package.rglob("*.py")}
+    known = set(files)
+    edges: dict[str, set[str]] = defaultdict(set)
+    for name, path in files.items():
+        is_package = path.name == "__init__.py"
+        for node in ast.walk(ast.parse(path.read_text())):
+            edges[name].update(t for t in _imported(node, name, is_package, known) if t != name)
+    return edges
+
+
+def test_no_import_cycle_between_files():
+    """Not even two files of one package import each other, directly or round a circle."""
+    assert cycles(module_graph()) == []
+
+
+def test_module_graph_sees_relative_and_module_imports(tmp_path):
+    pkg = tmp_path / "riskppo"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "sub" / "a.py").write_text("from . import b\n")
+    (pkg / "sub" / "b.py").write_text("def f():\n    from riskppo.sub.c import x\n")
+    (pkg / "sub" / "c.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..sub import a\n"
+    )
+    assert cycles(module_graph(pkg)) == [["riskppo.sub.a", "riskppo.sub.b", "riskppo.sub.c"]]
+
+
 def test_the_cycle_finder_finds_one():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 

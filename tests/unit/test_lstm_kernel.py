@@ -79,3 +79,67 @@ def test_group_of_lstms_is_independent():
     oa.sum().backward()
     assert all(p.grad is None or float(p.grad.abs().sum()) == 0.0 for p in b.parameters())
     assert all(p.grad is not None for p in a.parameters())
+
+
+@pytest.mark.parametrize("n_lstms", [1, 2])
+def test_run_lstms_parameter_gradients_match_nn_lstm_two_layers(n_lstms):
+    """Outputs, final states and the gradients of every parameter, of the input and of the initial
+    state equal ``torch.nn.LSTM``'s with the weights copied (2 layers, episode resets off — the
+    kernel's folded no-reset backward path), for one LSTM and for a fused group of two.
+    Mutations: ``layer_in = hs.detach()`` in ``run_lstms`` (layer-0 weights get no gradient from
+    layer 1; outputs unchanged); ``dh = torch.bmm(dz_t[t], w_hh)`` in the no-reset branch of the
+    kernel's backward (the output gradient ``d_hs[t-1]`` dropped)."""
+    torch.manual_seed(3)
+    T, B, D, H, layers = 7, 3, 4, 5, 2
+    lstms = [MaskedLSTM(D, H, layers).double() for _ in range(n_lstms)]
+    refs = []
+    for m in lstms:
+        ref = torch.nn.LSTM(D, H, layers).double()
+        ref.load_state_dict(m.state_dict())
+        refs.append(ref)
+    x = torch.randn(T, B, D, dtype=torch.float64)
+    h0 = [torch.randn(layers, B, H, dtype=torch.float64) for _ in lstms]
+    c0 = [torch.randn(layers, B, H, dtype=torch.float64) for _ in lstms]
+    w_out = [torch.randn(T, B, H, dtype=torch.float64) for _ in lstms]
+    w_h = [torch.randn(layers, B, H, dtype=torch.float64) for _ in lstms]
+    w_c = [torch.randn(layers, B, H, dtype=torch.float64) for _ in lstms]
+    starts = torch.zeros(T, B, dtype=torch.bool)
+
+    def leaves():
+        return (
+            x.clone().requires_grad_(True),
+            [h.clone().requires_grad_(True) for h in h0],
+            [c.clone().requires_grad_(True) for c in c0],
+        )
+
+    xa, ha, ca = leaves()
+    results = run_lstms(lstms, xa, [LSTMState(h, c) for h, c in zip(ha, ca)], starts)
+    loss = sum(
+        (out * w_out[k]).sum() + (fin.h * w_h[k]).sum() + (fin.c * w_c[k]).sum()
+        for k, (out, fin, _) in enumerate(results)
+    )
+    loss.backward()
+
+    xb, hb, cb = leaves()
+    ref_loss = 0.0
+    ref_outs = []
+    for k, ref in enumerate(refs):
+        out, (h, c) = ref(xb, (hb[k], cb[k]))
+        ref_outs.append((out, h, c))
+        ref_loss = ref_loss + (out * w_out[k]).sum() + (h * w_h[k]).sum() + (c * w_c[k]).sum()
+    ref_loss.backward()
+
+    exact = dict(rtol=0, atol=1e-12)
+    for k, (out, fin, _) in enumerate(results):
+        r_out, r_h, r_c = ref_outs[k]
+        torch.testing.assert_close(out, r_out, **exact)
+        torch.testing.assert_close(fin.h, r_h, **exact)
+        torch.testing.assert_close(fin.c, r_c, **exact)
+        ref_params = dict(refs[k].named_parameters())
+        for name, p in lstms[k].named_parameters():
+            assert p.grad is not None, name
+            assert float(p.grad.abs().sum()) > 0.0, name
+            torch.testing.assert_close(p.grad, ref_params[name].grad, **exact, msg=name)
+        torch.testing.assert_close(ha[k].grad, hb[k].grad, **exact)
+        torch.testing.assert_close(ca[k].grad, cb[k].grad, **exact)
+    torch.testing.assert_close(xa.grad, xb.grad, **exact)
