@@ -64,7 +64,9 @@ MAX_JSON_DEPTH = 64
 _CHUNK = 1 << 20
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}")
 _DIGEST = re.compile(r"[0-9a-f]{64}")
-_LEFTOVER = re.compile(r"\..+\.(?:tmp|old)-(\d+)")
+# ``.<name>.tmp-<pid>`` / ``.old-<pid>`` (checkpoint saves), ``.<name>.tmp-<pid>-<hex>``
+# (riskppo.safefs's atomic file writes, e.g. the ``latest`` pointer)
+_LEFTOVER = re.compile(r"\..+\.(?:tmp|old)-(\d+)(?:-[0-9a-f]+)?")
 
 
 def plain_name(name: object) -> bool:
@@ -246,8 +248,9 @@ def _pid_alive(pid: int) -> bool:
 
 
 def remove_leftovers(directory: Path) -> list[Path]:
-    """Remove the temp directories (``.<name>.tmp-<pid>``, ``.<name>.old-<pid>``) of saves whose
-    process is gone (killed mid-save); those of live processes are left alone. Returns them."""
+    """Remove the temp directories (``.<name>.tmp-<pid>``, ``.<name>.old-<pid>``) of saves and the
+    temp files of atomic writes (``.<name>.tmp-<pid>-<hex>``) whose process is gone (killed
+    mid-save); those of live processes are left alone. Returns them."""
     removed: list[Path] = []
     try:
         entries = list(os.scandir(directory))
@@ -259,9 +262,12 @@ def remove_leftovers(directory: Path) -> list[Path]:
             continue
         if entry.is_dir(follow_symlinks=False):
             shutil.rmtree(entry.path, ignore_errors=True)
-            removed.append(Path(entry.path))
+        else:  # a file or a link: unlinked, never followed
+            with contextlib.suppress(OSError):
+                os.unlink(entry.path)
+        removed.append(Path(entry.path))
     if removed:
-        log.warning("%s: removed %d temp dir(s) left by killed saves", directory, len(removed))
+        log.warning("%s: removed %d temp file(s) left by killed saves", directory, len(removed))
     return removed
 
 

@@ -468,6 +468,8 @@ def killed_mid_save(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_temp_dir_of_a_killed_save_is_removed_at_the_next_save(trained, killed_mid_save, tmp_path):
     d = tmp_path / "ckpts"
     shutil.copytree(killed_mid_save, d)
+    dead = next(d.iterdir()).name.rsplit("-", 1)[1]
+    (d / f".latest.tmp-{dead}-0a1b2c3d").write_text("ckpt-0")  # an atomic write it never renamed
     trained[0].save(d / "ckpt-000000000128")
     assert sorted(p.name for p in d.iterdir()) == ["ckpt-000000000128"]
 
