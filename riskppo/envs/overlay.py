@@ -41,7 +41,8 @@ from statistics import NormalDist
 from typing import Any, NamedTuple
 
 import numpy as np
-import pandas as pd
+
+from riskppo.envs.sizing import ewm_volatility
 
 __all__ = [
     "OverlayTable",
@@ -126,14 +127,6 @@ def gaussian_tail_multiplier(alpha: float) -> float:
     return nd.pdf(nd.inv_cdf(alpha)) / alpha
 
 
-def per_bar_vol(close: np.ndarray, span: int) -> np.ndarray:
-    """``[T]`` zero-mean EWM volatility of one-bar log returns (``adjust=True``), NaN for
-    ``t < span``; row ``t`` uses returns ``r_1 .. r_t`` only."""
-    r = np.concatenate(([np.nan], np.diff(np.log(np.asarray(close, dtype=np.float64)))))
-    var = pd.Series(r * r).ewm(span=span, adjust=True, min_periods=span).mean().to_numpy()
-    return np.sqrt(var)
-
-
 def standardised_sums(close: np.ndarray, sigma: np.ndarray, horizon: int, delay: int) -> np.ndarray:
     """``z[s] = (log c[s+delay+horizon] - log c[s+delay]) / (sigma[s] √horizon)`` (``[T]``;
     NaN where ``sigma[s]`` is NaN or not positive, or the sum runs past the last bar)."""
@@ -175,8 +168,8 @@ def overlay_table(close: np.ndarray, overlay: RiskOverlay, *, delay: int) -> Ove
     """The overlay's per-bar forecast, multiplier and cap for closes ``close`` ``[T]``
     (module docstring); ``delay`` is 1 for a next-close fill, else 0."""
     o = overlay
-    sigma = np.fmax(per_bar_vol(close, o.fast_span), per_bar_vol(close, o.slow_span))
-    sigma[np.isnan(per_bar_vol(close, o.slow_span))] = np.nan  # defined once both are
+    slow = ewm_volatility(close, o.slow_span, 1.0)  # per-bar: bars_per_year = 1
+    sigma = np.where(np.isnan(slow), np.nan, np.fmax(ewm_volatility(close, o.fast_span, 1.0), slow))
     z = standardised_sums(close, sigma, o.horizon, delay)
     known = np.flatnonzero(~np.isnan(z))  # z[s] is known at bar s + delay + horizon
     floor = gaussian_tail_multiplier(o.alpha)
