@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from riskppo import cli
+from riskppo import cli, cli_bench
 from riskppo.config import Config, ConfigError, apply_overrides
 from riskppo.envs.kwargs_check import check_env_kwargs
 from riskppo.envs.registration import register_envs
@@ -118,6 +118,6 @@ def test_bench_runs_in_the_users_directory(tmp_path, monkeypatch) -> None:
     user = tmp_path / "user"
     user.mkdir()
     monkeypatch.chdir(user)
-    monkeypatch.setattr(cli, "benchmarks_dir", lambda: bench)
+    monkeypatch.setattr(cli_bench, "benchmarks_dir", lambda: bench)
     assert cli.main(["bench", "where", "out.txt"]) == 0
     assert (user / "out.txt").read_text() == str(user)
