@@ -146,7 +146,10 @@ def plot_risk(metrics: dict[str, Any]) -> Figure:
             right.plot(share, color=COLORS[BENCHMARK], ls=style, marker="o", ms=3, label=label)
     right.set_ylim(-0.03, 1.03)
     right.set_title("the risk overlay (shares)", loc="left", fontsize=11)
-    right.legend(fontsize=8, frameon=False)
+    if right.get_legend_handles_labels()[0]:
+        right.legend(fontsize=8, frameon=False)
+    else:
+        right.text(0.5, 0.5, "no risk overlay in this run", ha="center", transform=right.transAxes)
     for a in (left, right):
         a.set_xlabel("segment")
         a.xaxis.set_major_locator(MaxNLocator(integer=True))
