@@ -42,7 +42,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from riskppo.envs.sizing import ewm_volatility
+from riskppo.envs.sizing import as_finite, ewm_volatility
 
 __all__ = [
     "OverlayTable",
@@ -83,13 +83,25 @@ class RiskOverlay:
             if not ok:
                 raise ValueError(f"overlay {name}={getattr(self, name)!r} is invalid: {rule}")
 
-        need(_real(self.limit) and self.limit < 0, "limit", "must be a finite number < 0")
-        need(_real(self.alpha) and 0 < self.alpha <= 0.5, "alpha", "must be in (0, 0.5]")
+        need(
+            as_finite(self.limit) is not None and self.limit < 0,
+            "limit",
+            "must be a finite number < 0",
+        )
+        need(
+            as_finite(self.alpha) is not None and 0 < self.alpha <= 0.5,
+            "alpha",
+            "must be in (0, 0.5]",
+        )
         for name in ("horizon", "min_history"):
             need(_int(getattr(self, name), 1), name, "must be an int >= 1")
         for name in ("fast_span", "slow_span"):
             need(_int(getattr(self, name), 2), name, "must be an int >= 2")
-        need(_real(self.margin) and self.margin >= 1, "margin", "must be a finite number >= 1")
+        need(
+            as_finite(self.margin) is not None and self.margin >= 1,
+            "margin",
+            "must be a finite number >= 1",
+        )
 
     @classmethod
     def of(cls, value: RiskOverlay | Mapping[str, Any]) -> RiskOverlay:
@@ -195,14 +207,6 @@ def binding_stats(uncapped: np.ndarray, cap: np.ndarray) -> dict[str, float]:
     share = float(bound.sum() / n) if n else 0.0
     cut = float(np.mean(c[bound] / u[bound])) if bound.any() else 1.0
     return {"binding_share": share, "mean_cut": cut}
-
-
-def _real(v: object) -> bool:
-    return (
-        isinstance(v, int | float | np.integer | np.floating)
-        and not isinstance(v, bool)
-        and math.isfinite(float(v))
-    )
 
 
 def _int(v: object, low: int) -> bool:

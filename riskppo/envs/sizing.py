@@ -29,7 +29,14 @@ import math
 import numpy as np
 import pandas as pd
 
-__all__ = ["SIZINGS", "check_sizing", "check_vol_span", "ewm_volatility", "vol_target_scale"]
+__all__ = [
+    "SIZINGS",
+    "as_finite",
+    "check_sizing",
+    "check_vol_span",
+    "ewm_volatility",
+    "vol_target_scale",
+]
 
 SIZINGS: tuple[str, ...] = ("none", "vol_target")
 
@@ -42,16 +49,16 @@ def check_vol_span(span: object) -> None:
 
 def check_sizing(*, target: object, span: object, max_leverage: object) -> None:
     """Validate the vol-targeting parameters; the ``ValueError`` names the bad field."""
-    t = _as_finite(target)
+    t = as_finite(target)
     if t is None or t <= 0:
         raise ValueError(f"vol_target={target!r} is invalid: must be a finite annual vol > 0")
     check_vol_span(span)
-    lev = _as_finite(max_leverage)
+    lev = as_finite(max_leverage)
     if lev is None or lev <= 0:
         raise ValueError(f"max_leverage={max_leverage!r} is invalid: must be finite and > 0")
 
 
-def _as_finite(v: object) -> float | None:
+def as_finite(v: object) -> float | None:
     """``float(v)`` if ``v`` is a finite real number (not a bool), else None."""
     if isinstance(v, bool) or not isinstance(v, int | float | np.integer | np.floating):
         return None
@@ -73,7 +80,7 @@ def ewm_volatility(close: np.ndarray, span: int, bars_per_year: float) -> np.nda
         ``[T]`` float64; NaN for bars ``t < span``.
     """
     check_vol_span(span)
-    bpy = _as_finite(bars_per_year)
+    bpy = as_finite(bars_per_year)
     if bpy is None or bpy <= 0:
         raise ValueError(f"bars_per_year={bars_per_year!r} is invalid: must be finite and > 0")
     c = np.asarray(close, dtype=np.float64)
