@@ -69,6 +69,7 @@ from riskppo.evaluation.metrics import (
     MetricValue,
     StrategyMetrics,
     dumps_metrics,
+    signal_floor,
     strategy_metrics,
 )
 from riskppo.evaluation.plots import save_plots
@@ -228,6 +229,8 @@ def _all_metrics(
             cvar_horizon=cfg.risk.cvar_horizon,
             cvar_limit=cfg.risk.cvar_limit,
             flat_threshold=flat_threshold,
+            signals=f["signal"],
+            signal_floor=signal_floor(cfg.env.kwargs),
         )
         for name, f in frames.items()
     }

@@ -10,7 +10,8 @@ drawdown, a hit rate without a single bar in the market, ...) are ``None`` — `
 never NaN or ±inf; :meth:`StrategyMetrics.to_dict` and :func:`dumps_metrics` guarantee it.
 
 Besides the return statistics every strategy carries how much it was **in the market**
-(``market_share``, ``mean_abs_exposure``) and the risk constraint's own figure, the CVaR of its
+(``market_share``, ``mean_abs_exposure``), how often its own signal chose more than the least it
+must hold (``active_share``), and the risk constraint's own figure, the CVaR of its
 ``cvar_horizon``-bar log returns next to the limit. A strategy in the market on fewer than
 :data:`FLAT_MARKET_SHARE` of the bars is ``flat``: its risk figures describe holding (almost)
 nothing, so the report never calls them "best" (R-TRADE-3).
@@ -39,9 +40,11 @@ __all__ = [
     "METRIC_KEYS",
     "SPEC_METRIC_KEYS",
     "StrategyMetrics",
+    "active_share",
     "aggregate_metrics",
     "dumps_metrics",
     "horizon_cvar",
+    "signal_floor",
     "strategy_metrics",
 ]
 
@@ -99,6 +102,13 @@ class StrategyMetrics:
         market_share: share of bars in the market, ``|position| >= IN_MARKET_EXPOSURE`` (the
             position is the exposure actually held, after any volatility sizing).
         mean_abs_exposure: mean ``|position|`` over all bars.
+        active_share: share of bars on which the strategy's own signal (its target position
+            before sizing, in units of the sized position) is at least ``IN_MARKET_EXPOSURE``
+            beyond the least it must hold: ``|signal| - signal_floor >= 0.05``, where the floor
+            is a long-only env's core position ``min_signal`` (else 0). Unlike ``market_share``
+            it does not depend on how small the sizing makes a position (a volatile stock's
+            full position may be 0.09), and a core long held only because the agent cannot go
+            lower does not count. ``None`` without signals.
         cvar_horizon: the constraint's own figure: empirical lower-tail CVaR at ``cvar_alpha``
             of the sums of net log returns over all overlapping ``cvar_horizon_bars``-bar windows
             (:func:`horizon_cvar`); ``None`` with fewer bars than one window.
@@ -127,6 +137,7 @@ class StrategyMetrics:
     total_return: float | None
     market_share: float | None = None
     mean_abs_exposure: float | None = None
+    active_share: float | None = None
     cvar_horizon: float | None = None
     cvar_horizon_bars: int = DEFAULT_CVAR_HORIZON
     cvar_alpha: float = 0.05
@@ -171,6 +182,22 @@ def horizon_cvar(
     return _finite_or_none(cvar.item())
 
 
+def active_share(signals: pd.Series | np.ndarray, floor: float) -> float | None:
+    """Share of bars whose ``|signal|`` is at least :data:`IN_MARKET_EXPOSURE` above ``floor``
+    (the least signal the strategy must hold); ``None`` without bars. ``signals`` ``[T]``."""
+    s = np.abs(np.asarray(signals, dtype=np.float64))
+    if not np.isfinite(s).all():
+        raise ValueError("signals must be finite")
+    # 1e-12: a signal 0.05 above its floor counts although 0.30 - 0.25 < 0.05 in floating point
+    return float(np.mean(s - float(floor) >= IN_MARKET_EXPOSURE - 1e-12)) if len(s) else None
+
+
+def signal_floor(env_kwargs: Mapping[str, Any]) -> float:
+    """The least signal a trading env's strategy must hold: its ``min_signal`` (a core long
+    position, only with ``long_only`` and continuous actions), else 0."""
+    return float(env_kwargs.get("min_signal") or 0.0)
+
+
 def strategy_metrics(
     log_returns: pd.Series,
     positions: pd.Series,
@@ -180,6 +207,8 @@ def strategy_metrics(
     cvar_horizon: int | None = None,
     cvar_limit: float | None = None,
     flat_threshold: float = FLAT_MARKET_SHARE,
+    signals: pd.Series | None = None,
+    signal_floor: float = 0.0,
 ) -> StrategyMetrics:
     """Metrics of a strategy from its per-bar net log returns and positions (see the class).
 
@@ -193,6 +222,9 @@ def strategy_metrics(
             :data:`DEFAULT_CVAR_HORIZON`).
         cvar_limit: the limit the horizon CVaR is held against (``risk.cvar_limit``), or None.
         flat_threshold: market share below which the strategy is ``flat``.
+        signals: the strategy's per-bar signals (same index as ``positions``), for
+            ``active_share``; None leaves it ``None``.
+        signal_floor: the least signal the strategy must hold (a core long's ``min_signal``).
 
     Raises:
         ValueError: on mismatched lengths/indexes, non-finite inputs or ``bars_per_year <= 0``.
@@ -218,6 +250,7 @@ def strategy_metrics(
         total_return=_finite_or_none(math.expm1(log_total)) if n else 0.0,
         market_share=share,
         mean_abs_exposure=_finite_or_none(np.abs(pos).mean()) if n else None,
+        active_share=None if signals is None else active_share(signals, signal_floor),
         cvar_horizon=hcvar,
         cvar_horizon_bars=horizon,
         cvar_alpha=float(cvar_alpha),

@@ -62,6 +62,13 @@ METRIC_ROWS: tuple[MetricRow, ...] = (
     MetricRow("hit_rate", "Hit rate", "pct", "higher", "positive bars / bars in the market"),
     MetricRow("market_share", "In the market", "pct", None, "share of bars with a position"),
     MetricRow(
+        "active_share",
+        "Signal active",
+        "pct",
+        None,
+        "bars its own signal chose >= 0.05 beyond the least it must hold",
+    ),
+    MetricRow(
         "mean_abs_exposure", "Mean |exposure|", "num3", None, "mean |position| over all bars"
     ),
     MetricRow(

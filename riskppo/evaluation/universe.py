@@ -40,8 +40,10 @@ class CellResult:
         cvar: the constraint's own figure for the agent, CVaR at ``risk.cvar_alpha`` of
             ``cvar_horizon``-bar net log returns (a negative number); ``cvar_limit`` its limit.
         cvar_horizon: the horizon in bars (20 in the default config: "CVaR20").
-        market_share: share of bars the agent was in the market.
+        market_share: share of bars the agent was in the market (|exposure| >= 0.05).
         mean_abs_exposure: mean |exposure| of the agent.
+        active_share: share of bars its own signal chose a position at least 0.05 beyond the
+            least it must hold (:func:`riskppo.evaluation.metrics.active_share`).
         p_value: one-sided p-value of "agent Sharpe > vol-targeted buy-and-hold Sharpe" from
             the paired test (:func:`paired_p_value`); ``None`` when undefined.
     """
@@ -57,6 +59,7 @@ class CellResult:
     cvar_horizon: int | None = None
     market_share: float | None = None
     mean_abs_exposure: float | None = None
+    active_share: float | None = None
     p_value: float | None = None
     benchmark_cvar: float | None = None
 
@@ -129,6 +132,7 @@ def cell_result(symbol: str, seed: int, run_dir: Path, error: str | None = None)
         cvar_horizon=agent["cvar_horizon_bars"],
         market_share=agent["market_share"],
         mean_abs_exposure=agent["mean_abs_exposure"],
+        active_share=agent.get("active_share"),
         p_value=p,
         benchmark_cvar=bench["cvar_horizon"],
     )
@@ -146,6 +150,8 @@ class UniverseCounts:
     beats_benchmark: int
     significant: int  # one-sided p < 0.05, each stock on its own
     significant_adjusted: int  # still below 0.05 after a Šidák adjustment for the n cells
+    in_market: int  # in the market (|exposure| >= 0.05) on at least half of the bars
+    active: int  # its own signal chose a position on at least half of the bars
 
 
 def count_cells(cells: Sequence[CellResult], alpha: float = 0.05) -> UniverseCounts:
@@ -158,6 +164,8 @@ def count_cells(cells: Sequence[CellResult], alpha: float = 0.05) -> UniverseCou
         beats_benchmark=sum(c.beats_benchmark is True for c in cells),
         significant=sum(p < alpha for p in ps),
         significant_adjusted=sum(adjust_p(p, len(cells)) < alpha for p in ps),
+        in_market=sum((c.market_share or 0.0) >= 0.5 for c in cells),
+        active=sum((c.active_share or 0.0) >= 0.5 for c in cells),
     )
 
 
@@ -177,6 +185,7 @@ def format_table(cells: Sequence[CellResult], title: str) -> str:
     cvar = f"CVaR{horizon if horizon is not None else ''}"
     head = ["stock", *(["seed"] * several_seeds), "agent Sharpe", "VT B&H Sharpe"]
     head += [cvar, "limit", "limit met", f"VT B&H {cvar}", "in market", "mean abs exposure"]
+    head += ["signal active"]
     head += ["p (Sharpe > VT B&H)"]
     lines = [f"## {title}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for c in cells:
@@ -188,6 +197,7 @@ def format_table(cells: Sequence[CellResult], title: str) -> str:
             row += [_num(c.cvar, ".4f"), _num(c.cvar_limit, ".4f"), _mark(c.limit_met)]
             row += [_num(c.benchmark_cvar, ".4f")]
             row += [_num(c.market_share, ".0%"), _num(c.mean_abs_exposure, ".2f")]
+            row += [_num(c.active_share, ".0%")]
             row += [_num(c.p_value, ".3f")]
         lines.append("| " + " | ".join(row) + " |")
     k = count_cells(cells)
@@ -198,5 +208,7 @@ def format_table(cells: Sequence[CellResult], title: str) -> str:
         f"{k.beats_benchmark}/{k.n}" + (f"; failed: {k.failed}/{k.n}" if k.failed else ""),
         f"edge over vol-targeted buy-and-hold with one-sided p < 0.05: {k.significant}/{k.n} "
         f"({k.significant_adjusted}/{k.n} after a Šidák adjustment for {k.n} tests)",
+        f"on at least half of the bars: in the market (|exposure| >= 0.05) {k.in_market}/{k.n}; "
+        f"its signal active (>= 0.05 beyond the least it must hold) {k.active}/{k.n}",
     ]
     return "\n".join(lines) + "\n"

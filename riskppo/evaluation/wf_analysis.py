@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from riskppo.config import Config
-from riskppo.evaluation.metrics import strategy_metrics
+from riskppo.evaluation.metrics import signal_floor, strategy_metrics
 from riskppo.evaluation.verdict import BENCHMARK, statistics_block
 from riskppo.evaluation.wf_plan import RECORD_STRATEGIES, Record, WalkForwardSettings, mean_record
 
@@ -72,7 +72,7 @@ def record_block(
     """Metrics of each strategy on ``record`` (the scaled benchmark included) and the
     statistics of the agent against the benchmark."""
 
-    def figures(returns: pd.Series, positions: pd.Series) -> dict[str, Any]:
+    def figures(returns: pd.Series, positions: pd.Series, signals: pd.Series) -> dict[str, Any]:
         return strategy_metrics(
             returns,
             positions,
@@ -80,18 +80,26 @@ def record_block(
             cvar_alpha=cfg.risk.cvar_alpha,
             cvar_horizon=cfg.risk.cvar_horizon,
             cvar_limit=cfg.risk.cvar_limit,
+            signals=signals,
+            signal_floor=signal_floor(cfg.env.kwargs),
         ).to_dict()
 
-    metrics = {n: figures(record.returns(n), record.positions(n)) for n in RECORD_STRATEGIES}
+    metrics = {
+        n: figures(record.returns(n), record.positions(n), record.signals(n))
+        for n in RECORD_STRATEGIES
+    }
     bench_x = float(np.abs(record.positions(BENCHMARK)).mean())
     k = float(np.abs(record.positions("agent")).mean()) / bench_x if bench_x > 0 else 0.0
-    metrics[SCALED] = figures(record.returns(BENCHMARK) * k, record.positions(BENCHMARK) * k)
+    bench_signals = record.signals(BENCHMARK)
+    metrics[SCALED] = figures(
+        record.returns(BENCHMARK) * k, record.positions(BENCHMARK) * k, bench_signals
+    )
     # the benchmark at the agent's tail risk: CVaR of scaled log returns scales exactly with k
     a_cvar, b_cvar = metrics["agent"]["cvar_horizon"], metrics[BENCHMARK]["cvar_horizon"]
     if a_cvar is not None and b_cvar is not None and b_cvar < 0:
         kc = float(a_cvar) / float(b_cvar)
         bench = record.returns(BENCHMARK) * kc, record.positions(BENCHMARK) * kc
-        metrics[CVAR_MATCHED] = figures(*bench)
+        metrics[CVAR_MATCHED] = figures(*bench, bench_signals)
     block = statistics_block(record.strategy_frames(), bpy, fee=fee, n_trials=n_trials, seed=seed)
     return {"metrics": metrics, **block}
 
@@ -112,6 +120,7 @@ def cell_row(cell: dict[str, Any]) -> dict[str, Any]:
         "limit_met": agent.get("cvar_limit_met"),
         "market_share": agent.get("market_share"),
         "mean_abs_exposure": agent.get("mean_abs_exposure"),
+        "active_share": agent.get("active_share"),
         "lambda": cell.get("lambda"),
         "overlay_binding": (cell.get("overlay_test") or {}).get("binding_share"),
         "overlay_binding_train": (cell.get("overlay_train") or {}).get("binding_share"),

@@ -134,6 +134,9 @@ class Record:
     def positions(self, strategy: str) -> pd.Series:
         return self.frame[f"{strategy}_position"]
 
+    def signals(self, strategy: str) -> pd.Series:
+        return self.frame[f"{strategy}_signal"]
+
     def strategy_frames(self) -> dict[str, pd.DataFrame]:
         """Each strategy's columns as a backtest strategy frame (``position``, ``log_return``,
         ...), the shape :func:`riskppo.evaluation.verdict.statistics_block` reads."""

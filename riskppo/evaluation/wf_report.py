@@ -42,6 +42,7 @@ TABLE_ROWS = (
     ("max_drawdown", "Max drawdown", "pct"),
     ("cvar_horizon", "CVaR of horizon returns", "pct2"),
     ("market_share", "Bars in the market", "pct"),
+    ("active_share", "Bars its signal chose a position", "pct"),
     ("mean_abs_exposure", "Mean |exposure|", "num3"),
     ("turnover", "Turnover (per year)", "num1"),
 )
@@ -255,6 +256,7 @@ def _cell_rows(metrics: dict[str, Any]) -> list[list[str]]:
                 met,
                 format_value(c["market_share"], "pct"),
                 format_value(c["mean_abs_exposure"], "num3"),
+                format_value(c.get("active_share"), "pct"),
             ]
         )
     return rows
@@ -307,6 +309,7 @@ _CELL_HEAD = (
     "limit",
     "in market",
     "|exposure|",
+    "signal active",
 )
 _NOTES = "".join(
     f"<li>{n}</li>"

@@ -13,9 +13,11 @@ from riskppo.evaluation.metrics import (
     FLAT_MARKET_SHARE,
     METRIC_KEYS,
     SPEC_METRIC_KEYS,
+    active_share,
     aggregate_metrics,
     dumps_metrics,
     horizon_cvar,
+    signal_floor,
     strategy_metrics,
 )
 from riskppo.evaluation.report import best_of_row, format_value
@@ -123,7 +125,9 @@ def test_to_dict_has_spec_keys_first_and_only_json_values(tiny):
     assert isinstance(d["n_bars"], int) and isinstance(d["cvar_horizon_bars"], int)
     assert d["flat"] is False and d["cvar_limit"] is None and d["cvar_limit_met"] is None
     assert d["cvar_horizon"] is None  # 10 bars: fewer than one 20-bar window
+    assert d["active_share"] is None  # no signals given
     other = ("n_bars", "cvar_horizon_bars", "flat", "cvar_limit", "cvar_limit_met", "cvar_horizon")
+    other += ("active_share",)
     assert all(isinstance(v, float) for k, v in d.items() if k not in other)
 
 
@@ -250,3 +254,20 @@ def test_best_of_row_skips_strategies_that_held_no_position():
     assert best_of_row(values, "higher", [False, True, True, True]) == {2}
     assert best_of_row(values, "higher", [False, True, False, False]) == set()  # one left
     assert best_of_row(values, None, [True] * 4) == set()
+
+
+def test_active_share_counts_only_signal_beyond_the_floor():
+    """Hand-computed: a core long of 0.25 held all the time is in the market by exposure but
+    never active; 0.30 (exactly 0.05 beyond it) is active; long-short signals count by |signal|."""
+    core = pd.Series([0.25, 0.29, 0.30, 1.0])
+    assert active_share(core, 0.25) == 0.5
+    assert active_share(pd.Series([-0.5, 0.01, -0.04, 0.06]), 0.0) == 0.5
+    idx = pd.RangeIndex(4)
+    lr, pos = pd.Series([0.001] * 4, index=idx), pd.Series([0.25] * 4, index=idx)
+    m = strategy_metrics(
+        lr, pos, bars_per_year=BPY, signals=pd.Series([0.25] * 4), signal_floor=0.25
+    )
+    assert m.market_share == 1.0 and m.active_share == 0.0
+    assert signal_floor({"min_signal": 0.25}) == 0.25 and signal_floor({}) == 0.0
+    with pytest.raises(ValueError, match="finite"):
+        active_share(pd.Series([0.3, float("nan")]), 0.0)
