@@ -47,18 +47,18 @@ class GaussianHead(NamedTuple):
     log_std: Tensor | None  # [A]: the state-independent parameter
     std_layer: tuple[Tensor, Tensor] | None  # weight [F, A], bias [A]: of the head's input
 
+    @staticmethod
+    def of(head: ActionHead) -> GaussianHead:
+        """The log-std of ``head`` (a ``Box`` head), detached: the state-dependent layer's
+        weight transposed to ``[F, A]``, or the parameter."""
+        layer = head.log_std_layer
+        if layer is not None:
+            return GaussianHead(None, (layer.weight.detach().t(), layer.bias.detach()))
+        assert head.log_std is not None
+        return GaussianHead(head.log_std.detach(), None)
+
     def tensors(self) -> list[Tensor]:
         return [self.log_std] if self.log_std is not None else [*(self.std_layer or ())]
-
-
-def _gaussian_of(head: ActionHead) -> GaussianHead:
-    """The log-std of ``head`` (a ``Box`` head), detached: the state-dependent layer's weight
-    transposed to ``[F, A]``, or the parameter."""
-    layer = head.log_std_layer
-    if layer is not None:
-        return GaussianHead(None, (layer.weight.detach().t(), layer.bias.detach()))
-    assert head.log_std is not None
-    return GaussianHead(head.log_std.detach(), None)
 
 
 def _mlp_activation(mlp: nn.Sequential) -> int | None:
@@ -150,7 +150,7 @@ class CActorStep:
             return None
         layers = [*(m for m in mlp if isinstance(m, nn.Linear)), head.net]
         linears = [(m.weight.detach().t(), m.bias.detach()) for m in layers]
-        gauss = None if head.kind == "discrete" else _gaussian_of(head)
+        gauss = None if head.kind == "discrete" else GaussianHead.of(head)
         params = [t for wb in linears for t in wb] + (gauss.tensors() if gauss else [])
         if any(t.dtype != torch.float32 or t.device.type != "cpu" for t in params):
             return None
