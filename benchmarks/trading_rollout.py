@@ -8,7 +8,9 @@ The model is the one ``riskppo train`` builds from ``riskppo/configs/trading_goo
 - the actor step alone for the 8 envs (µs per call, median);
 - whole rollouts (``n_steps`` × 8 env steps: actor step, clipping, the trading envs' step, the
   buffers), steps/s over ``--rounds`` alternating rollouts each, the speed-up per round (median)
-  and of the totals.
+  and of the totals;
+- training: two models built alike, one per path, each ``learn``-ing one rollout's steps
+  (rollout, estimate, update) in turn for ``--rounds`` iterations: steps/s and speed-ups as above.
 
 Every rollout starts from the same env reset, with the observation normaliser's statistics
 frozen after a warm-up rollout, and draws the same normals (generators seeded alike): the two
@@ -90,6 +92,59 @@ def rollout_runner(model: DistributionalPPO, path: str) -> Callable[[], tuple[fl
     return run
 
 
+def rollout_seconds(model: DistributionalPPO, rounds: int) -> tuple[dict[str, list[float]], float]:
+    """Seconds per rollout on each path (``rounds`` each, alternating, after a warm-up one that
+    fills the observation normaliser's statistics, then frozen) and the largest difference
+    between the two paths' actions over a rollout."""
+    runs = {path: rollout_runner(model, path) for path in PATHS}
+    runs["PyTorch step"]()
+    normalizer = find_normalizer(model.env) if model.env is not None else None
+    if normalizer is not None:  # frozen: every rollout sees the same observations
+        normalizer.training = False
+    c_actions, torch_actions = (run()[1] for run in runs.values())
+    seconds: dict[str, list[float]] = {path: [] for path in PATHS}
+    for _ in range(rounds):
+        for path, run in runs.items():
+            seconds[path].append(run()[0])
+    return seconds, (c_actions - torch_actions).abs().max().item()
+
+
+def train_seconds(rounds: int) -> dict[str, list[float]]:
+    """Seconds per training iteration (rollout, estimate, update: ``learn`` of one rollout's
+    steps) of two models built alike, one per path, trained in turn for ``rounds`` iterations
+    after a warm-up one."""
+    models = {path: DistributionalPPO(config=load_config(None, [])) for path in PATHS}
+    policy = models["PyTorch step"].policy
+    policy.rollout_actor = lambda: actor_of(policy, "PyTorch step")  # type: ignore[method-assign]
+    seconds: dict[str, list[float]] = {path: [] for path in PATHS}
+    for i in range(rounds + 1):
+        for path, model in models.items():
+            t = time.perf_counter()
+            model.learn(model.config.ppo.n_steps * model.n_envs, reset_num_timesteps=False)
+            if i > 0:
+                seconds[path].append(time.perf_counter() - t)
+    for model in models.values():
+        model.close()
+    return seconds
+
+
+def speed_rows(name: str, seconds: dict[str, list[float]], steps: int) -> list[list[str]]:
+    """Steps/s per path and the C path's speed-up: the median per round and of the totals."""
+    per_round = [t / c for c, t in zip(seconds["C step"], seconds["PyTorch step"])]
+    total = sum(seconds["PyTorch step"]) / sum(seconds["C step"])
+    return [
+        [
+            name,
+            path,
+            f"{steps * len(seconds[path]) / sum(seconds[path]):,.0f}",
+            f"{statistics.median(per_round):.2f}× (total {total:.2f}×)"
+            if path == "C step"
+            else "1.00×",
+        ]
+        for path in PATHS
+    ]
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--rounds", type=int, default=10, help="rollouts per path, alternating")
@@ -99,36 +154,15 @@ def main() -> None:
     print("machine:", machine())
     model = DistributionalPPO(config=load_config(None, []))
     us = step_us(model, a.repeats)
-    runs = {path: rollout_runner(model, path) for path in PATHS}
-    seconds: dict[str, list[float]] = {path: [] for path in PATHS}
-    first: dict[str, torch.Tensor] = {}
-    runs["PyTorch step"]()  # warm-up; it also fills the observation normaliser's statistics
-    normalizer = find_normalizer(model.env) if model.env is not None else None
-    if normalizer is not None:  # frozen: every rollout sees the same observations
-        normalizer.training = False
-    for path, run in runs.items():  # the actions compared below
-        first[path] = run()[1]
-    for _ in range(a.rounds):
-        for path, run in runs.items():
-            seconds[path].append(run()[0])
+    seconds, diff = rollout_seconds(model, a.rounds)
     steps = model.config.ppo.n_steps * model.n_envs
-    per_round = [t / c for c, t in zip(*seconds.values())]
-    total = sum(seconds["PyTorch step"]) / sum(seconds["C step"])
-    rows = []
-    for path in PATHS:
-        own = path == "C step"
-        rows.append(
-            [
-                path,
-                f"{us[path]:,.1f}",
-                f"{us['PyTorch step'] / us[path]:.2f}×",
-                f"{steps * a.rounds / sum(seconds[path]):,.0f}",
-                f"{statistics.median(per_round):.2f}× (total {total:.2f}×)" if own else "1.00×",
-            ]
-        )
-    header = ["actor", "step µs (8 envs)", "step speed-up", "rollout steps/s", "rollout speed-up"]
-    print(table(rows, header))
-    diff = (first["C step"] - first["PyTorch step"]).abs().max().item()
+    rows = [
+        ["actor step, 8 envs", path, f"{us[path]:,.1f} µs", f"{us['PyTorch step'] / us[path]:.2f}×"]
+        for path in PATHS
+    ]
+    rows += speed_rows("rollout", seconds, steps)
+    rows += speed_rows("training (rollout + update)", train_seconds(a.rounds), steps)
+    print(table(rows, ["what", "actor", "steps/s (step: µs per call)", "C speed-up"]))
     print(f"largest action difference over a rollout of {steps:,} steps: {diff:.2e}")
     model.close()
 
