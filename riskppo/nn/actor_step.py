@@ -15,8 +15,8 @@ the same order (:func:`~riskppo.nn.distributions.categorical_uniforms`, the inve
 :func:`~riskppo.nn.distributions.gaussian_noise`, ``mean + noise * exp(log_std)``), the same
 log-probability formulas; only the matmuls' summation order and the exp/log/tanh approximations
 differ (tested against float64). Box actions are returned unclipped, as the PyTorch step returns
-them: the rollout clips what the env receives (:func:`riskppo.train.collect.env_actions`) and
-keeps the sampled action and its log-probability.
+them: the rollout clips only what the env receives (``env_actions``, as SB3 does) and keeps the
+sampled action and its log-probability.
 """
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ class GaussianHead(NamedTuple):
         return GaussianHead(head.log_std.detach(), None)
 
     def tensors(self) -> list[Tensor]:
+        """The tensors given (the parameter, or the layer's weight and bias)."""
         return [self.log_std] if self.log_std is not None else [*(self.std_layer or ())]
 
 
