@@ -176,64 +176,28 @@ class CActorStep:
         check(_WHERE, "state.c", c, "[1, B, H]", (1, B, self.H))
         hc = x.new_empty(2, 1, B, self.H)
         log_prob = x.new_empty(B)
-        trunk = (
+        actions = x.new_empty(B, self.A) if self.gaussian else torch.empty(B, dtype=torch.int64)
+        draws = None if deterministic else self._draws(B, generator)
+        lib = native.kernel()
+        assert lib is not None  # the step is built only where native_applies
+        c_step = lib.riskppo_actor_step_gauss if self.gaussian else lib.riskppo_actor_step
+        status = c_step(
             B, self.D, self.H, x.data_ptr(), *self._lstm, h.data_ptr(), c.data_ptr(),
-            hc.data_ptr(), self.n_layers, self._dims, self._ws, self._bs, self.act,
+            hc.data_ptr(), self.n_layers, self._dims, self._ws, self._bs, self.act, *self._head,
+            None if draws is None else draws.data_ptr(), actions.data_ptr(), log_prob.data_ptr(),
         )  # fmt: skip
-        head = self._gaussian_head if self.gaussian else self._categorical_head
-        actions = head(trunk, log_prob, generator, deterministic)
+        if status != 0:
+            raise MemoryError("the C actor step could not allocate its scratch memory")
         return actions, log_prob, LSTMState(hc[0], hc[1])
 
-    def _categorical_head(
-        self,
-        trunk: tuple[object, ...],
-        log_prob: Tensor,
-        generator: torch.Generator | None,
-        deterministic: bool,
-    ) -> Tensor:
-        """``riskppo_actor_step`` after ``trunk`` (its first arguments): actions ``[B]``, int64;
-        ``log_prob`` ``[B]`` written."""
-        B = log_prob.shape[0]
-        actions = torch.empty(B, dtype=torch.int64)
-        u = None
-        if not deterministic:
-            u = categorical_uniforms((B,), generator, log_prob.dtype, log_prob.device)
-            check(_WHERE, "u", u, "[B, 1]", (B, 1))
-        status = _kernel().riskppo_actor_step(
-            *trunk, None if u is None else u.data_ptr(), actions.data_ptr(), log_prob.data_ptr()
-        )
-        _raise_if_failed(status)
-        return actions
-
-    def _gaussian_head(
-        self,
-        trunk: tuple[object, ...],
-        log_prob: Tensor,
-        generator: torch.Generator | None,
-        deterministic: bool,
-    ) -> Tensor:
-        """``riskppo_actor_step_gauss`` after ``trunk`` (its first arguments): actions
-        ``[B, A]``, float32; ``log_prob`` ``[B]`` written."""
-        B = log_prob.shape[0]
-        actions = log_prob.new_empty(B, self.A)
-        eps = None
-        if not deterministic:
-            eps = gaussian_noise((B, self.A), generator, log_prob.dtype, log_prob.device)
+    def _draws(self, B: int, generator: torch.Generator | None) -> Tensor:
+        """The random numbers the PyTorch step draws for ``B`` rows, in its order: for the
+        Gaussian head the normals ``[B, A]``, for the categorical head the uniforms ``[B, 1]``."""
+        cpu = torch.device("cpu")
+        if self.gaussian:
+            eps = gaussian_noise((B, self.A), generator, torch.float32, cpu)
             check(_WHERE, "eps", eps, "[B, A]", (B, self.A))
-        status = _kernel().riskppo_actor_step_gauss(
-            *trunk, *self._head, None if eps is None else eps.data_ptr(), actions.data_ptr(),
-            log_prob.data_ptr(),
-        )  # fmt: skip
-        _raise_if_failed(status)
-        return actions
-
-
-def _kernel() -> ctypes.CDLL:
-    lib = native.kernel()
-    assert lib is not None  # the step is built only where native_applies
-    return lib
-
-
-def _raise_if_failed(status: int) -> None:
-    if status != 0:
-        raise MemoryError("the C actor step could not allocate its scratch memory")
+            return eps
+        u = categorical_uniforms((B,), generator, torch.float32, cpu)
+        check(_WHERE, "u", u, "[B, 1]", (B, 1))
+        return u
