@@ -119,6 +119,28 @@ def test_c_gaussian_rollout_follows_the_pytorch_step(state_dependent_std, lstm_s
     assert torch.equal(g_c.get_state(), g_t.get_state())
 
 
+def test_c_gaussian_step_clamps_the_log_std_layer_at_both_ends():
+    """A state-dependent log-std beyond [-20, 2] is clamped as ``ActionHead`` clamps it: the
+    log-probabilities are the PyTorch step's (without the clamp they differ by 10 nats)."""
+    policy = gaussian_policy(state_dependent_std=True, A=2)
+    layer = policy.action_head.log_std_layer
+    assert layer is not None
+    with torch.no_grad():
+        layer.weight.zero_()
+        layer.bias.copy_(torch.tensor([-30.0, 5.0]))
+    obs, state, starts = torch.randn(B, 3), random_state(torch.Generator()), np.zeros(B, bool)
+    with torch.inference_mode():
+        actor = policy.rollout_actor()
+        torch_actor = policy.rollout_actor()
+        torch_actor.c_step = None
+        a, b = (
+            x.act(obs, state, starts, generator=torch.Generator().manual_seed(3))
+            for x in (actor, torch_actor)
+        )
+    torch.testing.assert_close(a.actions, b.actions, rtol=0, atol=1e-6)
+    torch.testing.assert_close(a.log_prob, b.log_prob, rtol=0, atol=1e-4)
+
+
 def test_c_gaussian_step_returns_the_raw_sample_and_its_log_prob():
     """Actions outside the Box are kept as sampled (the rollout clips only what the env
     receives), with the log-probability of the unclipped sample."""
