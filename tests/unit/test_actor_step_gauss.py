@@ -27,11 +27,11 @@ pytestmark = needs_c_kernel()
 B, H = 9, 12
 
 
-def gaussian_policy(net_arch=(16, 8), state_dependent_std=False, A=3, activation="tanh"):
+def gaussian_policy(net_arch=(16, 8), state_dependent_std=False, A=3):
     """A policy on ``Box(-1, 1, (A,))`` whose log-std is not the same in every dimension: a
     random parameter, or a layer with random weights whose bias pushes some entries past the
     upper clamp (2) so the clamp is exercised."""
-    policy = policy_of(activation, net_arch, space=spaces.Box(-1.0, 1.0, (A,), np.float32),
+    policy = policy_of("tanh", net_arch, space=spaces.Box(-1.0, 1.0, (A,), np.float32),
                        state_dependent_std=state_dependent_std)  # fmt: skip
     head = policy.action_head
     g = torch.Generator().manual_seed(7)
