@@ -38,6 +38,18 @@ def categorical_uniforms(
     return u.to(device)
 
 
+def gaussian_noise(
+    shape: tuple[int, ...],
+    generator: torch.Generator | None,
+    dtype: torch.dtype,
+    device: torch.device,
+) -> Tensor:
+    """The standard normals :meth:`DiagGaussianDist.sample` draws for a mean of ``shape`` (the
+    C rollout step, :mod:`riskppo.nn.actor_step`, draws the same)."""
+    noise = torch.randn(shape, generator=generator, dtype=dtype, device=_gen_device(generator))
+    return noise.to(device)
+
+
 class ActionDistribution(Protocol):
     def log_prob(self, actions: Tensor) -> Tensor: ...  # [B]
     def entropy(self) -> Tensor: ...  # [B]
@@ -114,12 +126,7 @@ class DiagGaussianDist:
         return (self.log_std + _LOG_2PI_E_HALF).sum(-1)
 
     def sample(self, generator: torch.Generator | None) -> Tensor:
-        noise = torch.randn(
-            self.mean.shape,
-            generator=generator,
-            dtype=self.mean.dtype,
-            device=_gen_device(generator),
-        ).to(self.mean.device)
+        noise = gaussian_noise(self.mean.shape, generator, self.mean.dtype, self.mean.device)
         return self.mean + noise * self.log_std.exp()
 
     def mode(self) -> Tensor:

@@ -73,10 +73,7 @@ class RolloutActor:
         self.net = (self.head.net.weight.t(), self.head.net.bias)
         self.critics_read_actor = policy._critics_read_actor
         # the whole step in one C call where it applies (riskppo.nn.actor_step)
-        discrete = self.head.kind == "discrete"
-        self.c_step = (
-            CActorStep.build(self.lstm, policy.actor_mlp, self.head.net) if discrete else None
-        )
+        self.c_step = CActorStep.build(self.lstm, policy.actor_mlp, self.head)
 
     def act(
         self,

@@ -5,7 +5,8 @@ modules, :meth:`CategoricalDist.sample` with the same generator.
 Given the same uniforms, the C step picks the same actions (a uniform within float rounding
 of a CDF boundary could pick the neighbour; the draws here are far from any), with
 log-probabilities and the new state to float32 rounding; where it does not apply (2 LSTM
-layers, GELU, a Box action, gradients asked for, float64) the PyTorch step runs.
+layers, GELU, a MultiDiscrete action, gradients asked for, float64) the PyTorch step runs. The
+Gaussian head's C step: tests/unit/test_actor_step_gauss.py.
 """
 
 from __future__ import annotations
@@ -24,10 +25,11 @@ from tests.unit.test_fused_step import reference_step
 pytestmark = needs_c_kernel()
 
 
-def policy_of(activation="tanh", net_arch=(16, 8), n_actions=5, layers=1, seed=0, space=None):
+def policy_of(activation="tanh", net_arch=(16, 8), n_actions=5, layers=1, seed=0, space=None,
+              **policy_kw):  # fmt: skip
     torch.manual_seed(seed)
     cfg = PolicyConfig(lstm_hidden_size=12, n_lstm_layers=layers, net_arch=list(net_arch),
-                       activation=activation)  # fmt: skip
+                       activation=activation, **policy_kw)  # fmt: skip
     obs_space = spaces.Box(-np.inf, np.inf, (3,), np.float32)
     space = space or spaces.Discrete(n_actions)
     return RecurrentActorCritic(obs_space, space, cfg, n_critics=2, critic_out=4)
@@ -98,10 +100,11 @@ def test_c_step_draws_what_the_pytorch_step_draws():
     [
         dict(layers=2),
         dict(activation="gelu"),
-        dict(space=spaces.Box(-1.0, 1.0, (2,), np.float32)),
         dict(space=spaces.MultiDiscrete([2, 3])),
+        dict(layers=2, space=spaces.Box(-1.0, 1.0, (2,), np.float32)),
+        dict(activation="gelu", space=spaces.Box(-1.0, 1.0, (2,), np.float32)),
     ],
-    ids=["2-layers", "gelu", "box", "multidiscrete"],
+    ids=["2-layers", "gelu", "multidiscrete", "box-2-layers", "box-gelu"],
 )
 def test_c_step_is_not_built_where_it_does_not_apply(kw):
     with torch.inference_mode():

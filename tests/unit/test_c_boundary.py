@@ -19,9 +19,10 @@ import textwrap
 import numpy as np
 import pytest
 import torch
+from gymnasium.spaces import Box
 
 from riskppo.nn import native
-from riskppo.nn.actor_step import CActorStep
+from riskppo.nn.actor_step import CActorStep, GaussianHead
 from riskppo.nn.lstm_kernel import (
     _native_backward,
     _native_forward,
@@ -286,6 +287,68 @@ def test_the_c_actor_step_reads_strided_weights_as_their_values():
             step(obs, LSTMState(h, c), np.zeros(4, bool), None, True) for step in steps
         )
     assert torch.equal(a0, a1) and torch.equal(lp0, lp1) and torch.equal(s0.h, s1.h)
+
+
+def gaussian_actor(state_dependent_std):
+    """A Box(2) actor on the C step: its LSTM weights, linear layers and Gaussian head."""
+    policy = policy_of(space=Box(-1.0, 1.0, (2,), np.float32),
+                       state_dependent_std=state_dependent_std)  # fmt: skip
+    with torch.inference_mode():
+        actor = policy.rollout_actor()
+    assert actor.c_step is not None and actor.c_step.gaussian
+    return actor.lstm[0], actor_linears(policy), GaussianHead.of(policy.action_head)
+
+
+@pytest.mark.parametrize(
+    "std_layer,part,bad,message",
+    [
+        (False, 0, torch.zeros(3), "log_std has shape [3], expected [A] = [2]"),
+        (False, 0, torch.zeros(2, dtype=torch.float64), "log_std is torch.float64"),
+        (True, 0, torch.zeros(16, 2), "log-std layer weight has shape [16, 2], expected [F, A]"),
+        (True, 1, torch.zeros(3), "log-std layer bias has shape [3], expected [A] = [2]"),
+    ],
+)  # fmt: skip
+def test_the_c_gaussian_step_refuses_a_log_std_that_does_not_fit(std_layer, part, bad, message):
+    """The log-std parameter is ``[A]``; the state-dependent layer maps the head's input
+    ``[F]`` (the last hidden width) to ``[A]``, float32."""
+    lstm, linears, gauss = gaussian_actor(std_layer)
+    if std_layer:
+        layer = list(gauss.std_layer)
+        layer[part] = bad
+        gauss = gauss._replace(std_layer=tuple(layer))
+    else:
+        gauss = gauss._replace(log_std=bad)
+    with raises(f"the C actor step: {message}"):
+        CActorStep(lstm, linears, 1, gauss)
+
+
+def test_the_c_gaussian_step_takes_one_log_std():
+    lstm, linears, gauss = gaussian_actor(False)
+    for both_or_none in (GaussianHead(None, None), GaussianHead(gauss.log_std, (lstm[0], lstm[1]))):
+        with raises("the C actor step: a Gaussian head takes exactly one of log_std and std_layer"):
+            CActorStep(lstm, linears, 1, both_or_none)
+
+
+def test_the_c_gaussian_step_reads_a_strided_log_std_layer_as_its_values():
+    """The state-dependent layer's weight arrives transposed (a strided view): the step keeps
+    a dense copy alive for C and steps as with a dense weight."""
+    lstm, linears, gauss = gaussian_actor(True)
+    w, b = gauss.std_layer
+    assert not w.is_contiguous()
+    with torch.no_grad():
+        w = w + torch.randn(w.shape)  # the init's zero weights would hide a misread
+    dense = gauss._replace(std_layer=(w.contiguous(), b))
+    strided = gauss._replace(std_layer=(w.t().contiguous().t(), b))
+    g = torch.Generator().manual_seed(5)
+    obs, h, c = torch.randn(4, 3, generator=g), *torch.randn(2, 1, 4, 12, generator=g)
+    with torch.inference_mode():
+        (a0, lp0, _), (a1, lp1, _) = (
+            CActorStep(lstm, linears, 1, head)(
+                obs, LSTMState(h, c), np.zeros(4, bool), torch.Generator(), False
+            )
+            for head in (dense, strided)
+        )
+    assert torch.equal(a0, a1) and torch.equal(lp0, lp1)
 
 
 def test_the_c_adam_tail_refuses_moments_and_gradients_of_other_sizes():

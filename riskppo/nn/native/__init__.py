@@ -253,13 +253,14 @@ def _load() -> tuple[ctypes.CDLL | None, str | None]:
     lib.riskppo_lstm_forward.restype = ctypes.c_int  # 0, or -1: out of memory
     lib.riskppo_lstm_backward.argtypes = sizes + pointers * 8 + strided + pointers * 2
     lib.riskppo_lstm_backward.restype = None
-    lib.riskppo_actor_step.argtypes = (
-        [ctypes.c_int] * 3
-        + pointers * 7
-        + [ctypes.c_int]
-        + (pointers * 3 + [ctypes.c_int] + pointers * 3)
-    )
+    # B, D, H; x, the LSTM step's weights, h0, c0, hc; the MLP: n_layers, dims, ws, bs, act
+    actor: list[Any] = [ctypes.c_int] * 3 + pointers * 7 + [ctypes.c_int] + pointers * 3
+    actor += [ctypes.c_int]
+    lib.riskppo_actor_step.argtypes = actor + pointers * 3  # u, actions, log_probs
     lib.riskppo_actor_step.restype = ctypes.c_int  # 0, or -1: out of memory
+    # log_std, w_std, b_std, eps, actions, log_probs
+    lib.riskppo_actor_step_gauss.argtypes = actor + pointers * 6
+    lib.riskppo_actor_step_gauss.restype = ctypes.c_int  # 0, or -1: out of memory
     lib.riskppo_clip_adam.argtypes = [ctypes.c_int] + pointers * 7 + [ctypes.c_int]
     lib.riskppo_clip_adam.argtypes += [*pointers, ctypes.c_int, ctypes.c_int, ctypes.c_float]
     lib.riskppo_clip_adam.argtypes += [ctypes.c_double] * 6 + [ctypes.c_int, ctypes.c_void_p]
