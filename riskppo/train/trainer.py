@@ -17,6 +17,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 from gymnasium import spaces
+from gymnasium.vector import VectorEnv
 from stable_baselines3.common.running_mean_std import RunningMeanStd
 from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 
@@ -143,7 +144,7 @@ class DistributionalPPO:
         ``gym.Env`` instance or a ``VecEnv`` is evaluated on as it is)."""
         cfg = self.config
         venv = build_vec_env(env, cfg.env, cfg.seed, cfg.data, risk=cfg.risk)
-        self._env_spec = venv if isinstance(env, gym.Env) else env
+        self._env_spec = venv if isinstance(env, gym.Env | VectorEnv) else env
         self.env_is_id = isinstance(env, str)
         return venv
 
