@@ -84,8 +84,8 @@ class GymVectorVecEnv(VecEnv):
     """
 
     def __init__(self, vec: VectorEnv) -> None:
+        self.vec = vec  # before VecEnv.__init__, which reads render_mode through get_attr
         super().__init__(vec.num_envs, vec.single_observation_space, vec.single_action_space)
-        self.vec = vec
         self.mode = autoreset_mode(vec)
         self.tally = EpisodeTally(vec.num_envs)
         self._actions: np.ndarray | None = None
