@@ -114,7 +114,11 @@ class GymVectorVecEnv(VecEnv):
         if self.mode == AutoresetMode.SAME_STEP:
             final_infos = unbatch_infos(batched.get("final_info", {}), n)
             for i in np.flatnonzero(done).tolist():
-                self.reset_infos[i] = infos[i]  # the step's infos are the reset's
+                # the step's infos are the reset's, with the final observation and info
+                reset_info = infos[i]
+                reset_info.pop("final_obs", None)
+                reset_info.pop("final_info", None)
+                self.reset_infos[i] = reset_info
                 infos[i] = final_infos[i]
                 infos[i]["terminal_observation"] = batched["final_obs"][i]
         elif done.any():

@@ -23,8 +23,22 @@ from riskppo.train.vec_env import InProcessVecEnv, build_vec_env
 MODES = [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP, AutoresetMode.DISABLED]
 
 
+class StepCount(gym.Wrapper):
+    """Reports its step count in every info (0 in the reset's), so infos can be told apart."""
+
+    def reset(self, **kwargs: Any) -> Any:
+        self.steps = 0
+        obs, info = self.env.reset(**kwargs)
+        return obs, {**info, "steps": 0}
+
+    def step(self, action: Any) -> Any:
+        self.steps += 1
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return obs, reward, terminated, truncated, {**info, "steps": self.steps}
+
+
 def _limit30(env: gym.Env) -> gym.Env:
-    return TimeLimit(env, 30)
+    return StepCount(TimeLimit(env, 30))
 
 
 def _pair(env_id: str, mode: AutoresetMode, n: int = 4) -> tuple[VecEnv, VecEnv]:
@@ -58,6 +72,7 @@ def _actions(env_id: str, steps: int, n: int) -> np.ndarray:
 
 def _assert_same_run(ref: VecEnv, venv: VecEnv, actions: np.ndarray) -> dict[str, int]:
     np.testing.assert_array_equal(ref.reset(), venv.reset())
+    assert ref.reset_infos == venv.reset_infos
     ended = {"terminated": 0, "truncated": 0}
     for a in actions:
         o1, r1, d1, i1 = ref.step(a)
@@ -66,7 +81,10 @@ def _assert_same_run(ref: VecEnv, venv: VecEnv, actions: np.ndarray) -> dict[str
         np.testing.assert_array_equal(r1, r2)
         assert r1.dtype == r2.dtype
         np.testing.assert_array_equal(d1, d2)
+        assert ref.reset_infos == venv.reset_infos
         for k, (a1, a2) in enumerate(zip(i1, i2, strict=True)):
+            assert a1.keys() == a2.keys()
+            assert a1.get("steps") == a2.get("steps")
             assert a1["TimeLimit.truncated"] == a2["TimeLimit.truncated"]
             assert ("terminal_observation" in a2) == bool(d1[k])
             if d1[k]:
