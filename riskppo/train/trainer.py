@@ -64,7 +64,8 @@ class DistributionalPPO:
     kind, the optimizer, the env — and one :class:`~riskppo.train.state.TrainingState`; the loop
     itself is :func:`riskppo.train.loop.train_iteration`.
 
-    ``env``: an env id (``"CartPole-v1"``, ``"module:Name-v1"``), a factory, a ``VecEnv`` or one
+    ``env``: an env id (``"CartPole-v1"``, ``"module:Name-v1"``), a factory, a ``VecEnv``, a
+    Gymnasium vector env (``gymnasium.make_vec``; :mod:`riskppo.envs.gym_vector`) or one
     ``gym.Env`` instance (with ``n_envs=1``). ``config``: a :class:`Config`, a dict or the path of
     a YAML file; keywords set single fields. What SB3's keywords and methods become here:
     :mod:`riskppo.train.sb3_compat` and ``docs/sb3.md``.

@@ -9,6 +9,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import pytest
+import torch
 from gymnasium.envs.classic_control import CartPoleEnv
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from gymnasium.wrappers import TimeLimit
@@ -18,7 +19,9 @@ from stable_baselines3.common.vec_env import VecEnv
 from riskppo.config import ConfigError, EnvConfig
 from riskppo.envs.gym_vector import GymVectorVecEnv, resets_single_envs, unbatch_infos
 from riskppo.envs.native_vec import native_vec_env
+from riskppo.train.trainer import DistributionalPPO
 from riskppo.train.vec_env import InProcessVecEnv, build_vec_env
+from tests.vec_runs import assert_same_run
 
 MODES = [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP, AutoresetMode.DISABLED]
 
@@ -70,40 +73,11 @@ def _actions(env_id: str, steps: int, n: int) -> np.ndarray:
     return rng.integers(0, 2, size=(steps, n))
 
 
-def _assert_same_run(ref: VecEnv, venv: VecEnv, actions: np.ndarray) -> dict[str, int]:
-    np.testing.assert_array_equal(ref.reset(), venv.reset())
-    assert ref.reset_infos == venv.reset_infos
-    ended = {"terminated": 0, "truncated": 0}
-    for a in actions:
-        o1, r1, d1, i1 = ref.step(a)
-        o2, r2, d2, i2 = venv.step(a)
-        np.testing.assert_array_equal(o1, o2)
-        np.testing.assert_array_equal(r1, r2)
-        assert r1.dtype == r2.dtype
-        np.testing.assert_array_equal(d1, d2)
-        assert ref.reset_infos == venv.reset_infos
-        for k, (a1, a2) in enumerate(zip(i1, i2, strict=True)):
-            assert a1.keys() == a2.keys()
-            assert a1.get("steps") == a2.get("steps")
-            assert a1["TimeLimit.truncated"] == a2["TimeLimit.truncated"]
-            assert ("terminal_observation" in a2) == bool(d1[k])
-            if d1[k]:
-                np.testing.assert_array_equal(
-                    a1["terminal_observation"], a2["terminal_observation"]
-                )
-                assert (a1["episode"]["r"], a1["episode"]["l"]) == (
-                    a2["episode"]["r"],
-                    a2["episode"]["l"],
-                )
-                ended["truncated" if a1["TimeLimit.truncated"] else "terminated"] += 1
-    return ended
-
-
 @pytest.mark.parametrize("mode", MODES, ids=[m.name for m in MODES])
 @pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
 def test_sync_vector_env_gives_riskppos_transitions(env_id: str, mode: AutoresetMode) -> None:
     ref, venv = _pair(env_id, mode)
-    ended = _assert_same_run(ref, venv, _actions(env_id, 450, 4))
+    ended = assert_same_run(ref, venv, _actions(env_id, 450, 4))
     assert ended["truncated"] > 0  # Pendulum: its 200-step limit
     if env_id == "CartPole-v1":
         assert ended["terminated"] > 0
@@ -115,7 +89,7 @@ def test_built_from_a_vector_env_instance() -> None:
     vec = gym.make_vec("CartPole-v1", num_envs=3, vectorization_mode="sync")
     venv = build_vec_env(vec, EnvConfig(), seed=3)
     ref = build_vec_env("CartPole-v1", EnvConfig(n_envs=3), seed=3)
-    _assert_same_run(ref, venv, _actions("CartPole-v1", 60, 3))
+    assert_same_run(ref, venv, _actions("CartPole-v1", 60, 3))
     with pytest.raises(ConfigError, match=r"^env: .*CartPoleVectorEnv.*vectorization_mode='sync'"):
         build_vec_env(gym.make_vec("CartPole-v1", num_envs=3), EnvConfig(), seed=0)
 
@@ -148,7 +122,7 @@ def test_an_ids_vector_entry_point_is_used_natively() -> None:
     finally:
         gym.registry.pop("RiskppoTestVecCart-v0")
     assert isinstance(venv, GymVectorVecEnv) and isinstance(ref, InProcessVecEnv)
-    assert _assert_same_run(ref, venv, _actions("CartPole-v1", 120, 4))["truncated"] > 0
+    assert assert_same_run(ref, venv, _actions("CartPole-v1", 120, 4))["truncated"] > 0
 
 
 def test_unbatch_infos() -> None:
@@ -159,3 +133,16 @@ def test_unbatch_infos() -> None:
         "_d": np.array([True, False, False]),
     }
     assert unbatch_infos(infos, 3) == [{"a": 1, "d": {"x": 0.5}}, {}, {"a": 3}]
+
+
+def test_training_on_a_vector_env_is_training_on_its_id() -> None:
+    """DistributionalPPO takes a Gymnasium vector env: the same seed trains the same weights as
+    the id stepped by riskppo's own vec env."""
+    small = dict(n_envs=2, n_steps=16, batch_size=32, bptt_len=8, n_epochs=1, lstm_hidden_size=16)
+    vec = gym.make_vec("CartPole-v1", num_envs=2, vectorization_mode="sync")
+    on_vec = DistributionalPPO(vec, seed=0, **small).learn(64)
+    on_id = DistributionalPPO("CartPole-v1", seed=0, **small).learn(64)
+    for (name, a), b in zip(
+        on_vec.policy.state_dict().items(), on_id.policy.state_dict().values(), strict=True
+    ):
+        assert torch.equal(a, b), name

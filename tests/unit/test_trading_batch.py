@@ -18,6 +18,7 @@ from riskppo.envs import TradingEnv, gbm
 from riskppo.envs.registration import TRADING_ID
 from riskppo.envs.trading_vec import BatchedTradingVecEnv
 from riskppo.train.vec_env import InProcessVecEnv, build_vec_env
+from tests.vec_runs import assert_same_run
 
 CONFIGS = Path(__file__).resolve().parents[2] / "riskppo" / "configs"
 
@@ -37,32 +38,6 @@ def _build(cfg: Config, vectorized: bool, part: str = "train", n: int = 8) -> Ve
     return venv.venv  # below VecFiniteGuard
 
 
-def _assert_same_run(ref: VecEnv, fast: VecEnv, actions: np.ndarray) -> dict[str, int]:
-    """Step both with ``actions`` ``[T, n, ...]``: every output must be equal; returns how many
-    episodes ended by truncation and by termination."""
-    np.testing.assert_array_equal(ref.reset(), fast.reset())
-    assert ref.reset_infos == fast.reset_infos
-    ended = {"truncated": 0, "terminated": 0}
-    for a in actions:
-        o1, r1, d1, i1 = ref.step(a)
-        o2, r2, d2, i2 = fast.step(a)
-        np.testing.assert_array_equal(o1, o2)
-        np.testing.assert_array_equal(r1, r2)
-        assert r1.dtype == r2.dtype and o1.dtype == o2.dtype
-        np.testing.assert_array_equal(d1, d2)
-        for k, (a1, a2) in enumerate(zip(i1, i2, strict=True)):
-            t1, t2 = a1.pop("terminal_observation", None), a2.pop("terminal_observation", None)
-            e1, e2 = a1.pop("episode", None), a2.pop("episode", None)
-            assert a1 == a2
-            assert (t1 is None) == (t2 is None) == (not d1[k])
-            if t1 is not None:
-                np.testing.assert_array_equal(t1, t2)
-                assert (e1["r"], e1["l"]) == (e2["r"], e2["l"])
-                assert ref.reset_infos[k] == fast.reset_infos[k]
-                ended["truncated" if a1["TimeLimit.truncated"] else "terminated"] += 1
-    return ended
-
-
 @pytest.mark.parametrize("overlay", [True, False], ids=["overlay", "no-overlay"])
 @pytest.mark.parametrize("name", ["trading_googl.yaml", "trading_eurusd.yaml"])
 def test_shipped_configs_batched_like_separate_envs(name: str, overlay: bool) -> None:
@@ -73,7 +48,7 @@ def test_shipped_configs_batched_like_separate_envs(name: str, overlay: bool) ->
     steps = int(2.2 * cfg.env.kwargs["episode_length"])
     rng = np.random.default_rng(0)
     actions = rng.uniform(-1.3, 1.3, size=(steps, 8, 1)).astype(np.float32)
-    ended = _assert_same_run(ref, fast, actions)
+    ended = assert_same_run(ref, fast, actions)
     assert ended["truncated"] >= 16
 
 
@@ -83,7 +58,7 @@ def test_evaluation_part_runs_start_to_end_like_separate_envs() -> None:
     ref, fast = _build(cfg, False, part="val", n=4), _build(cfg, True, part="val", n=4)
     assert isinstance(fast, BatchedTradingVecEnv)
     actions = np.random.default_rng(1).uniform(-1, 1, size=(800, 4, 1)).astype(np.float32)
-    assert _assert_same_run(ref, fast, actions)["truncated"] >= 8
+    assert assert_same_run(ref, fast, actions)["truncated"] >= 8
 
 
 @pytest.mark.parametrize(
@@ -105,7 +80,7 @@ def test_discrete_shorts_and_ruin_like_separate_envs(kwargs: dict[str, Any]) -> 
     fast = BatchedTradingVecEnv(TradingEnv(df, **kwargs), 5)
     fast.seed(11)
     actions = np.random.default_rng(2).integers(0, 3, size=(600, 5))
-    ended = _assert_same_run(ref, fast, actions)
+    ended = assert_same_run(ref, fast, actions)
     assert ended["terminated"] > 0 and ended["truncated"] > 0
 
 
@@ -121,7 +96,7 @@ def test_windows_gathered_per_step_like_separate_envs(monkeypatch: pytest.Monkey
     assert fast.env._table is None
     fast.seed(0)
     actions = np.random.default_rng(3).uniform(-1, 1, size=(200, 3, 1)).astype(np.float32)
-    assert _assert_same_run(ref, fast, actions)["truncated"] >= 6
+    assert assert_same_run(ref, fast, actions)["truncated"] >= 6
 
 
 def test_bad_actions_name_the_env() -> None:
