@@ -17,8 +17,6 @@ from stable_baselines3.common.vec_env import VecEnv
 from riskppo.config import ConfigError
 from riskppo.envs.gym_vector import GymVectorVecEnv, autoreset_mode, resets_single_envs
 from riskppo.envs.registration import TRADING_ID, env_spec
-from riskppo.envs.trading import TradingEnv
-from riskppo.envs.trading_vec import BatchedTradingVecEnv
 
 __all__ = ["from_gym_vector", "native_vec_env"]
 
@@ -29,6 +27,10 @@ def native_vec_env(env: Any, n_envs: int, kwargs: dict[str, Any]) -> VecEnv | No
     if not isinstance(env, str) or n_envs < 2:
         return None
     if env == TRADING_ID:
+        # imported here: a run without the trading env does not import pandas (lean imports)
+        from riskppo.envs.trading import TradingEnv
+        from riskppo.envs.trading_vec import BatchedTradingVecEnv
+
         made = gym.make(env_spec(env), **kwargs).unwrapped
         assert isinstance(made, TradingEnv)
         return BatchedTradingVecEnv(made, n_envs)
