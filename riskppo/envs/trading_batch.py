@@ -24,7 +24,7 @@ __all__ = ["BatchStep", "TradingBatch"]
 
 # rows of TradingBatch.state: the per-episode state of TradingEnv (its _new_episode_state)
 _STATE = ("position", "signal", "log_equity", "log_peak", "turnover", "sum_abs_gross", "costs")
-_POS, _SIGNAL, _LOG_EQ, _PEAK, _TURNOVER, _ABS_GROSS, _COSTS = range(len(_STATE))
+_POS, _LOG_EQ, _PEAK = (_STATE.index(name) for name in ("position", "log_equity", "log_peak"))
 
 
 class BatchStep(NamedTuple):
@@ -87,9 +87,10 @@ class TradingBatch:
             raise RuntimeError(
                 f"env {self._ended[0]}: call reset() before step() (and after an episode ends)"
             )
-        env, s, flows = self.env, self.state, self._flows
+        env, flows = self.env, self._flows
+        pos, sig, log_eq, peak, turnover, abs_gross, sum_costs = self.state  # [n] row views
         signal = self._signals(actions)
-        t, old = self.t, s[_POS]
+        t, old = self.t, pos
         target = signal * self._scale[t]  # exposure decided at t
         dpos = np.abs(target - old)
         gross = np.add(old * self._ret_old[t], target * self._ret_new[t], out=flows[0])
@@ -99,12 +100,12 @@ class TradingBatch:
         np.maximum(held * -env._borrow_per_bar, 0.0, out=flows[3])
         costs = np.add(fee_cost, flows[3], out=flows[1])
         net = gross - costs
-        s[_LOG_EQ] += net
-        np.maximum(s[_PEAK], s[_LOG_EQ], out=s[_PEAK])
-        s[_TURNOVER] += dpos
-        s[_ABS_GROSS] += np.abs(gross)
-        s[_COSTS] += costs
-        s[_SIGNAL], s[_POS] = signal, target
+        np.add(log_eq, net, out=log_eq)
+        np.maximum(peak, log_eq, out=peak)
+        np.add(turnover, dpos, out=turnover)
+        np.add(abs_gross, np.abs(gross), out=abs_gross)
+        np.add(sum_costs, costs, out=sum_costs)
+        sig[:], pos[:] = signal, target  # (old, a view of pos, is not read after this)
         t += 1
         truncated = t >= self.end_bar
         ruin = env.ruin_equity
@@ -112,11 +113,11 @@ class TradingBatch:
             terminated = np.zeros(self.n, dtype=bool)
             ended = truncated
         else:  # math.exp: the single env's rounding
-            terminated = np.array([math.exp(x) <= ruin for x in s[_LOG_EQ].tolist()])
+            terminated = np.array([math.exp(x) <= ruin for x in log_eq.tolist()])
             ended = terminated | truncated
         self._ended = np.flatnonzero(ended).tolist()
         return BatchStep(
-            self._observe(t, s),
+            self._observe(t, self.state),
             net * env.reward_scale,
             terminated,
             truncated,
@@ -127,8 +128,8 @@ class TradingBatch:
     def _signals(self, actions: np.ndarray) -> np.ndarray:
         """Actions → ``[n]`` float64 signals (targets before sizing), as TradingEnv's."""
         env = self.env
-        a = np.asarray(actions)
-        if a.shape[:1] != (self.n,) or a.size != self.n:
+        a = actions if isinstance(actions, np.ndarray) else np.asarray(actions)
+        if a.size != self.n or a.shape[0] != self.n:
             raise ValueError(f"expected {self.n} actions (one per env), got shape {a.shape}")
         a = a.reshape(self.n)
         if not env.continuous:
@@ -140,15 +141,18 @@ class TradingBatch:
                 i = int(np.flatnonzero(bad)[0])
                 raise ValueError(f"env {i}: action {int(a[i])} is outside [0, {k})")
             return self._positions[a]
-        x = a.astype(np.float64)
+        x = a.astype(np.float64)  # a new array: the steps below work in place
         if not math.isfinite(float(x @ x)) and not (finite := np.isfinite(x)).all():
             i = int(np.flatnonzero(~finite)[0])
             raise ValueError(f"env {i}: continuous action is not finite: {a[i]!r}")
-        x = np.minimum(np.maximum(x, -1.0), 1.0)
-        if not env.long_only:
-            return x
-        m = env.min_signal  # long_only: [-1, 1] -> signal [m, 1]
-        return m + (1.0 - m) * (0.5 * (x + 1.0))
+        np.minimum(np.maximum(x, -1.0, out=x), 1.0, out=x)
+        if env.long_only:  # [-1, 1] -> signal m + (1 - m) * (0.5 * (x + 1)) in [m, 1]
+            m = env.min_signal
+            np.add(x, 1.0, out=x)
+            np.multiply(x, 0.5, out=x)
+            np.multiply(x, 1.0 - m, out=x)
+            np.add(x, m, out=x)
+        return x
 
     def _observe(self, t: np.ndarray, state: np.ndarray) -> np.ndarray:
         """Observations ``[m, D]`` float32 at bars ``t`` ``[m]`` of episodes in ``state``
