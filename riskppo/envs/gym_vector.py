@@ -27,7 +27,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from stable_baselines3.common.vec_env import VecEnv
 
-from riskppo.envs.vec_episodes import EpisodeTally
+from riskppo.envs.vec_episodes import EpisodeTally, env_indices
 
 __all__ = ["GymVectorVecEnv", "autoreset_mode", "resets_single_envs", "unbatch_infos"]
 
@@ -138,27 +138,31 @@ class GymVectorVecEnv(VecEnv):
 
     def get_attr(self, attr_name: str, indices: Any = None) -> list[Any]:
         values = self._api.get_attr(attr_name)
-        return [values[i] for i in self._indices(indices)]
+        return [values[i] for i in env_indices(indices, self.num_envs)]
 
     def set_attr(self, attr_name: str, value: Any, indices: Any = None) -> None:
+        self._all_envs(indices, f"set_attr({attr_name!r})")
         self._api.set_attr(attr_name, value)
 
     def env_method(
         self, method_name: str, *method_args: Any, indices: Any = None, **method_kwargs: Any
     ) -> list[Any]:
-        values = self._api.call(method_name, *method_args, **method_kwargs)
-        return [values[i] for i in self._indices(indices)]
+        self._all_envs(indices, f"env_method({method_name!r})")
+        return list(self._api.call(method_name, *method_args, **method_kwargs))
 
     def env_is_wrapped(self, wrapper_class: type, indices: Any = None) -> list[bool]:
-        return [False for _ in self._indices(indices)]
+        return [False for _ in env_indices(indices, self.num_envs)]
+
+    def _all_envs(self, indices: Any, what: str) -> None:
+        """Gymnasium's ``set_attr`` and ``call`` act on every env: refuse fewer."""
+        if env_indices(indices, self.num_envs) != list(range(self.num_envs)):
+            raise NotImplementedError(
+                f"{what} with indices={indices!r}: a Gymnasium vector env sets attributes and "
+                "calls methods on all of its envs at once; leave indices out"
+            )
 
     @property
     def _api(self) -> Any:
         """The vector env's per-env attribute API (``get_attr``, ``set_attr``, ``call``: on
         ``SyncVectorEnv`` and ``AsyncVectorEnv``, not on the ``VectorEnv`` base class)."""
         return self.vec
-
-    def _indices(self, indices: Any) -> list[int]:
-        if indices is None:
-            return list(range(self.num_envs))
-        return [indices] if isinstance(indices, int) else list(indices)

@@ -10,7 +10,6 @@ own random generator.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -18,7 +17,7 @@ from stable_baselines3.common.vec_env import VecEnv
 
 from riskppo.envs.trading import TradingEnv
 from riskppo.envs.trading_batch import TradingBatch
-from riskppo.envs.vec_episodes import EpisodeTally
+from riskppo.envs.vec_episodes import EpisodeTally, env_indices
 
 __all__ = ["BatchedTradingVecEnv"]
 
@@ -66,7 +65,7 @@ class BatchedTradingVecEnv(VecEnv):
         self.env.close()
 
     def get_attr(self, attr_name: str, indices: Any = None) -> list[Any]:
-        return [getattr(self.env, attr_name) for _ in self._indices(indices)]
+        return [getattr(self.env, attr_name) for _ in env_indices(indices, self.num_envs)]
 
     def set_attr(self, attr_name: str, value: Any, indices: Any = None) -> None:
         raise NotImplementedError(self._unavailable(f"set_attr({attr_name!r})"))
@@ -77,12 +76,7 @@ class BatchedTradingVecEnv(VecEnv):
         raise NotImplementedError(self._unavailable(f"env_method({method_name!r})"))
 
     def env_is_wrapped(self, wrapper_class: type, indices: Any = None) -> list[bool]:
-        return [False for _ in self._indices(indices)]
-
-    def _indices(self, indices: Any) -> Sequence[int] | Iterable[int]:
-        if indices is None:
-            return range(self.num_envs)
-        return [indices] if isinstance(indices, int) else indices
+        return [False for _ in env_indices(indices, self.num_envs)]
 
     @staticmethod
     def _unavailable(what: str) -> str:

@@ -12,9 +12,17 @@ env's infos like its own.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["EpisodeTally"]
+__all__ = ["EpisodeTally", "env_indices"]
+
+
+def env_indices(indices: int | Iterable[int] | None, n: int) -> list[int]:
+    """The env indices a ``VecEnv`` method's ``indices`` argument names (``None``: all ``n``)."""
+    if indices is None:
+        return list(range(n))
+    return [indices] if isinstance(indices, int) else list(indices)
 
 
 class EpisodeTally:

@@ -146,3 +146,13 @@ def test_training_on_a_vector_env_is_training_on_its_id() -> None:
         on_vec.policy.state_dict().items(), on_id.policy.state_dict().values(), strict=True
     ):
         assert torch.equal(a, b), name
+
+
+def test_attributes_and_methods_reach_every_env() -> None:
+    vec = gym.make_vec("CartPole-v1", num_envs=2, vectorization_mode="sync")
+    venv = build_vec_env(vec, EnvConfig(), seed=0).venv
+    venv.set_attr("spam", 3)
+    assert venv.get_attr("spam") == [3, 3] and venv.get_attr("spam", [1]) == [3]
+    assert len(venv.env_method("get_wrapper_attr", "spam")) == 2
+    with pytest.raises(NotImplementedError, match="leave indices out"):
+        venv.env_method("reset", indices=[0])
