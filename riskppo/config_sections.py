@@ -82,6 +82,12 @@ class EnvConfig(_Section):
         description="dummy: all envs in this process, stepped in turn; subproc: one process "
         "per env",
     )
+    vectorized: bool = Field(
+        True,
+        description="with n_envs > 1 and vec_env dummy: step all envs as one batched env where "
+        "the env has one (the trading env's array step; a Gymnasium vector_entry_point that "
+        "can reset single envs), with the same results; false: n_envs separate envs in turn",
+    )
     kwargs: dict[str, Any] = Field(
         default_factory=dict,
         description="keyword arguments passed to the env's constructor (gymnasium.make); "

@@ -423,6 +423,17 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
         super().reset(seed=seed)
+        t0, end_bar = self.episode_bounds(self.np_random, options)
+        self._new_episode_state(t0, end_bar)
+        self._needs_reset = False
+        return self._observe(t0), self._info(0.0, 0.0, 0.0, 0.0)
+
+    def episode_bounds(
+        self, rng: np.random.Generator, options: dict[str, Any] | None = None
+    ) -> tuple[int, int]:
+        """``(start bar, end bar)`` of a new episode: ``options["start"]``, else a start drawn
+        with ``rng`` (``random_start``), else the first decision bar (see the class docstring).
+        """
         if options and options.get("start") is not None:
             t0 = self._resolve_bar(options["start"], 0, "options['start']")
             if not self._first_start <= t0 <= self._last_bar - 1:
@@ -431,16 +442,12 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
                     f"{self._first_start}..{self._last_bar - 1}"
                 )
         elif self.random_start:
-            t0 = int(self.np_random.integers(self._first_start, self._max_start + 1))
+            t0 = int(rng.integers(self._first_start, self._max_start + 1))
         else:
             t0 = self._first_start
         if self.random_start and self.episode_length is not None:
-            end_bar = min(t0 + self.episode_length, self._last_bar)
-        else:
-            end_bar = self._last_bar
-        self._new_episode_state(t0, end_bar)
-        self._needs_reset = False
-        return self._observe(t0), self._info(0.0, 0.0, 0.0, 0.0)
+            return t0, min(t0 + self.episode_length, self._last_bar)
+        return t0, self._last_bar
 
     def step(self, action: Any) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
         if self._needs_reset:

@@ -17,6 +17,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 from gymnasium import spaces
+from gymnasium.vector import VectorEnv
 from stable_baselines3.common.running_mean_std import RunningMeanStd
 from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 
@@ -63,7 +64,8 @@ class DistributionalPPO:
     kind, the optimizer, the env — and one :class:`~riskppo.train.state.TrainingState`; the loop
     itself is :func:`riskppo.train.loop.train_iteration`.
 
-    ``env``: an env id (``"CartPole-v1"``, ``"module:Name-v1"``), a factory, a ``VecEnv`` or one
+    ``env``: an env id (``"CartPole-v1"``, ``"module:Name-v1"``), a factory, a ``VecEnv``, a
+    Gymnasium vector env (``gymnasium.make_vec``; :mod:`riskppo.envs.gym_vector`) or one
     ``gym.Env`` instance (with ``n_envs=1``). ``config``: a :class:`Config`, a dict or the path of
     a YAML file; keywords set single fields. What SB3's keywords and methods become here:
     :mod:`riskppo.train.sb3_compat` and ``docs/sb3.md``.
@@ -143,7 +145,7 @@ class DistributionalPPO:
         ``gym.Env`` instance or a ``VecEnv`` is evaluated on as it is)."""
         cfg = self.config
         venv = build_vec_env(env, cfg.env, cfg.seed, cfg.data, risk=cfg.risk)
-        self._env_spec = venv if isinstance(env, gym.Env) else env
+        self._env_spec = venv if isinstance(env, gym.Env | VectorEnv) else env
         self.env_is_id = isinstance(env, str)
         return venv
 

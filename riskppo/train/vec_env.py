@@ -23,6 +23,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.vector import VectorEnv
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import (
     DummyVecEnv,
@@ -34,6 +35,7 @@ from stable_baselines3.common.vec_env import (
 
 from riskppo.config import ConfigError, DataConfig, EnvConfig, RiskConfig
 from riskppo.envs.kwargs_check import check_env_kwargs
+from riskppo.envs.native_vec import from_gym_vector, native_vec_env
 from riskppo.envs.registration import (
     TRADING_ID,
     data_kwargs,
@@ -42,7 +44,7 @@ from riskppo.envs.registration import (
     resolve_overlay,
 )
 
-EnvSpec = str | Callable[[], gym.Env] | VecEnv
+EnvSpec = str | Callable[[], gym.Env] | VecEnv | VectorEnv
 
 
 class NonFiniteInputError(RuntimeError):
@@ -434,9 +436,13 @@ def build_vec_env(
     ``part`` selects the train / val / test period of the trading env (ignored elsewhere);
     ``risk`` completes a trading env's ``overlay`` (see :func:`env_kwargs`).
     """
+    n = n_envs or cfg.n_envs
     if isinstance(env, VecEnv):
         venv: VecEnv = env
+    elif (native := _native_vec_env(env, cfg, n, seed, data, part, risk)) is not None:
+        venv = native
     else:
+        assert not isinstance(env, VectorEnv)  # _native_vec_env took it
         register_envs()
         vec_cls: type[DummyVecEnv] | type[SubprocVecEnv] = (
             SubprocVecEnv if cfg.vec_env == "subproc" else InProcessVecEnv
@@ -444,7 +450,6 @@ def build_vec_env(
         vec_kwargs: dict[str, Any] | None = None
         if cfg.vec_env == "subproc" and cfg.step_timeout is not None:
             vec_cls, vec_kwargs = TimeoutSubprocVecEnv, {"step_timeout": cfg.step_timeout}
-        n = n_envs or cfg.n_envs
         factory: Callable[..., gym.Env] = RewardChecked(env_factory(env, n))
         if cfg.vec_env == "subproc":
             factory = WorkerIgnoresCtrlC(factory)
@@ -460,6 +465,28 @@ def build_vec_env(
     venv = VecFiniteGuard(venv, cfg.nonfinite_policy)
     if cfg.normalize_obs:
         venv = VecNormalize(venv, norm_obs=True, norm_reward=False, clip_obs=cfg.clip_obs)
+    return venv
+
+
+def _native_vec_env(
+    env: str | Callable[[], gym.Env] | gym.Env | VectorEnv,
+    cfg: EnvConfig,
+    n: int,
+    seed: int,
+    data: DataConfig | None,
+    part: str,
+    risk: RiskConfig | None,
+) -> VecEnv | None:
+    """A Gymnasium vector env as a VecEnv, or the env's natively vectorised form for ``n`` envs
+    (``env.vectorized``, in-process only; :func:`~riskppo.envs.native_vec.native_vec_env`),
+    seeded; ``None`` where ``n`` separate envs are to be made."""
+    venv: VecEnv | None = None
+    if isinstance(env, VectorEnv):
+        venv = from_gym_vector(env)
+    elif cfg.vectorized and cfg.vec_env == "dummy" and isinstance(env, str) and n > 1:
+        venv = native_vec_env(env, n, env_kwargs(env, cfg, data, part, risk))
+    if venv is not None:
+        venv.seed(seed)
     return venv
 
 

@@ -1,0 +1,58 @@
+"""Natively vectorised envs: one object that steps all ``n_envs`` envs at once.
+
+:func:`native_vec_env` picks, for an env id and ``n_envs > 1``, the trading env's batched form
+(:mod:`riskppo.envs.trading_vec`) or the id's Gymnasium ``vector_entry_point``
+(:mod:`riskppo.envs.gym_vector`, used only where it can give SB3's reset semantics exactly);
+``None`` where there is none, and riskppo steps ``n_envs`` separate envs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+from gymnasium.vector import VectorEnv
+from stable_baselines3.common.vec_env import VecEnv
+
+from riskppo.config import ConfigError
+from riskppo.envs.gym_vector import GymVectorVecEnv, autoreset_mode, resets_single_envs
+from riskppo.envs.registration import TRADING_ID, env_spec
+
+__all__ = ["from_gym_vector", "native_vec_env"]
+
+
+def native_vec_env(env: Any, n_envs: int, kwargs: dict[str, Any]) -> VecEnv | None:
+    """The batched form of env id ``env`` with ``n_envs`` envs and constructor ``kwargs``, or
+    ``None`` (not an id, one env, no batched form). Not yet seeded nor reset."""
+    if not isinstance(env, str) or n_envs < 2:
+        return None
+    if env == TRADING_ID:
+        # imported here: a run without the trading env does not import pandas (lean imports)
+        from riskppo.envs.trading import TradingEnv
+        from riskppo.envs.trading_vec import BatchedTradingVecEnv
+
+        made = gym.make(env_spec(env), **kwargs).unwrapped
+        assert isinstance(made, TradingEnv)
+        return BatchedTradingVecEnv(made, n_envs)
+    spec = env_spec(env)
+    if spec.vector_entry_point is None:
+        return None
+    vec = gym.make_vec(spec, num_envs=n_envs, vectorization_mode="vector_entry_point", **kwargs)
+    if not resets_single_envs(vec):  # e.g. Gymnasium 1.x's CartPoleVectorEnv: NEXT_STEP only
+        vec.close()
+        return None
+    return GymVectorVecEnv(vec)
+
+
+def from_gym_vector(vec: VectorEnv) -> GymVectorVecEnv:
+    """A user's Gymnasium vector env (``gymnasium.make_vec(...)``, ``SyncVectorEnv``, ...) as a
+    VecEnv; one line naming the remedy if it cannot give SB3's reset semantics."""
+    if not resets_single_envs(vec):
+        raise ConfigError(
+            f"env: this Gymnasium vector env ({type(vec.unwrapped).__name__}) autoresets in "
+            f"{autoreset_mode(vec).name} mode and cannot reset single envs "
+            "(reset(options={'reset_mask': ...})); make it with gymnasium.make_vec(id, n, "
+            "vectorization_mode='sync'), or with vector_kwargs={'autoreset_mode': "
+            "gymnasium.vector.AutoresetMode.SAME_STEP}, or pass the env id"
+        )
+    return GymVectorVecEnv(vec)

@@ -1,0 +1,34 @@
+"""Stepping two vec envs side by side: everything they return must be equal."""
+
+from __future__ import annotations
+
+import numpy as np
+from stable_baselines3.common.vec_env import VecEnv
+
+
+def assert_same_run(ref: VecEnv, fast: VecEnv, actions: np.ndarray) -> dict[str, int]:
+    """Reset both, step both with ``actions`` ``[T, n, ...]``: observations, rewards (and their
+    dtypes), done flags, infos, terminal observations, episode returns and lengths and reset
+    infos must be equal. Returns how many episodes ended by truncation and by termination."""
+    np.testing.assert_array_equal(ref.reset(), fast.reset())
+    assert ref.reset_infos == fast.reset_infos
+    ended = {"truncated": 0, "terminated": 0}
+    for a in actions:
+        o1, r1, d1, i1 = ref.step(a)
+        o2, r2, d2, i2 = fast.step(a)
+        np.testing.assert_array_equal(o1, o2)
+        np.testing.assert_array_equal(r1, r2)
+        assert r1.dtype == r2.dtype and o1.dtype == o2.dtype
+        np.testing.assert_array_equal(d1, d2)
+        assert ref.reset_infos == fast.reset_infos
+        for k, (a1, a2) in enumerate(zip(i1, i2, strict=True)):
+            a1, a2 = dict(a1), dict(a2)
+            t1, t2 = a1.pop("terminal_observation", None), a2.pop("terminal_observation", None)
+            e1, e2 = a1.pop("episode", None), a2.pop("episode", None)
+            assert a1 == a2
+            assert (t1 is None) == (t2 is None) == (e1 is None) == (e2 is None) == (not d1[k])
+            if t1 is not None:
+                np.testing.assert_array_equal(t1, t2)
+                assert (e1["r"], e1["l"]) == (e2["r"], e2["l"])
+                ended["truncated" if a1["TimeLimit.truncated"] else "terminated"] += 1
+    return ended
