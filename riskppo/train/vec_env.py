@@ -35,9 +35,11 @@ from stable_baselines3.common.vec_env import (
 from riskppo.config import ConfigError, DataConfig, EnvConfig, RiskConfig
 from riskppo.envs.kwargs_check import check_env_kwargs
 from riskppo.envs.registration import (
+    PORTFOLIO_ID,
     TRADING_ID,
     data_kwargs,
     env_spec,
+    portfolio_data_kwargs,
     register_envs,
     resolve_overlay,
 )
@@ -415,6 +417,8 @@ def env_kwargs(
     kwargs = resolve_overlay(cfg.kwargs, risk)
     if env == TRADING_ID and data is not None:
         kwargs.update(data_kwargs(data), part=part)
+    if env == PORTFOLIO_ID and data is not None:
+        kwargs.update(portfolio_data_kwargs(data), part=part)
     return kwargs
 
 
