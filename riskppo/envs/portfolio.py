@@ -300,9 +300,16 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
         return self._observe(t0), self._info(0.0, 0.0, 0.0, 0.0)
 
     def step(self, action: Any) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
+        return self.step_weights(self.signal_weights(action))
+
+    def step_weights(
+        self, w: np.ndarray
+    ) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
+        """:meth:`step` with the signal weights ``w`` ``[N]`` given directly (a fixed-weight
+        baseline held with the agent's sizing, fills and costs); unchecked, see
+        :meth:`signal_weights` for the weights an action maps to."""
         if self._needs_reset:
             raise RuntimeError("call reset() before step() (and after an episode ends)")
-        w = self.signal_weights(action)
         t = self._t
         scale = 1.0
         if self._cov is not None:
