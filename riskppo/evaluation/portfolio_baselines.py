@@ -117,7 +117,10 @@ def hold_weights(env: PortfolioEnv, name: str, target: np.ndarray) -> BaselineRe
     """Hold ``target`` (``[N]`` signal weights) in ``env`` from its first decision bar to the end
     of its range (one episode)."""
     env.reset(options={"start": env.trading_range[0]})
-    bars, weights, rets, turns = [], [], [], []
+    bars: list[int] = []
+    weights: list[np.ndarray] = []
+    rets: list[float] = []
+    turns: list[float] = []
     truncated = terminated = False
     prev_turnover = 0.0
     while not (truncated or terminated):
