@@ -16,26 +16,12 @@ import time
 from typing import Any
 
 import numpy as np
+from _common import time_env
 
 from riskppo.envs.portfolio import PortfolioEnv
 from riskppo.envs.portfolio_data import load_portfolio
 
 TARGET = 20_000
-
-
-def _time_env(env: PortfolioEnv, actions: list[Any], repeats: int) -> float:
-    """Best-of-``repeats`` steps/s over ``len(actions)`` steps."""
-    best = 0.0
-    for r in range(repeats):
-        env.reset(seed=r)
-        step, reset = env.step, env.reset
-        t0 = time.perf_counter()
-        for a in actions:
-            _, _, terminated, truncated, _ = step(a)
-            if terminated or truncated:
-                reset()
-        best = max(best, len(actions) / (time.perf_counter() - t0))
-    return best
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -63,7 +49,7 @@ def main(argv: list[str] | None = None) -> None:
         t0 = time.perf_counter()
         env = PortfolioEnv(data, **kwargs)
         build = time.perf_counter() - t0
-        sps = _time_env(env, actions, args.repeats)
+        sps = time_env(env, actions, args.repeats)
         ok = "ok" if sps >= TARGET else "MISS"
         dim = int(np.prod(env.observation_space.shape or (0,)))
         print(f"{name:<26}{dim:>8}{build:>9.2f}{sps:>12,.0f}{ok:>8}")

@@ -12,6 +12,7 @@ import pandas as pd
 from gymnasium import spaces
 from numpy.lib.stride_tricks import sliding_window_view
 
+from riskppo.envs.episode_range import episode_range, resolve_bar
 from riskppo.envs.features import compute_features, split_features
 from riskppo.envs.fills import fill_returns, resolve_fill
 from riskppo.envs.portfolio_data import PortfolioData
@@ -213,25 +214,18 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
         self.action_space = spaces.Box(-1.0, 1.0, (self.n_assets,), np.float32)
 
     def _init_range(self, start: Any, end: Any) -> None:
-        lo = _resolve_bar(self.data.index, start, 0, "start")
-        hi = _resolve_bar(self.data.index, end, self._n_bars, "end")
-        if not lo < hi:
-            raise ValueError(
-                f"empty trading range: start={start!r} -> bar {lo}, end={end!r} -> {hi}"
-            )
-        self._first_start, self._last_bar = max(lo, self._first_valid), hi - 1
-        if self._first_start > self._last_bar - 1:
-            raise ValueError(
-                f"the trading range (bars {lo}..{hi - 1}) has no step: the first bar with a "
-                f"complete observation and covariance is {self._first_valid}"
-            )
-        self._max_start = self._last_bar - (self.episode_length or 1)
-        if self.random_start and self._max_start < self._first_start:
-            raise ValueError(
-                f"episode_length={self.episode_length} does not fit the trading range: "
-                f"{self._last_bar - self._first_start} steps available from bar "
-                f"{self._first_start}; use a shorter episode_length or None"
-            )
+        index = self.data.index
+        self._range = episode_range(
+            resolve_bar(index, start, 0, "start"),
+            resolve_bar(index, end, self._n_bars, "end"),
+            first_valid=self._first_valid,
+            episode_length=self.episode_length,
+            random_start=self.random_start,
+            warmup_reason="feature warm-up, window and covariance span",
+            start=start,
+            end=end,
+        )
+        self._first_start, self._last_bar = self._range.first_start, self._range.last_bar
 
     # ------------------------------------------------------------------ public properties
 
@@ -281,20 +275,10 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
         super().reset(seed=seed)
+        start = None
         if options and options.get("start") is not None:
-            t0 = _resolve_bar(self.data.index, options["start"], 0, "options['start']")
-            if not self._first_start <= t0 <= self._last_bar - 1:
-                raise ValueError(
-                    f"options['start'] -> bar {t0} is outside the valid start bars "
-                    f"{self._first_start}..{self._last_bar - 1}"
-                )
-        elif self.random_start:
-            t0 = int(self.np_random.integers(self._first_start, self._max_start + 1))
-        else:
-            t0 = self._first_start
-        end_bar = self._last_bar
-        if self.random_start and self.episode_length is not None:
-            end_bar = min(t0 + self.episode_length, self._last_bar)
+            start = resolve_bar(self.data.index, options["start"], 0, "options['start']")
+        t0, end_bar = self._range.episode(self.np_random, start)
         self._new_episode_state(t0, end_bar)
         self._needs_reset = False
         return self._observe(t0), self._info(0.0, 0.0, 0.0, 0.0)
@@ -401,21 +385,3 @@ def _positive(name: str, value: Any, most: float = math.inf) -> None:
     if not (ok and math.isfinite(float(value)) and 0 < float(value) <= most):
         bound = "" if math.isinf(most) else f" and <= {most:g}"
         raise ValueError(f"{name}={value!r} is invalid: must be a finite number > 0{bound}")
-
-
-def _resolve_bar(index: pd.DatetimeIndex, value: Any, default: int, name: str) -> int:
-    """A bar position (int in ``0..T``) or the first bar at or after a time."""
-    if value is None:
-        return default
-    n = len(index)
-    if isinstance(value, int | np.integer) and not isinstance(value, bool):
-        if not 0 <= int(value) <= n:
-            raise ValueError(f"{name}={int(value)} is outside the frame's bars 0..{n}")
-        return int(value)
-    try:
-        ts = pd.Timestamp(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name}={value!r} is neither a bar position nor a time") from None
-    if ts.tz is not None:
-        ts = ts.tz_convert("UTC").tz_localize(None)
-    return int(index.searchsorted(ts, "left"))
