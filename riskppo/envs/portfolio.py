@@ -204,16 +204,22 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
         table[: self.window - 1, :n_win] = np.nan  # incomplete windows, never observed
         table[self.window - 1 :, :n_win] = sliding_window_view(values.reshape(-1), n_win)[::row]
         self._table = table
-        low = np.full(table.shape[1], -FEATURE_BOUND, dtype=np.float32)
-        high = np.full(table.shape[1], FEATURE_BOUND, dtype=np.float32)
+        self._init_spaces()
+
+    def _init_spaces(self) -> None:
+        """Observation and action spaces; they depend on the configuration only."""
+        n_obs, n_win = self._table.shape[1], self._n_win
+        low = np.full(n_obs, -FEATURE_BOUND, dtype=np.float32)
+        high = np.full(n_obs, FEATURE_BOUND, dtype=np.float32)
         lev = self.max_leverage if self.sizing == "vol_target" else 1.0
         cap = lev * (1.0 if self.long_only else self.max_gross)
-        # weights after drift can exceed the cap a little; the bound is loose on purpose
+        # weights drift with prices after the fill, beyond the cap on a large move: a loose bound
         low[n_win:], high[n_win:] = (0.0 if self.long_only else -2.0 * cap), 2.0 * cap
         self.observation_space = spaces.Box(low, high, dtype=np.float32)
         self.action_space = spaces.Box(-1.0, 1.0, (self.n_assets,), np.float32)
 
     def _init_range(self, start: Any, end: Any) -> None:
+        """Trading range ``[lo, hi)`` and the bars an episode may start from."""
         index = self.data.index
         self._range = episode_range(
             resolve_bar(index, start, 0, "start"),

@@ -21,7 +21,7 @@ has (and raises, listing each asset's date range, if fewer than two remain).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -99,13 +99,16 @@ def load_portfolio(
         )
     if align not in ALIGNS:
         raise ValueError(f"align={align!r} is invalid: must be one of {ALIGNS}")
-    times = _TimeSpec(None, timestamp_format, dayfirst, sort)
-    nans = (nan_policy, ffill_limit)
+    for name, value in (("symbols", symbols), ("paths", paths)):
+        if isinstance(value, str):
+            raise ValueError(f"{name}={value!r} must be a list, e.g. [{value}]")
+    sources: dict[str, str] = {}
     if dataset:
         frames, label = _from_dataset(dataset, symbols)
     elif paths:
         if symbols is not None:
             raise ValueError("symbols applies to dataset or table; with paths, list the files")
+        sources = {_stem(p): Path(p).name for p in _unique_stems(paths)}
         frames = {
             _stem(p): load_ohlcv(
                 p,
@@ -115,26 +118,35 @@ def load_portfolio(
                 timestamp_format=timestamp_format,
                 dayfirst=dayfirst,
             )
-            for p in _unique_stems(paths)
+            for p in paths
         }
-        label = ", ".join(Path(p).name for p in paths)
+        label = ", ".join(sources.values())
     else:
         assert table is not None
-        frames, label = _from_table(table, symbols, times, nans), Path(table).name
+        times = _TimeSpec(None, timestamp_format, dayfirst, sort)
+        frames = _from_table(table, symbols, times, (nan_policy, ffill_limit))
+        label = Path(table).name
     if len(frames) < 2:
         raise ValueError(f"portfolio data {label}: needs at least two assets, got {list(frames)}")
-    return align_frames(frames, align, label)
+    return align_frames(frames, align, label, sources)
 
 
-def align_frames(frames: dict[str, pd.DataFrame], align: str, label: str) -> PortfolioData:
-    """``frames`` (asset -> canonical frame) on one calendar (module docstring)."""
+def align_frames(
+    frames: dict[str, pd.DataFrame],
+    align: str,
+    label: str,
+    sources: Mapping[str, str] | None = None,
+) -> PortfolioData:
+    """``frames`` (asset -> canonical frame) on one calendar (module docstring); ``sources``
+    (asset -> file name) names the files in messages."""
     names = list(frames)
     if align == "strict":
         ref = frames[names[0]].index
         for name in names[1:]:
             idx = frames[name].index
             if not idx.equals(ref):
-                raise DataError(name, _mismatch(name, idx, names[0], ref), remedy=_INTERSECT)
+                where = f"{name} ({sources[name]})" if sources and name in sources else name
+                raise DataError(where, _mismatch(name, idx, names[0], ref), remedy=_INTERSECT)
         common = ref
     else:
         common = frames[names[0]].index
@@ -174,6 +186,7 @@ def _stem(path: str) -> str:
 
 
 def _unique_stems(paths: Sequence[str]) -> list[str]:
+    """``paths``, checked to name distinct assets."""
     seen: dict[str, str] = {}
     for p in paths:
         s = _stem(p)

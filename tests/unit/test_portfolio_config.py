@@ -64,7 +64,7 @@ def test_misaligned_paths_remedy_in_config_words(tmp_path: Path) -> None:
         paths.append(str(tmp_path / f"{name}.csv"))
     register_envs()
     with pytest.raises(
-        DataError, match=r"BBB: dates do not align .* set env\.kwargs\.align=intersect"
+        DataError, match=r"BBB \(BBB.csv\): dates do not align .* set env\.kwargs\.align=intersect"
     ):
         gym.make(PORTFOLIO_ID, paths=paths, features=["ret_1"], vol_span=5, episode_length=5)
 

@@ -50,7 +50,7 @@ def test_misaligned_files_one_line_naming_asset_and_dates(tmp_path: Path) -> Non
         load_portfolio(paths=[a, b])
     msg = str(err.value)
     assert "\n" not in msg
-    assert msg.startswith("BBB: dates do not align with AAA: it lacks 2 of AAA's dates")
+    assert msg.startswith("BBB (BBB.csv.gz): dates do not align with AAA: it lacks 2 of AAA's")
     assert "2021-01-11, 2021-01-12" in msg and "align='intersect'" in msg
     data = load_portfolio(paths=[a, b], align="intersect")
     assert len(data.index) == 28
@@ -59,7 +59,9 @@ def test_misaligned_files_one_line_naming_asset_and_dates(tmp_path: Path) -> Non
 def test_extra_dates_are_named(tmp_path: Path) -> None:
     a = _write(tmp_path / "AAA.csv", DATES[:20], 0)
     b = _write(tmp_path / "BBB.csv", DATES, 1)
-    with pytest.raises(DataError, match=r"BBB: .* has 10 dates AAA lacks \(2021-02-01, "):
+    with pytest.raises(
+        DataError, match=r"BBB \(BBB.csv\): .* has 10 dates AAA lacks \(2021-02-01, "
+    ):
         load_portfolio(paths=[a, b])
 
 
@@ -98,6 +100,13 @@ def test_exactly_one_source() -> None:
         load_portfolio()
     with pytest.raises(ValueError, match="exactly one of dataset, paths or table"):
         load_portfolio(dataset="sp500", table="x.csv")
+
+
+def test_a_single_string_is_not_a_list() -> None:
+    with pytest.raises(ValueError, match=r"paths='a.csv' must be a list, e.g. \[a.csv\]"):
+        load_portfolio(paths="a.csv")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"symbols='KO' must be a list"):
+        load_portfolio(dataset="sp500", symbols="KO")
 
 
 def test_duplicate_asset_files(tmp_path: Path) -> None:
