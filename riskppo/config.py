@@ -177,7 +177,7 @@ class Config(_Section):
             if problem:
                 r = self.risk
                 raise ValueError(
-                    f"risk.cvar_limit={r.cvar_limit}: the trading reward is a log return, so "
+                    f"risk.cvar_limit={r.cvar_limit}: the {self.env.id} reward is a log return, so "
                     f"the worst {r.cvar_alpha:.0%} of {r.cvar_horizon}-bar periods {problem}"
                 )
         return self

@@ -73,3 +73,13 @@ def test_no_assets_is_one_line() -> None:
     register_envs()
     with pytest.raises(ConfigError, match=r"set env\.kwargs\.dataset"):
         gym.make(PORTFOLIO_ID)
+
+
+def test_cvar_limit_in_percent_is_refused_for_the_portfolio_env() -> None:
+    cfg = Config.from_yaml(preset_path("portfolio_sp20.yaml")).to_dict()
+    cfg["risk"]["cvar_limit"] = -4
+    with pytest.raises(
+        ConfigError,
+        match=r"-4.0: the riskppo/Portfolio-v0 reward is a log return.*cvar_limit=-0\.04",
+    ):
+        Config.build(cfg)

@@ -230,3 +230,15 @@ def test_gymnasium_api_and_observation_names() -> None:
     assert env.observation_names[-1] == "weight.XOM"
     obs, _ = env.reset(seed=1)
     assert env.observation_space.contains(obs)
+
+
+def test_same_seed_same_episode() -> None:
+    runs = []
+    for _ in range(2):
+        env = _env(_walk(seed=11), episode_length=50, random_start=True)
+        obs, _ = env.reset(seed=7)
+        rng = np.random.default_rng(3)
+        rewards = [float(env.step(rng.uniform(-1, 1, 4).astype(np.float32))[1]) for _ in range(50)]
+        runs.append((obs, rewards))
+    np.testing.assert_array_equal(runs[0][0], runs[1][0])
+    assert runs[0][1] == runs[1][1]
