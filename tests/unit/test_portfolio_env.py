@@ -238,7 +238,8 @@ def test_same_seed_same_episode() -> None:
         env = _env(_walk(seed=11), episode_length=50, random_start=True)
         obs, _ = env.reset(seed=7)
         rng = np.random.default_rng(3)
-        rewards = [float(env.step(rng.uniform(-1, 1, 4).astype(np.float32))[1]) for _ in range(50)]
-        runs.append((obs, rewards))
+        steps = [env.step(rng.uniform(-1, 1, 4).astype(np.float32)) for _ in range(50)]
+        assert [s[3] for s in steps] == [False] * 49 + [True]  # truncated after episode_length
+        runs.append((obs, [float(s[1]) for s in steps]))
     np.testing.assert_array_equal(runs[0][0], runs[1][0])
     assert runs[0][1] == runs[1][1]
