@@ -4,7 +4,8 @@ same env settings.
 
 Each strategy's per-bar record is a frame indexed by the timestamp of the bar a step ends at:
 ``log_return`` (net), ``gross_exposure`` (``Σ|h|`` filled at the step), ``turnover``
-(``Σ|Δweight|`` traded) and one ``w_<SYMBOL>`` column per asset (the weights filled).
+(``Σ|Δweight|`` traded), ``costs`` (fee and borrow, log-equity units) and one ``w_<SYMBOL>``
+column per asset (the weights filled).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ def strategy_frame(
     weights: np.ndarray,
     log_returns: np.ndarray,
     turnover: np.ndarray,
+    costs: np.ndarray,
 ) -> pd.DataFrame:
     """The per-bar record of one strategy (module docstring); ``weights`` ``[n, N]``."""
     w = np.asarray(weights, dtype=np.float64)
@@ -53,6 +55,7 @@ def strategy_frame(
         "log_return": np.asarray(log_returns, dtype=np.float64),
         "gross_exposure": np.abs(w).sum(axis=1),
         "turnover": np.asarray(turnover, dtype=np.float64),
+        "costs": np.asarray(costs, dtype=np.float64),
         **{f"w_{s}": w[:, i] for i, s in enumerate(symbols)},
     }
     return pd.DataFrame(columns, index=index)
@@ -111,6 +114,7 @@ def portfolio_backtest(
             np.stack([i["weights"] for i in infos]),
             np.array([i["gross_return"] - i["costs"] for i in infos]),
             turnover,
+            np.array([i["costs"] for i in infos]),
         )
     }
     for name, rec in records.items():
@@ -127,4 +131,4 @@ def _baseline_frame(
         raise RuntimeError(
             f"baseline {rec.name} ran {len(rec.log_returns)} steps, the agent {len(index)}"
         )
-    return strategy_frame(index, symbols, rec.weights, rec.log_returns, rec.turnover)
+    return strategy_frame(index, symbols, rec.weights, rec.log_returns, rec.turnover, rec.costs)

@@ -57,6 +57,7 @@ class BaselineRecord(NamedTuple):
     weights: np.ndarray  # [n, N] weights filled at each step (target x the sizing's scale)
     log_returns: np.ndarray  # [n] net log return of each step (after fees and borrow)
     turnover: np.ndarray  # [n] Σ|Δweight| traded at each step (drift included)
+    costs: np.ndarray  # [n] fee and borrow cost of each step (log-equity units)
 
 
 def training_returns(close: np.ndarray, lo: int, hi: int) -> np.ndarray:
@@ -121,6 +122,7 @@ def hold_weights(env: PortfolioEnv, name: str, target: np.ndarray) -> BaselineRe
     weights: list[np.ndarray] = []
     rets: list[float] = []
     turns: list[float] = []
+    costs: list[float] = []
     truncated = terminated = False
     prev_turnover = 0.0
     while not (truncated or terminated):
@@ -129,6 +131,7 @@ def hold_weights(env: PortfolioEnv, name: str, target: np.ndarray) -> BaselineRe
         weights.append(info["weights"])
         rets.append(info["gross_return"] - info["costs"])
         turns.append(info["turnover"] - prev_turnover)
+        costs.append(info["costs"])
         prev_turnover = info["turnover"]
     return BaselineRecord(
         name,
@@ -137,6 +140,7 @@ def hold_weights(env: PortfolioEnv, name: str, target: np.ndarray) -> BaselineRe
         np.asarray(weights),
         np.asarray(rets),
         np.asarray(turns),
+        np.asarray(costs),
     )
 
 

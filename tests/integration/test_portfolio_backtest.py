@@ -45,6 +45,8 @@ def test_every_strategy_on_the_same_bars(backtest: PortfolioBacktest) -> None:
         np.testing.assert_allclose(frame["gross_exposure"], np.abs(w).sum(axis=1))
         assert (frame["gross_exposure"] <= 1.0 + 1e-9).all(), name
     assert agent["turnover"].iloc[0] == pytest.approx(agent["gross_exposure"].iloc[0])
+    for name, frame in backtest.frames.items():  # long-only: the cost is the fee on turnover
+        np.testing.assert_allclose(frame["costs"], 0.0005 * frame["turnover"], err_msg=name)
 
 
 def test_baselines_fitted_on_the_training_bars(backtest: PortfolioBacktest) -> None:

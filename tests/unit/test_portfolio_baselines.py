@@ -73,6 +73,7 @@ def test_records_hold_targets_with_the_agents_costs(data: PortfolioData) -> None
         ew.weights, np.repeat(scale[:, None] / 4, 4, axis=1)
     )  # vol-targeted 1/N
     assert ew.turnover[0] == pytest.approx(scale[0])  # from cash into the portfolio
+    np.testing.assert_allclose(ew.costs, 0.001 * ew.turnover)
     # the same weights in the env directly: the same net log returns
     env = PortfolioEnv(
         data.head(TEST[1]),

@@ -36,7 +36,7 @@ def _frames(index: pd.DatetimeIndex, seed: int, agent_vol: float) -> dict[str, p
     ):
         w = np.abs(rng.normal(0.3, 0.05, (n, 3)))
         r = rng.normal(drift, vol, n)
-        out[name] = strategy_frame(index, SYMS, w, r, np.full(n, 0.01))
+        out[name] = strategy_frame(index, SYMS, w, r, np.full(n, 0.01), np.full(n, 1e-5))
     return out
 
 
