@@ -81,6 +81,8 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
     ``reset(options={"start": bar})`` and ``ruin_equity`` work as in
     :class:`~riskppo.envs.TradingEnv`. ``info`` has the trading env's keys (``position`` is the
     net exposure ``Σ h``) plus ``weights`` (``[N]``, the weights filled this step),
+    ``contributions`` (``[N]``, each asset's part of the step's simple return,
+    :mod:`riskppo.envs.portfolio_math`),
     ``gross_exposure`` (``Σ|h|``) and ``scale`` (the sizing's exposure scale).
     """
 
@@ -90,6 +92,7 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
     _end_bar: int
     _held: np.ndarray
     _filled: np.ndarray
+    _contrib: np.ndarray
     _scale_now: float
     _log_equity: float
     _log_peak: float
@@ -325,6 +328,7 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
         self._sum_abs_gross += abs(acct.gross)
         self._sum_costs += costs
         self._held, self._filled, self._scale_now = acct.held_after, h_new, scale
+        self._contrib = acct.contributions
         self._t = t = t + 1
         self._steps += 1
         terminated = self.ruin_equity is not None and math.exp(log_eq) <= self.ruin_equity
@@ -343,6 +347,7 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
         self._t, self._end_bar = t0, end_bar
         self._held = np.zeros(self.n_assets)
         self._filled = np.zeros(self.n_assets)
+        self._contrib = np.zeros(self.n_assets)
         self._scale_now = 0.0
         self._log_equity = self._log_peak = 0.0
         self._turnover = self._sum_abs_gross = self._sum_costs = 0.0
@@ -364,6 +369,7 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
             "position": float(_sum(h)),
             "gross_exposure": float(_sum(np.abs(h))),
             "weights": h,
+            "contributions": self._contrib,
             "scale": self._scale_now,
             "turnover": self._turnover,
             "drawdown": 1.0 - math.exp(log_eq - self._log_peak),

@@ -29,8 +29,11 @@ the simple return of weights ``h`` over log returns ``r``,
     h_next  = h_new ⊙ e^{new} / (1 + g(h_new, new))          weights held after the step
 
 so the rebalancing that price drift causes is paid for, and the sum of ``gross − fee − borrow``
-over an episode is the log of the final equity. ``held`` (the weights over the bar's session)
-is ``h_prev`` for a next-close fill, else ``h_new``. A step whose loss would take the equity to
+over an episode is the log of the final equity. Asset ``i`` contributes
+``h_prev,i (e^{old_i} − 1) + h_new,i (e^{new_i} − 1)`` to the step's simple return (exactly
+``e^{gross} − 1`` summed over the assets when one leg is empty, as with next-close fills).
+``held`` (the weights over the bar's session) is ``h_prev`` for a next-close fill, else
+``h_new``. A step whose loss would take the equity to
 zero or below (only possible with leverage) is floored at a growth of ``1e-12``.
 """
 
@@ -144,6 +147,7 @@ class StepAccount(NamedTuple):
     borrow_cost: float
     turnover: float  # Σ|h_new − drifted|
     held_after: np.ndarray  # [N] weights after the step's price moves
+    contributions: np.ndarray  # [N] h_prev,i (e^{old_i} − 1) + h_new,i (e^{new_i} − 1)
 
 
 def rebalance_step(
@@ -161,16 +165,20 @@ def rebalance_step(
     zero, the fill mode's empty leg). ``borrow_per_bar = 0`` skips the short side."""
     log_growth = 0.0
     drifted = h_prev
+    contributions = np.zeros_like(h_new)
     if e_old is not None:
-        g_old = max(1.0 + float(h_prev @ e_old), _MIN_GROWTH)
-        drifted = h_prev * (1.0 + e_old) / g_old
+        contributions = h_prev * e_old
+        g_old = max(1.0 + float(_sum(contributions)), _MIN_GROWTH)
+        drifted = (h_prev + contributions) / g_old
         log_growth = math.log(g_old)
     turnover = float(_sum(np.abs(h_new - drifted)))
     held_after = h_new
     if e_new is not None:
-        g_new = max(1.0 + float(h_new @ e_new), _MIN_GROWTH)
-        held_after = h_new * (1.0 + e_new) / g_new
+        c_new = h_new * e_new
+        g_new = max(1.0 + float(_sum(c_new)), _MIN_GROWTH)
+        held_after = (h_new + c_new) / g_new
         log_growth += math.log(g_new)
+        contributions = contributions + c_new
     short = 0.0
     if borrow_per_bar > 0.0:
         short = float(_sum(np.maximum(-(h_prev if delayed else h_new), 0.0)))
@@ -180,4 +188,5 @@ def rebalance_step(
         borrow_cost=borrow_per_bar * short,
         turnover=turnover,
         held_after=held_after,
+        contributions=contributions,
     )

@@ -4,8 +4,9 @@ same env settings.
 
 Each strategy's per-bar record is a frame indexed by the timestamp of the bar a step ends at:
 ``log_return`` (net), ``gross_exposure`` (``Σ|h|`` filled at the step), ``turnover``
-(``Σ|Δweight|`` traded), ``costs`` (fee and borrow, log-equity units) and one ``w_<SYMBOL>``
-column per asset (the weights filled).
+(``Σ|Δweight|`` traded), ``costs`` (fee and borrow, log-equity units), and per asset
+``w_<SYMBOL>`` (the weight filled) and ``c_<SYMBOL>`` (its contribution to the step's simple
+return, :mod:`riskppo.envs.portfolio_math`).
 """
 
 from __future__ import annotations
@@ -48,8 +49,10 @@ def strategy_frame(
     log_returns: np.ndarray,
     turnover: np.ndarray,
     costs: np.ndarray,
+    contributions: np.ndarray,
 ) -> pd.DataFrame:
-    """The per-bar record of one strategy (module docstring); ``weights`` ``[n, N]``."""
+    """The per-bar record of one strategy (module docstring); ``weights`` and
+    ``contributions`` ``[n, N]``."""
     w = np.asarray(weights, dtype=np.float64)
     columns = {
         "log_return": np.asarray(log_returns, dtype=np.float64),
@@ -57,6 +60,7 @@ def strategy_frame(
         "turnover": np.asarray(turnover, dtype=np.float64),
         "costs": np.asarray(costs, dtype=np.float64),
         **{f"w_{s}": w[:, i] for i, s in enumerate(symbols)},
+        **{f"c_{s}": np.asarray(contributions)[:, i] for i, s in enumerate(symbols)},
     }
     return pd.DataFrame(columns, index=index)
 
@@ -115,6 +119,7 @@ def portfolio_backtest(
             np.array([i["gross_return"] - i["costs"] for i in infos]),
             turnover,
             np.array([i["costs"] for i in infos]),
+            np.stack([i["contributions"] for i in infos]),
         )
     }
     for name, rec in records.items():
@@ -131,4 +136,6 @@ def _baseline_frame(
         raise RuntimeError(
             f"baseline {rec.name} ran {len(rec.log_returns)} steps, the agent {len(index)}"
         )
-    return strategy_frame(index, symbols, rec.weights, rec.log_returns, rec.turnover, rec.costs)
+    return strategy_frame(
+        index, symbols, rec.weights, rec.log_returns, rec.turnover, rec.costs, rec.contributions
+    )

@@ -58,6 +58,7 @@ class BaselineRecord(NamedTuple):
     log_returns: np.ndarray  # [n] net log return of each step (after fees and borrow)
     turnover: np.ndarray  # [n] Σ|Δweight| traded at each step (drift included)
     costs: np.ndarray  # [n] fee and borrow cost of each step (log-equity units)
+    contributions: np.ndarray  # [n, N] each asset's part of each step's simple return
 
 
 def training_returns(close: np.ndarray, lo: int, hi: int) -> np.ndarray:
@@ -123,6 +124,7 @@ def hold_weights(env: PortfolioEnv, name: str, target: np.ndarray) -> BaselineRe
     rets: list[float] = []
     turns: list[float] = []
     costs: list[float] = []
+    contribs: list[np.ndarray] = []
     truncated = terminated = False
     prev_turnover = 0.0
     while not (truncated or terminated):
@@ -132,6 +134,7 @@ def hold_weights(env: PortfolioEnv, name: str, target: np.ndarray) -> BaselineRe
         rets.append(info["gross_return"] - info["costs"])
         turns.append(info["turnover"] - prev_turnover)
         costs.append(info["costs"])
+        contribs.append(info["contributions"])
         prev_turnover = info["turnover"]
     return BaselineRecord(
         name,
@@ -141,6 +144,7 @@ def hold_weights(env: PortfolioEnv, name: str, target: np.ndarray) -> BaselineRe
         np.asarray(rets),
         np.asarray(turns),
         np.asarray(costs),
+        np.asarray(contribs),
     )
 
 

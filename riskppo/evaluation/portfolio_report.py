@@ -121,6 +121,7 @@ def analyse_portfolio(
     seeds = {label: _segment_cvar(f, ["agent"], risk) for label, f in records.items()}
     met = [r["limit_met"] for rows in seeds.values() for r in rows if r["limit_met"] is not None]
     weights = mean[[c for c in mean.columns if c.startswith("agent_w_")]]
+    contrib = {n: _contributions(mean, n) for n in names}
     return {
         "bars_per_year": bars_per_year,
         "oos_bars": len(mean),
@@ -139,7 +140,15 @@ def analyse_portfolio(
         "cells_limit_met": sum(bool(m) for m in met),
         "cells_with_limit": len(met),
         "mean_weights": {c[len("agent_w_") :]: float(weights[c].mean()) for c in weights.columns},
+        "contributions": contrib,
     }
+
+
+def _contributions(frame: pd.DataFrame, name: str) -> dict[str, float]:
+    """Strategy ``name``'s per-asset contributions summed over the record (simple-return units:
+    each bar's part of that bar's return, added up, not compounded)."""
+    prefix = f"{name}_c_"
+    return {c[len(prefix) :]: float(frame[c].sum()) for c in frame.columns if c.startswith(prefix)}
 
 
 def _ci(r: pd.Series, bpy: float) -> list[float] | None:
@@ -248,6 +257,13 @@ def _table(metrics: Mapping[str, Any]) -> str:
     return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
 
 
+def _contribution_line(metrics: Mapping[str, Any]) -> str:
+    """The agent's per-asset contributions, largest first (simple-return sums)."""
+    items = sorted(metrics["contributions"].get("agent", {}).items(), key=lambda kv: -kv[1])
+    text = ", ".join(f"{html.escape(s)} {v:+.2%}" for s, v in items)
+    return f"<p>Agent's return by asset (sum over the bars): {text}</p>"
+
+
 def write_portfolio_report(
     run_dir: Path, records: Mapping[str, pd.DataFrame], metrics: Mapping[str, Any]
 ) -> Path:
@@ -270,6 +286,7 @@ def write_portfolio_report(
         f"{html.escape(metrics['best_baseline'])})</p>",
         f"<p>CVaR limit {metrics['cvar_limit']} met in {met} (segment, seed) cells</p>",
         _table(metrics),
+        _contribution_line(metrics),
         *(f'<p><img src="{n}.png" alt="{n}"></p>' for n in images),
     ]
     report = run_dir / "report.html"

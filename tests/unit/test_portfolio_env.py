@@ -140,6 +140,8 @@ def test_rebalance_step_matches_a_brute_force_portfolio() -> None:
     cash = value * (1 - h_new.sum())
     assert acct.gross == pytest.approx(math.log(hold.sum() + cash))
     assert np.allclose(acct.held_after, hold / (hold.sum() + cash))
+    want = h_prev * np.expm1(r_old) + h_new * np.expm1(r_new)
+    np.testing.assert_allclose(acct.contributions, want)
 
 
 def test_rewards_sum_to_log_equity() -> None:
@@ -243,3 +245,12 @@ def test_same_seed_same_episode() -> None:
         runs.append((obs, [float(s[1]) for s in steps]))
     np.testing.assert_array_equal(runs[0][0], runs[1][0])
     assert runs[0][1] == runs[1][1]
+
+
+def test_contributions_add_up_to_the_step_return() -> None:
+    env = _env(_walk(seed=12), fee=0.0)  # close-only: next-close fills, one leg per step
+    env.reset()
+    rng = np.random.default_rng(12)
+    for _ in range(30):
+        info = env.step(rng.uniform(-1, 1, 4).astype(np.float32))[4]
+        assert info["contributions"].sum() == pytest.approx(math.expm1(info["gross_return"]))

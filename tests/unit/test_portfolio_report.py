@@ -36,7 +36,8 @@ def _frames(index: pd.DatetimeIndex, seed: int, agent_vol: float) -> dict[str, p
     ):
         w = np.abs(rng.normal(0.3, 0.05, (n, 3)))
         r = rng.normal(drift, vol, n)
-        out[name] = strategy_frame(index, SYMS, w, r, np.full(n, 0.01), np.full(n, 1e-5))
+        c = w * r[:, None] / w.sum(axis=1, keepdims=True)
+        out[name] = strategy_frame(index, SYMS, w, r, np.full(n, 0.01), np.full(n, 1e-5), c)
     return out
 
 
@@ -66,6 +67,9 @@ def test_analysis_cvar_per_segment_against_the_limit() -> None:
     assert [r["limit_met"] for r in seg] == [True, False]
     assert (m["cells_limit_met"], m["cells_with_limit"]) == (1, 2)
     assert m["metrics"]["agent"]["turnover"] == pytest.approx(0.01 * 252)
+    contrib = m["contributions"]["agent"]
+    assert set(contrib) == set(SYMS)
+    assert sum(contrib.values()) == pytest.approx(rec["agent_log_return"].sum())
 
 
 def test_best_baseline_and_paired_test() -> None:
@@ -94,5 +98,5 @@ def test_report_files(tmp_path: Path) -> None:
     for name in ("equity", "weights", "turnover", "cvar"):
         assert (tmp_path / f"{name}.png").stat().st_size > 1000
     text = report.read_text()
-    assert "best baseline" in text and "met in" in text
+    assert "best baseline" in text and "met in" in text and "return by asset" in text
     assert (tmp_path / "metrics.json").is_file()
