@@ -11,29 +11,13 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import time
-from typing import Any
 
 import numpy as np
+from _common import time_env
 
 from riskppo.envs import TradingEnv, load_dataset
 
 TARGET = 100_000
-
-
-def _time_env(env: TradingEnv, actions: list[Any], repeats: int) -> float:
-    """Best-of-``repeats`` steps/s over ``len(actions)`` steps."""
-    best = 0.0
-    for r in range(repeats):
-        env.reset(seed=r)
-        step, reset = env.step, env.reset
-        t0 = time.perf_counter()
-        for a in actions:
-            _, _, terminated, truncated, _ = step(a)
-            if terminated or truncated:
-                reset()
-        best = max(best, len(actions) / (time.perf_counter() - t0))
-    return best
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -61,7 +45,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{'configuration':<26}{'obs dim':>8}{'steps/s':>12}{'target':>10}")
     for name, kwargs, actions in configs:
         env = TradingEnv(df, **kwargs)  # type: ignore[arg-type]
-        sps = _time_env(env, actions, args.repeats)
+        sps = time_env(env, actions, args.repeats)
         ok = "ok" if sps >= TARGET else "MISS"
         dim = int(np.prod(env.observation_space.shape or (0,)))
         print(f"{name:<26}{dim:>8}{sps:>12,.0f}{ok:>10}")

@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 from pydantic import Field, ValidationError, model_validator
 
+from riskppo.config_data import PORTFOLIO_ID
 from riskppo.config_limits import (
     MAX_CONFIG_BYTES,
     MAX_PARAMETERS,
@@ -169,14 +170,14 @@ class Config(_Section):
         if "risk.cvar_limit" in self.pbt.hyperparams and self.risk.cvar_limit is None:
             raise ValueError("pbt.hyperparams tunes risk.cvar_limit but risk.cvar_limit is None")
         self._check_parameters()
-        if self.env.id == TRADING_ID and self.risk.cvar_limit is not None:
+        if self.env.id in (TRADING_ID, PORTFOLIO_ID) and self.risk.cvar_limit is not None:
             scale = self.env.kwargs.get("reward_scale", 1.0)
             scale = float(scale) if isinstance(scale, int | float) and scale > 0 else 1.0
             problem = log_return_limit_problem(self.risk.cvar_limit / scale)
             if problem:
                 r = self.risk
                 raise ValueError(
-                    f"risk.cvar_limit={r.cvar_limit}: the trading reward is a log return, so "
+                    f"risk.cvar_limit={r.cvar_limit}: the {self.env.id} reward is a log return, so "
                     f"the worst {r.cvar_alpha:.0%} of {r.cvar_horizon}-bar periods {problem}"
                 )
         return self

@@ -22,6 +22,7 @@ SP500_SYMBOLS: tuple[str, ...] = (
 )  # fmt: skip
 
 TRADING_ID = "riskppo/Trading-v0"  # the trading env's Gymnasium id (riskppo.envs.registration)
+PORTFOLIO_ID = "riskppo/Portfolio-v0"  # the many-asset portfolio env (riskppo.envs.portfolio)
 
 
 class DataConfig(_Section):

@@ -11,7 +11,7 @@ import gymnasium as gym
 from gymnasium.envs.registration import load_env_creator
 
 from riskppo.config import ConfigError, suggest
-from riskppo.envs.registration import MASKED_IDS, TRADING_ID
+from riskppo.envs.registration import MASKED_IDS, PORTFOLIO_ID, TRADING_ID
 
 # Keywords gym.make takes itself (Gymnasium's ``make``), whatever the env's constructor takes.
 _MAKE_KWARGS = frozenset({"max_episode_steps", "disable_env_checker", "render_mode"})
@@ -42,6 +42,12 @@ def accepted_kwargs(env_id: str) -> frozenset[str] | None:
         from riskppo.envs.trading import TradingEnv
 
         names = _named(make_trading_env) | (_named(TradingEnv) - {"df", "start", "end"})
+        return names | _MAKE_KWARGS
+    if env_id == PORTFOLIO_ID:  # make_portfolio_env passes its **env_kwargs on to PortfolioEnv
+        from riskppo.envs.portfolio import PortfolioEnv
+        from riskppo.envs.portfolio_factory import make_portfolio_env
+
+        names = _named(make_portfolio_env) | (_named(PortfolioEnv) - {"data", "start", "end"})
         return names | _MAKE_KWARGS
     if env_id in MASKED_IDS:  # make_masked passes its **kwargs on to gym.make(base_id)
         return accepted_kwargs(MASKED_IDS[env_id])

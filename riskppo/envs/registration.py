@@ -7,6 +7,8 @@ that never makes a trading env never imports pandas).
 * ``riskppo/Trading-v0`` — :class:`~riskppo.envs.trading.TradingEnv` on one part (train / val /
   test) of a dataset, features warmed up on the bars before that part
   (:func:`riskppo.envs.factory.make_trading_env`);
+* ``riskppo/Portfolio-v0`` — :class:`~riskppo.envs.portfolio.PortfolioEnv` on many assets
+  (:func:`riskppo.envs.portfolio_factory.make_portfolio_env`);
 * ``riskppo/RiskyChoice-v0``, ``riskppo/Chain-v0`` (:mod:`riskppo.envs.risk_envs`);
 * ``riskppo/MaskedVelocityCartPole-v1``, ``riskppo/MaskedVelocityPendulum-v1``
   (:mod:`riskppo.envs.masked`).
@@ -23,9 +25,18 @@ import gymnasium as gym
 from gymnasium.envs.registration import EnvSpec
 
 from riskppo.config import ConfigError, DataConfig, RiskConfig
+from riskppo.config_data import PORTFOLIO_ID
 from riskppo.config_sections import TRADING_ID
 
-__all__ = ["TRADING_ID", "data_kwargs", "data_label", "register_envs", "resolve_overlay"]
+__all__ = [
+    "PORTFOLIO_ID",
+    "TRADING_ID",
+    "data_kwargs",
+    "data_label",
+    "portfolio_data_kwargs",
+    "register_envs",
+    "resolve_overlay",
+]
 SIMPLE_IDS = {
     "riskppo/RiskyChoice-v0": "riskppo.envs.risk_envs:RiskyChoiceEnv",
     "riskppo/Chain-v0": "riskppo.envs.risk_envs:ChainEnv",
@@ -51,6 +62,16 @@ def data_kwargs(data: DataConfig) -> dict[str, Any]:
         "dayfirst": data.dayfirst,
         "bars": data.bars,
     }
+
+
+def portfolio_data_kwargs(data: DataConfig) -> dict[str, Any]:
+    """The keyword arguments of :func:`~riskppo.envs.portfolio_factory.make_portfolio_env` that
+    the ``data`` section sets: the split and how files are read (its assets are in
+    ``env.kwargs``)."""
+    kwargs = data_kwargs(data)
+    for key in ("dataset", "symbol", "path"):
+        del kwargs[key]
+    return kwargs
 
 
 def resolve_overlay(kwargs: Mapping[str, Any], risk: RiskConfig | None) -> dict[str, Any]:
@@ -97,6 +118,8 @@ def register_envs() -> None:
     """Register riskppo's env ids with Gymnasium (idempotent)."""
     if TRADING_ID not in gym.registry:
         gym.register(TRADING_ID, entry_point="riskppo.envs.factory:make_trading_env")
+    if PORTFOLIO_ID not in gym.registry:
+        gym.register(PORTFOLIO_ID, entry_point="riskppo.envs.portfolio_factory:make_portfolio_env")
     for name, entry in SIMPLE_IDS.items():
         if name not in gym.registry:
             gym.register(name, entry_point=entry)

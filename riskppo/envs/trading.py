@@ -15,6 +15,7 @@ from gymnasium import spaces
 from numpy.lib.stride_tricks import sliding_window_view
 
 from riskppo.envs.data import validate_ohlcv
+from riskppo.envs.episode_range import episode_range, resolve_bar
 from riskppo.envs.features import (
     DEFAULT_FEATURES,
     compute_features,
@@ -284,29 +285,17 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
 
     def _init_range(self, start: Any, end: Any, warmup_reason: str) -> None:
         """Trading range ``[lo, hi)`` and the bars an episode may start from."""
-        lo = self._resolve_bar(start, 0, "start")
-        hi = self._resolve_bar(end, self._n_bars, "end")
-        if not lo < hi:
-            raise ValueError(
-                f"empty trading range: start={start!r} -> bar {lo}, end={end!r} -> {hi}"
-            )
-        self._lo, self._hi = lo, hi
-        self._first_start = max(lo, self._first_valid)
-        self._last_bar = hi - 1
-        if self._first_start > self._last_bar - 1:
-            raise ValueError(
-                f"the trading range (bars {lo}..{hi - 1}) has no step: the first bar with a "
-                f"complete observation is {self._first_valid} ({warmup_reason}) and a step "
-                "needs the next bar"
-            )
-        span = self.episode_length if self.episode_length is not None else 1
-        self._max_start = self._last_bar - span
-        if self.random_start and self._max_start < self._first_start:
-            raise ValueError(
-                f"episode_length={self.episode_length} does not fit the trading range: "
-                f"{self._last_bar - self._first_start} steps available from bar "
-                f"{self._first_start}; use a shorter episode_length or None"
-            )
+        self._range = episode_range(
+            resolve_bar(self.df.index, start, 0, "start"),
+            resolve_bar(self.df.index, end, self._n_bars, "end"),
+            first_valid=self._first_valid,
+            episode_length=self.episode_length,
+            random_start=self.random_start,
+            warmup_reason=warmup_reason,
+            start=start,
+            end=end,
+        )
+        self._first_start, self._last_bar = self._range.first_start, self._range.last_bar
 
     def _init_tables(self, values: np.ndarray, close: np.ndarray) -> None:
         """Precomputed per-bar arrays that ``step`` indexes.
@@ -434,20 +423,10 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
         """``(start bar, end bar)`` of a new episode: ``options["start"]``, else a start drawn
         with ``rng`` (``random_start``), else the first decision bar (see the class docstring).
         """
+        start = None
         if options and options.get("start") is not None:
-            t0 = self._resolve_bar(options["start"], 0, "options['start']")
-            if not self._first_start <= t0 <= self._last_bar - 1:
-                raise ValueError(
-                    f"options['start'] -> bar {t0} is outside the valid start bars "
-                    f"{self._first_start}..{self._last_bar - 1}"
-                )
-        elif self.random_start:
-            t0 = int(rng.integers(self._first_start, self._max_start + 1))
-        else:
-            t0 = self._first_start
-        if self.random_start and self.episode_length is not None:
-            return t0, min(t0 + self.episode_length, self._last_bar)
-        return t0, self._last_bar
+            start = resolve_bar(self.df.index, options["start"], 0, "options['start']")
+        return self._range.episode(rng, start)
 
     def step(self, action: Any) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
         if self._needs_reset:
@@ -576,23 +555,6 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
             return x
         m = self.min_signal  # long_only: [-1, 1] -> signal [m, 1]
         return m + (1.0 - m) * (0.5 * (x + 1.0))
-
-    def _resolve_bar(self, value: Any, default: int, name: str) -> int:
-        if value is None:
-            return default
-        n = self._n_bars
-        if isinstance(value, int | np.integer) and not isinstance(value, bool):
-            i = int(value)
-            if not 0 <= i <= n:
-                raise ValueError(f"{name}={i} is outside the frame's bars 0..{n}")
-            return i
-        try:
-            ts = pd.Timestamp(value)
-        except (TypeError, ValueError):
-            raise ValueError(f"{name}={value!r} is neither a bar position nor a time") from None
-        if ts.tz is not None:  # the frame's index is tz-naive UTC (see load_ohlcv)
-            ts = ts.tz_convert("UTC").tz_localize(None)
-        return int(self.df.index.searchsorted(ts, "left"))
 
 
 def _opens(df: pd.DataFrame) -> np.ndarray | None:

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from riskppo.config import Config, ConfigError
-from riskppo.envs.registration import TRADING_ID, data_kwargs
+from riskppo.envs.registration import PORTFOLIO_ID, TRADING_ID, data_kwargs
 from riskppo.evaluation.wf_plan import (
     Record,
     Segment,
@@ -105,6 +105,10 @@ def run_cell(job: CellJob) -> dict[str, Any]:
             warm_start(model, read_checkpoint(job.warm_from))
         model.learn(job.steps)
         model.save(job.cell_dir / "model")
+        if cfg.env.id == PORTFOLIO_ID:
+            from riskppo.evaluation.portfolio_walkforward import portfolio_cell
+
+            return portfolio_cell(model, job, cfg)
         result = backtest(model, "test")
         train_env = trading_env(model.env) if model.env is not None else None
         lam = float(model.state.risk.lam) if model.state.risk is not None else None
@@ -288,8 +292,11 @@ def prepare(
         )
     if cfg is None:
         raise ValueError("a new walk-forward needs a config")
-    if cfg.env.id != TRADING_ID:
-        raise ConfigError(f"walk-forward needs the trading env (env.id={TRADING_ID!r})")
+    if cfg.env.id not in (TRADING_ID, PORTFOLIO_ID):
+        raise ConfigError(
+            f"walk-forward needs the trading env (env.id={TRADING_ID!r}) or the portfolio env "
+            f"({PORTFOLIO_ID!r})"
+        )
     if cfg.data.bars is not None:
         raise ConfigError("walk-forward sets data.bars itself for each segment; drop it")
     try:
@@ -308,6 +315,11 @@ def prepare(
 
 def _n_rows(cfg: Config) -> int:
     from riskppo.envs.factory import trading_range
+
+    if cfg.env.id == PORTFOLIO_ID:
+        from riskppo.evaluation.portfolio_walkforward import portfolio_rows
+
+        return portfolio_rows(cfg)
 
     df, _, _ = trading_range(part="train", **data_kwargs(cfg.data))
     return len(df)
@@ -336,6 +348,10 @@ def walk_forward(
         wf = prepare(cfg, settings or WalkForwardSettings(), run_dir, resume=resume)
         wf.run(progress_bar=progress_bar)
         records = wf.records()
+        if wf.config.env.id == PORTFOLIO_ID:
+            from riskppo.evaluation.portfolio_walkforward import portfolio_outputs
+
+            return portfolio_outputs(run_dir, wf.config, records, wf.cell_summaries(), n_trials)
         metrics = analyse(wf.config, wf.settings, records, wf.cell_summaries(), n_trials=n_trials)
         write_outputs(run_dir, wf.config, records, metrics)
     return metrics

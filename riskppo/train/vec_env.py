@@ -37,9 +37,11 @@ from riskppo.config import ConfigError, DataConfig, EnvConfig, RiskConfig
 from riskppo.envs.kwargs_check import check_env_kwargs
 from riskppo.envs.native_vec import from_gym_vector, native_vec_env
 from riskppo.envs.registration import (
+    PORTFOLIO_ID,
     TRADING_ID,
     data_kwargs,
     env_spec,
+    portfolio_data_kwargs,
     register_envs,
     resolve_overlay,
 )
@@ -417,6 +419,8 @@ def env_kwargs(
     kwargs = resolve_overlay(cfg.kwargs, risk)
     if env == TRADING_ID and data is not None:
         kwargs.update(data_kwargs(data), part=part)
+    if env == PORTFOLIO_ID and data is not None:
+        kwargs.update(portfolio_data_kwargs(data), part=part)
     return kwargs
 
 

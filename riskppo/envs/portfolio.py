@@ -1,0 +1,399 @@
+"""A many-asset portfolio environment: the agent chooses target weights after each close."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any, SupportsFloat
+
+import gymnasium as gym
+import numpy as np
+import pandas as pd
+from gymnasium import spaces
+from numpy.lib.stride_tricks import sliding_window_view
+
+from riskppo.envs.episode_range import episode_range, resolve_bar
+from riskppo.envs.features import compute_features, split_features
+from riskppo.envs.fills import fill_returns, resolve_fill
+from riskppo.envs.portfolio_data import PortfolioData
+from riskppo.envs.portfolio_math import (
+    COVARIANCES,
+    MAX_LOGIT_SCALE,
+    causal_covariance,
+    long_only_weights,
+    long_short_weights,
+    rebalance_step,
+    vol_scale,
+)
+from riskppo.envs.trading import FEATURE_BOUND
+from riskppo.envs.trading_args import validate_scalars, validate_sizing
+
+__all__ = ["PORTFOLIO_FEATURES", "PortfolioEnv"]
+_sum = np.add.reduce
+
+# Close-only features (the bundled sp500 closes have no open/high/low/volume): vol-scaled returns
+# over four horizons, two trend signals and two volatility levels (riskppo.envs.features).
+PORTFOLIO_FEATURES: tuple[str, ...] = (
+    "vret_1",
+    "vret_5",
+    "vret_20",
+    "vret_60",
+    "macd_8_24",
+    "macd_32_96",
+    "ewmvol_20",
+    "ewmvol_60",
+)
+
+
+class PortfolioEnv(gym.Env[np.ndarray, Any]):
+    """Allocate across ``N`` aligned assets (:class:`~riskppo.envs.portfolio_data.PortfolioData`).
+
+    **Actions.** ``Box(-1, 1, (N,), float32)``, mapped to *signal weights* ``w_t``
+    (:mod:`riskppo.envs.portfolio_math`):
+
+    * ``long_only=True`` (default): ``w = softmax(logit_scale · a)``, on the simplex (each
+      weight > 0, sum 1). The zero action (the policy's initial mean) is equal weight; with
+      ``logit_scale = 3`` the largest weight ratio the box reaches is ``e^6 ≈ 400``.
+    * ``long_only=False``: ``w = a · min(1, max_gross / Σ|a|)``, long and short, gross ``<=
+      max_gross``.
+
+    **Sizing.** ``sizing="vol_target"`` scales the whole portfolio to ``vol_target`` (annual):
+    held weights ``h_t = w_t · min(vol_target / sqrt(w_tᵀ Σ̂_t w_t · bars_per_year),
+    max_leverage)``, ``Σ̂_t`` the causal covariance of one-bar log returns up to bar ``t``
+    (``covariance="ewm"`` with span ``vol_span``, or ``"ledoit_wolf"`` over the last
+    ``vol_span`` returns); the rest is cash. ``sizing="none"``: ``h_t = w_t``.
+
+    **Fills, costs, reward.** As :class:`~riskppo.envs.TradingEnv`, per asset: ``fill``
+    (``auto``: ``next_open`` when every asset has opens, else ``next_close``) sets which log
+    returns the held and the new weights earn over the step (:mod:`riskppo.envs.fills`); the fee
+    is ``fee`` per unit of each asset's ``|Δweight|`` (drift since the last fill included), the
+    borrow cost ``borrow_rate / bars_per_year`` per unit of short weight. The reward is
+    ``reward_scale · (gross − fee − borrow)``, ``gross`` the portfolio's log return, so rewards
+    sum to the log of the final equity and a CVaR constraint on ``cvar_horizon``-step sums of
+    rewards is a constraint on the portfolio's log return (:mod:`riskppo.train.risk`).
+
+    **Observation** (float32, ``window · N · F + N``): for bars ``t-window+1 .. t`` (oldest
+    first) each asset's ``F`` causal ``features`` (:mod:`riskppo.envs.features`, asset by asset
+    in ``symbols`` order, clipped to ``±FEATURE_BOUND``), then the weights held now (after the
+    last step's price moves). :attr:`observation_names` labels them.
+
+    **Range, episodes, info.** ``start`` / ``end``, ``episode_length``, ``random_start``,
+    ``reset(options={"start": bar})`` and ``ruin_equity`` work as in
+    :class:`~riskppo.envs.TradingEnv`. ``info`` has the trading env's keys (``position`` is the
+    net exposure ``Σ h``) plus ``weights`` (``[N]``, the weights filled this step),
+    ``contributions`` (``[N]``, each asset's part of the step's simple return,
+    :mod:`riskppo.envs.portfolio_math`),
+    ``gross_exposure`` (``Σ|h|``) and ``scale`` (the sizing's exposure scale).
+    """
+
+    metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 (gymnasium convention)
+
+    _t: int
+    _end_bar: int
+    _held: np.ndarray
+    _filled: np.ndarray
+    _contrib: np.ndarray
+    _scale_now: float
+    _log_equity: float
+    _log_peak: float
+    _turnover: float
+    _sum_abs_gross: float
+    _sum_costs: float
+    _steps: int
+
+    def __init__(
+        self,
+        data: PortfolioData,
+        *,
+        window: int = 1,
+        features: Sequence[str] = PORTFOLIO_FEATURES,
+        long_only: bool = True,
+        logit_scale: float = 3.0,
+        max_gross: float = 1.0,
+        fee: float = 0.0005,
+        borrow_rate: float = 0.01,
+        fill: str = "auto",
+        reward_scale: float = 1.0,
+        episode_length: int | None = 252,
+        random_start: bool = True,
+        start: int | str | pd.Timestamp | None = None,
+        end: int | str | pd.Timestamp | None = None,
+        bars_per_year: float = 252,
+        sizing: str = "vol_target",
+        vol_target: float = 0.10,
+        vol_span: int = 60,
+        max_leverage: float = 1.0,
+        covariance: str = "ewm",
+        ruin_equity: float | None = None,
+        render_mode: str | None = None,
+    ) -> None:
+        super().__init__()
+        if render_mode is not None:
+            raise ValueError(f"PortfolioEnv has no render modes, got render_mode={render_mode!r}")
+        self.render_mode = None
+        validate_scalars(
+            window=window,
+            fee=fee,
+            borrow_rate=borrow_rate,
+            reward_scale=reward_scale,
+            bars_per_year=bars_per_year,
+            episode_length=episode_length,
+            ruin_equity=ruin_equity,
+        )
+        validate_sizing(sizing, vol_target, vol_span, max_leverage)
+        _positive("logit_scale", logit_scale, MAX_LOGIT_SCALE)
+        _positive("max_gross", max_gross)
+        if covariance not in COVARIANCES:
+            raise ValueError(f"covariance={covariance!r} is invalid: must be one of {COVARIANCES}")
+        self.data = data
+        self.symbols = data.symbols
+        self.n_assets = len(data.symbols)
+        self.window, self.fee, self.borrow_rate = int(window), float(fee), float(borrow_rate)
+        self.long_only, self.logit_scale = bool(long_only), float(logit_scale)
+        self.max_gross = float(max_gross)
+        self.reward_scale, self.bars_per_year = float(reward_scale), float(bars_per_year)
+        self.episode_length = None if episode_length is None else int(episode_length)
+        self.random_start, self.ruin_equity = bool(random_start), ruin_equity
+        self.sizing, self.vol_target, self.vol_span = sizing, float(vol_target), int(vol_span)
+        self.max_leverage, self.covariance = float(max_leverage), covariance
+        opens = _all_opens(data)
+        self.fill: str = resolve_fill(fill, opens)
+        self._init_bars(features, opens, start, end)
+        self._new_episode_state(self._first_start, self._last_bar)
+        self._needs_reset = True
+
+    def _init_bars(
+        self, features: Sequence[str], opens: np.ndarray | None, start: Any, end: Any
+    ) -> None:
+        """Features, covariance, fill tables, trading range and spaces, from the bars."""
+        kept, left_out = split_features(features, self.data.frames[0].columns)
+        if left_out:
+            raise ValueError(
+                f"features {list(left_out)} need columns the portfolio data "
+                f"({self.data.label}) lacks: {sorted({c for v in left_out.values() for c in v})}"
+            )
+        mats = [compute_features(f, kept) for f in self.data.frames]
+        self.feature_names: tuple[str, ...] = kept
+        close = self.data.close()
+        self._n_bars = len(close)
+        warmup = mats[0].warmup + self.window - 1
+        self._first_valid = max(warmup, self.vol_span if self.sizing == "vol_target" else 0)
+        self._init_range(start, end)
+        self._cov = (
+            causal_covariance(close, self.covariance, self.vol_span, self._first_start)
+            if self.sizing == "vol_target"
+            else None
+        )
+        per_asset = [
+            fill_returns(self.fill, None if opens is None else opens[:, i], close[:, i])
+            for i in range(self.n_assets)
+        ]
+        # [T-1, N] simple returns earned by the weights held before / filled at bar t
+        e_old = np.expm1(np.stack([r.old for r in per_asset], axis=1))
+        e_new = np.expm1(np.stack([r.new for r in per_asset], axis=1))
+        # a fill mode's empty leg (next_close: new, close: old) is None: skipped per step
+        self._delayed = per_asset[0].delayed
+        self._e_old: np.ndarray | None = None if self.fill == "close" else e_old
+        self._e_new: np.ndarray | None = None if self._delayed else e_new
+        # long-only weights are never short: no borrow to compute
+        self._borrow_per_bar = 0.0 if self.long_only else self.borrow_rate / self.bars_per_year
+        self._ts_ns: list[int] = self.data.index.as_unit("ns").asi8.tolist()
+        values = np.concatenate([m.values for m in mats], axis=1)  # [T, N*F] asset-major
+        values = np.clip(values, -FEATURE_BOUND, FEATURE_BOUND)
+        row = values.shape[1]
+        n_win = self.window * row
+        self._n_win = n_win
+        table = np.zeros((self._n_bars, n_win + self.n_assets), dtype=np.float32)
+        table[: self.window - 1, :n_win] = np.nan  # incomplete windows, never observed
+        table[self.window - 1 :, :n_win] = sliding_window_view(values.reshape(-1), n_win)[::row]
+        self._table = table
+        self._init_spaces()
+
+    def _init_spaces(self) -> None:
+        """Observation and action spaces; they depend on the configuration only."""
+        n_obs, n_win = self._table.shape[1], self._n_win
+        low = np.full(n_obs, -FEATURE_BOUND, dtype=np.float32)
+        high = np.full(n_obs, FEATURE_BOUND, dtype=np.float32)
+        lev = self.max_leverage if self.sizing == "vol_target" else 1.0
+        cap = lev * (1.0 if self.long_only else self.max_gross)
+        # weights drift with prices after the fill, beyond the cap on a large move: a loose bound
+        low[n_win:], high[n_win:] = (0.0 if self.long_only else -2.0 * cap), 2.0 * cap
+        self.observation_space = spaces.Box(low, high, dtype=np.float32)
+        self.action_space = spaces.Box(-1.0, 1.0, (self.n_assets,), np.float32)
+
+    def _init_range(self, start: Any, end: Any) -> None:
+        """Trading range ``[lo, hi)`` and the bars an episode may start from."""
+        index = self.data.index
+        self._range = episode_range(
+            resolve_bar(index, start, 0, "start"),
+            resolve_bar(index, end, self._n_bars, "end"),
+            first_valid=self._first_valid,
+            episode_length=self.episode_length,
+            random_start=self.random_start,
+            warmup_reason="feature warm-up, window and covariance span",
+            start=start,
+            end=end,
+        )
+        self._first_start, self._last_bar = self._range.first_start, self._range.last_bar
+
+    # ------------------------------------------------------------------ public properties
+
+    @property
+    def first_valid_index(self) -> int:
+        """First bar with a complete observation and (with sizing) covariance."""
+        return self._first_valid
+
+    @property
+    def trading_range(self) -> tuple[int, int]:
+        """``(first decision bar, last bar)`` of the range (inclusive)."""
+        return self._first_start, self._last_bar
+
+    @property
+    def max_episode_steps(self) -> int:
+        return self._last_bar - self._first_start
+
+    @property
+    def covariance_table(self) -> np.ndarray | None:
+        """``[T, N, N]`` per-bar covariance the sizing uses (``None`` without sizing)."""
+        return self._cov
+
+    @property
+    def observation_names(self) -> list[str]:
+        names = [
+            f"{s}.{f}[t-{lag}]" if lag else f"{s}.{f}[t]"
+            for lag in range(self.window - 1, -1, -1)
+            for s in self.symbols
+            for f in self.feature_names
+        ]
+        return names + [f"weight.{s}" for s in self.symbols]
+
+    def signal_weights(self, action: Any) -> np.ndarray:
+        """``[N]`` float64 signal weights of ``action`` (class docstring)."""
+        a = np.asarray(action, dtype=np.float64).reshape(-1)
+        if a.shape != (self.n_assets,) or not np.isfinite(a).all():
+            raise ValueError(
+                f"action must be {self.n_assets} finite numbers (one per asset), got {action!r}"
+            )
+        if self.long_only:
+            return long_only_weights(a, self.logit_scale)
+        return long_short_weights(a, self.max_gross)
+
+    # ------------------------------------------------------------------ gymnasium API
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        super().reset(seed=seed)
+        start = None
+        if options and options.get("start") is not None:
+            start = resolve_bar(self.data.index, options["start"], 0, "options['start']")
+        t0, end_bar = self._range.episode(self.np_random, start)
+        self._new_episode_state(t0, end_bar)
+        self._needs_reset = False
+        return self._observe(t0), self._info(0.0, 0.0, 0.0, 0.0)
+
+    def step(self, action: Any) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
+        return self.step_weights(self.signal_weights(action))
+
+    def step_weights(
+        self, w: np.ndarray
+    ) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
+        """:meth:`step` with the signal weights ``w`` ``[N]`` given directly (a fixed-weight
+        baseline held with the agent's sizing, fills and costs); unchecked, see
+        :meth:`signal_weights` for the weights an action maps to."""
+        if self._needs_reset:
+            raise RuntimeError("call reset() before step() (and after an episode ends)")
+        t = self._t
+        scale = 1.0
+        if self._cov is not None:
+            scale = vol_scale(
+                w, self._cov[t], self.vol_target, self.max_leverage, self.bars_per_year
+            )
+        h_new = w * scale
+        acct = rebalance_step(
+            self._held,
+            h_new,
+            None if self._e_old is None else self._e_old[t],
+            None if self._e_new is None else self._e_new[t],
+            fee=self.fee,
+            borrow_per_bar=self._borrow_per_bar,
+            delayed=self._delayed,
+        )
+        costs = acct.fee_cost + acct.borrow_cost
+        net = acct.gross - costs
+        log_eq = self._log_equity + net
+        self._log_equity = log_eq
+        self._log_peak = max(self._log_peak, log_eq)
+        self._turnover += acct.turnover
+        self._sum_abs_gross += abs(acct.gross)
+        self._sum_costs += costs
+        self._held, self._filled, self._scale_now = acct.held_after, h_new, scale
+        self._contrib = acct.contributions
+        self._t = t = t + 1
+        self._steps += 1
+        terminated = self.ruin_equity is not None and math.exp(log_eq) <= self.ruin_equity
+        truncated = t >= self._end_bar
+        if terminated or truncated:
+            self._needs_reset = True
+        info = self._info(acct.gross, costs, acct.fee_cost, acct.borrow_cost)
+        return self._observe(t), net * self.reward_scale, terminated, truncated, info
+
+    def render(self) -> None:
+        return None
+
+    # ------------------------------------------------------------------ internals
+
+    def _new_episode_state(self, t0: int, end_bar: int) -> None:
+        self._t, self._end_bar = t0, end_bar
+        self._held = np.zeros(self.n_assets)
+        self._filled = np.zeros(self.n_assets)
+        self._contrib = np.zeros(self.n_assets)
+        self._scale_now = 0.0
+        self._log_equity = self._log_peak = 0.0
+        self._turnover = self._sum_abs_gross = self._sum_costs = 0.0
+        self._steps = 0
+
+    def _observe(self, t: int) -> np.ndarray:
+        obs = self._table[t].copy()
+        obs[self._n_win :] = self._held
+        return obs
+
+    def _info(
+        self, gross: float, costs: float, fee_cost: float, borrow_cost: float
+    ) -> dict[str, Any]:
+        total = self._sum_abs_gross + self._sum_costs
+        log_eq, h = self._log_equity, self._filled
+        return {
+            "equity": math.exp(log_eq),
+            "log_equity": log_eq,
+            "position": float(_sum(h)),
+            "gross_exposure": float(_sum(np.abs(h))),
+            "weights": h,
+            "contributions": self._contrib,
+            "scale": self._scale_now,
+            "turnover": self._turnover,
+            "drawdown": 1.0 - math.exp(log_eq - self._log_peak),
+            "reward_costs_fraction": self._sum_costs / total if total > 0.0 else 0.0,
+            "gross_return": gross,
+            "costs": costs,
+            "fee_cost": fee_cost,
+            "borrow_cost": borrow_cost,
+            "bar": self._t,
+            "timestamp": self._ts_ns[self._t],
+            "episode_step": self._steps,
+            "fill": self.fill,
+        }
+
+
+def _all_opens(data: PortfolioData) -> np.ndarray | None:
+    """``[T, N]`` opens when every asset has an open column, else ``None``."""
+    if not all("open" in f.columns for f in data.frames):
+        return None
+    return np.stack([f["open"].to_numpy(np.float64) for f in data.frames], axis=1)
+
+
+def _positive(name: str, value: Any, most: float = math.inf) -> None:
+    ok = isinstance(value, int | float | np.number) and not isinstance(value, bool)
+    if not (ok and math.isfinite(float(value)) and 0 < float(value) <= most):
+        bound = "" if math.isinf(most) else f" and <= {most:g}"
+        raise ValueError(f"{name}={value!r} is invalid: must be a finite number > 0{bound}")

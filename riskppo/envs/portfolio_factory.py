@@ -1,0 +1,119 @@
+"""The portfolio env factory behind the ``riskppo/Portfolio-v0`` id: one part of the split.
+
+The assets come from ``env.kwargs`` (``dataset`` + ``symbols``, ``paths`` or ``table``,
+:func:`~riskppo.envs.portfolio_data.load_portfolio`); the ``data`` section gives the split
+(``data.split`` or ``data.bars``) and how files are read (``data.nan_policy``, ...). Its
+``data.dataset`` / ``data.symbol`` / ``data.path`` are the single-asset env's and are not read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any
+
+from riskppo.config import ConfigError
+from riskppo.envs.data import DataError, NanPolicy, default_split, index_range
+from riskppo.envs.datasets import DATASETS
+from riskppo.envs.factory import SPLIT_PARTS, _bar_range
+from riskppo.envs.portfolio import PortfolioEnv
+from riskppo.envs.portfolio_data import PortfolioData, load_portfolio
+
+__all__ = ["make_portfolio_env", "portfolio_range"]
+
+
+@lru_cache(maxsize=4)
+def _data(
+    dataset: str | None,
+    symbols: tuple[str, ...] | None,
+    paths: tuple[str, ...] | None,
+    table: str | None,
+    align: str,
+    file_options: tuple[Any, ...],
+) -> PortfolioData:
+    nan_policy, ffill_limit, sort, timestamp_format, dayfirst = file_options
+    try:
+        return load_portfolio(
+            dataset=dataset,
+            symbols=symbols,
+            paths=paths,
+            table=table,
+            align=align,
+            nan_policy=nan_policy,
+            ffill_limit=ffill_limit,
+            sort=sort,
+            timestamp_format=timestamp_format,
+            dayfirst=dayfirst,
+        )
+    except DataError as exc:  # its remedy (align=...) spelled as the config key that sets it
+        raise exc.in_section("env.kwargs") from None
+    except ValueError as exc:
+        raise ConfigError(
+            f"portfolio env: {exc}; see env.kwargs dataset/symbols/paths/table"
+        ) from None
+
+
+def portfolio_range(
+    data: PortfolioData, split: Sequence[float], part: str, bars: Sequence[int] | None
+) -> tuple[PortfolioData, int, int]:
+    """``data`` (cut at ``bars[3]`` when given) and the ``[lo, hi)`` bars of ``part``, exactly as
+    :func:`~riskppo.envs.factory.trading_range` splits one asset."""
+    if part not in SPLIT_PARTS:
+        raise ValueError(f"portfolio env: part must be one of {SPLIT_PARTS}, got {part!r}")
+    first = data.frames[0]
+    if bars is not None:
+        cut, lo, hi = _bar_range(first, tuple(bars), part, data.label)
+        return data.head(len(cut)), lo, hi
+    try:
+        parts = default_split(first, tuple(split))
+    except ValueError as exc:
+        raise DataError(data.label, str(exc)) from None
+    lo, hi = index_range(first, getattr(parts, part))
+    return data, lo, hi
+
+
+def make_portfolio_env(
+    *,
+    dataset: str | None = None,
+    symbols: Sequence[str] | None = None,
+    paths: Sequence[str] | None = None,
+    table: str | None = None,
+    align: str = "strict",
+    split: Sequence[float] = (0.7, 0.15, 0.15),
+    part: str = "train",
+    bars: Sequence[int] | None = None,
+    nan_policy: NanPolicy = "raise",
+    ffill_limit: int = 5,
+    sort: bool = False,
+    timestamp_format: str | None = None,
+    dayfirst: bool | None = None,
+    **env_kwargs: Any,
+) -> PortfolioEnv:
+    """A :class:`PortfolioEnv` trading only inside ``part``; evaluation parts run start to end."""
+    env_kwargs.pop("render_mode", None)  # SB3's make_vec_env asks for rgb_array; nothing to render
+    if not (dataset or paths or table):
+        raise ConfigError(
+            "portfolio env: set env.kwargs.dataset (sp500, with optional env.kwargs.symbols), "
+            "env.kwargs.paths (one file per asset) or env.kwargs.table (one long or wide file)"
+        )
+    file_options = (nan_policy, ffill_limit, sort, timestamp_format, dayfirst)
+    data = _data(
+        dataset,
+        None if symbols is None else tuple(symbols),
+        None if paths is None else tuple(paths),
+        table,
+        align,
+        file_options,
+    )
+    data, lo, hi = portfolio_range(data, split, part, bars)
+    if dataset and dataset in DATASETS:
+        env_kwargs.setdefault("bars_per_year", DATASETS[dataset].bars_per_year)
+    if part != "train":
+        env_kwargs.setdefault("random_start", False)
+    try:
+        return PortfolioEnv(data, start=lo, end=hi, **env_kwargs)
+    except ValueError as exc:  # env.kwargs that do not fit (this part of) the data
+        raise ConfigError(
+            f"portfolio env on {data.label} ({part} part, bars {lo}..{hi - 1} of "
+            f"{len(data.index)}): {exc}"
+        ) from None

@@ -1,0 +1,141 @@
+"""Backtest a portfolio agent on one part of its split, against the skfolio baselines
+(:mod:`riskppo.evaluation.portfolio_baselines`) fitted on the training part and held with the
+same env settings.
+
+Each strategy's per-bar record is a frame indexed by the timestamp of the bar a step ends at:
+``log_return`` (net), ``gross_exposure`` (``Σ|h|`` filled at the step), ``turnover``
+(``Σ|Δweight|`` traded), ``costs`` (fee and borrow, log-equity units), and per asset
+``w_<SYMBOL>`` (the weight filled) and ``c_<SYMBOL>`` (its contribution to the step's simple
+return, :mod:`riskppo.envs.portfolio_math`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+import pandas as pd
+
+from riskppo.envs.portfolio import PortfolioEnv
+from riskppo.envs.portfolio_factory import make_portfolio_env, portfolio_range
+from riskppo.envs.registration import PORTFOLIO_ID, portfolio_data_kwargs
+from riskppo.evaluation.portfolio_baselines import BASELINES, BaselineRecord, baseline_records
+
+if TYPE_CHECKING:
+    from riskppo.train.trainer import DistributionalPPO
+
+__all__ = ["DATA_KEYS", "PortfolioBacktest", "portfolio_backtest", "strategy_frame"]
+
+# env.kwargs that name the assets (make_portfolio_env's), not settings of the env itself
+DATA_KEYS = ("dataset", "symbols", "paths", "table", "align")
+
+
+class PortfolioBacktest(NamedTuple):
+    """Per-bar frames of the agent and each baseline over one period of the split."""
+
+    frames: dict[str, pd.DataFrame]
+    symbols: tuple[str, ...]
+    bars_per_year: float
+    train: tuple[int, int]  # bars the baselines were fitted on
+    test: tuple[int, int]  # bars of the period ([first decision bar, last bar + 1))
+    fee: float
+
+
+def strategy_frame(
+    index: pd.DatetimeIndex,
+    symbols: Sequence[str],
+    weights: np.ndarray,
+    log_returns: np.ndarray,
+    turnover: np.ndarray,
+    costs: np.ndarray,
+    contributions: np.ndarray,
+) -> pd.DataFrame:
+    """The per-bar record of one strategy (module docstring); ``weights`` and
+    ``contributions`` ``[n, N]``."""
+    w = np.asarray(weights, dtype=np.float64)
+    columns = {
+        "log_return": np.asarray(log_returns, dtype=np.float64),
+        "gross_exposure": np.abs(w).sum(axis=1),
+        "turnover": np.asarray(turnover, dtype=np.float64),
+        "costs": np.asarray(costs, dtype=np.float64),
+        **{f"w_{s}": w[:, i] for i, s in enumerate(symbols)},
+        **{f"c_{s}": np.asarray(contributions)[:, i] for i, s in enumerate(symbols)},
+    }
+    return pd.DataFrame(columns, index=index)
+
+
+def _agent_infos(model: DistributionalPPO, part: str) -> list[dict[str, Any]]:
+    """One deterministic episode of the agent over ``part`` (recurrent state carried,
+    observation normalisation frozen at the model's statistics): each step's info."""
+    venv = model.make_eval_env(part, n_envs=1)
+    infos: list[dict[str, Any]] = []
+    try:
+        obs: Any = venv.reset()
+        state = None
+        starts = np.ones(1, dtype=bool)
+        while True:
+            actions, state = model.predict(obs, state, starts, deterministic=True)
+            obs, _, dones, step_infos = venv.step(actions)
+            infos.append(step_infos[0])
+            starts = dones
+            if dones[0]:
+                return infos
+    finally:
+        venv.close()
+
+
+def portfolio_backtest(
+    model: DistributionalPPO, part: str = "test", names: Sequence[str] = BASELINES
+) -> PortfolioBacktest:
+    """Run ``model`` over ``part`` and hold each baseline of ``names`` over the same bars."""
+    cfg = model.config
+    if cfg.env.id != PORTFOLIO_ID:
+        raise ValueError(f"portfolio backtest needs a model trained on {PORTFOLIO_ID!r}")
+    kwargs = dict(cfg.env.kwargs)
+    data_kwargs = portfolio_data_kwargs(cfg.data)
+    env: PortfolioEnv = make_portfolio_env(**kwargs, **data_kwargs, part=part)
+    data = env.data
+    _, train_lo, train_hi = portfolio_range(data, data_kwargs["split"], "train", cfg.data.bars)
+    first, last = env.trading_range
+    settings = {k: v for k, v in kwargs.items() if k not in DATA_KEYS}
+    settings.update(bars_per_year=env.bars_per_year, window=env.window)
+    records = baseline_records(
+        data,
+        train=(train_lo, train_hi),
+        test=(first, last + 1),
+        names=names,
+        cvar_alpha=cfg.risk.cvar_alpha,
+        **settings,
+    )
+    infos = _agent_infos(model, part)
+    index = pd.DatetimeIndex(pd.to_datetime([i["timestamp"] for i in infos]), name="timestamp")
+    turnover = np.diff([0.0, *(i["turnover"] for i in infos)])
+    frames = {
+        "agent": strategy_frame(
+            index,
+            data.symbols,
+            np.stack([i["weights"] for i in infos]),
+            np.array([i["gross_return"] - i["costs"] for i in infos]),
+            turnover,
+            np.array([i["costs"] for i in infos]),
+            np.stack([i["contributions"] for i in infos]),
+        )
+    }
+    for name, rec in records.items():
+        frames[name] = _baseline_frame(rec, index, data.symbols)
+    return PortfolioBacktest(
+        frames, data.symbols, env.bars_per_year, (train_lo, train_hi), (first, last + 1), env.fee
+    )
+
+
+def _baseline_frame(
+    rec: BaselineRecord, index: pd.DatetimeIndex, symbols: Sequence[str]
+) -> pd.DataFrame:
+    if len(rec.log_returns) != len(index):
+        raise RuntimeError(
+            f"baseline {rec.name} ran {len(rec.log_returns)} steps, the agent {len(index)}"
+        )
+    return strategy_frame(
+        index, symbols, rec.weights, rec.log_returns, rec.turnover, rec.costs, rec.contributions
+    )

@@ -1,0 +1,294 @@
+"""The walk-forward verdict on a portfolio agent against the skfolio baselines: metrics of every
+strategy on the stitched out-of-sample bars, the portfolio's horizon CVaR against the limit per
+segment, the paired Sharpe test against the best baseline, and four charts (stitched equity, the
+agent's weights over time, turnover, CVaR per segment vs the limit).
+
+A *record* is one frame per seed: for each strategy ``s`` the columns ``s_log_return``,
+``s_gross_exposure``, ``s_turnover``, ``s_w_<SYMBOL>`` (:mod:`riskppo.evaluation.
+portfolio_backtest`), and ``segment``; segments are stitched oldest first.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from matplotlib import colormaps
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+
+from riskppo.evaluation import stats
+from riskppo.evaluation.metrics import DEFAULT_CVAR_HORIZON, horizon_cvar, strategy_metrics
+from riskppo.evaluation.plots import figure_png
+from riskppo.jsonable import jsonable
+from riskppo.safefs import write_bytes_atomic, write_text_atomic
+
+__all__ = [
+    "analyse_portfolio",
+    "cell_frame",
+    "mean_frame",
+    "plot_cvar",
+    "plot_equity",
+    "plot_turnover",
+    "plot_weights",
+    "strategies",
+    "write_portfolio_report",
+]
+
+_SUFFIX = "_log_return"
+
+
+def cell_frame(frames: Mapping[str, pd.DataFrame], segment: int) -> pd.DataFrame:
+    """One segment's record: each strategy's frame with its name as column prefix."""
+    parts = [f.add_prefix(f"{name}_") for name, f in frames.items()]
+    first = next(iter(frames.values()))
+    return pd.concat([*parts, pd.Series(segment, index=first.index, name="segment")], axis=1)
+
+
+def strategies(frame: pd.DataFrame) -> list[str]:
+    """The strategies of a record, in column order (``agent`` first where it is)."""
+    return [c[: -len(_SUFFIX)] for c in frame.columns if c.endswith(_SUFFIX)]
+
+
+def mean_frame(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """The seeds' average record: capital split equally over the seeds' agents (the baselines
+    are deterministic, so theirs are unchanged)."""
+    first = frames[0]
+    for f in frames[1:]:
+        if not f.index.equals(first.index):
+            raise ValueError("the seeds' records cover different bars")
+    out = sum((f.drop(columns="segment") for f in frames[1:]), first.drop(columns="segment"))
+    out = out / len(frames)
+    out["segment"] = first["segment"]
+    return out
+
+
+def _metrics(frame: pd.DataFrame, name: str, bpy: float, risk: Mapping[str, Any]) -> dict[str, Any]:
+    m = strategy_metrics(
+        frame[f"{name}_log_return"],
+        frame[f"{name}_gross_exposure"],
+        bars_per_year=bpy,
+        cvar_alpha=risk["alpha"],
+        cvar_horizon=risk["horizon"],
+        cvar_limit=risk["limit"],
+    ).to_dict()
+    m["turnover"] = float(frame[f"{name}_turnover"].mean() * bpy)  # Σ|Δweight| per year
+    return m
+
+
+def _segment_cvar(frame: pd.DataFrame, names: Sequence[str], risk: Mapping[str, Any]) -> list[Any]:
+    rows = []
+    for seg, part in frame.groupby("segment", sort=True):
+        row: dict[str, Any] = {"segment": int(seg), "start": str(part.index[0])}
+        for n in names:
+            row[n] = horizon_cvar(
+                part[f"{n}_log_return"].to_numpy(), risk["alpha"], risk["horizon"]
+            )
+        cv = row.get("agent")
+        row["limit_met"] = None if risk["limit"] is None or cv is None else cv >= risk["limit"]
+        rows.append(row)
+    return rows
+
+
+def analyse_portfolio(
+    records: Mapping[str, pd.DataFrame],
+    *,
+    bars_per_year: float,
+    cvar_alpha: float,
+    cvar_horizon: int | None,
+    cvar_limit: float | None,
+    n_trials: int = 1,
+) -> dict[str, Any]:
+    """``metrics.json`` of a portfolio walk-forward (module docstring); ``records``: label ->
+    stitched record of each seed. The verdict is read on the seeds' mean record."""
+    horizon = DEFAULT_CVAR_HORIZON if cvar_horizon is None else int(cvar_horizon)
+    risk = {"alpha": cvar_alpha, "horizon": horizon, "limit": cvar_limit}
+    frames = list(records.values())
+    mean = mean_frame(frames) if len(frames) > 1 else frames[0]
+    names = strategies(mean)
+    baselines = [n for n in names if n != "agent"]
+    metrics = {n: _metrics(mean, n, bars_per_year, risk) for n in names}
+    best = max(baselines, key=lambda n: metrics[n]["sharpe"] or -np.inf)
+    agent_r, best_r = mean["agent_log_return"].to_numpy(), mean[f"{best}_log_return"].to_numpy()
+    test = stats.paired_sharpe_test(agent_r, best_r, bars_per_year)
+    verdict = stats.verdict(test, n_trials, best.replace("_", " "))
+    seeds = {label: _segment_cvar(f, ["agent"], risk) for label, f in records.items()}
+    met = [r["limit_met"] for rows in seeds.values() for r in rows if r["limit_met"] is not None]
+    weights = mean[[c for c in mean.columns if c.startswith("agent_w_")]]
+    contrib = {n: _contributions(mean, n) for n in names}
+    return {
+        "bars_per_year": bars_per_year,
+        "oos_bars": len(mean),
+        "start": str(mean.index[0]),
+        "end": str(mean.index[-1]),
+        "n_trials": n_trials,
+        "cvar_limit": cvar_limit,
+        "cvar_alpha": cvar_alpha,
+        "cvar_horizon": horizon,
+        "metrics": metrics,
+        "sharpe_ci": {n: _ci(mean[f"{n}_log_return"], bars_per_year) for n in names},
+        "best_baseline": best,
+        "paired_test": {"diff": test.diff, "p_one_sided": test.p_one_sided, "method": test.method},
+        "verdict": {"claim": verdict.claim, "p_adjusted": verdict.p_adjusted, "text": verdict.text},
+        "segments": _segment_cvar(mean, names, risk),
+        "cells_limit_met": sum(bool(m) for m in met),
+        "cells_with_limit": len(met),
+        "mean_weights": {c[len("agent_w_") :]: float(weights[c].mean()) for c in weights.columns},
+        "contributions": contrib,
+    }
+
+
+def _contributions(frame: pd.DataFrame, name: str) -> dict[str, float]:
+    """Strategy ``name``'s per-asset contributions summed over the record (simple-return units:
+    each bar's part of that bar's return, added up, not compounded)."""
+    prefix = f"{name}_c_"
+    return {c[len(prefix) :]: float(frame[c].sum()) for c in frame.columns if c.startswith(prefix)}
+
+
+def _ci(r: pd.Series, bpy: float) -> list[float] | None:
+    """95% stationary-bootstrap interval of the annualised Sharpe ratio (None if undefined)."""
+    try:
+        ci = stats.sharpe_ci(r.to_numpy(), bpy, n_resamples=1000, seed=0)
+    except ValueError:
+        return None
+    return [float(ci.low), float(ci.high)] if np.isfinite([ci.low, ci.high]).all() else None
+
+
+def _fig(height: float = 4.5) -> Figure:
+    fig = Figure(figsize=(10, height), dpi=110, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def plot_equity(records: Mapping[str, pd.DataFrame], mean: pd.DataFrame) -> Figure:
+    """Stitched equity of the agent (each seed faint, the mean bold) and every baseline."""
+    fig = _fig(5.5)
+    ax = fig.subplots()
+    if len(records) > 1:
+        for f in records.values():
+            ax.plot(np.exp(f["agent_log_return"].cumsum()), color="C0", alpha=0.25, lw=0.8)
+    for i, n in enumerate(strategies(mean)):
+        eq = np.exp(mean[f"{n}_log_return"].cumsum())
+        ax.plot(eq, color=f"C{i}", lw=2.2 if n == "agent" else 1.1, label=n.replace("_", " "))
+    for t in mean.index[mean["segment"].diff().fillna(0) != 0]:
+        ax.axvline(t, color="#b8b8b8", lw=0.7, ls=":")
+    ax.set_ylabel("equity (start = 1)")
+    ax.set_title("Walk-forward out-of-sample equity (dotted lines: retraining)", loc="left")
+    ax.legend(loc="upper left", fontsize=9, frameon=False)
+    ax.grid(True, color="#e3e3e3", lw=0.8)
+    return fig
+
+
+def plot_weights(mean: pd.DataFrame) -> Figure:
+    """The agent's filled weights over time, stacked (the gap to 1 is cash)."""
+    fig = _fig(5.0)
+    ax = fig.subplots()
+    cols = [c for c in mean.columns if c.startswith("agent_w_")]
+    w = mean[cols].clip(lower=0.0)
+    colors = colormaps["tab20"](np.arange(len(cols)) % 20)
+    labels = [c[len("agent_w_") :] for c in cols]
+    ax.stackplot(w.index, w.to_numpy().T, labels=labels, colors=colors, lw=0)
+    ax.set_ylabel("weight")
+    ax.set_title("Agent weights (stacked; the rest is cash)", loc="left")
+    ax.legend(loc="upper left", ncol=10, fontsize=7, frameon=False)
+    return fig
+
+
+def plot_turnover(mean: pd.DataFrame, window: int = 20) -> Figure:
+    """Turnover (Σ|Δweight|) over rolling ``window``-bar periods, per strategy."""
+    fig = _fig()
+    ax = fig.subplots()
+    for i, n in enumerate(strategies(mean)):
+        roll = mean[f"{n}_turnover"].rolling(window, min_periods=1).sum()
+        ax.plot(roll, color=f"C{i}", lw=1.6 if n == "agent" else 0.9, label=n.replace("_", " "))
+    ax.set_ylabel(f"turnover per {window} bars")
+    ax.legend(loc="upper left", fontsize=8, frameon=False)
+    ax.grid(True, color="#e3e3e3", lw=0.8)
+    return fig
+
+
+def plot_cvar(metrics: Mapping[str, Any]) -> Figure:
+    """Per segment: each strategy's horizon CVaR and the limit."""
+    fig = _fig()
+    ax = fig.subplots()
+    seg = pd.DataFrame(metrics["segments"])
+    for i, n in enumerate(metrics["metrics"]):
+        ax.plot(
+            seg["segment"],
+            seg[n],
+            marker="o" if n == "agent" else ".",
+            color=f"C{i}",
+            lw=1.6 if n == "agent" else 0.8,
+            label=n.replace("_", " "),
+        )
+    if metrics["cvar_limit"] is not None:
+        ax.axhline(metrics["cvar_limit"], color="black", ls="--", lw=1, label="limit")
+    ax.set_xlabel("segment")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylabel(f"CVaR of {metrics['cvar_horizon']}-bar log returns")
+    ax.legend(loc="lower left", fontsize=8, frameon=False)
+    ax.grid(True, color="#e3e3e3", lw=0.8)
+    return fig
+
+
+def _table(metrics: Mapping[str, Any]) -> str:
+    keys = (
+        "sharpe",
+        "annual_return",
+        "annual_volatility",
+        "max_drawdown",
+        "cvar_horizon",
+        "turnover",
+        "mean_abs_exposure",
+    )
+    head = "".join(f"<th>{k}</th>" for k in ("strategy", "sharpe 95% CI", *keys))
+    rows = []
+    for n, m in metrics["metrics"].items():
+        ci = metrics["sharpe_ci"].get(n)
+        cells = [n, "-" if ci is None else f"[{ci[0]:.2f}, {ci[1]:.2f}]"]
+        cells += ["-" if m.get(k) is None else f"{m[k]:.4g}" for k in keys]
+        rows.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
+    return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
+
+
+def _contribution_line(metrics: Mapping[str, Any]) -> str:
+    """The agent's per-asset contributions, largest first (simple-return sums)."""
+    items = sorted(metrics["contributions"].get("agent", {}).items(), key=lambda kv: -kv[1])
+    text = ", ".join(f"{html.escape(s)} {v:+.2%}" for s, v in items)
+    return f"<p>Agent's return by asset (sum over the bars): {text}</p>"
+
+
+def write_portfolio_report(
+    run_dir: Path, records: Mapping[str, pd.DataFrame], metrics: Mapping[str, Any]
+) -> Path:
+    """Write ``metrics.json``, the four charts and ``report.html`` into ``run_dir``."""
+    frames = list(records.values())
+    mean = mean_frame(frames) if len(frames) > 1 else frames[0]
+    write_text_atomic(run_dir / "metrics.json", json.dumps(jsonable(metrics), indent=2) + "\n")
+    images = {
+        "equity": plot_equity(records, mean),
+        "weights": plot_weights(mean),
+        "turnover": plot_turnover(mean),
+        "cvar": plot_cvar(metrics),
+    }
+    for name, fig in images.items():
+        write_bytes_atomic(run_dir / f"{name}.png", figure_png(fig))
+    met = f"{metrics['cells_limit_met']}/{metrics['cells_with_limit']}"
+    body = [
+        "<h1>Portfolio walk-forward</h1>",
+        f"<p>{html.escape(metrics['verdict']['text'])} (best baseline: "
+        f"{html.escape(metrics['best_baseline'])})</p>",
+        f"<p>CVaR limit {metrics['cvar_limit']} met in {met} (segment, seed) cells</p>",
+        _table(metrics),
+        _contribution_line(metrics),
+        *(f'<p><img src="{n}.png" alt="{n}"></p>' for n in images),
+    ]
+    report = run_dir / "report.html"
+    write_text_atomic(report, "<!doctype html><html><body>" + "".join(body) + "</body></html>\n")
+    return report

@@ -1,0 +1,104 @@
+"""The portfolio env in ``riskppo walkforward`` (:mod:`riskppo.evaluation.walkforward`): each
+cell backtests its frozen agent on its test rows against the skfolio baselines re-fitted on the
+cell's own training rows; the stitched records get the portfolio report
+(:mod:`riskppo.evaluation.portfolio_report`)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from riskppo.config import Config
+from riskppo.envs.portfolio_factory import make_portfolio_env
+from riskppo.envs.registration import portfolio_data_kwargs
+from riskppo.evaluation.portfolio_backtest import portfolio_backtest
+from riskppo.evaluation.portfolio_report import (
+    analyse_portfolio,
+    cell_frame,
+    mean_frame,
+    write_portfolio_report,
+)
+from riskppo.evaluation.wf_plan import Record
+from riskppo.safefs import ensure_real_dir, write_text_atomic
+
+if TYPE_CHECKING:
+    from riskppo.evaluation.walkforward import CellJob
+    from riskppo.train.trainer import DistributionalPPO
+
+__all__ = ["portfolio_cell", "portfolio_outputs", "portfolio_rows"]
+
+
+def portfolio_rows(cfg: Config) -> int:
+    """Rows (bars) of the portfolio data ``cfg`` names, for the walk-forward schedule."""
+    env = make_portfolio_env(**cfg.env.kwargs, **portfolio_data_kwargs(cfg.data), part="train")
+    return len(env.data.index)
+
+
+def portfolio_cell(model: DistributionalPPO, job: CellJob, cfg: Config) -> dict[str, Any]:
+    """Backtest a trained cell on its test rows; write ``record.csv`` then ``cell.json``."""
+    bt = portfolio_backtest(model, "test")
+    frame = cell_frame(bt.frames, job.segment.index)
+    write_text_atomic(job.cell_dir / "record.csv", frame.to_csv(float_format="%.17g"))
+    one = analyse_portfolio(
+        {"cell": frame},
+        bars_per_year=bt.bars_per_year,
+        cvar_alpha=cfg.risk.cvar_alpha,
+        cvar_horizon=cfg.risk.cvar_horizon,
+        cvar_limit=cfg.risk.cvar_limit,
+    )
+    summary = {
+        "segment": job.segment.index,
+        "seed": job.seed,
+        "steps": job.steps,
+        "start": str(frame.index[0]),
+        "end": str(frame.index[-1]),
+        "bars": len(frame),
+        "bars_per_year": bt.bars_per_year,
+        "fee": bt.fee,
+        "train_bars": list(bt.train),
+        "metrics": one["metrics"],
+        "lambda": float(model.state.risk.lam) if model.state.risk is not None else None,
+    }
+    text = json.dumps(summary, indent=2, allow_nan=False, default=str) + "\n"
+    write_text_atomic(job.cell_dir / "cell.json", text)
+    return summary
+
+
+def portfolio_outputs(
+    run_dir: Path,
+    cfg: Config,
+    records: Sequence[Record],
+    cells: Sequence[dict[str, Any]],
+    n_trials: int,
+) -> dict[str, Any]:
+    """Write the stitched records, ``metrics.json``, the charts and ``report.html``; return
+    the metrics (with the per-cell table and the CVaR multipliers)."""
+    out = ensure_real_dir(run_dir / "records")
+    frames = {r.label: r.frame for r in records}
+    for r in records:
+        write_text_atomic(out / f"s{r.label.split()[-1]}.csv", r.frame.to_csv(float_format="%.10g"))
+    if len(records) > 1:
+        write_text_atomic(out / "mean.csv", mean_frame(list(frames.values())).to_csv())
+    metrics = analyse_portfolio(
+        frames,
+        bars_per_year=float(cells[0]["bars_per_year"]),
+        cvar_alpha=cfg.risk.cvar_alpha,
+        cvar_horizon=cfg.risk.cvar_horizon,
+        cvar_limit=cfg.risk.cvar_limit,
+        n_trials=n_trials,
+    )
+    metrics["cells"] = [
+        {k: c.get(k) for k in ("segment", "seed", "start", "end", "bars", "lambda")}
+        | {
+            "sharpe": c["metrics"]["agent"].get("sharpe"),
+            "cvar_horizon": c["metrics"]["agent"].get("cvar_horizon"),
+            "limit_met": c["metrics"]["agent"].get("cvar_limit_met"),
+        }
+        for c in cells
+    ]
+    report = write_portfolio_report(run_dir, frames, metrics)
+    print(metrics["verdict"]["text"])
+    print(f"riskppo walkforward: report → {report}")
+    return metrics

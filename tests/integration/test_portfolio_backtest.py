@@ -1,0 +1,58 @@
+"""A portfolio model's backtest: the agent and every skfolio baseline over the same test bars,
+the baselines fitted on the training bars (an untrained model acts: no training here)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from riskppo.cli import load_config, preset_path
+from riskppo.envs.portfolio_data import load_portfolio
+from riskppo.evaluation.portfolio_backtest import PortfolioBacktest, portfolio_backtest
+from riskppo.evaluation.portfolio_baselines import BASELINES, fit_baselines
+from riskppo.train.trainer import DistributionalPPO
+
+SMALL = [
+    "env.n_envs=1",
+    "ppo.n_steps=64",
+    "ppo.batch_size=64",
+    "env.kwargs.symbols=[AAPL, KO, XOM]",
+    "env.kwargs.features=[vret_1, vret_20]",
+    "data.bars=[0, 1500, 1500, 1700]",
+]
+
+
+@pytest.fixture(scope="module")
+def backtest(tmp_path_factory: pytest.TempPathFactory) -> PortfolioBacktest:
+    cfg = load_config(str(preset_path("portfolio_sp20.yaml")), SMALL)
+    run_dir: Path = tmp_path_factory.mktemp("bt")
+    model = DistributionalPPO(config=cfg, run_dir=run_dir)
+    try:
+        return portfolio_backtest(model, "test")
+    finally:
+        model.close()
+
+
+def test_every_strategy_on_the_same_bars(backtest: PortfolioBacktest) -> None:
+    assert list(backtest.frames) == ["agent", *BASELINES]
+    agent = backtest.frames["agent"]
+    assert len(agent) == 1700 - 1500 - 1 and backtest.test == (1500, 1700)
+    for name, frame in backtest.frames.items():
+        assert frame.index.equals(agent.index), name
+        w = frame[[f"w_{s}" for s in ("AAPL", "KO", "XOM")]].to_numpy()
+        np.testing.assert_allclose(frame["gross_exposure"], np.abs(w).sum(axis=1))
+        assert (frame["gross_exposure"] <= 1.0 + 1e-9).all(), name
+    assert agent["turnover"].iloc[0] == pytest.approx(agent["gross_exposure"].iloc[0])
+    for name, frame in backtest.frames.items():  # long-only: the cost is the fee on turnover
+        np.testing.assert_allclose(frame["costs"], 0.0005 * frame["turnover"], err_msg=name)
+
+
+def test_baselines_fitted_on_the_training_bars(backtest: PortfolioBacktest) -> None:
+    assert backtest.train == (0, 1500)
+    close = load_portfolio(dataset="sp500", symbols=["AAPL", "KO", "XOM"]).close()
+    hrp = fit_baselines(close, (0, 1500), ["hrp"])["hrp"]
+    frame = backtest.frames["hrp"]
+    w = frame[["w_AAPL", "w_KO", "w_XOM"]].to_numpy()
+    np.testing.assert_allclose(w / w.sum(axis=1, keepdims=True), np.tile(hrp, (len(w), 1)))

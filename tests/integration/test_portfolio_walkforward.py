@@ -1,0 +1,40 @@
+"""``riskppo walkforward`` on the portfolio env: two segments of three sp500 stocks, one seed,
+a few hundred training steps per cell (slow: two trainings in worker processes)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from riskppo.cli import load_config, preset_path
+from riskppo.evaluation.portfolio_baselines import BASELINES
+from riskppo.evaluation.walkforward import walk_forward
+from riskppo.evaluation.wf_plan import WalkForwardSettings
+
+SMALL = [
+    "env.n_envs=2",
+    "ppo.n_steps=64",
+    "ppo.batch_size=128",
+    "total_timesteps=256",
+    "env.kwargs.symbols=[AAPL, KO, XOM]",
+    "env.kwargs.features=[vret_1, vret_20, ewmvol_20]",
+]
+
+
+@pytest.mark.slow
+def test_portfolio_walkforward_writes_the_report(tmp_path: Path) -> None:
+    cfg = load_config(str(preset_path("portfolio_sp20.yaml")), SMALL)
+    settings = WalkForwardSettings(initial=8012, step=150, seeds=(0,), workers=1)
+    metrics = walk_forward(cfg, tmp_path / "wf", settings, progress_bar=False)
+    assert set(metrics["metrics"]) == {"agent", *BASELINES}
+    assert metrics["best_baseline"] in BASELINES
+    assert len(metrics["segments"]) == 2 and metrics["cells_with_limit"] == 2
+    for name in ("report.html", "equity.png", "weights.png", "turnover.png", "cvar.png"):
+        assert (tmp_path / "wf" / name).is_file(), name
+    cell = json.loads((tmp_path / "wf" / "cells" / "seg01-s0" / "cell.json").read_text())
+    assert cell["train_bars"] == [0, 8162]  # the baselines re-fitted on the cell's own rows
+    record = pd.read_csv(tmp_path / "wf" / "records" / "s0.csv", index_col=0)
+    assert len(record) == 300 and {"agent_w_KO", "hrp_log_return"} <= set(record.columns)
