@@ -70,16 +70,16 @@ def _user_errors() -> list[tuple[type[BaseException] | tuple[type[BaseException]
     """The error types that are the user's input, each with its message label."""
     from gymnasium.error import DependencyNotInstalled, DeprecatedEnv, UnregisteredEnv
 
-    from riskppo.data.demos import DemonstrationError
+    from riskppo.algo.update import NonFiniteTrainingError
+    from riskppo.demos.files import DemonstrationError
+    from riskppo.envs.vec import EnvOutputError, NonFiniteInputError
+    from riskppo.nn.outputs import NonFiniteOutputError
     from riskppo.pbt.state import ResumeError
     from riskppo.pbt.storage import PopulationStopped
+    from riskppo.persist.checkpoint import CheckpointError
+    from riskppo.runs.lock import RunLockError
+    from riskppo.runs.rundir import RunDirError
     from riskppo.safefs import UnsafePathError
-    from riskppo.train.checkpoint import CheckpointError
-    from riskppo.train.outputs import NonFiniteOutputError
-    from riskppo.train.rundir import RunDirError
-    from riskppo.train.runlock import RunLockError
-    from riskppo.train.update import NonFiniteTrainingError
-    from riskppo.train.vec_env import EnvOutputError, NonFiniteInputError
 
     return [
         (RunLockError, "run directory locked: "),

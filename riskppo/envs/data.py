@@ -52,7 +52,7 @@ from typing import Literal, NamedTuple
 import numpy as np
 import pandas as pd
 
-from riskppo.config_yaml import short
+from riskppo.config.yaml_io import short
 from riskppo.envs.data_errors import DataError, Remedy
 from riskppo.envs.data_limits import (
     DataTooLarge,

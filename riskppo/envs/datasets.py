@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from riskppo.config_sections import SP500_SYMBOLS
+from riskppo.config.sections import SP500_SYMBOLS
 from riskppo.envs.data import load_ohlcv, validate_ohlcv
 
 __all__ = ["DATASETS", "SP500_SYMBOLS", "DatasetInfo", "dataset_path", "load_dataset"]

@@ -23,7 +23,7 @@ import gymnasium as gym
 from gymnasium.envs.registration import EnvSpec
 
 from riskppo.config import ConfigError, DataConfig, RiskConfig
-from riskppo.config_sections import TRADING_ID
+from riskppo.config.sections import TRADING_ID
 
 __all__ = ["TRADING_ID", "data_kwargs", "data_label", "register_envs", "resolve_overlay"]
 SIMPLE_IDS = {

@@ -20,7 +20,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from riskppo.config_yaml import short
+from riskppo.config.yaml_io import short
 from riskppo.envs.data_errors import DataError, Remedy
 
 __all__ = ["DataError"]

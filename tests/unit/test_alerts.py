@@ -8,9 +8,9 @@ import math
 
 import pytest
 
+from riskppo.algo.log import EntropyFloorLog, EstimateLog, LossStats, UpdateLog
 from riskppo.config import MonitorConfig
-from riskppo.train.alerts import RULES, alerts
-from riskppo.train.metrics import EntropyFloorLog, EstimateLog, LossStats, UpdateLog
+from riskppo.monitor.alerts import RULES, alerts
 
 T = MonitorConfig()
 CAP = 1000.0  # critic.scale_cap

@@ -19,8 +19,10 @@ from gymnasium import spaces
 from safetensors.torch import save_file
 
 from riskppo import DistributionalPPO
+from riskppo.algo import bc
+from riskppo.algo.bc import attach_bc, bc_coef_at, bc_term
 from riskppo.config import BCConfig, Config, ConfigError
-from riskppo.data.demos import (
+from riskppo.demos.files import (
     DemonstrationError,
     Demonstrations,
     load_demonstrations,
@@ -28,10 +30,8 @@ from riskppo.data.demos import (
 )
 from riskppo.envs.strategies import sma_crossover_targets, strategy_exposures, strategy_signals
 from riskppo.envs.synthetic import regime_switching
+from riskppo.envs.teacher import strategy_teacher
 from riskppo.envs.trading import TradingEnv
-from riskppo.train import bc
-from riskppo.train.bc import attach_bc, bc_coef_at, bc_term
-from riskppo.train.bc_teacher import strategy_teacher
 
 OBS = spaces.Box(-10, 10, (3,), np.float32)
 ACT = spaces.Discrete(2)
@@ -364,9 +364,9 @@ PREPARE_MEMORY = """
 import resource, sys, torch
 from gymnasium import spaces
 from riskppo.config import Config
-from riskppo.data.demos import Demonstrations
+from riskppo.demos.files import Demonstrations
 from riskppo.nn.policy import RecurrentActorCritic
-from riskppo.train.bc import BCSource, prepare_demos
+from riskppo.algo.bc import BCSource, prepare_demos
 T = 250_000
 d = Demonstrations(torch.randn(T, 1, 4), torch.zeros(T, 1, dtype=torch.long),
                    torch.zeros(T, 1, dtype=torch.bool), None)

@@ -291,7 +291,7 @@ def test_the_c_actor_step_reads_strided_weights_as_their_values():
 def test_the_c_adam_tail_refuses_moments_and_gradients_of_other_sizes():
     """``riskppo_clip_adam`` reads each moment and gradient as an array of its parameter's size
     (a state loaded from another model's optimizer may not be): ``ValueError``, nothing written."""
-    from riskppo.train.update import _clip_adam_in_c
+    from riskppo.algo.update import _clip_adam_in_c
     from tests.unit.test_fused_step import _adam_context
 
     model, ctx = _adam_context("adam")

@@ -17,7 +17,7 @@ from riskppo.config import (
     apply_overrides,
     check_rollout_memory,
 )
-from riskppo.config_limits import rollout_bytes
+from riskppo.config.limits import rollout_bytes
 
 NONFINITE_FIELDS = [
     "critic.v_min",

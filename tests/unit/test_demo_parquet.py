@@ -10,7 +10,7 @@ import pytest
 import torch
 from gymnasium import spaces
 
-from riskppo.data.demos import (
+from riskppo.demos.files import (
     DemonstrationError,
     Demonstrations,
     load_demonstrations,

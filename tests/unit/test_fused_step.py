@@ -14,10 +14,10 @@ import pytest
 import torch
 from gymnasium import spaces
 
+from riskppo.algo.update import clip_groups
 from riskppo.config import PolicyConfig
 from riskppo.nn.policy import RecurrentActorCritic
 from riskppo.nn.recurrent import LSTMState
-from riskppo.train.update import clip_groups
 from tests.compilers import needs_c_kernel
 
 SPACES = {
@@ -107,8 +107,8 @@ def test_direct_fused_adam_step_is_bit_identical_to_step(name):
     """``optimizer_step`` (torch's fused Adam kernel called directly, its lists reused from the
     previous call) = ``optimizer.step()``: parameters and optimizer state bit for bit over
     several steps, a changed lr and a step where one parameter has no gradient included."""
+    from riskppo.algo.update import _fused_adam_lists, optimizer_step
     from riskppo.optim import build_optimizer
-    from riskppo.train.update import _fused_adam_lists, optimizer_step
 
     torch.manual_seed(0)
     shapes = [(8, 3), (8,), (4, 8), (4,)]
@@ -142,7 +142,7 @@ def test_direct_fused_adam_step_is_bit_identical_to_step(name):
 
 def _adam_context(name: str, grad_clip: str = "per_group"):
     from riskppo import DistributionalPPO
-    from riskppo.train.update import UpdateContext, optimizer_step
+    from riskppo.algo.update import UpdateContext, optimizer_step
 
     model = DistributionalPPO("CartPole-v1", seed=0, compile=True, n_envs=2, n_steps=8,
                               batch_size=16, lstm_hidden_size=8, net_arch=[8], optimizer=name,
@@ -168,7 +168,7 @@ def test_c_clip_and_adam_equals_the_pytorch_tail(name, grad_clip):
     clipping clips one group and not the other); a non-finite loss takes no step and changes
     nothing. (C sums the squares in float64, torch's ``_foreach_norm`` in float32: the clip
     factor, and so the moments, differ in the 6th digit.)"""
-    from riskppo.train.update import UpdateMetrics, _clip_adam_in_c, _clip_and_step
+    from riskppo.algo.update import UpdateMetrics, _clip_adam_in_c, _clip_and_step
 
     (ma, a), (mb, b) = _adam_context(name, grad_clip), _adam_context(name, grad_clip)
     names = ["loss", "x", *(f"{k}_grad_norm" for k in a.groups),
@@ -218,7 +218,7 @@ def test_c_tail_takes_no_step_on_a_non_finite_loss_or_gradient(loss, bad_grad):
     """The C tail's finite check covers the loss and every gradient entry: one non-finite value
     and nothing moves: the parameters, Adam's moments and step counts stay as they were
     (clipping by an infinite norm would otherwise write NaN into every parameter)."""
-    from riskppo.train.update import _clip_adam_in_c
+    from riskppo.algo.update import _clip_adam_in_c
 
     model, ctx = _adam_context("adam")
     g = torch.Generator().manual_seed(5)

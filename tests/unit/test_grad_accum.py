@@ -8,12 +8,12 @@ import copy
 import pytest
 import torch
 
+from riskppo.algo.bc import BCInputs
+from riskppo.algo.buffer import ChunkBatch
+from riskppo.algo.update import UpdateContext, UpdateMetrics, apply_minibatch
 from riskppo.config import Config
-from riskppo.data.buffer import ChunkBatch
 from riskppo.nn.critics import build_critic
 from riskppo.nn.policy import RecurrentActorCritic
-from riskppo.train.bc import BCInputs
-from riskppo.train.update import UpdateContext, UpdateMetrics, apply_minibatch
 
 F64 = torch.float64
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 from gymnasium import spaces
 
-from riskppo.train.update import UpdateMetrics, _clip_and_step, clip_groups
+from riskppo.algo.update import UpdateMetrics, _clip_and_step, clip_groups
 
 
 @pytest.mark.parametrize("sharing", ["none", "critics", "all"])
@@ -41,7 +41,7 @@ def test_clip_groups_partition_the_parameters(sharing: str, risk_head: bool, tin
 
 def _context(grad_clip: str):
     from riskppo import DistributionalPPO
-    from riskppo.train.update import UpdateContext
+    from riskppo.algo.update import UpdateContext
 
     model = DistributionalPPO("CartPole-v1", seed=0, n_envs=2, n_steps=8, batch_size=16,
                               lstm_hidden_size=8, net_arch=[8], grad_clip=grad_clip)  # fmt: skip

@@ -1,4 +1,4 @@
-"""The loss terms written once in :mod:`riskppo.train.losses`: the eager (row-selecting) and the
+"""The loss terms written once in :mod:`riskppo.algo.losses`: the eager (row-selecting) and the
 sync-free (masked) risk-head loss are one mean, and the AWR term is the weighted log-likelihood."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from riskppo import core
-from riskppo.train.losses import awr_loss, bc_loss_ratio, risk_head_loss
+from riskppo.algo.losses import awr_loss, bc_loss_ratio, risk_head_loss
 
 
 @pytest.mark.parametrize("ended", [[True, False, True, True, False], [False] * 5, [True] * 5])

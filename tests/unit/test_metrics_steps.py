@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from riskppo.train.monitor import last_logged_step
-from riskppo.train.trainer import DistributionalPPO
+from riskppo.agent import DistributionalPPO
+from riskppo.monitor.writer import last_logged_step
 
 TINY = {
     "env": {"id": "CartPole-v1", "n_envs": 2},

@@ -1,4 +1,4 @@
-"""Stopping on SIGINT/SIGTERM (:mod:`riskppo.train.interrupt`) with real signals, and the run
+"""Stopping on SIGINT/SIGTERM (:mod:`riskppo.runs.interrupt`) with real signals, and the run
 that has no periodic checkpoints: it saves after the current update."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 
 from riskppo.config import Config
 from riskppo.runner import Interrupted, train_run
-from riskppo.train.interrupt import stop_on_signals
-from riskppo.train.rundir import latest_checkpoint
+from riskppo.runs.interrupt import stop_on_signals
+from riskppo.runs.rundir import latest_checkpoint
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])

@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from riskppo import DistributionalPPO
+from riskppo.algo.state import TrainingState, check_invariants, initial_training_state
 from riskppo.config import Config
-from riskppo.train.codec import StateDecodeError, decode, encode
-from riskppo.train.state import TrainingState, check_invariants, initial_training_state
+from riskppo.persist.codec import StateDecodeError, decode, encode
 
 FIXTURE = Path(__file__).parents[1] / "fixtures"
 
