@@ -17,7 +17,7 @@ from riskppo.config import Config
 from riskppo.demos.files import DemonstrationError, load_demonstrations
 from riskppo.envs.teacher import TeacherRecorder
 from riskppo.envs.vec import find_normalizer
-from tests.unit.test_bc import Cue
+from tests.unit.algo.test_bc import Cue
 
 AGREEMENT = 0.95
 

@@ -61,7 +61,7 @@ def test_the_new_paths_are_files_and_the_old_ones_are_gone():
 
 def test_a_checkpoint_records_no_module_path():
     """What a checkpoint stores names no Python module, so one saved before the split loads
-    after it (tests/unit/test_training_state.py loads this fixture, saved by version 1)."""
+    after it (tests/unit/algo/test_training_state.py loads this fixture, saved by version 1)."""
     for path in FIXTURE.iterdir():
         data = path.read_bytes()
         assert not re.search(rb"riskppo\.[a-z_]", data), path.name

@@ -19,7 +19,7 @@ from riskppo.config import PolicyConfig
 from riskppo.nn.policy import RecurrentActorCritic
 from riskppo.nn.recurrent import LSTMState
 from tests.compilers import needs_c_kernel
-from tests.unit.test_fused_step import reference_step
+from tests.unit.algo.test_fused_step import reference_step
 
 pytestmark = needs_c_kernel()
 

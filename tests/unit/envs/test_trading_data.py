@@ -449,7 +449,7 @@ def test_data_nan_policy_reaches_the_training_env(tmp_path):
     df.iloc[300, df.columns.get_loc("close")] = float("nan")
     path = tmp_path / "gap.csv"
     df.to_csv(path)
-    base = Config.from_yaml(Path(__file__).parents[2] / "riskppo/configs/trading_googl.yaml")
+    base = Config.from_yaml(Path(__file__).parents[3] / "riskppo/configs/trading_googl.yaml")
     over = [f"data.path={path}", "env.n_envs=2", "ppo.n_steps=16", "ppo.batch_size=32"]
     over += ["env.kwargs.features=[ret_1,vol_20]", "env.kwargs.episode_length=50"]
     with pytest.raises(ValueError, match=r"NaN in column 'close'.*set data.nan_policy=ffill"):

@@ -15,7 +15,7 @@ from riskppo.config import Config, ConfigError
 from riskppo.evaluation.universe import cell_result, count_cells, format_table, log_returns
 from riskppo.universe import CELL_CHECKPOINT_EVERY, Cell, cell_config, check_symbols
 
-ROOT = Path(__file__).parents[2]
+ROOT = Path(__file__).parents[3]
 
 
 def write_backtest(run_dir: Path, agent: dict, bench: dict, equity: dict) -> Path:

@@ -32,7 +32,7 @@ from riskppo.nn.lstm_kernel import (
 )
 from riskppo.nn.recurrent import LSTMState
 from tests.compilers import needs_c_kernel
-from tests.unit.test_actor_step import policy_of
+from tests.unit.nn.test_actor_step import policy_of
 
 pytestmark = needs_c_kernel()
 
@@ -292,7 +292,7 @@ def test_the_c_adam_tail_refuses_moments_and_gradients_of_other_sizes():
     """``riskppo_clip_adam`` reads each moment and gradient as an array of its parameter's size
     (a state loaded from another model's optimizer may not be): ``ValueError``, nothing written."""
     from riskppo.algo.update import _clip_adam_in_c
-    from tests.unit.test_fused_step import _adam_context
+    from tests.unit.algo.test_fused_step import _adam_context
 
     model, ctx = _adam_context("adam")
     stats = torch.tensor([1.0, 0.3])

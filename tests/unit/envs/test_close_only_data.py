@@ -27,7 +27,7 @@ from riskppo.envs import (
 from riskppo.envs.factory import make_trading_env
 from riskppo.envs.registration import resolve_overlay
 
-ROOT = Path(__file__).parents[2]
+ROOT = Path(__file__).parents[3]
 DEFAULT = Config.from_yaml(ROOT / "riskppo/configs/trading_googl.yaml")
 CLOSE_FEATURES = ["ret_1", "vol_20", "rsi_14"]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from riskppo.config import Config, HyperparamSpec
 from riskppo.config_doc import TRADING_KWARGS, leaf_fields, render, trading_kwargs
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PAGE = ROOT / "docs" / "config.md"
 
 

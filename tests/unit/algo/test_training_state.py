@@ -17,7 +17,7 @@ from riskppo.algo.state import TrainingState, check_invariants, initial_training
 from riskppo.config import Config
 from riskppo.persist.codec import StateDecodeError, decode, encode
 
-FIXTURE = Path(__file__).parents[1] / "fixtures"
+FIXTURE = Path(__file__).parents[2] / "fixtures"
 
 
 def risky_config() -> Config:
