@@ -5,8 +5,8 @@ range (from the field's constraints) and description (the field's ``description=
 section; then the keyword arguments of the trading env (``env.kwargs`` for
 ``riskppo/Trading-v0``), read from :class:`riskppo.envs.trading.TradingEnv`'s signature.
 
-``python -m riskppo.config_doc docs/config.md`` rewrites the page; ``tests/unit/config/test_config_doc.py``
-fails when the page and the models disagree.
+``python -m riskppo.config_doc docs/config.md`` rewrites the page;
+``tests/unit/config/test_config_doc.py`` fails when the page and the models disagree.
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ def test_an_old_package_gives_its_old_names_with_a_warning(monkeypatch):
     with pytest.warns(DeprecationWarning, match="use riskppo.persist.checkpoint.CheckpointError$"):
         from riskppo.train import CheckpointError as old_error
     assert old_ppo is DistributionalPPO and old_error is CheckpointError
-    with pytest.raises(ImportError, match="cannot import name 'nope' from 'riskppo.train'"):
+    with pytest.raises(ImportError, match=r"cannot import name 'nope' from 'riskppo\.train'"):
         from riskppo.train import nope  # noqa: F401
     with pytest.warns(DeprecationWarning, match="use riskppo.demos.files$"):
         from riskppo.data import demos
