@@ -50,7 +50,7 @@ def user_error(exc: BaseException) -> str | None:
     """The one-line message for an error that is the user's input (a bad or missing run
     directory, checkpoint, data file, env or path), or ``None`` for anything else (a bug:
     traceback)."""
-    from riskppo.envs.data_errors import DataError
+    from riskppo.envs.market.errors import DataError
 
     if isinstance(exc, DataError):  # its remedy as --set options
         return f"riskppo: data error: {exc.render(cli=True)}{_advice(exc)}"
@@ -100,7 +100,7 @@ def _advice(exc: BaseException) -> str:
     """What to do, for the errors whose own message does not say it."""
     from gymnasium.error import UnregisteredEnv
 
-    from riskppo.envs.data_errors import DataError
+    from riskppo.envs.market.errors import DataError
 
     if isinstance(exc, DataError) and exc.remedy is None:
         return (

@@ -12,9 +12,9 @@ import pytest
 
 from riskppo.cli_errors import user_error
 from riskppo.config import Config, apply_overrides
-from riskppo.envs.data import DataError, load_ohlcv, validate_ohlcv
-from riskppo.envs.data_errors import Remedy
 from riskppo.envs.factory import trading_range
+from riskppo.envs.market.errors import Remedy
+from riskppo.envs.market.ohlcv import DataError, load_ohlcv, validate_ohlcv
 from riskppo.envs.registration import data_kwargs
 
 

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import cast
 
-from riskppo.envs.timestamps import DataError
+from riskppo.envs.market.timestamps import DataError
 
 __all__ = [
     "DEFAULT_MAX_DATA_MB",

@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from riskppo.config.sections import SP500_SYMBOLS
-from riskppo.envs.data import load_ohlcv, validate_ohlcv
+from riskppo.envs.market.ohlcv import load_ohlcv, validate_ohlcv
 
 __all__ = ["DATASETS", "SP500_SYMBOLS", "DatasetInfo", "dataset_path", "load_dataset"]
 
@@ -128,7 +128,7 @@ def dataset_path(name: str) -> Path:
 
 
 def load_dataset(name: str, symbol: str | None = None) -> pd.DataFrame:
-    """Load a bundled dataset as a canonical frame (:func:`~riskppo.envs.data.load_ohlcv`).
+    """Load a bundled dataset as a canonical frame (:func:`~riskppo.envs.market.ohlcv.load_ohlcv`).
 
     Args:
         name: ``"googl"`` (daily OHLCV), ``"eurusd"`` (hourly OHLCV) or ``"sp500"`` (daily

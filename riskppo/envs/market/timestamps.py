@@ -1,7 +1,7 @@
 """Timestamp columns of OHLCV files: finding, parsing and bounds-checking them.
 
-Split out of :mod:`riskppo.envs.data`, which re-exports :class:`DataError`. Every problem raises
-:class:`DataError` naming the source and the 1-based data row.
+Split out of :mod:`riskppo.envs.market.ohlcv`, which re-exports :class:`DataError`. Every
+problem raises :class:`DataError` naming the source and the 1-based data row.
 
 Bounds: pandas stores timestamps as 64-bit nanoseconds, so only 1677-09-21 .. 2262-04-11 fit.
 A row outside that range (e.g. the typo ``2920-01-30``) raises naming the row instead of
@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from riskppo.config.yaml_io import short
-from riskppo.envs.data_errors import DataError, Remedy
+from riskppo.envs.market.errors import DataError, Remedy
 
 __all__ = ["DataError"]
 

@@ -1,7 +1,7 @@
 """Time-ordered train/validation/test splits of a canonical OHLCV frame (R-TRADE-1).
 
-Split out of :mod:`riskppo.envs.data`, which re-exports everything here; see its docstring for
-feature warm-up with :func:`index_range`.
+Split out of :mod:`riskppo.envs.market.ohlcv`, which re-exports everything here; see its
+docstring for feature warm-up with :func:`index_range`.
 """
 
 from __future__ import annotations

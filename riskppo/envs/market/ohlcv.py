@@ -53,15 +53,15 @@ import numpy as np
 import pandas as pd
 
 from riskppo.config.yaml_io import short
-from riskppo.envs.data_errors import DataError, Remedy
-from riskppo.envs.data_limits import (
+from riskppo.envs.market.errors import DataError, Remedy
+from riskppo.envs.market.limits import (
     DataTooLarge,
     check_parquet_size,
     max_data_bytes,
     open_capped,
     too_large,
 )
-from riskppo.envs.splits import (
+from riskppo.envs.market.splits import (
     Fold,
     Split,
     default_split,
@@ -69,7 +69,7 @@ from riskppo.envs.splits import (
     split_by_date,
     walk_forward,
 )
-from riskppo.envs.timestamps import (
+from riskppo.envs.market.timestamps import (
     _find_time_values,
     _norm_name,
     _parse_timestamps,
