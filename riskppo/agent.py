@@ -105,16 +105,7 @@ class DistributionalPPO:
         # a rollout buffer that cannot fit is a ConfigError now, not an allocation failure later
         check_rollout_memory(cfg, _flat_size(obs_space), _flat_size(act_space))
         self.critic: Critic = build_critic(cfg.critic)
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(cfg.seed)
-            self.policy = RecurrentActorCritic(
-                obs_space,
-                act_space,
-                cfg.policy,
-                n_critics=2 if cfg.critic.twin else 1,
-                critic_out=self.critic.n_out,
-                risk_head=cfg.risk.cvar_limit is not None,
-            ).to(self.device)
+        self.policy = self._build_policy(obs_space, act_space)
         self.reset_optimizer()
         # the compiled minibatch loss (``compile: true``): one per model, compiled on
         # first use; every learner of this model gets it while the config asks for it
@@ -138,6 +129,23 @@ class DistributionalPPO:
         self.rollout_steps = 0  # env steps of a rollout under way (seen by SB3 callbacks)
         self.loaded_obs_rms: RunningMeanStd | None = None  # from a checkpoint, for evaluation envs
         self.loaded_from: Path | None = None  # the checkpoint directory of ``load``, if any
+
+    def _build_policy(
+        self, obs_space: spaces.Space, act_space: spaces.Space
+    ) -> RecurrentActorCritic:
+        """The actor-critic network, initialised from ``config.seed`` alone (torch's global
+        generator is left as it was)."""
+        cfg = self.config
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(cfg.seed)
+            return RecurrentActorCritic(
+                obs_space,
+                act_space,
+                cfg.policy,
+                n_critics=2 if cfg.critic.twin else 1,
+                critic_out=self.critic.n_out,
+                risk_head=cfg.risk.cvar_limit is not None,
+            ).to(self.device)
 
     def _build_env(self, env: EnvSpec | gym.Env) -> VecEnv:
         """The training VecEnv for ``env``; remembers what evaluation envs are made from (a
@@ -239,24 +247,7 @@ class DistributionalPPO:
         ``monitor.log_interval``).
         """
         callbacks = LearnCallbacks(callback)
-        if self.env is None:
-            raise RuntimeError(
-                "this model has no environment (loaded for predict only): pass env= to "
-                "DistributionalPPO.load() to train it"
-            )
-        if total_timesteps < 1:
-            raise ConfigError(f"total_timesteps must be >= 1, got {total_timesteps}")
-        start_steps = 0 if reset_num_timesteps else self.num_timesteps
-        if self.run_dir is not None and self._tb_root is None:
-            # before anything changes: its step count must not go back (a tensorboard_log run
-            # gets a fresh numbered folder when it resets instead)
-            check_steps_continue(self.run_dir, start_steps)
-        if reset_num_timesteps:
-            self.state = self.state.with_counters(num_timesteps=0).replace(carry=None)
-        self.state = self.state.with_counters(schedule_total=start_steps + total_timesteps)
-        if log_interval is not None:
-            self.config = config_from_keywords(self.config, log_interval=log_interval)
-        apply_num_threads(self.config)  # another model may have changed it since __init__
+        start_steps = self._start_learning(total_timesteps, reset_num_timesteps, log_interval)
         monitor = self._open_monitor(tb_log_name, reset_num_timesteps)
         callbacks.start(self, {"total_timesteps": total_timesteps, "callback": callback})
         planned = whole_rollouts(total_timesteps, self.config.ppo.n_steps * self.n_envs)
@@ -287,6 +278,31 @@ class DistributionalPPO:
         if self.config.monitor.verbose:
             print(monitor.summary())
         return self
+
+    def _start_learning(
+        self, total_timesteps: int, reset_num_timesteps: bool, log_interval: int | None
+    ) -> int:
+        """Check that :meth:`learn` can run and set the counters it starts from; returns the
+        step count it starts at."""
+        if self.env is None:
+            raise RuntimeError(
+                "this model has no environment (loaded for predict only): pass env= to "
+                "DistributionalPPO.load() to train it"
+            )
+        if total_timesteps < 1:
+            raise ConfigError(f"total_timesteps must be >= 1, got {total_timesteps}")
+        start_steps = 0 if reset_num_timesteps else self.num_timesteps
+        if self.run_dir is not None and self._tb_root is None:
+            # before anything changes: its step count must not go back (a tensorboard_log run
+            # gets a fresh numbered folder when it resets instead)
+            check_steps_continue(self.run_dir, start_steps)
+        if reset_num_timesteps:
+            self.state = self.state.with_counters(num_timesteps=0).replace(carry=None)
+        self.state = self.state.with_counters(schedule_total=start_steps + total_timesteps)
+        if log_interval is not None:
+            self.config = config_from_keywords(self.config, log_interval=log_interval)
+        apply_num_threads(self.config)  # another model may have changed it since __init__
+        return start_steps
 
     def learner(self, callbacks: LearnCallbacks | None = None) -> Learner:
         """What :func:`~riskppo.algo.loop.train_iteration` trains (needs an env); the SB3
