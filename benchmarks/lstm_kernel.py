@@ -27,6 +27,7 @@ from _common import machine, table
 from riskppo import DistributionalPPO
 from riskppo.algo import update
 from riskppo.nn import lstm_kernel, native
+from riskppo.optim import step
 
 
 def median_us(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
@@ -104,7 +105,7 @@ def tail_cases(model: DistributionalPPO) -> dict[str, Callable[[], object]]:
     for _ in range(2):  # the optimizer state and its fused-Adam lists
         for q, gr in zip(ctx.params, grads):
             q.grad = gr.clone()
-        ctx.adam = update.optimizer_step(ctx.optimizer, ctx.adam)
+        ctx.adam = step.optimizer_step(ctx.optimizer, ctx.adam)
     stats, names = torch.tensor([1.0]), ["loss", *ctx.groups, "pre", "post"]
 
     def run(in_c: bool) -> Callable[[], object]:

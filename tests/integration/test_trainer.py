@@ -18,12 +18,12 @@ from riskppo.algo.returns import initial_scaling
 from riskppo.algo.update import (
     NonFiniteTrainingError,
     UpdateContext,
-    group_grad_norms,
     minibatch_loss,
     param_groups,
 )
 from riskppo.envs.tensors import obs_tensor
 from riskppo.nn.distributions import DiagGaussianDist
+from riskppo.optim.step import group_grad_norms
 
 
 @pytest.mark.parametrize("sharing", ["none", "critics", "all"])

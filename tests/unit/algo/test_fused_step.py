@@ -107,8 +107,8 @@ def test_direct_fused_adam_step_is_bit_identical_to_step(name):
     """``optimizer_step`` (torch's fused Adam kernel called directly, its lists reused from the
     previous call) = ``optimizer.step()``: parameters and optimizer state bit for bit over
     several steps, a changed lr and a step where one parameter has no gradient included."""
-    from riskppo.algo.update import _fused_adam_lists, optimizer_step
     from riskppo.optim import build_optimizer
+    from riskppo.optim.step import _fused_adam_lists, optimizer_step
 
     torch.manual_seed(0)
     shapes = [(8, 3), (8,), (4, 8), (4,)]
