@@ -57,7 +57,8 @@ class UpdateMetrics:
 
 @dataclass
 class UpdateContext:
-    """Everything :func:`ppo_update` needs besides the data."""
+    """Everything :func:`ppo_update` needs besides the data; also the
+    :class:`~riskppo.optim.step.ParamLayout` that the optimizer step reads."""
 
     cfg: Config
     policy: RecurrentActorCritic
