@@ -94,16 +94,17 @@ def _warn(old: str, new: str) -> None:
     )
 
 
-def _package_getattr(package: str) -> Callable[[str], Any]:
+def _package_getattr(package: ModuleType) -> Callable[[str], Any]:
     """Module ``__getattr__`` (PEP 562) of an old package: its old names, with a warning."""
+    old = package.__name__
 
     def __getattr__(name: str) -> Any:
-        module = OLD_PACKAGES[package].get(name)
+        module = OLD_PACKAGES[old].get(name)
         if module is None:
-            raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        _warn(f"{package}.{name}", f"{module}.{name}")
+            raise AttributeError(f"module {old!r} has no attribute {name!r}")
+        _warn(f"{old}.{name}", f"{module}.{name}")
         value = getattr(importlib.import_module(module), name)
-        setattr(sys.modules[package], name, value)  # warned once, not at every access
+        setattr(package, name, value)  # warned once, not at every access
         return value
 
     return __getattr__
@@ -126,7 +127,7 @@ class _AliasLoader(importlib.abc.Loader):
 
     def exec_module(self, module: ModuleType) -> None:
         if module.__name__ in OLD_PACKAGES:
-            module.__getattr__ = _package_getattr(module.__name__)  # type: ignore[method-assign]
+            module.__getattr__ = _package_getattr(module)  # type: ignore[method-assign]
         else:
             module.__spec__ = self._specs[module.__name__]
 
