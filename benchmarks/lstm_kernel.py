@@ -1,7 +1,7 @@
 """The C code (riskppo/nn/native) against the PyTorch code it replaces, side by side in one process
 (1 torch thread), alternating calls so a slow moment of the host hits both: the masked LSTM
 recurrence, the rollout's actor step (``riskppo.nn.actor_step``) and the compiled update's
-minibatch tail (norms, clipping, Adam: ``riskppo.train.update._clip_adam_in_c``).
+minibatch tail (norms, clipping, Adam: ``riskppo.algo.update._clip_adam_in_c``).
 
 Shapes are those of design §10 training (LSTM 64, actor + shared critic LSTM: K = 2): an update
 minibatch (16 chunks of 16 steps, forward + backward) and the estimate pass over a rollout
@@ -25,8 +25,9 @@ import torch
 from _common import machine, table
 
 from riskppo import DistributionalPPO
+from riskppo.algo import update
 from riskppo.nn import lstm_kernel, native
-from riskppo.train import update
+from riskppo.optim import step
 
 
 def median_us(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
@@ -104,7 +105,7 @@ def tail_cases(model: DistributionalPPO) -> dict[str, Callable[[], object]]:
     for _ in range(2):  # the optimizer state and its fused-Adam lists
         for q, gr in zip(ctx.params, grads):
             q.grad = gr.clone()
-        ctx.adam = update.optimizer_step(ctx.optimizer, ctx.adam)
+        ctx.adam = step.optimizer_step(ctx.optimizer, ctx.adam)
     stats, names = torch.tensor([1.0]), ["loss", *ctx.groups, "pre", "post"]
 
     def run(in_c: bool) -> Callable[[], object]:

@@ -24,8 +24,8 @@ import logging
 
 import numpy as np
 
-from riskppo.envs.datasets import SP500_SYMBOLS
 from riskppo.envs.factory import make_trading_env
+from riskppo.envs.market.datasets import SP500_SYMBOLS
 from riskppo.evaluation.metrics import horizon_cvar
 
 WINDOW = 126

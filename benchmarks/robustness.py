@@ -34,9 +34,9 @@ ATTACKS = ["random", "pgd", "critic"]
 
 
 def worker(arm: str, seed: int, steps: int, eps: list[float], out: Path) -> dict[str, Any]:
+    from riskppo.agent import DistributionalPPO
     from riskppo.config import Config
     from riskppo.evaluation.robustness import robustness_table
-    from riskppo.train.trainer import DistributionalPPO
 
     data = json.loads(json.dumps(TRAIN))
     data.update(seed=seed, total_timesteps=steps)

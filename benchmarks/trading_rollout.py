@@ -32,11 +32,11 @@ import torch
 from _common import machine, table
 
 from riskppo import DistributionalPPO
+from riskppo.algo.collect import collect_rollout
+from riskppo.algo.loop import reset_carry
 from riskppo.cli import load_config
+from riskppo.envs.vec import find_normalizer
 from riskppo.nn.policy import RecurrentActorCritic, RolloutActor
-from riskppo.train.collect import collect_rollout
-from riskppo.train.loop import reset_carry
-from riskppo.train.vec_env import find_normalizer
 
 PATHS = ("C step", "PyTorch step")
 

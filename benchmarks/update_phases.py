@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from _common import machine, table
 
-import riskppo.train.loop as loop
+import riskppo.algo.loop as loop
 from riskppo import DistributionalPPO
 
 PHASES = {"collect_rollout": "collect", "estimate": "estimate", "ppo_update": "update",

@@ -32,8 +32,8 @@ import numpy as np
 import pandas as pd
 
 from riskppo.config import Config
-from riskppo.envs.datasets import DATASETS
 from riskppo.envs.factory import trading_range
+from riskppo.envs.market.datasets import DATASETS
 from riskppo.envs.registration import data_kwargs, resolve_overlay
 from riskppo.envs.trading import TradingEnv
 from riskppo.evaluation.stats_core import sharpe, sharpe_difference_hac

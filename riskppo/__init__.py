@@ -10,11 +10,14 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from riskppo import _aliases
 from riskppo.version import __version__
 
+_aliases.install()  # old module paths (riskppo.train.…) for one release
+
 _LAZY = {
-    "DistributionalPPO": "riskppo.train.trainer",
-    "CheckpointError": "riskppo.train.checkpoint",
+    "DistributionalPPO": "riskppo.agent",
+    "CheckpointError": "riskppo.persist.checkpoint",
     "Config": "riskppo.config",
     "ConfigError": "riskppo.config",
 }
@@ -22,9 +25,9 @@ _LAZY = {
 __all__ = ["CheckpointError", "Config", "ConfigError", "DistributionalPPO", "__version__"]
 
 if TYPE_CHECKING:
+    from riskppo.agent import DistributionalPPO
     from riskppo.config import Config, ConfigError
-    from riskppo.train.checkpoint import CheckpointError
-    from riskppo.train.trainer import DistributionalPPO
+    from riskppo.persist.checkpoint import CheckpointError
 
 
 def __getattr__(name: str) -> Any:

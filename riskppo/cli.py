@@ -119,7 +119,7 @@ def _under_run_lock(
 ) -> int:
     """Run ``command`` holding the lock of ``args.run_dir`` (R-REL-9); a missing directory has
     nothing to lock, and the command's own error names it."""
-    from riskppo.train.runlock import lock_run
+    from riskppo.runs.lock import lock_run
 
     run_dir = Path(args.run_dir)
     if not run_dir.is_dir():
@@ -172,9 +172,9 @@ def cmd_backtest(args: argparse.Namespace) -> int:
 
 def cmd_record(args: argparse.Namespace) -> int:
     """``riskppo record``: a demonstration file for ``bc.source: file`` (R-ALG-12)."""
-    from riskppo.data.demos import check_demonstration_suffix
-    from riskppo.train.record import record_run, record_strategy, write_demonstrations
-    from riskppo.train.rundir import latest_checkpoint
+    from riskppo.demos.files import check_demonstration_suffix
+    from riskppo.runs.record import record_run, record_strategy, write_demonstrations
+    from riskppo.runs.rundir import latest_checkpoint
 
     check_demonstration_suffix(args.out)  # before anything is recorded
 
@@ -194,7 +194,7 @@ def cmd_record(args: argparse.Namespace) -> int:
 
 
 def cmd_pbt(args: argparse.Namespace) -> int:
-    from riskppo.train.runlock import lock_run
+    from riskppo.runs.lock import lock_run
 
     overrides = list(args.set or [])
     if args.backend:

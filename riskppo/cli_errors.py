@@ -50,7 +50,7 @@ def user_error(exc: BaseException) -> str | None:
     """The one-line message for an error that is the user's input (a bad or missing run
     directory, checkpoint, data file, env or path), or ``None`` for anything else (a bug:
     traceback)."""
-    from riskppo.envs.data_errors import DataError
+    from riskppo.envs.market.errors import DataError
 
     if isinstance(exc, DataError):  # its remedy as --set options
         return f"riskppo: data error: {exc.render(cli=True)}{_advice(exc)}"
@@ -70,16 +70,16 @@ def _user_errors() -> list[tuple[type[BaseException] | tuple[type[BaseException]
     """The error types that are the user's input, each with its message label."""
     from gymnasium.error import DependencyNotInstalled, DeprecatedEnv, UnregisteredEnv
 
-    from riskppo.data.demos import DemonstrationError
+    from riskppo.algo.update import NonFiniteTrainingError
+    from riskppo.demos.files import DemonstrationError
+    from riskppo.envs.vec import EnvOutputError, NonFiniteInputError
+    from riskppo.nn.outputs import NonFiniteOutputError
     from riskppo.pbt.state import ResumeError
     from riskppo.pbt.storage import PopulationStopped
+    from riskppo.persist.checkpoint import CheckpointError
+    from riskppo.runs.lock import RunLockError
+    from riskppo.runs.rundir import RunDirError
     from riskppo.safefs import UnsafePathError
-    from riskppo.train.checkpoint import CheckpointError
-    from riskppo.train.outputs import NonFiniteOutputError
-    from riskppo.train.rundir import RunDirError
-    from riskppo.train.runlock import RunLockError
-    from riskppo.train.update import NonFiniteTrainingError
-    from riskppo.train.vec_env import EnvOutputError, NonFiniteInputError
 
     return [
         (RunLockError, "run directory locked: "),
@@ -100,7 +100,7 @@ def _advice(exc: BaseException) -> str:
     """What to do, for the errors whose own message does not say it."""
     from gymnasium.error import UnregisteredEnv
 
-    from riskppo.envs.data_errors import DataError
+    from riskppo.envs.market.errors import DataError
 
     if isinstance(exc, DataError) and exc.remedy is None:
         return (

@@ -1,6 +1,6 @@
 """Run orchestration for the command line: train or resume a run, finish it with its
 evaluation and (trading) backtest report, evaluate robustness. It sits above everything it drives
-(``train``, ``evaluation``); the on-disk layout of a run is :mod:`riskppo.train.rundir`.
+(``train``, ``evaluation``); the on-disk layout of a run is :mod:`riskppo.runs.rundir`.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from riskppo.agent import DistributionalPPO
 from riskppo.config import Config
 from riskppo.envs.registration import TRADING_ID
 from riskppo.evaluation.backtest import backtest_run
@@ -21,11 +22,11 @@ from riskppo.evaluation.summary import (
     run_label,
     validation_summary,
 )
-from riskppo.safefs import write_text_atomic
-from riskppo.train.checkpoint import CheckpointError
-from riskppo.train.interrupt import StopRequest, signal_name, stop_on_signals
-from riskppo.train.progress import whole_rollouts
-from riskppo.train.rundir import (
+from riskppo.monitor.progress import whole_rollouts
+from riskppo.persist.checkpoint import CheckpointError
+from riskppo.runs.interrupt import StopRequest, signal_name, stop_on_signals
+from riskppo.runs.lock import lock_run
+from riskppo.runs.rundir import (
     checkpoint_dir,
     drop_metrics_after,
     latest_checkpoint,
@@ -35,8 +36,7 @@ from riskppo.train.rundir import (
     save_run_checkpoint,
     start_clean,
 )
-from riskppo.train.runlock import lock_run
-from riskppo.train.trainer import DistributionalPPO
+from riskppo.safefs import write_text_atomic
 
 DEFAULT_CHECKPOINT_EVERY = 10  # updates between the checkpoints of `riskppo train`
 
@@ -52,7 +52,7 @@ def with_periodic_checkpoints(cfg: Config) -> Config:
 
 
 class Interrupted(Exception):
-    """Training stopped by a signal (:mod:`riskppo.train.interrupt`); the message says what
+    """Training stopped by a signal (:mod:`riskppo.runs.interrupt`); the message says what
     was saved and how to resume, ``exit_code`` is the shell's status for that signal."""
 
     def __init__(self, message: str, exit_code: int) -> None:
@@ -170,8 +170,8 @@ def train_run(
     """Train ``cfg`` into ``run_dir``; save a final checkpoint and an evaluation.
 
     Holds the run directory's lock throughout: another process on ``run_dir`` raises
-    :class:`~riskppo.train.runlock.RunLockError` before anything in it is written. A
-    ``run_dir`` that already holds a run raises :class:`~riskppo.train.rundir.RunDirError`
+    :class:`~riskppo.runs.lock.RunLockError` before anything in it is written. A
+    ``run_dir`` that already holds a run raises :class:`~riskppo.runs.rundir.RunDirError`
     unless ``force``, which deletes that run's files first (:func:`start_clean`).
     """
     with lock_run(run_dir, "riskppo train"):

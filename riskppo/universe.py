@@ -38,14 +38,14 @@ from pathlib import Path
 from typing import IO
 
 from riskppo.config import Config, ConfigError
-from riskppo.config_sections import SP500_SYMBOLS
+from riskppo.config.sections import SP500_SYMBOLS
 from riskppo.envs.features import left_out_line, split_features
 from riskppo.envs.registration import TRADING_ID
 from riskppo.evaluation.universe import CellResult, cell_result, count_cells, format_table
+from riskppo.monitor.progress import ProgressBar
 from riskppo.runner import run_finished
+from riskppo.runs.rundir import checkpoint_dir
 from riskppo.safefs import write_text_atomic
-from riskppo.train.progress import ProgressBar
-from riskppo.train.rundir import checkpoint_dir
 
 __all__ = ["CELL_CHECKPOINT_EVERY", "SPEC_FILE", "Cell", "resume_universe", "run_universe"]
 

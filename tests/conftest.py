@@ -12,13 +12,13 @@ import torch
 from gymnasium import spaces
 
 from riskppo import DistributionalPPO
+from riskppo.algo.buffer import ChunkBatch
+from riskppo.algo.collect import collect_rollout
+from riskppo.algo.estimate import Estimates, estimate
+from riskppo.algo.loop import apply_rescales, reset_carry
 from riskppo.config import PolicyConfig
-from riskppo.data.buffer import ChunkBatch
 from riskppo.nn.policy import RecurrentActorCritic, RecurrentState
 from riskppo.nn.recurrent import LSTMState
-from riskppo.train.collect import collect_rollout
-from riskppo.train.estimate import Estimates, estimate
-from riskppo.train.loop import apply_rescales, reset_carry
 
 # 4 envs x 32 steps, 16-step chunks, 2 epochs, LSTM 16: a few seconds per update on one core
 SMALL_CARTPOLE = dict(

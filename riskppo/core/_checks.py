@@ -56,3 +56,13 @@ def check_support(fn: str, atoms: Tensor) -> None:
     # float32 linspace is exact to a few ulps of the range; 1e-3 of a step is far above that.
     if not bool(((diffs - dz).abs() <= 1e-3 * dz).all()):
         raise ValueError(f"{fn}: atoms must be evenly spaced (e.g. torch.linspace)")
+
+
+def check_probs_atoms(fn: str, probs: Tensor, atoms: Tensor) -> None:
+    """Categorical distributions ``probs [..., N]`` on one support ``atoms [N]``."""
+    check_ndim(fn, "atoms", atoms, 1)
+    if probs.dim() < 1 or probs.shape[-1] != atoms.shape[0]:
+        raise ValueError(
+            f"{fn}: probs [..., N]={tuple(probs.shape)} does not match atoms [N]="
+            f"{tuple(atoms.shape)}"
+        )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from riskppo.core._checks import check_finite, check_ndim, check_support
+from riskppo.core._checks import check_finite, check_ndim, check_probs_atoms, check_support
 
 __all__ = [
     "categorical_mean",
@@ -110,18 +110,9 @@ def scalar_to_categorical(values: Tensor, atoms: Tensor) -> Tensor:
     return _project(loc, torch.ones_like(loc), atoms.to(values.dtype))
 
 
-def _check_probs_atoms(fn: str, probs: Tensor, atoms: Tensor) -> None:
-    check_ndim(fn, "atoms", atoms, 1)
-    if probs.dim() < 1 or probs.shape[-1] != atoms.shape[0]:
-        raise ValueError(
-            f"{fn}: probs [..., N]={tuple(probs.shape)} does not match atoms [N]="
-            f"{tuple(atoms.shape)}"
-        )
-
-
 def categorical_mean(probs: Tensor, atoms: Tensor) -> Tensor:
     """Mean ``Σ_k p_k z_k``: probs ``[..., N]`` on atoms ``[N]`` → ``[...]`` (value units)."""
-    _check_probs_atoms("categorical_mean", probs, atoms)
+    check_probs_atoms("categorical_mean", probs, atoms)
     return (probs * atoms.to(probs.dtype)).sum(dim=-1)
 
 
@@ -139,7 +130,7 @@ def categorical_to_quantiles(probs: Tensor, atoms: Tensor, taus: Tensor) -> Tens
     """
     fn = "categorical_to_quantiles"
     check_ndim(fn, "probs", probs, 2)
-    _check_probs_atoms(fn, probs, atoms)
+    check_probs_atoms(fn, probs, atoms)
     check_ndim(fn, "taus", taus, 1)
     cdf = probs.detach().cumsum(dim=1).contiguous()  # [B, N]
     levels = taus.to(cdf.dtype).unsqueeze(0).expand(probs.shape[0], -1).contiguous()  # [B, K]

@@ -24,9 +24,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from riskppo.core._checks import check_ndim, check_same_shape, check_support
+from riskppo.core._checks import check_ndim, check_probs_atoms, check_same_shape, check_support
 from riskppo.core.categorical import (
-    _check_probs_atoms,
     _project,
     categorical_mean,
     categorical_projection,
@@ -313,7 +312,7 @@ def clip_categorical(
     fn = "clip_categorical"
     check_ndim(fn, "probs", probs, 2)
     check_same_shape(fn, ("probs", "old_probs"), probs, old_probs)
-    _check_probs_atoms(fn, probs, atoms)
+    check_probs_atoms(fn, probs, atoms)
     if mode == "per_quantile":
         raise ValueError("per_quantile clipping is only defined for quantile critics")
     no_touch = torch.zeros(probs.shape[0], dtype=torch.bool, device=probs.device)
@@ -376,7 +375,7 @@ def categorical_value_loss(
     check_ndim(fn, "logits", logits, 2)
     check_same_shape(fn, ("logits", "old_probs"), logits, old_probs)
     check_same_shape(fn, ("logits", "target_probs"), logits, target_probs)
-    _check_probs_atoms(fn, logits, atoms)
+    check_probs_atoms(fn, logits, atoms)
     if mode == "per_quantile":
         raise ValueError("per_quantile clipping is only defined for quantile critics")
     target = target_probs.detach().to(logits.dtype)

@@ -21,7 +21,7 @@ import math
 import torch
 from torch import Tensor
 
-from riskppo.core._checks import check_alpha, check_ndim
+from riskppo.core._checks import check_alpha, check_ndim, check_probs_atoms
 
 __all__ = [
     "cvar_from_categorical",
@@ -91,15 +91,6 @@ def var_from_quantiles(quantiles: Tensor, alpha: float) -> Tensor:
     return torch.sort(quantiles, dim=-1).values[..., k]
 
 
-def _check_categorical(fn: str, probs: Tensor, atoms: Tensor) -> None:
-    check_ndim(fn, "atoms", atoms, 1)
-    if probs.dim() < 1 or probs.shape[-1] != atoms.shape[0]:
-        raise ValueError(
-            f"{fn}: probs [..., N]={tuple(probs.shape)} does not match atoms [N]="
-            f"{tuple(atoms.shape)}"
-        )
-
-
 def _sorted_support(probs: Tensor, atoms: Tensor) -> tuple[Tensor, Tensor]:
     """Reorder atoms ascending (and the probabilities with them) if they are not already."""
     if atoms.shape[0] < 2 or bool((atoms[1:] >= atoms[:-1]).all()):
@@ -123,7 +114,7 @@ def cvar_from_categorical(probs: Tensor, atoms: Tensor, alpha: float) -> Tensor:
     """
     fn = "cvar_from_categorical"
     check_alpha(fn, alpha)
-    _check_categorical(fn, probs, atoms)
+    check_probs_atoms(fn, probs, atoms)
     probs, atoms = _sorted_support(probs, atoms)
     below = torch.cumsum(probs, dim=-1) - probs  # C_{k-1}: mass strictly before atom k
     taken = torch.minimum(probs, (alpha - below).clamp_min(0.0))  # tail mass taken at atom k
@@ -141,7 +132,7 @@ def var_from_categorical(probs: Tensor, atoms: Tensor, alpha: float) -> Tensor:
     """
     fn = "var_from_categorical"
     check_alpha(fn, alpha)
-    _check_categorical(fn, probs, atoms)
+    check_probs_atoms(fn, probs, atoms)
     probs, atoms = _sorted_support(probs, atoms)
     cdf = torch.cumsum(probs.detach(), dim=-1)
     reached = cdf >= alpha

@@ -9,8 +9,8 @@ from typing import Any, NamedTuple
 import pandas as pd
 
 from riskppo.config import ConfigError
-from riskppo.envs.data import DataError, NanPolicy, default_split, index_range, load_ohlcv
-from riskppo.envs.datasets import DATASETS, load_dataset
+from riskppo.envs.market.datasets import DATASETS, load_dataset
+from riskppo.envs.market.ohlcv import DataError, NanPolicy, default_split, index_range, load_ohlcv
 from riskppo.envs.registration import data_label
 from riskppo.envs.trading import TradingEnv
 
@@ -19,7 +19,7 @@ SPLIT_PARTS = ("train", "val", "test")
 
 class FileOptions(NamedTuple):
     """How ``data.path`` is read: the ``data.*`` keys of the same names, passed to
-    :func:`~riskppo.envs.data.load_ohlcv`."""
+    :func:`~riskppo.envs.market.ohlcv.load_ohlcv`."""
 
     nan_policy: NanPolicy = "raise"
     ffill_limit: int = 5
@@ -61,8 +61,8 @@ def trading_range(
 
     ``nan_policy``, ``ffill_limit``, ``sort``, ``timestamp_format`` and ``dayfirst``
     (``data.*`` in the config, :class:`FileOptions`) go to
-    :func:`~riskppo.envs.data.load_ohlcv` for a ``path``; bundled datasets ignore them. A
-    :class:`~riskppo.envs.data.DataError` from the file names its remedy as ``data.*`` keys.
+    :func:`~riskppo.envs.market.ohlcv.load_ohlcv` for a ``path``; bundled datasets ignore them. A
+    :class:`~riskppo.envs.market.ohlcv.DataError` from the file names its remedy as ``data.*`` keys.
     ``symbol`` picks the stock of a multi-asset dataset (``sp500``).
     ``bars`` (``data.bars``: ``[start, train_end, val_end, end]`` row positions) replaces the
     fractional ``split``; the frame is then cut at ``end``, so nothing after it can reach the

@@ -49,7 +49,7 @@ does).
 
 Every feature reads the close; ``hl_range`` also needs the high and low, ``volz_k`` the volume
 (:func:`feature_columns`). On data without those columns (a close-only file, see
-:mod:`riskppo.envs.data`) :func:`split_features` says which features to leave out.
+:mod:`riskppo.envs.market.ohlcv`) :func:`split_features` says which features to leave out.
 """
 
 from __future__ import annotations

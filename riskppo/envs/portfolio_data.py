@@ -2,7 +2,7 @@
 
 Three sources (exactly one):
 
-* ``dataset="sp500"``: the bundled closes of 20 US stocks (:mod:`riskppo.envs.datasets`);
+* ``dataset="sp500"``: the bundled closes of 20 US stocks (:mod:`riskppo.envs.market.datasets`);
   ``symbols`` picks some (default: all 20).
 * ``paths``: one file per asset, each read like ``data.path`` (:func:`~riskppo.envs.load_ohlcv`,
   OHLCV or close-only); the asset's name is the file name without its suffixes
@@ -28,7 +28,9 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from riskppo.envs.data import (
+from riskppo.envs.market.datasets import SP500_SYMBOLS, check_symbol, dataset_path
+from riskppo.envs.market.errors import DataError, Remedy
+from riskppo.envs.market.ohlcv import (
     NanPolicy,
     _canonical_frame,
     _read_file,
@@ -36,8 +38,6 @@ from riskppo.envs.data import (
     load_ohlcv,
     validate_ohlcv,
 )
-from riskppo.envs.data_errors import DataError, Remedy
-from riskppo.envs.datasets import SP500_SYMBOLS, check_symbol, dataset_path
 
 __all__ = ["ALIGNS", "PortfolioData", "align_frames", "load_portfolio"]
 

@@ -13,9 +13,9 @@ from functools import lru_cache
 from typing import Any
 
 from riskppo.config import ConfigError
-from riskppo.envs.data import DataError, NanPolicy, default_split, index_range
-from riskppo.envs.datasets import DATASETS
 from riskppo.envs.factory import SPLIT_PARTS, _bar_range
+from riskppo.envs.market.datasets import DATASETS
+from riskppo.envs.market.ohlcv import DataError, NanPolicy, default_split, index_range
 from riskppo.envs.portfolio import PortfolioEnv
 from riskppo.envs.portfolio_data import PortfolioData, load_portfolio
 

@@ -25,8 +25,8 @@ import gymnasium as gym
 from gymnasium.envs.registration import EnvSpec
 
 from riskppo.config import ConfigError, DataConfig, RiskConfig
-from riskppo.config_data import PORTFOLIO_ID
-from riskppo.config_sections import TRADING_ID
+from riskppo.config.data import PORTFOLIO_ID
+from riskppo.config.sections import TRADING_ID
 
 __all__ = [
     "PORTFOLIO_ID",

@@ -3,7 +3,7 @@
 A strategy here is a table ``[n_bars]`` of target **exposures** (the position decided at the close
 of bar ``t``, filled as the env's ``fill`` says), computed causally from the frame's closes. Both
 layers that need them read them from here: :mod:`riskppo.evaluation.baselines` (the backtest's
-baselines) and :mod:`riskppo.train.bc` (the behaviour-cloning teacher, which labels the agent's own
+baselines) and :mod:`riskppo.algo.bc` (the behaviour-cloning teacher, which labels the agent's own
 bars).
 
 * ``buy_and_hold`` — exposure 1 on every bar;

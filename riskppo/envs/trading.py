@@ -14,7 +14,6 @@ import pandas as pd
 from gymnasium import spaces
 from numpy.lib.stride_tricks import sliding_window_view
 
-from riskppo.envs.data import validate_ohlcv
 from riskppo.envs.episode_range import episode_range, resolve_bar
 from riskppo.envs.features import (
     DEFAULT_FEATURES,
@@ -23,6 +22,7 @@ from riskppo.envs.features import (
     split_features,
 )
 from riskppo.envs.fills import fill_returns, resolve_fill
+from riskppo.envs.market.ohlcv import validate_ohlcv
 from riskppo.envs.overlay import RiskOverlay, binding_stats, overlay_table
 from riskppo.envs.sizing import vol_target_scale
 from riskppo.envs.trading_args import (

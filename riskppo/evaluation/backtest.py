@@ -50,6 +50,7 @@ import pandas as pd
 import torch
 
 from riskppo import core
+from riskppo.agent import DistributionalPPO
 from riskppo.config import Config
 from riskppo.envs.factory import SPLIT_PARTS, make_trading_env
 from riskppo.envs.registration import TRADING_ID, data_kwargs, data_label, resolve_overlay
@@ -76,10 +77,9 @@ from riskppo.evaluation.plots import save_plots
 from riskppo.evaluation.report import STRATEGY_LABELS, format_value, metric_rows, write_report
 from riskppo.evaluation.verdict import statistics_block
 from riskppo.jsonable import jsonable
+from riskppo.persist.checkpoint import CheckpointError
+from riskppo.runs.rundir import check_belongs, latest_good_checkpoint
 from riskppo.safefs import ensure_real_dir, write_text_atomic
-from riskppo.train.checkpoint import CheckpointError
-from riskppo.train.rundir import check_belongs, latest_good_checkpoint
-from riskppo.train.trainer import DistributionalPPO
 
 __all__ = [
     "CRITIC_LEVELS",

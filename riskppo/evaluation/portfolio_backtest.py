@@ -23,7 +23,7 @@ from riskppo.envs.registration import PORTFOLIO_ID, portfolio_data_kwargs
 from riskppo.evaluation.portfolio_baselines import BASELINES, BaselineRecord, baseline_records
 
 if TYPE_CHECKING:
-    from riskppo.train.trainer import DistributionalPPO
+    from riskppo.agent import DistributionalPPO
 
 __all__ = ["DATA_KEYS", "PortfolioBacktest", "portfolio_backtest", "strategy_frame"]
 

@@ -24,8 +24,8 @@ from riskppo.evaluation.wf_plan import Record
 from riskppo.safefs import ensure_real_dir, write_text_atomic
 
 if TYPE_CHECKING:
-    from riskppo.evaluation.walkforward import CellJob
-    from riskppo.train.trainer import DistributionalPPO
+    from riskppo.agent import DistributionalPPO
+    from riskppo.evaluation.wf_plan import CellJob
 
 __all__ = ["portfolio_cell", "portfolio_outputs", "portfolio_rows"]
 

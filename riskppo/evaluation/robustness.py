@@ -18,17 +18,17 @@ from matplotlib.figure import Figure
 
 from riskppo import core
 from riskppo.adversarial.attacks import ATTACKS, StepInput, get_attack
+from riskppo.agent import DistributionalPPO
 from riskppo.config import ConfigError
+from riskppo.envs.episodes import run_episodes
 from riskppo.envs.registration import TRADING_ID
+from riskppo.envs.tensors import env_actions, obs_tensor
 from riskppo.evaluation.backtest import backtest
 from riskppo.evaluation.plots import figure_png
+from riskppo.nn.outputs import check_finite_outputs
 from riskppo.nn.policy import RecurrentState
+from riskppo.nn.predict_args import check_state, episode_starts
 from riskppo.safefs import ensure_real_dir, write_bytes_atomic, write_text_atomic
-from riskppo.train.collect import env_actions, obs_tensor
-from riskppo.train.episodes import run_episodes
-from riskppo.train.outputs import check_finite_outputs
-from riskppo.train.predict_args import check_state, episode_starts
-from riskppo.train.trainer import DistributionalPPO
 
 TRADING_KEYS = ("sharpe", "cvar_95", "max_drawdown", "annual_return")
 

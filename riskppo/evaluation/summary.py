@@ -29,13 +29,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+from riskppo.agent import DistributionalPPO
 from riskppo.config import Config
 from riskppo.envs.factory import trading_range
 from riskppo.envs.registration import TRADING_ID, data_kwargs, data_label
 from riskppo.evaluation.backtest import BacktestResult, backtest
+from riskppo.runs.rundir import latest_good_checkpoint, open_run
 from riskppo.safefs import write_text_atomic
-from riskppo.train.rundir import latest_good_checkpoint, open_run
-from riskppo.train.trainer import DistributionalPPO
 
 __all__ = [
     "distinct_episodes",

@@ -35,49 +35,26 @@ import pandas as pd
 from riskppo.config import Config, ConfigError
 from riskppo.envs.registration import PORTFOLIO_ID, TRADING_ID, data_kwargs
 from riskppo.evaluation.wf_plan import (
+    CellJob,
     Record,
     Segment,
     WalkForwardSettings,
+    cell_config,
+    cell_name,
     plan_segments,
     segment_frame,
     stitch,
 )
+from riskppo.monitor.progress import ProgressBar
 from riskppo.safefs import ensure_real_dir, remove_entry, write_text_atomic
-from riskppo.train.progress import ProgressBar
 
 if TYPE_CHECKING:
-    from riskppo.train.checkpoint import CheckpointData
-    from riskppo.train.trainer import DistributionalPPO
-from riskppo.train.runlock import lock_run
+    from riskppo.agent import DistributionalPPO
+    from riskppo.persist.checkpoint import CheckpointData
+from riskppo.runs.lock import lock_run
 
 SETTINGS_FILE = "walkforward.json"
 CELL_DONE = "cell.json"
-
-
-@dataclass(frozen=True)
-class CellJob:
-    """What a worker process needs to run one (segment, seed) cell."""
-
-    config: Config
-    segment: Segment
-    seed: int
-    steps: int
-    cell_dir: Path
-    warm_from: Path | None  # the previous segment's model/ (warm start)
-
-    @property
-    def name(self) -> str:
-        return cell_name(self.segment, self.seed)
-
-
-def cell_name(segment: Segment, seed: int) -> str:
-    return f"{segment.name}-s{seed}"
-
-
-def cell_config(cfg: Config, segment: Segment, seed: int, steps: int) -> Config:
-    """``cfg`` for one cell: its seed, its rows (``data.bars``) and its training budget."""
-    data = cfg.data.model_copy(update={"bars": segment.bars()})
-    return cfg.model_copy(update={"seed": seed, "data": data, "total_timesteps": steps})
 
 
 def run_cell(job: CellJob) -> dict[str, Any]:
@@ -87,10 +64,10 @@ def run_cell(job: CellJob) -> dict[str, Any]:
     """
     import torch
 
+    from riskppo.agent import DistributionalPPO
+    from riskppo.envs.teacher import trading_env
     from riskppo.evaluation.backtest import backtest
-    from riskppo.train.bc_teacher import trading_env
-    from riskppo.train.checkpoint import read_checkpoint
-    from riskppo.train.trainer import DistributionalPPO
+    from riskppo.persist.checkpoint import read_checkpoint
 
     cfg = cell_config(job.config, job.segment, job.seed, job.steps)
     torch.set_num_threads(cfg.num_threads or 1)  # before anything is built: results depend on it
@@ -141,7 +118,7 @@ def warm_start(model: DistributionalPPO, ck: CheckpointData) -> None:
     normalisation, return scaling (with PopArt the critic's last layer is in those units; a
     fresh scale would rescale it by the wrong ratio, compounding over segments) and the CVaR
     constraint's state. The counters start from zero and the optimizer fresh."""
-    from riskppo.train.checkpoint import restore_statistics, restore_weights
+    from riskppo.persist.checkpoint import restore_statistics, restore_weights
 
     restore_weights(model, ck)
     restore_statistics(model, ck)

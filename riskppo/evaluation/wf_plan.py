@@ -13,9 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 import pandas as pd
+
+from riskppo.config import Config
 
 Window = Literal["expanding", "rolling"]
 
@@ -117,6 +120,32 @@ def plan_segments(n_rows: int, settings: WalkForwardSettings) -> list[Segment]:
         train_start = 0 if s.window == "expanding" else max(test_start - width, 0)
         out.append(Segment(k, train_start, test_start, test_end, min(test_end + 1, n_rows)))
     return out
+
+
+@dataclass(frozen=True)
+class CellJob:
+    """What a worker process needs to run one (segment, seed) cell."""
+
+    config: Config
+    segment: Segment
+    seed: int
+    steps: int
+    cell_dir: Path
+    warm_from: Path | None  # the previous segment's model/ (warm start)
+
+    @property
+    def name(self) -> str:
+        return cell_name(self.segment, self.seed)
+
+
+def cell_name(segment: Segment, seed: int) -> str:
+    return f"{segment.name}-s{seed}"
+
+
+def cell_config(cfg: Config, segment: Segment, seed: int, steps: int) -> Config:
+    """``cfg`` for one cell: its seed, its rows (``data.bars``) and its training budget."""
+    data = cfg.data.model_copy(update={"bars": segment.bars()})
+    return cfg.model_copy(update={"seed": seed, "data": data, "total_timesteps": steps})
 
 
 @dataclass

@@ -400,7 +400,7 @@ def masked_lstm_recurrence(
     """
     keep = keep.to(xproj.dtype)
     _check_args(xproj, w_hh, h0, c0, keep)
-    if torch.compiler.is_compiling():  # under torch.compile (riskppo.train.compiled)
+    if torch.compiler.is_compiling():  # under torch.compile (riskppo.algo.compiled)
         if native_applies(xproj):
             hs, cs, _, _ = _lstm_op(xproj, w_hh, h0, c0, keep)
             return hs, cs

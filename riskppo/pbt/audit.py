@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from riskppo.pbt.member import manifest_sha256
-from riskppo.train.checkpoint import CheckpointError, verify_checkpoint
+from riskppo.persist.checkpoint import CheckpointError, verify_checkpoint
 
 SOURCES = Path("pbt") / "exploit_sources"
 

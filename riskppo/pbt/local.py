@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from riskppo.config import Config
+from riskppo.monitor.progress import ProgressBar, fmt
 from riskppo.pbt.audit import archive_source
 from riskppo.pbt.member import (
     IntervalResult,
@@ -62,8 +63,7 @@ from riskppo.pbt.state import (
     save_state,
 )
 from riskppo.pbt.storage import PopulationStopped, StorageFault, storage_fault
-from riskppo.train.checkpoint import CheckpointError
-from riskppo.train.progress import ProgressBar, fmt
+from riskppo.persist.checkpoint import CheckpointError
 
 __all__ = ["PBTRun", "append_jsonl", "initial_members", "json_safe", "n_rounds", "run_pbt_local"]
 

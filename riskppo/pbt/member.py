@@ -11,7 +11,7 @@ hyperparameters. The failure modes this module makes impossible (design §6):
 * hyperparameters stored in the source checkpoint overwriting the perturbed ones — the source's
   config is never applied, only its tensors;
 * a half-written checkpoint being exploited — the source is read through
-  :func:`riskppo.train.checkpoint.read_checkpoint`, which parses only SHA-256-verified bytes.
+  :func:`riskppo.persist.checkpoint.read_checkpoint`, which parses only SHA-256-verified bytes.
 """
 
 from __future__ import annotations
@@ -29,10 +29,11 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
+from riskppo.agent import DistributionalPPO
 from riskppo.config import Config, HyperparamSpec, PBTConfig, set_by_path
 from riskppo.envs.registration import TRADING_ID
 from riskppo.evaluation.backtest import backtest
-from riskppo.train.checkpoint import (
+from riskppo.persist.checkpoint import (
     CheckpointData,
     CheckpointError,
     read_checkpoint,
@@ -41,8 +42,7 @@ from riskppo.train.checkpoint import (
     restore_weights,
     sha256,
 )
-from riskppo.train.rundir import drop_metrics_after, save_run_checkpoint
-from riskppo.train.trainer import DistributionalPPO
+from riskppo.runs.rundir import drop_metrics_after, save_run_checkpoint
 
 LR = "ppo.learning_rate"
 INFEASIBLE_BASE = -1e3

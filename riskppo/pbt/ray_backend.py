@@ -44,8 +44,8 @@ def member_trainable(config: dict[str, Any]) -> None:
     import torch
     from ray import tune
 
-    from riskppo.train.rundir import save_run_checkpoint
-    from riskppo.train.trainer import DistributionalPPO
+    from riskppo.agent import DistributionalPPO
+    from riskppo.runs.rundir import save_run_checkpoint
 
     torch.set_num_threads(1)
     base = Config.build(config["base"])

@@ -34,7 +34,7 @@ from riskppo.config import Config, ConfigError
 from riskppo.jsonable import jsonable
 from riskppo.pbt.audit import SOURCES
 from riskppo.pbt.member import PopulationMember
-from riskppo.train.ckpt_io import sha256
+from riskppo.persist.files import sha256
 
 STATE = Path("pbt") / "state.json"
 LOGS = ("pbt_members.jsonl", "pbt_history.jsonl")

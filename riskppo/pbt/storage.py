@@ -33,7 +33,7 @@ class StorageFault:
 def storage_fault(exc: BaseException) -> StorageFault | None:
     """The storage fault behind ``exc`` (itself, or an OS error it was raised from), or None.
 
-    A wrapper such as :class:`riskppo.train.checkpoint.CheckpointError` keeps the OS error as its
+    A wrapper such as :class:`riskppo.persist.checkpoint.CheckpointError` keeps the OS error as its
     ``__cause__``; that error's own file name wins over the wrapper's."""
     seen: set[int] = set()
     node: BaseException | None = exc

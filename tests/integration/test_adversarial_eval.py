@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from riskppo.agent import DistributionalPPO
 from riskppo.cli import main
 from riskppo.config import Config
 from riskppo.runner import train_run
-from riskppo.train.trainer import DistributionalPPO
 
 SMALL = {
     "env": {"n_envs": 2, "normalize_obs": True},

@@ -10,14 +10,14 @@ import torch
 from safetensors.torch import save_file
 
 from riskppo import DistributionalPPO
+from riskppo.algo.bc import attach_bc
 from riskppo.cli import main as cli_main
 from riskppo.cli_errors import user_error
 from riskppo.config import Config
-from riskppo.data.demos import DemonstrationError, load_demonstrations
-from riskppo.train.bc import attach_bc
-from riskppo.train.bc_teacher import TeacherRecorder
-from riskppo.train.vec_env import find_normalizer
-from tests.unit.test_bc import Cue
+from riskppo.demos.files import DemonstrationError, load_demonstrations
+from riskppo.envs.teacher import TeacherRecorder
+from riskppo.envs.vec import find_normalizer
+from tests.unit.algo.test_bc import Cue
 
 AGREEMENT = 0.95
 

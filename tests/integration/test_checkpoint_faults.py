@@ -24,8 +24,8 @@ from safetensors.torch import load_file, save_file
 import riskppo
 from riskppo import CheckpointError, DistributionalPPO
 from riskppo.config import Config
-from riskppo.train import checkpoint as ckpt_mod
-from riskppo.train.rundir import latest_checkpoint, latest_good_checkpoint, save_run_checkpoint
+from riskppo.persist import checkpoint as ckpt_mod
+from riskppo.runs.rundir import latest_checkpoint, latest_good_checkpoint, save_run_checkpoint
 
 SMALL = dict(n_envs=2, n_steps=16, batch_size=32, bptt_len=8, lstm_hidden_size=8, net_arch=[8])
 
@@ -432,7 +432,7 @@ def test_latest_naming_a_sibling_resolves(trained, tmp_path):
 _KILLED_MID_SAVE = """
 import sys, time
 from riskppo import DistributionalPPO
-from riskppo.train import checkpoint as ck
+from riskppo.persist import checkpoint as ck
 real, n = ck.save_file, [0]
 def slow(*a, **k):
     real(*a, **k)
@@ -484,7 +484,7 @@ def test_temp_dir_of_a_killed_save_is_removed_at_resume(trained, killed_mid_save
 
 def test_runner_follows_latest_only_to_a_sibling_checkpoint(tmp_path):
     """eval/--resume read `latest` through resolve_latest: a pointer outside the run is refused."""
-    from riskppo.train.rundir import latest_checkpoint
+    from riskppo.runs.rundir import latest_checkpoint
 
     other = tmp_path / "other_run" / "checkpoints" / "ckpt-1"
     other.mkdir(parents=True)

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from riskppo import cli
-from riskppo.train.ckpt_io import sha256
+from riskppo.persist.files import sha256
 
 TINY = """\
 seed: 0

@@ -19,15 +19,15 @@ import torch
 from torch._dynamo.utils import counters
 
 from riskppo import DistributionalPPO
+from riskppo.algo import compiled
+from riskppo.algo.bc import BCInputs
+from riskppo.algo.buffer import ChunkBatch
+from riskppo.algo.collect import collect_rollout
+from riskppo.algo.estimate import estimate
+from riskppo.algo.loop import apply_rescales, reset_carry, train_iteration
+from riskppo.algo.update import UpdateContext, minibatch_loss
 from riskppo.config import Config
-from riskppo.data.buffer import ChunkBatch
 from riskppo.nn.lstm_kernel import _MaskedLSTMRecurrence, unrolled_recurrence
-from riskppo.train import compiled
-from riskppo.train.bc import BCInputs
-from riskppo.train.collect import collect_rollout
-from riskppo.train.estimate import estimate
-from riskppo.train.loop import apply_rescales, reset_carry, train_iteration
-from riskppo.train.update import UpdateContext, minibatch_loss
 from tests.compilers import needs_c_kernel, needs_cxx_compiler
 
 TINY = dict(n_envs=2, n_steps=8, batch_size=8, bptt_len=4, n_epochs=1, lstm_hidden_size=8)

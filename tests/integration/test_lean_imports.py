@@ -20,8 +20,8 @@ print(json.dumps({m: m in sys.modules for m in ("pandas", "pyarrow", "riskppo.en
 
 
 def test_a_cartpole_run_imports_neither_pandas_nor_pyarrow():
-    """Mutation check: importing ``riskppo.train.bc_teacher`` at the top of ``train/bc.py`` (or
-    ``data_kwargs`` from ``envs.factory`` in ``train/vec_env.py``) makes this fail."""
+    """Mutation check: importing ``riskppo.envs.teacher`` at the top of ``algo/bc.py`` (or
+    ``data_kwargs`` from ``envs.factory`` in ``envs/vec.py``) makes this fail."""
     out = subprocess.run(
         [sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300, check=True
     )

@@ -9,8 +9,8 @@ import os
 import threading
 from pathlib import Path
 
+from riskppo.agent import DistributionalPPO
 from riskppo.config import Config
-from riskppo.train.trainer import DistributionalPPO
 
 TINY = {
     "seed": 0,

@@ -13,13 +13,13 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
+from riskppo.agent import DistributionalPPO
 from riskppo.cli import main
 from riskppo.config import Config
-from riskppo.train.checkpoint import verify_checkpoint
-from riskppo.train.ckpt_io import write_manifest
-from riskppo.train.outputs import NonFiniteOutputError
-from riskppo.train.rundir import latest_checkpoint, save_run_checkpoint
-from riskppo.train.trainer import DistributionalPPO
+from riskppo.nn.outputs import NonFiniteOutputError
+from riskppo.persist.checkpoint import verify_checkpoint
+from riskppo.persist.files import write_manifest
+from riskppo.runs.rundir import latest_checkpoint, save_run_checkpoint
 
 CFG = {
     "seed": 0,

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from riskppo import DistributionalPPO
-from riskppo.train.update import (
+from riskppo.algo.update import (
     NonFiniteTrainingError,
 )
 

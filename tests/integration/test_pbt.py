@@ -16,13 +16,13 @@ import numpy as np
 import pytest
 import torch
 
+from riskppo.agent import DistributionalPPO
+from riskppo.algo.loop import reset_carry
 from riskppo.config import Config
+from riskppo.envs.vec import find_normalizer
 from riskppo.pbt import exploit
 from riskppo.pbt.local import run_pbt_local
-from riskppo.train.checkpoint import CheckpointError, read_checkpoint, verify_checkpoint
-from riskppo.train.loop import reset_carry
-from riskppo.train.trainer import DistributionalPPO
-from riskppo.train.vec_env import find_normalizer
+from riskppo.persist.checkpoint import CheckpointError, read_checkpoint, verify_checkpoint
 
 BASE = {
     "env": {"id": "riskppo/MaskedVelocityCartPole-v1", "n_envs": 2, "normalize_obs": True},

@@ -22,7 +22,7 @@ from riskppo.config import Config
 from riskppo.pbt.audit import assert_history_verifies, verify_history
 from riskppo.pbt.local import initial_members, run_pbt_local
 from riskppo.pbt.member import FAULT_ENV
-from riskppo.train.checkpoint import CheckpointError, verify_checkpoint
+from riskppo.persist.checkpoint import CheckpointError, verify_checkpoint
 
 STEPS_PER_ROUND = 16 * 2  # n_steps × n_envs, one update per round
 

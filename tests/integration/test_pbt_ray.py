@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from riskppo.train.checkpoint import read_checkpoint
+from riskppo.persist.checkpoint import read_checkpoint
 
 SMOKE = Path(__file__).parents[2] / "riskppo/configs/pbt_smoke.yaml"
 

@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from riskppo.agent import DistributionalPPO
 from riskppo.cli import load_config, preset_path
 from riskppo.envs.portfolio_data import load_portfolio
 from riskppo.evaluation.portfolio_backtest import PortfolioBacktest, portfolio_backtest
 from riskppo.evaluation.portfolio_baselines import BASELINES, fit_baselines
-from riskppo.train.trainer import DistributionalPPO
 
 SMALL = [
     "env.n_envs=1",

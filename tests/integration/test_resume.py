@@ -16,7 +16,7 @@ import torch
 import yaml
 from safetensors.torch import load_file
 
-from riskppo.train.rundir import drop_metrics_after, latest_checkpoint
+from riskppo.runs.rundir import drop_metrics_after, latest_checkpoint
 
 CONFIG = {
     "seed": 3,

@@ -13,11 +13,11 @@ import torch
 from gymnasium import spaces
 
 from riskppo import DistributionalPPO, core
+from riskppo.algo.buffer import to_chunks
+from riskppo.algo.constraint import initial_risk_state, multiplier_step, risk_estimate
+from riskppo.algo.loop import risk_log
 from riskppo.config import Config
-from riskppo.data.buffer import to_chunks
-from riskppo.train.loop import risk_log
-from riskppo.train.monitor import Monitor
-from riskppo.train.risk import initial_risk_state, multiplier_step, risk_estimate
+from riskppo.monitor.writer import Monitor
 
 SMALL = dict(n_envs=4, n_steps=32, batch_size=64, bptt_len=16, n_epochs=2, lstm_hidden_size=16)
 

@@ -24,7 +24,7 @@ import yaml
 from safetensors.torch import load_file
 
 from riskppo import cli
-from riskppo.train.rundir import latest_good_checkpoint
+from riskppo.runs.rundir import latest_good_checkpoint
 
 TINY = {
     "seed": 0,

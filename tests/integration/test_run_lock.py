@@ -14,8 +14,8 @@ from pathlib import Path
 
 import yaml
 
-from riskppo.train.rundir import latest_checkpoint
-from riskppo.train.runlock import RunLockError, lock_run
+from riskppo.runs.lock import RunLockError, lock_run
+from riskppo.runs.rundir import latest_checkpoint
 
 CONFIG = {
     "seed": 1,
@@ -93,7 +93,7 @@ def test_lock_is_per_process_and_reentrant(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     holder = subprocess.Popen(
         [sys.executable, "-c",
-         "import sys, time; from pathlib import Path; from riskppo.train.runlock import lock_run\n"
+         "import sys, time; from pathlib import Path; from riskppo.runs.lock import lock_run\n"
          "with lock_run(Path(sys.argv[1]), 'holder'):\n print('held', flush=True); time.sleep(600)",
          str(run_dir)],
         stdout=subprocess.PIPE, text=True,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from riskppo.train.update import (
+from riskppo.algo.update import (
     UpdateContext,
     UpdateMetrics,
     apply_minibatch,

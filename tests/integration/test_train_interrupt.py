@@ -19,7 +19,7 @@ import yaml
 from safetensors.torch import load_file
 
 from riskppo import cli
-from riskppo.train.rundir import latest_checkpoint
+from riskppo.runs.rundir import latest_checkpoint
 
 CONFIG = {
     "seed": 3,

@@ -12,17 +12,18 @@ import torch
 from gymnasium import spaces
 
 from riskppo import ConfigError, DistributionalPPO
-from riskppo.nn.distributions import DiagGaussianDist
-from riskppo.train.collect import CollectorState, collect_rollout, obs_tensor
-from riskppo.train.estimate import estimate
-from riskppo.train.scaling import initial_scaling
-from riskppo.train.update import (
+from riskppo.algo.collect import CollectorState, collect_rollout
+from riskppo.algo.estimate import estimate
+from riskppo.algo.returns import initial_scaling
+from riskppo.algo.update import (
     NonFiniteTrainingError,
     UpdateContext,
-    group_grad_norms,
     minibatch_loss,
     param_groups,
 )
+from riskppo.envs.tensors import obs_tensor
+from riskppo.nn.distributions import DiagGaussianDist
+from riskppo.optim.step import group_grad_norms
 
 
 @pytest.mark.parametrize("sharing", ["none", "critics", "all"])
@@ -82,7 +83,7 @@ def test_gradient_accumulation_equals_full_batch(small_cartpole, rollout_and_est
             0.01,
         )
         model.policy.zero_grad()
-        from riskppo.train.update import split_micro
+        from riskppo.algo.update import split_micro
 
         for micro in split_micro(mb, accum):
             loss, _, _ = minibatch_loss(ctx, micro)
@@ -358,7 +359,7 @@ NAN_OBS = partial(FaultyCartPole, field="obs", at_step=5)
 
 def test_non_finite_reward_names_env_and_step(small_cartpole):
     model = small_cartpole(env=partial(FaultyCartPole, field="reward", at_step=7))
-    from riskppo.train.vec_env import NonFiniteInputError
+    from riskppo.envs.vec import NonFiniteInputError
 
     with pytest.raises(
         NonFiniteInputError, match=r"env \d+ returned a non-finite reward .* step 7"
@@ -443,7 +444,7 @@ def test_old_api_env_is_refused_before_training(small_cartpole):
 
 
 def test_nan_observation_raises_naming_env_step_and_field(small_cartpole):
-    from riskppo.train.vec_env import NonFiniteInputError
+    from riskppo.envs.vec import NonFiniteInputError
 
     model = small_cartpole(env=NAN_OBS, normalize_obs=True)
     with pytest.raises(NonFiniteInputError, match=r"env \d+ .*observation \(element 2 = nan\)"):
@@ -451,7 +452,7 @@ def test_nan_observation_raises_naming_env_step_and_field(small_cartpole):
 
 
 def test_skip_policy_keeps_normaliser_and_weights_finite(small_cartpole):
-    from riskppo.train.vec_env import VecFiniteGuard, find_normalizer
+    from riskppo.envs.vec import VecFiniteGuard, find_normalizer
 
     model = small_cartpole(env=NAN_OBS, normalize_obs=True, nonfinite_policy="skip")
     model.learn(512)

@@ -15,7 +15,7 @@ import pytest
 
 from riskppo.cli import default_run_dir
 from riskppo.config import Config
-from riskppo.envs.data import default_split, load_ohlcv
+from riskppo.envs.market.ohlcv import default_split, load_ohlcv
 
 SMALL = [
     "total_timesteps=256", "env.n_envs=2", "ppo.n_steps=64", "ppo.batch_size=64",

@@ -170,7 +170,7 @@ def test_a_warm_started_segment_predicts_what_its_source_predicted(tmp_path: Pat
 
     from riskppo import DistributionalPPO
     from riskppo.evaluation.walkforward import cell_config, warm_start
-    from riskppo.train.checkpoint import read_checkpoint
+    from riskppo.persist.checkpoint import read_checkpoint
 
     data = _market(tmp_path / "m.csv")
     cfg = load_config(None, [*SMALL, "total_timesteps=1024", f"data.path={data}"])

@@ -53,9 +53,9 @@ assert "__asan_" in syms and "__ubsan_" in syms, f"{path} is not instrumented"
 print(f"instrumented build: {path}")
 PY
 
-tests=(tests/unit/test_native_lstm.py tests/unit/test_actor_step.py tests/unit/test_actor_step_gauss.py
-       tests/unit/test_fused_step.py
-       tests/unit/test_c_boundary.py)
+tests=(tests/unit/nn/test_native_lstm.py tests/unit/nn/test_actor_step.py tests/unit/nn/test_actor_step_gauss.py
+       tests/unit/algo/test_fused_step.py
+       tests/unit/nn/test_c_boundary.py)
 LD_PRELOAD="$preload" "$PYTHON" -m pytest -rfE --capture=sys -p no:cacheprovider "${tests[@]}" "$@" \
     2>&1 | tee "$log"
 status=${PIPESTATUS[0]}

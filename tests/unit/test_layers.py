@@ -1,5 +1,6 @@
 """design §11: subpackages import only downward — no import cycle between them, whether the import
-sits at module level or inside a function (a function-level import would only hide one)."""
+sits at module level or inside a function (a function-level import would only hide one) — and each
+room imports only the rooms below it (:data:`LAYERS`)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,10 @@ def _unit(module: str) -> str | None:
     return parts[1] if parts[0] == "riskppo" and len(parts) > 1 else None
 
 
+def _is_room(name: str) -> bool:
+    return (PACKAGE / name).is_dir() or (PACKAGE / f"{name}.py").is_file()
+
+
 def import_graph() -> dict[str, set[str]]:
     """Edges ``unit → unit`` of every ``from riskppo.X… import`` in the package's source, typing
     imports included (a TYPE_CHECKING import is a cycle in the design too)."""
@@ -25,7 +30,10 @@ def import_graph() -> dict[str, set[str]]:
         src = rel[0] if len(rel) > 1 else rel[0].removesuffix(".py")
         for node in ast.walk(ast.parse(path.read_text())):
             names: list[str] = []
-            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if isinstance(node, ast.ImportFrom) and node.module == "riskppo":
+                # from riskppo import core (a room), not from riskppo import __version__
+                names = [f"riskppo.{a.name}" for a in node.names if _is_room(a.name)]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 names = [node.module]
             elif isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
@@ -73,7 +81,7 @@ def test_no_import_cycle_between_subpackages():
 
 
 def _module_name(path: Path, package: Path) -> str:
-    """``riskppo/train/loop.py`` → ``riskppo.train.loop``; an ``__init__`` is its package."""
+    """``riskppo/algo/loop.py`` → ``riskppo.algo.loop``; an ``__init__`` is its package."""
     parts = path.relative_to(package.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
@@ -129,7 +137,72 @@ def test_the_cycle_finder_finds_one():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
-def test_runner_and_cli_are_the_top():
-    edges = import_graph()
-    below = {"train", "evaluation", "adversarial", "pbt", "envs", "core", "nn", "config"}
-    assert not any(u in edges.get(b, set()) for b in below for u in ("runner", "cli"))
+# The rooms, lowest first: a room may import only rooms of an earlier layer (core ← nn ← algo ←
+# agent ← runs ← cli). Top-level modules are rooms of their own.
+LAYERS: list[set[str]] = [
+    {"version", "jsonable", "safefs", "_aliases"},
+    {"config"},
+    {"core"},
+    {"nn", "demos"},
+    {"optim", "adversarial", "envs"},
+    {"algo"},
+    {"persist", "monitor"},
+    {"agent"},
+    {"runs"},
+    {"evaluation"},
+    {"pbt"},
+    {"runner", "config_doc"},
+    {"universe"},
+    {"cli_bench", "cli_errors"},
+    {"cli"},
+]
+# Rooms that read only a few of the algorithm's modules (its state and log types), or none.
+ALGO_READS = {
+    "persist": {"riskppo.algo.state", "riskppo.algo.constraint", "riskppo.algo.returns"},
+    "monitor": {"riskppo.algo.log"},
+    "evaluation": set(),
+    "pbt": set(),
+    "adversarial": set(),
+}
+
+
+def upward_imports(edges: dict[str, set[str]]) -> list[str]:
+    """``src → dst`` for every import of a room that is not below ``src`` (or not placed)."""
+    rank = {unit: i for i, layer in enumerate(LAYERS) for unit in layer}
+    bad = []
+    for src, dsts in sorted(edges.items()):
+        for dst in sorted(dsts):
+            if src not in rank or dst not in rank or rank[dst] >= rank[src]:
+                bad.append(f"{src} → {dst}")
+    return bad
+
+
+def algo_reads(edges: dict[str, set[str]]) -> list[str]:
+    """Imports of ``riskppo.algo`` modules by a room that may read only :data:`ALGO_READS`."""
+    bad = []
+    for src, dsts in sorted(edges.items()):
+        allowed = ALGO_READS.get(src.split(".")[1] if "." in src else src)
+        if allowed is not None:
+            reads = {d for d in dsts if d.startswith("riskppo.algo")}
+            bad += [f"{src} → {d}" for d in sorted(reads - allowed)]
+    return bad
+
+
+def test_rooms_import_only_rooms_below():
+    assert upward_imports(import_graph()) == []
+
+
+def test_persist_monitor_evaluation_read_no_algorithm_internals():
+    assert algo_reads(module_graph()) == []
+
+
+def test_the_layer_rule_sees_an_upward_import():
+    assert upward_imports({"algo": {"core", "agent"}, "core": {"nn"}, "new": {"core"}}) == [
+        "algo → agent",
+        "core → nn",
+        "new → core",
+    ]
+    edges = {"riskppo.evaluation.x": {"riskppo.algo.collect", "riskppo.agent"}}
+    assert algo_reads({**edges, "riskppo.monitor.w": {"riskppo.algo.log"}}) == [
+        "riskppo.evaluation.x → riskppo.algo.collect"
+    ]

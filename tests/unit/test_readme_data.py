@@ -14,8 +14,8 @@ import pytest
 
 from riskppo.cli import load_config
 from riskppo.config import ConfigError
-from riskppo.envs.data import load_ohlcv
 from riskppo.envs.factory import make_trading_env
+from riskppo.envs.market.ohlcv import load_ohlcv
 from riskppo.envs.registration import resolve_overlay
 
 README = Path(__file__).resolve().parents[2] / "docs" / "data.md"

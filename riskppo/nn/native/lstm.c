@@ -353,7 +353,7 @@ int riskppo_actor_step_gauss(int B, int D, int H, const float *x, const float *w
     return 0;
 }
 
-/* After the backward of one minibatch (riskppo.train.update, compile: true): the gradient norms,
+/* After the backward of one minibatch (riskppo.algo.update, compile: true): the gradient norms,
  * the finite check, clipping at max_norm and one step of Adam (AdamW if decoupled) over n
  * tensors, in one pass instead of ~20 PyTorch ops. Per tensor i of sizes[i] floats: grads[i],
  * params[i], the moments m[i], v[i] and its step count steps[i] (one float). owner[i]: its

@@ -1,0 +1,205 @@
+"""Stable-Baselines3 habits in :class:`~riskppo.agent.DistributionalPPO` (see
+``docs/sb3.md`` for the whole mapping).
+
+What an SB3 user writes, and what riskppo does with it:
+
+* ``DistributionalPPO(env, ...)``: ``env`` is an id (``"CartPole-v1"``, ``"module:Name-v1"``),
+  a factory (``lambda: gym.make(...)``, called ``env.n_envs`` times), a ready ``VecEnv``, or one
+  ``gym.Env`` instance — one environment, so only with ``n_envs=1`` (a single instance cannot be
+  copied; pass the factory or the id for more).
+* SB3 keywords (``learning_rate``, ``n_steps``, ``batch_size``, ``gamma``, ``ent_coef``,
+  ``target_kl``, ``seed``, ``device``, ...) are riskppo config fields of the same name;
+  :data:`KEYWORDS` names the ones that differ, :data:`UNSUPPORTED` the ones riskppo has no
+  counterpart for (refused with what to do instead). ``policy_kwargs`` keys are ``policy.*``
+  fields (:func:`policy_fields`); ``config`` is a :class:`~riskppo.config.Config`, a dict or the
+  path of a YAML file.
+* ``learn(callback=...)``: riskppo's ``callback(model, log)`` (after every update), an SB3
+  ``BaseCallback`` or a list of either (SB3's in a ``CallbackList``), called like SB3 calls them
+  (:class:`LearnCallbacks`). ``tb_log_name``/``log_interval``: as in SB3.
+* ``tensorboard_log=DIR`` (without ``run_dir``): each ``learn`` that resets the step counter
+  writes into a new ``DIR/<tb_log_name>_<N>`` (:func:`next_run_dir`), as SB3 does.
+* ``save("x.zip")`` writes the checkpoint directory ``x`` (riskppo checkpoints are directories of
+  safetensors + JSON, never zip/pickle); ``load("x.zip")`` reads it (:func:`checkpoint_dir`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from riskppo.algo.collect import RolloutHooks
+from riskppo.algo.log import UpdateLog
+from riskppo.config import ConfigError, PolicyConfig
+
+# SB3-style keyword → config path, where the name differs from the config field.
+KEYWORDS: dict[str, str] = {
+    "n_envs": "env.n_envs",
+    "critic": "critic.kind",
+    "twin_critics": "critic.twin",
+    "tensorboard_log": "monitor.tensorboard_log",
+    "verbose": "monitor.verbose",
+    "optimizer": "optim.optimizer",
+    "normalize_obs": "env.normalize_obs",
+    "sa_kappa": "adversarial.kappa",
+    "sa_eps": "adversarial.eps",
+}
+
+# SB3 keywords with no riskppo counterpart → what to do instead.
+UNSUPPORTED: dict[str, str] = {
+    "use_sde": "generalized state-dependent exploration is not implemented; "
+    "policy_kwargs=dict(state_dependent_std=True) learns a state-dependent std instead",
+    "sde_sample_freq": "generalized state-dependent exploration is not implemented",
+    "stats_window_size": "rollout/ep_rew_mean averages the episodes finished in each rollout",
+    "rollout_buffer_class": "the recurrent rollout buffer is riskppo's own; drop it",
+    "rollout_buffer_kwargs": "the recurrent rollout buffer is riskppo's own; drop it",
+    "_init_setup_model": "the model is always built in the constructor; drop it",
+}
+
+# torch.nn activation classes (SB3's ``activation_fn``) → ``policy.activation``.
+_ACTIVATIONS = {torch.nn.Tanh: "tanh", torch.nn.ReLU: "relu", torch.nn.GELU: "gelu"}
+
+
+def policy_fields(policy_kwargs: Any) -> dict[str, Any]:
+    """SB3's ``policy_kwargs`` as ``policy.*`` config fields (``activation_fn=torch.nn.ReLU`` →
+    ``activation: relu``); anything else raises :class:`ConfigError` naming the accepted keys."""
+    if not isinstance(policy_kwargs, dict):
+        raise ConfigError(f"policy_kwargs must be a dict, got {type(policy_kwargs).__name__}")
+    fields: dict[str, Any] = {}
+    allowed = sorted([*PolicyConfig.model_fields, "activation_fn"])
+    for key, value in policy_kwargs.items():
+        if key == "activation_fn":
+            if value not in _ACTIVATIONS:
+                raise ConfigError(
+                    f"policy_kwargs activation_fn={value!r}: riskppo's policy takes "
+                    f"{', '.join(c.__name__ for c in _ACTIVATIONS)} (torch.nn)"
+                )
+            key, value = "activation", _ACTIVATIONS[value]
+        elif key == "net_arch" and isinstance(value, dict):
+            raise ConfigError(
+                "policy_kwargs net_arch: the actor and the critics share one list of widths "
+                "after their LSTMs in riskppo; pass a list, e.g. net_arch=[64]"
+            )
+        elif key not in PolicyConfig.model_fields:
+            raise ConfigError(
+                f"policy_kwargs: unknown key {key!r}{did_you_mean(key, allowed)}; riskppo's "
+                f"policy takes {', '.join(allowed)}"
+            )
+        fields[key] = value
+    return fields
+
+
+def did_you_mean(name: str, choices: Sequence[str]) -> str:
+    """``" (did you mean 'x'?)"`` for the closest of ``choices``, or ``""``."""
+    close = difflib.get_close_matches(name, choices, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def unknown_keyword(key: str, names: Sequence[str]) -> ConfigError:
+    """The error for a constructor keyword that names no config field."""
+    if key in UNSUPPORTED:
+        return ConfigError(f"keyword argument {key!r} (SB3) is not supported: {UNSUPPORTED[key]}")
+    return ConfigError(
+        f"unknown keyword argument {key!r}{did_you_mean(key, names)}; keywords are config "
+        "fields (learning_rate, n_steps, lstm_hidden_size, ...) or SB3's names (docs/sb3.md); "
+        "policy_kwargs=dict(...) sets policy.*, config={'section': {...}} anything"
+    )
+
+
+def checkpoint_dir(path: str | Path) -> Path:
+    """The checkpoint directory for an SB3-style ``x.zip`` path: ``x`` (riskppo checkpoints are
+    directories). Any other path is used as it is."""
+    path = Path(path)
+    return path.with_suffix("") if path.suffix == ".zip" else path
+
+
+def next_run_dir(log_dir: str | Path, name: str, *, continue_last: bool = False) -> Path:
+    """``log_dir/<name>_<N>`` with ``N`` one more than the largest existing (SB3's numbering);
+    with ``continue_last``, the largest existing one (or ``<name>_1``)."""
+    pattern = re.compile(rf"{re.escape(name)}_(\d+)")
+    root = Path(log_dir)
+    taken = [
+        int(m[1])
+        for p in (root.iterdir() if root.is_dir() else [])
+        if (m := pattern.fullmatch(p.name))
+    ]
+    last = max(taken, default=0)
+    return root / f"{name}_{max(last, 1) if continue_last else last + 1}"
+
+
+AfterUpdate = Callable[[Any, UpdateLog], Any]
+
+
+class LearnCallbacks:
+    """What ``learn(callback=...)`` got, sorted: riskppo's ``callback(model, log)`` callables
+    (after every update; ``False`` stops) and SB3 ``BaseCallback`` objects (SB3's hooks:
+    ``_on_training_start``, ``_on_rollout_start``, ``_on_step`` after every vec-env step —
+    ``False`` stops at once, the unfinished rollout is dropped —, ``_on_rollout_end`` and
+    ``_on_training_end``; ``self.locals`` holds the step's ``new_obs``, ``rewards``, ``dones``,
+    ``infos``, ``actions``). Anything else raises ``TypeError`` before training starts."""
+
+    def __init__(self, callback: Any) -> None:
+        items = list(callback) if isinstance(callback, list | tuple) else [callback]
+        self.after: list[AfterUpdate] = []
+        sb3: list[Any] = []
+        for item in items:
+            if item is None:
+                continue
+            if hasattr(item, "init_callback") and hasattr(item, "on_step"):
+                sb3.append(item)
+            elif callable(item):
+                self.after.append(item)
+            else:
+                raise TypeError(
+                    f"callback: {type(item).__name__} is neither a function callback(model, log) "
+                    "nor a stable_baselines3 BaseCallback"
+                )
+        self.sb3: Any = None
+        if len(sb3) == 1:
+            self.sb3 = sb3[0]
+        elif sb3:
+            from stable_baselines3.common.callbacks import CallbackList
+
+            self.sb3 = CallbackList(sb3)
+        self.hooks: RolloutHooks | None = None
+
+    def start(self, model: Any, locals_: dict[str, Any]) -> None:
+        """SB3's ``init_callback`` and ``on_training_start``."""
+        if self.sb3 is not None:
+            self.sb3.init_callback(model)
+            self.sb3.on_training_start(locals_, {})
+            self.hooks = _SB3Hooks(self.sb3, model)
+
+    def after_update(self, model: Any, log: UpdateLog) -> bool:
+        """riskppo's callbacks after an update; ``False``: one of them asked to stop."""
+        return all([cb(model, log) is not False for cb in self.after])
+
+    def end(self) -> None:
+        if self.sb3 is not None:
+            self.sb3.on_training_end()
+
+
+class _SB3Hooks:
+    """An SB3 callback as :class:`~riskppo.algo.collect.RolloutHooks`; while a rollout is under
+    way the model's ``num_timesteps`` counts its steps (``rollout_steps``), as SB3's does."""
+
+    def __init__(self, callback: Any, model: Any) -> None:
+        self.callback, self.model = callback, model
+
+    def rollout_start(self) -> None:
+        self.model.rollout_steps = 0
+        self.callback.on_rollout_start()
+
+    def step(self, data: dict[str, Any]) -> bool:
+        self.model.rollout_steps = data["n_steps"] * self.model.n_envs
+        self.callback.update_locals(data)
+        with torch.inference_mode(False):  # the callback may use autograd (SB3 has no mode)
+            return bool(self.callback.on_step())
+
+    def rollout_end(self) -> None:
+        with torch.inference_mode(False):
+            self.callback.on_rollout_end()

@@ -1,0 +1,1 @@
+"""Market data: OHLCV files and bundled datasets, their checks, splits and folds."""

@@ -1,0 +1,1 @@
+"""Monitoring: alert rules on the update log, the metrics writer and the progress bar."""

@@ -1,0 +1,67 @@
+"""Checks on the recurrent state and episode starts a user passes to
+:meth:`~riskppo.agent.DistributionalPPO.predict` and
+:meth:`~riskppo.agent.DistributionalPPO.value_distribution`.
+
+A state carried over from another call must hold one entry per env of these observations, in
+the model's dtype and device: the LSTM (in C or PyTorch) reads it row by row next to them. A
+float64 state is refused rather than converted: every state this model returns is in its own
+dtype, so another one was made by hand and may be meant for another model.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from riskppo.nn.c_args import check
+from riskppo.nn.policy import RecurrentActorCritic, RecurrentState
+
+__all__ = ["check_state", "episode_starts"]
+
+_HINT = "pass state=None to start fresh or the state returned for these observations"
+
+
+def check_state(
+    policy: RecurrentActorCritic, state: Any, batch: int, where: str, obs_desc: str
+) -> RecurrentState:
+    """``state`` if it fits ``policy`` and ``batch`` envs: a :class:`RecurrentState` whose
+    ``h`` and ``c`` are ``[n_layers, batch, H]`` per LSTM, in the policy's dtype and device.
+    Else one ``ValueError``: ``"{where}: ..."``, ``obs_desc`` saying how many envs the
+    observations hold (e.g. ``"observation has 4 rows"``)."""
+    lstms = [policy.actor_lstm, *policy.critic_lstm_list]
+    if not isinstance(state, RecurrentState) or len(state.vf) != len(lstms) - 1:
+        raise ValueError(f"{where}: state is not a state this model returned; {_HINT}")
+    h = state.pi.h
+    held = h.shape[1] if h.dim() == 3 else None
+    if held != batch:
+        raise ValueError(f"{where}: state holds {held} env(s) but {obs_desc}; {_HINT}")
+    weight = next(policy.parameters())
+    names = ["state.pi", *(f"state.vf[{i}]" for i in range(len(state.vf)))]
+    try:
+        for name, lstm_state, lstm in zip(names, [state.pi, *state.vf], lstms):
+            shape = (lstm.n_layers, batch, lstm.hidden_size)
+            for field, t in zip("hc", lstm_state):
+                check(where, f"{name}.{field}", t, "[n_layers, B, H]", shape,
+                      layout="any", dtype=weight.dtype, device=weight.device)  # fmt: skip
+    except ValueError as exc:
+        raise ValueError(f"{exc}; {_HINT}") from None
+    return state
+
+
+def episode_starts(
+    episode_start: Any, shape: tuple[int, ...], device: torch.device, where: str
+) -> Tensor:
+    """``episode_start`` as a float32 tensor of ``shape`` (``[B]`` or ``[T, B]``; None: zeros),
+    or ``ValueError`` naming its shape."""
+    if episode_start is None:
+        return torch.zeros(shape, device=device)
+    arr = np.asarray(episode_start, dtype=np.float32)
+    if arr.size != int(np.prod(shape)):
+        raise ValueError(
+            f"{where}: episode_start has shape {list(arr.shape)}, expected {list(shape)} "
+            "(one flag per env of the observations)"
+        )
+    return torch.as_tensor(arr, device=device).reshape(shape)

@@ -1,0 +1,127 @@
+"""``riskppo universe`` without training: the verdict table from real backtest files, the
+cells' configs, and the command line's one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from riskppo.cli import main
+from riskppo.config import Config, ConfigError
+from riskppo.evaluation.universe import cell_result, count_cells, format_table, log_returns
+from riskppo.universe import CELL_CHECKPOINT_EVERY, Cell, cell_config, check_symbols
+
+ROOT = Path(__file__).parents[3]
+
+
+def write_backtest(run_dir: Path, agent: dict, bench: dict, equity: dict) -> Path:
+    out = run_dir / "backtest_test"
+    out.mkdir(parents=True)
+    metrics = {"agent": agent, "vol_target_buy_and_hold": bench}
+    (out / "metrics.json").write_text(json.dumps(metrics))
+    (out / "run_info.json").write_text(json.dumps({"bars_per_year": 252}))
+    pd.DataFrame(equity).to_csv(out / "equity.csv", index=False)
+    return run_dir
+
+
+def agent_metrics(sharpe: float, cvar: float) -> dict:
+    return {
+        "sharpe": sharpe,
+        "cvar_horizon": cvar,
+        "cvar_limit": -0.04,
+        "cvar_horizon_bars": 20,
+        "market_share": 1.0,
+        "mean_abs_exposure": 0.25,
+    }
+
+
+def test_cells_are_read_counted_and_tabulated(tmp_path: Path) -> None:
+    equity = {"agent_equity": [1.0, 1.1, 0.99], "vol_target_buy_and_hold_equity": [1.0, 1.0, 1.2]}
+    a = write_backtest(tmp_path / "A", agent_metrics(0.9, -0.03), agent_metrics(0.5, -0.05), equity)
+    b = write_backtest(tmp_path / "B", agent_metrics(0.2, -0.05), agent_metrics(0.4, -0.02), equity)
+    cells = [
+        cell_result("AAPL", 0, a),
+        cell_result("KO", 0, b),
+        cell_result("MSFT", 0, tmp_path / "C", "exit code 2: riskppo: data error: x"),
+    ]
+    assert (cells[0].limit_met, cells[0].beats_benchmark) == (True, True)
+    assert (cells[1].limit_met, cells[1].beats_benchmark) == (False, False)
+    assert cells[2].error and cells[2].agent_sharpe is None and cells[2].limit_met is None
+    assert cells[0].p_value is None  # two returns are too few to test
+    assert (cells[0].benchmark_limit_met, cells[1].benchmark_limit_met) == (False, True)
+    k = count_cells(cells)
+    assert (k.n, k.failed, k.limit_met, k.beats_benchmark) == (3, 1, 1, 1)
+    assert k.benchmark_limit_met == 1
+    table = format_table(cells, "t")
+    rows = [line for line in table.splitlines() if line.startswith("|")]
+    assert len({row.count("|") for row in rows}) == 1  # every row has the header's columns
+    assert "| AAPL | 0.90 | 0.50 | -0.0300 | -0.0400 | yes | -0.0500 | 100% | 0.25 | - |" in table
+    assert "| MSFT | failed: exit code 2: riskppo: data error: x |" in table
+    assert (
+        "CVaR20 limit met: 1/3 (vol-targeted buy-and-hold: 1/3); agent Sharpe >= vol-targeted "
+        "buy-and-hold: 1/3; failed: 1/3"
+    ) in table
+    assert "seed" not in rows[0]
+    several = format_table([cells[0], cell_result("AAPL", 1, a)], "t")
+    assert "| stock | seed |" in several and "| AAPL | 1 |" in several
+
+
+def test_log_returns_from_equity_csv(tmp_path: Path) -> None:
+    equity = {"agent_equity": [1.0, 1.1, 0.99], "vol_target_buy_and_hold_equity": [1.0, 2.0, 1.0]}
+    run = write_backtest(tmp_path / "A", agent_metrics(1, -0.01), agent_metrics(1, -0.01), equity)
+    r = log_returns(run / "backtest_test" / "equity.csv", "vol_target_buy_and_hold")
+    np.testing.assert_allclose(r, [np.log(2.0), -np.log(2.0)])
+    assert log_returns(run / "backtest_test" / "equity.csv", "agent").shape == (2,)
+
+
+def test_cell_config_trades_the_stock_and_checkpoints() -> None:
+    base = Config.from_yaml(ROOT / "riskppo/configs/trading_googl.yaml")
+    cfg = cell_config(base, Cell("KO", 3))
+    assert (cfg.data.dataset, cfg.data.symbol, cfg.data.path, cfg.seed) == ("sp500", "KO", None, 3)
+    assert cfg.checkpoint.every_updates == CELL_CHECKPOINT_EVERY
+    assert cfg.env.kwargs == base.env.kwargs and cfg.ppo == base.ppo
+    own = base.model_copy(
+        update={"checkpoint": base.checkpoint.model_copy(update={"every_updates": 7})}
+    )
+    assert cell_config(own, Cell("KO", 0)).checkpoint.every_updates == 7
+
+
+def test_symbols_are_checked() -> None:
+    assert check_symbols(["aapl", "KO", "AAPL"]) == ["AAPL", "KO"]
+    with pytest.raises(ConfigError, match=r"--symbols IBM: not in the sp500 dataset; valid .*XOM"):
+        check_symbols(["AAPL", "IBM"])
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--symbols", "IBM"], "riskppo: configuration error: --symbols IBM: not in the sp500"),
+        (
+            ["--resume", "x", "--seeds", "1"],
+            "riskppo: configuration error: --resume continues a universe as it was started; "
+            "drop --seeds",
+        ),
+        (["--resume", "nowhere"], "riskppo: nowhere/universe_spec.json: no such file"),
+        (["--set", "env.id=CartPole-v1"], "riskppo: configuration error: riskppo universe trains"),
+    ],
+)
+def test_cli_errors_are_one_line(
+    tmp_path: Path, monkeypatch, capsys, args: list[str], message: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["universe", "--no-progress", *args]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(message), lines
+
+
+def test_cli_refuses_a_non_empty_run_dir(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "x").write_text("")
+    assert main(["universe", "--run-dir", "old", "--symbols", "KO"]) == 2
+    assert "continue it with --resume old" in capsys.readouterr().err
+    assert not (tmp_path / "old" / "universe_spec.json").exists()
