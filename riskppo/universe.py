@@ -42,7 +42,7 @@ from riskppo.config.sections import SP500_SYMBOLS
 from riskppo.envs.features import left_out_line, split_features
 from riskppo.envs.registration import TRADING_ID
 from riskppo.evaluation.universe import CellResult, cell_result, count_cells, format_table
-from riskppo.monitor.progress import ProgressBar
+from riskppo.monitor.progress import ProgressBar, wall_time_line
 from riskppo.runner import run_finished
 from riskppo.runs.rundir import checkpoint_dir
 from riskppo.safefs import write_text_atomic
@@ -128,9 +128,14 @@ def resume_universe(
     base = Config.build(spec["config"])
     cells = [Cell(sym, seed) for sym in spec["symbols"] for seed in spec["seeds"]]
     _note_close_only(base)
-    errors = _run_cells(base, cells, run_dir, workers or os.cpu_count() or 1, progress_bar)
+    t0 = time.monotonic()
+    workers = workers or os.cpu_count() or 1
+    errors, trained = _run_cells(base, cells, run_dir, workers, progress_bar)
     results = [cell_result(c.symbol, c.seed, _cell_dir(run_dir, c), errors.get(c)) for c in cells]
     _write_results(run_dir, base, results)
+    if trained:
+        workers = min(workers, trained)
+        print(wall_time_line("riskppo universe", trained, workers, time.monotonic() - t0))
     return results
 
 
@@ -175,9 +180,11 @@ class _Running:
 
 def _run_cells(
     base: Config, cells: list[Cell], run_dir: Path, workers: int, progress_bar: bool
-) -> dict[Cell, str]:
-    """Run the unfinished cells, ``workers`` at a time; return each failed cell's reason."""
+) -> tuple[dict[Cell, str], int]:
+    """Run the unfinished cells, ``workers`` at a time; return each failed cell's reason and
+    how many cells ran."""
     todo = [c for c in cells if not _finished(base, c, run_dir)]
+    n_todo = len(todo)
     print(
         f"riskppo universe: {len(cells)} cells ({len(cells) - len(todo)} finished), "
         f"{min(workers, max(len(todo), 1))} at a time → {run_dir}"
@@ -203,7 +210,7 @@ def _run_cells(
                 if r.proc.returncode != 0:
                     errors[r.cell] = _failure(r, _cell_log(run_dir, r.cell))
                 bar.update(advance=1, running=str(len(running)), failed=str(len(errors)))
-    return errors
+    return errors, n_todo
 
 
 def _finished(base: Config, cell: Cell, run_dir: Path) -> bool:

@@ -26,6 +26,7 @@ import json
 import logging
 import multiprocessing
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,7 +46,7 @@ from riskppo.evaluation.wf_plan import (
     segment_frame,
     stitch,
 )
-from riskppo.monitor.progress import ProgressBar
+from riskppo.monitor.progress import ProgressBar, wall_time_line
 from riskppo.safefs import ensure_real_dir, remove_entry, write_text_atomic
 
 if TYPE_CHECKING:
@@ -174,8 +175,10 @@ class WalkForwardRun:
                     out.append(job)
         return out
 
-    def run(self, *, progress_bar: bool = True) -> None:
-        """Run every pending cell in parallel processes, one progress bar over the cells."""
+    def run(self, *, progress_bar: bool = True) -> str | None:
+        """Run every pending cell in parallel processes, one progress bar over the cells;
+        return the line saying how long that took (None when no cell was left to run)."""
+        t0 = time.monotonic()
         todo = self.pending()
         total = len(self.segments) * len(self.settings.seeds)
         workers = self.settings.workers or os.cpu_count() or 1
@@ -187,9 +190,13 @@ class WalkForwardRun:
             fields={"last": "last", "sharpe": "Sharpe"},
             enabled=progress_bar,
         )
-        with bar, cf.ProcessPoolExecutor(min(workers, max(len(todo), 1)), ctx) as pool:
+        workers = min(workers, max(len(todo), 1))
+        with bar, cf.ProcessPoolExecutor(workers, ctx) as pool:
             bar.update(completed=total - len(todo))
             _schedule(pool, todo, bar, warm=self.settings.warm_start)
+        if not todo:
+            return None
+        return wall_time_line("riskppo walkforward", len(todo), workers, time.monotonic() - t0)
 
     def records(self) -> list[Record]:
         """Each seed's stitched record (every cell must be finished)."""
@@ -317,18 +324,26 @@ def walk_forward(
     this data, this one included — the verdict's p-value is adjusted for them (Šidák), so the
     best of several tries is not mistaken for an edge; a finished run can be judged again with
     another count (``resume``)."""
-    from riskppo.evaluation.wf_analysis import analyse
-    from riskppo.evaluation.wf_report import write_outputs
-
     run_dir = Path(run_dir)
     with lock_run(run_dir, "riskppo walkforward"):
         wf = prepare(cfg, settings or WalkForwardSettings(), run_dir, resume=resume)
-        wf.run(progress_bar=progress_bar)
-        records = wf.records()
-        if wf.config.env.id == PORTFOLIO_ID:
-            from riskppo.evaluation.portfolio_walkforward import portfolio_outputs
+        took = wf.run(progress_bar=progress_bar)
+        metrics = _outputs(wf, run_dir, n_trials)
+    if took is not None:
+        print(took)
+    return metrics
 
-            return portfolio_outputs(run_dir, wf.config, records, wf.cell_summaries(), n_trials)
-        metrics = analyse(wf.config, wf.settings, records, wf.cell_summaries(), n_trials=n_trials)
-        write_outputs(run_dir, wf.config, records, metrics)
+
+def _outputs(wf: WalkForwardRun, run_dir: Path, n_trials: int) -> dict[str, Any]:
+    """Analyse the finished cells of ``wf``, write the report files and return the metrics."""
+    from riskppo.evaluation.wf_analysis import analyse  # the heavy statistics, when needed
+    from riskppo.evaluation.wf_report import write_outputs
+
+    records = wf.records()
+    if wf.config.env.id == PORTFOLIO_ID:
+        from riskppo.evaluation.portfolio_walkforward import portfolio_outputs
+
+        return portfolio_outputs(run_dir, wf.config, records, wf.cell_summaries(), n_trials)
+    metrics = analyse(wf.config, wf.settings, records, wf.cell_summaries(), n_trials=n_trials)
+    write_outputs(run_dir, wf.config, records, metrics)
     return metrics

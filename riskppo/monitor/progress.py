@@ -12,6 +12,7 @@ one each time another tenth of the work is done, one at least every
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 from types import TracebackType
@@ -42,6 +43,16 @@ def hms(seconds: float | None) -> str:
         return "-:--:--"
     s = round(seconds)
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+def wall_time_line(command: str, cells: int, workers: int, seconds: float) -> str:
+    """The line a parallel run prints at its end: how many cells it trained, with how many
+    worker processes on how many cores, in how much wall time (``H:MM:SS``)."""
+    cores = os.cpu_count() or 1
+    return (
+        f"{command}: {cells} cell{'s' * (cells != 1)} trained in {hms(seconds)} wall time, "
+        f"{workers} worker process{'es' * (workers != 1)} on {cores} core{'s' * (cores != 1)}"
+    )
 
 
 class ProgressBar:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -91,6 +92,12 @@ def test_sigkilled_walk_forward_resumes_to_the_uninterrupted_record(tmp_path: Pa
     out, _ = whole.communicate(timeout=600)
     assert whole.returncode == 0, out
     assert "verdict:" in out
+    # the wall time is the last line (1 segment x 1 seed here)
+    assert re.search(
+        r"riskppo walkforward: \d+ cells? trained in \d+:\d\d:\d\d wall time, "
+        r"1 worker process on \d+ cores?$",
+        out.strip().splitlines()[-1],
+    ), out
     _check_risk_outputs(tmp_path / "whole", out)
 
     killed = _cli("--run-dir", str(tmp_path / "killed"), *common)
@@ -117,6 +124,7 @@ def test_sigkilled_walk_forward_resumes_to_the_uninterrupted_record(tmp_path: Pa
     out, _ = again.communicate(timeout=600)
     assert again.returncode == 0, out
     five = json.loads((tmp_path / "whole" / "metrics.json").read_text())["verdict"]
+    assert "trained in" not in out  # judged again: nothing trained, no wall-time line
     assert "adjusted for N = 5 trials" in five["text"] and "N = 1 trial)" in once["text"]
     assert five["p_adjusted"] == pytest.approx(1 - (1 - once["p_adjusted"]) ** 5)
 
