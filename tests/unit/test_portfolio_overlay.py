@@ -17,7 +17,7 @@ from riskppo.envs.overlay import RiskOverlay, binding_stats
 from riskppo.envs.portfolio import PortfolioEnv
 from riskppo.envs.portfolio_data import PortfolioData
 from riskppo.envs.portfolio_factory import make_portfolio_env
-from riskppo.envs.portfolio_overlay import portfolio_overlay_tables
+from riskppo.envs.portfolio_overlay import portfolio_cap, portfolio_overlay_tables
 from riskppo.envs.registration import portfolio_data_kwargs, resolve_overlay
 from riskppo.evaluation.portfolio_walkforward import portfolio_rows, training_binding
 
@@ -61,6 +61,16 @@ def test_cap_by_hand_two_assets(sizing: str) -> None:
     assert info["scale"] == pytest.approx(cap, rel=1e-9)
     assert info["gross_exposure"] == pytest.approx(cap, rel=1e-9)
     np.testing.assert_allclose(info["weights"], [cap / 2, cap / 2], rtol=1e-9)
+
+
+def test_cap_takes_the_larger_of_the_two_forecasts() -> None:
+    fast = np.diag([4e-4, 1e-4])
+    slow = np.diag([1e-4, 9e-4])
+    ov = RiskOverlay(limit=-0.04, horizon=20, margin=1.5)
+    for w, var in (([0.5, 0.5], 2.5e-4), ([0.9, 0.1], 3.25e-4)):  # slow larger, fast larger
+        want = 0.04 / (1.5 * 2.5 * math.sqrt(var * 20))
+        assert portfolio_cap(np.array(w), fast, slow, 2.5, ov) == pytest.approx(want, rel=1e-12)
+    assert portfolio_cap(np.zeros(2), fast, slow, 2.5, ov) == math.inf
 
 
 @pytest.mark.parametrize("delay", [0, 1])
@@ -179,3 +189,22 @@ def test_training_binding_pools_the_envs() -> None:
     assert got == {**RiskOverlay(**ov).to_dict(), **binding_stats(u, c)}  # type: ignore[arg-type]
     assert 0 < got["binding_share"] < 1
     assert training_binding(DummyVecEnv([lambda: _env(closes)])) is None
+
+
+def test_backtest_holds_the_agent_under_the_overlay() -> None:
+    """The agent's backtest env gets the risk section's limit and reports the binding; the
+    baselines are held without the overlay."""
+    from riskppo.evaluation.portfolio_backtest import portfolio_backtest
+    from riskppo.train.trainer import DistributionalPPO
+
+    over = ["env.kwargs.symbols=[AAPL,KO,XOM]", "env.n_envs=2", "risk.cvar_limit=-0.03"]
+    cfg = apply_overrides(Config.from_yaml(SP20), over)
+    model = DistributionalPPO(config=cfg)
+    try:
+        bt = portfolio_backtest(model, "val", names=("equal_weight",))
+    finally:
+        model.close()
+    assert bt.overlay is not None and bt.overlay["limit"] == -0.03
+    assert 0 < bt.overlay["binding_share"] <= 1
+    agent, ew = bt.frames["agent"]["gross_exposure"], bt.frames["equal_weight"]["gross_exposure"]
+    assert agent.mean() < ew.mean()  # equal weight at the 8% target, uncapped
