@@ -80,13 +80,15 @@ def test_changing_a_future_bar_changes_no_cap(delay: int) -> None:
     base = portfolio_overlay_tables(closes, ov, delay=delay)
     assert (base.multiplier[400:] > GAUSS_5 + 1e-9).any()  # the empirical multiplier is in play
     rng = np.random.default_rng(3)
+    walk = np.exp(rng.normal(0, 0.2, (len(closes), 3)).cumsum(axis=0))
     for t in (300, 500):
-        moved = closes.copy()
-        moved[t + 1 :] *= np.exp(rng.normal(0, 0.2, (len(closes) - t - 1, 3)).cumsum(axis=0))
-        other = portfolio_overlay_tables(moved, ov, delay=delay)
-        for x, y in zip(base, other, strict=True):
-            np.testing.assert_array_equal(x[: t + 1], y[: t + 1])
-            assert not np.array_equal(x[t + 1 :], y[t + 1 :])
+        for change in (walk[: len(closes) - t - 1], 0.5):  # a random path, a crash at t + 1
+            moved = closes.copy()
+            moved[t + 1 :] *= change
+            other = portfolio_overlay_tables(moved, ov, delay=delay)
+            for x, y in zip(base, other, strict=True):
+                np.testing.assert_array_equal(x[: t + 1], y[: t + 1])
+                assert not np.array_equal(x[t + 1 :], y[t + 1 :])
 
 
 def test_env_caps_are_causal() -> None:
