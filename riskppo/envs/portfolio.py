@@ -192,7 +192,7 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
         close = self.data.close()
         self._n_bars = len(close)
         warmup = mats[0].warmup + self.window - 1
-        spans = (self.overlay.slow_span, self.overlay.fast_span) if self.overlay else ()
+        spans = (self.overlay.slow_span, self.overlay.fast_span) if self.overlay is not None else ()
         self._first_valid = max(warmup, self.vol_span if self.sizing == "vol_target" else 0, *spans)
         self._init_range(start, end)
         self._cov = (
