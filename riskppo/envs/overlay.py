@@ -52,6 +52,7 @@ __all__ = [
     "gaussian_tail_multiplier",
     "overlay_table",
     "standardised_sums",
+    "tail_multiplier",
 ]
 
 
@@ -176,6 +177,22 @@ def expanding_tail_mean(values: np.ndarray, alpha: float) -> np.ndarray:
     return out
 
 
+def tail_multiplier(z: np.ndarray, overlay: RiskOverlay, *, delay: int) -> np.ndarray:
+    """``k_t`` per bar (``[T]``) from standardised sums ``z`` ``[T]`` (:func:`standardised_sums`;
+    ``z[s]`` is known at bar ``s + delay + horizon``): ``-CVaR_α`` of the sums known by ``t``,
+    floored at the Gaussian multiplier, which is also used before ``min_history`` are known."""
+    o = overlay
+    known = np.flatnonzero(~np.isnan(z))
+    floor = gaussian_tail_multiplier(o.alpha)
+    mult = np.full(len(z), floor)
+    if len(known) >= o.min_history:
+        tail = -expanding_tail_mean(z[known], o.alpha)  # after the first i+1 sums are known
+        n_known = np.searchsorted(known + delay + o.horizon, np.arange(len(z)), side="right")
+        ready = n_known >= o.min_history
+        mult[ready] = np.maximum(tail[n_known[ready] - 1], floor)
+    return mult
+
+
 def overlay_table(close: np.ndarray, overlay: RiskOverlay, *, delay: int) -> OverlayTable:
     """The overlay's per-bar forecast, multiplier and cap for closes ``close`` ``[T]``
     (module docstring); ``delay`` is 1 for a next-close fill, else 0."""
@@ -183,14 +200,7 @@ def overlay_table(close: np.ndarray, overlay: RiskOverlay, *, delay: int) -> Ove
     slow = ewm_volatility(close, o.slow_span, 1.0)  # per-bar: bars_per_year = 1
     sigma = np.where(np.isnan(slow), np.nan, np.fmax(ewm_volatility(close, o.fast_span, 1.0), slow))
     z = standardised_sums(close, sigma, o.horizon, delay)
-    known = np.flatnonzero(~np.isnan(z))  # z[s] is known at bar s + delay + horizon
-    floor = gaussian_tail_multiplier(o.alpha)
-    mult = np.full(len(close), floor)
-    if len(known) >= o.min_history:
-        tail = -expanding_tail_mean(z[known], o.alpha)  # after the first i+1 sums are known
-        n_known = np.searchsorted(known + delay + o.horizon, np.arange(len(close)), side="right")
-        ready = n_known >= o.min_history
-        mult[ready] = np.maximum(tail[n_known[ready] - 1], floor)
+    mult = tail_multiplier(z, o, delay=delay)
     with np.errstate(divide="ignore"):
         cap = abs(o.limit) / (o.margin * mult * sigma * math.sqrt(o.horizon))
     return OverlayTable(sigma=sigma, multiplier=mult, cap=cap)

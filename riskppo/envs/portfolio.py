@@ -15,6 +15,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from riskppo.envs.episode_range import episode_range, resolve_bar
 from riskppo.envs.features import compute_features, split_features
 from riskppo.envs.fills import fill_returns, resolve_fill
+from riskppo.envs.overlay import RiskOverlay, binding_stats
 from riskppo.envs.portfolio_data import PortfolioData
 from riskppo.envs.portfolio_math import (
     COVARIANCES,
@@ -25,6 +26,7 @@ from riskppo.envs.portfolio_math import (
     rebalance_step,
     vol_scale,
 )
+from riskppo.envs.portfolio_overlay import portfolio_cap, portfolio_overlay_tables
 from riskppo.envs.trading import FEATURE_BOUND
 from riskppo.envs.trading_args import validate_scalars, validate_sizing
 
@@ -63,6 +65,14 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
     (``covariance="ewm"`` with span ``vol_span``, or ``"ledoit_wolf"`` over the last
     ``vol_span`` returns); the rest is cash. ``sizing="none"``: ``h_t = w_t``.
 
+    **Risk overlay.** ``overlay`` (a :class:`~riskppo.envs.overlay.RiskOverlay` or its settings
+    as a dict) caps that scale at each bar so the full target weights' *forecast* CVaR of the
+    next ``overlay.horizon`` bars stays within ``overlay.limit``
+    (:mod:`riskppo.envs.portfolio_overlay`): ``h_t = w_t · min(scale_t, cap_t)``, so the gross
+    exposure is at most ``cap_t · Σ|w_t|`` (``cap_t`` for long-only weights). The cap depends on
+    the weights, so :attr:`uncapped_scale` and :attr:`overlay_cap` (``[T]``, NaN on bars not
+    stepped) record the bars the env has decided on; :meth:`overlay_binding` summarises them.
+
     **Fills, costs, reward.** As :class:`~riskppo.envs.TradingEnv`, per asset: ``fill``
     (``auto``: ``next_open`` when every asset has opens, else ``next_close``) sets which log
     returns the held and the new weights earn over the step (:mod:`riskppo.envs.fills`); the fee
@@ -83,7 +93,8 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
     net exposure ``Σ h``) plus ``weights`` (``[N]``, the weights filled this step),
     ``contributions`` (``[N]``, each asset's part of the step's simple return,
     :mod:`riskppo.envs.portfolio_math`),
-    ``gross_exposure`` (``Σ|h|``) and ``scale`` (the sizing's exposure scale).
+    ``gross_exposure`` (``Σ|h|``) and ``scale`` (the exposure scale applied); with an overlay
+    also ``uncapped_scale`` (the sizing's scale before the cap) and ``overlay_cap``.
     """
 
     metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 (gymnasium convention)
@@ -94,6 +105,8 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
     _filled: np.ndarray
     _contrib: np.ndarray
     _scale_now: float
+    _uncapped_now: float
+    _cap_now: float
     _log_equity: float
     _log_peak: float
     _turnover: float
@@ -124,6 +137,7 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
         vol_span: int = 60,
         max_leverage: float = 1.0,
         covariance: str = "ewm",
+        overlay: RiskOverlay | dict[str, Any] | None = None,
         ruin_equity: float | None = None,
         render_mode: str | None = None,
     ) -> None:
@@ -156,6 +170,7 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
         self.random_start, self.ruin_equity = bool(random_start), ruin_equity
         self.sizing, self.vol_target, self.vol_span = sizing, float(vol_target), int(vol_span)
         self.max_leverage, self.covariance = float(max_leverage), covariance
+        self.overlay = None if overlay is None else RiskOverlay.of(overlay)
         opens = _all_opens(data)
         self.fill: str = resolve_fill(fill, opens)
         self._init_bars(features, opens, start, end)
@@ -177,13 +192,15 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
         close = self.data.close()
         self._n_bars = len(close)
         warmup = mats[0].warmup + self.window - 1
-        self._first_valid = max(warmup, self.vol_span if self.sizing == "vol_target" else 0)
+        spans = (self.overlay.slow_span, self.overlay.fast_span) if self.overlay is not None else ()
+        self._first_valid = max(warmup, self.vol_span if self.sizing == "vol_target" else 0, *spans)
         self._init_range(start, end)
         self._cov = (
             causal_covariance(close, self.covariance, self.vol_span, self._first_start)
             if self.sizing == "vol_target"
             else None
         )
+        self._init_overlay(close)
         per_asset = [
             fill_returns(self.fill, None if opens is None else opens[:, i], close[:, i])
             for i in range(self.n_assets)
@@ -208,6 +225,22 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
         table[self.window - 1 :, :n_win] = sliding_window_view(values.reshape(-1), n_win)[::row]
         self._table = table
         self._init_spaces()
+
+    def _init_overlay(self, close: np.ndarray) -> None:
+        """The overlay's covariances and multiplier, and the per-bar records of the cap."""
+        self._overlay_tables = None
+        self.uncapped_scale: np.ndarray | None = None
+        self.overlay_cap: np.ndarray | None = None
+        o = self.overlay
+        if o is None:
+            return
+        # the sizing's own table is the slow covariance when it is the same estimate
+        same = self.covariance == "ewm" and self.vol_span == o.slow_span
+        self._overlay_tables = portfolio_overlay_tables(
+            close, o, delay=int(self.fill == "next_close"), slow=self._cov if same else None
+        )
+        self.uncapped_scale = np.full(self._n_bars, np.nan)
+        self.overlay_cap = np.full(self._n_bars, np.nan)
 
     def _init_spaces(self) -> None:
         """Observation and action spaces; they depend on the configuration only."""
@@ -267,6 +300,17 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
         ]
         return names + [f"weight.{s}" for s in self.symbols]
 
+    def overlay_binding(self, lo: int | None = None, hi: int | None = None) -> dict[str, Any]:
+        """The overlay's settings and how it bound on the decision bars ``[lo, hi)`` the env has
+        stepped (default: the trading range; :func:`~riskppo.envs.overlay.binding_stats`; a
+        bar's latest decision counts); ``{}`` without an overlay."""
+        if self.overlay is None or self.overlay_cap is None or self.uncapped_scale is None:
+            return {}
+        a = self._first_start if lo is None else lo
+        b = self._last_bar if hi is None else hi
+        stats = binding_stats(self.uncapped_scale[a:b], self.overlay_cap[a:b])
+        return {**self.overlay.to_dict(), **stats}
+
     def signal_weights(self, action: Any) -> np.ndarray:
         """``[N]`` float64 signal weights of ``action`` (class docstring)."""
         a = np.asarray(action, dtype=np.float64).reshape(-1)
@@ -309,6 +353,8 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
             scale = vol_scale(
                 w, self._cov[t], self.vol_target, self.max_leverage, self.bars_per_year
             )
+        if self._overlay_tables is not None:
+            scale = self._capped(t, w, scale)
         h_new = w * scale
         acct = rebalance_step(
             self._held,
@@ -343,12 +389,23 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
 
     # ------------------------------------------------------------------ internals
 
+    def _capped(self, t: int, w: np.ndarray, scale: float) -> float:
+        """``min(scale, cap_t)`` for weights ``w``; records both for :meth:`overlay_binding`."""
+        tab = self._overlay_tables
+        assert tab is not None and self.overlay is not None
+        assert self.uncapped_scale is not None and self.overlay_cap is not None
+        cap = portfolio_cap(w, tab.fast[t], tab.slow[t], float(tab.multiplier[t]), self.overlay)
+        self.uncapped_scale[t], self.overlay_cap[t] = scale, cap
+        self._uncapped_now, self._cap_now = scale, cap
+        return min(scale, cap)
+
     def _new_episode_state(self, t0: int, end_bar: int) -> None:
         self._t, self._end_bar = t0, end_bar
         self._held = np.zeros(self.n_assets)
         self._filled = np.zeros(self.n_assets)
         self._contrib = np.zeros(self.n_assets)
         self._scale_now = 0.0
+        self._uncapped_now = self._cap_now = math.nan
         self._log_equity = self._log_peak = 0.0
         self._turnover = self._sum_abs_gross = self._sum_costs = 0.0
         self._steps = 0
@@ -363,7 +420,7 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
     ) -> dict[str, Any]:
         total = self._sum_abs_gross + self._sum_costs
         log_eq, h = self._log_equity, self._filled
-        return {
+        info = {
             "equity": math.exp(log_eq),
             "log_equity": log_eq,
             "position": float(_sum(h)),
@@ -383,6 +440,9 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
             "episode_step": self._steps,
             "fill": self.fill,
         }
+        if self.overlay is not None:
+            info["uncapped_scale"], info["overlay_cap"] = self._uncapped_now, self._cap_now
+        return info
 
 
 def _all_opens(data: PortfolioData) -> np.ndarray | None:

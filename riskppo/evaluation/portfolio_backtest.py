@@ -7,6 +7,10 @@ Each strategy's per-bar record is a frame indexed by the timestamp of the bar a 
 (``Σ|Δweight|`` traded), ``costs`` (fee and borrow, log-equity units), and per asset
 ``w_<SYMBOL>`` (the weight filled) and ``c_<SYMBOL>`` (its contribution to the step's simple
 return, :mod:`riskppo.envs.portfolio_math`).
+
+The agent's env has its risk ``overlay`` (:mod:`riskppo.envs.portfolio_overlay`) with the limit
+of the ``risk`` section; the baselines are held without it: they are the allocations a user
+knows, not ones the agent's limit shaped (as in :mod:`riskppo.evaluation.backtest`).
 """
 
 from __future__ import annotations
@@ -17,9 +21,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 import pandas as pd
 
+from riskppo.envs.overlay import binding_stats
 from riskppo.envs.portfolio import PortfolioEnv
 from riskppo.envs.portfolio_factory import make_portfolio_env, portfolio_range
-from riskppo.envs.registration import PORTFOLIO_ID, portfolio_data_kwargs
+from riskppo.envs.registration import PORTFOLIO_ID, portfolio_data_kwargs, resolve_overlay
 from riskppo.evaluation.portfolio_baselines import BASELINES, BaselineRecord, baseline_records
 
 if TYPE_CHECKING:
@@ -40,6 +45,7 @@ class PortfolioBacktest(NamedTuple):
     train: tuple[int, int]  # bars the baselines were fitted on
     test: tuple[int, int]  # bars of the period ([first decision bar, last bar + 1))
     fee: float
+    overlay: dict[str, Any] | None  # the agent's overlay and how it bound over the period
 
 
 def strategy_frame(
@@ -92,13 +98,13 @@ def portfolio_backtest(
     cfg = model.config
     if cfg.env.id != PORTFOLIO_ID:
         raise ValueError(f"portfolio backtest needs a model trained on {PORTFOLIO_ID!r}")
-    kwargs = dict(cfg.env.kwargs)
+    kwargs = resolve_overlay(cfg.env.kwargs, cfg.risk)
     data_kwargs = portfolio_data_kwargs(cfg.data)
     env: PortfolioEnv = make_portfolio_env(**kwargs, **data_kwargs, part=part)
     data = env.data
     _, train_lo, train_hi = portfolio_range(data, data_kwargs["split"], "train", cfg.data.bars)
     first, last = env.trading_range
-    settings = {k: v for k, v in kwargs.items() if k not in DATA_KEYS}
+    settings = {k: v for k, v in kwargs.items() if k not in (*DATA_KEYS, "overlay")}
     settings.update(bars_per_year=env.bars_per_year, window=env.window)
     records = baseline_records(
         data,
@@ -125,8 +131,24 @@ def portfolio_backtest(
     for name, rec in records.items():
         frames[name] = _baseline_frame(rec, index, data.symbols)
     return PortfolioBacktest(
-        frames, data.symbols, env.bars_per_year, (train_lo, train_hi), (first, last + 1), env.fee
+        frames,
+        data.symbols,
+        env.bars_per_year,
+        (train_lo, train_hi),
+        (first, last + 1),
+        env.fee,
+        _overlay_binding(env, infos),
     )
+
+
+def _overlay_binding(env: PortfolioEnv, infos: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """The agent's overlay settings and how it bound on the steps ``infos`` (``None``
+    without one)."""
+    if env.overlay is None:
+        return None
+    uncapped = np.array([i["uncapped_scale"] for i in infos])
+    cap = np.array([i["overlay_cap"] for i in infos])
+    return {**env.overlay.to_dict(), **binding_stats(uncapped, cap)}
 
 
 def _baseline_frame(

@@ -26,6 +26,7 @@ from matplotlib.ticker import MaxNLocator
 from riskppo.evaluation import stats
 from riskppo.evaluation.metrics import DEFAULT_CVAR_HORIZON, horizon_cvar, strategy_metrics
 from riskppo.evaluation.plots import figure_png
+from riskppo.evaluation.wf_report import risk_line
 from riskppo.jsonable import jsonable
 from riskppo.safefs import write_bytes_atomic, write_text_atomic
 
@@ -64,9 +65,7 @@ def mean_frame(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
         if not f.index.equals(first.index):
             raise ValueError("the seeds' records cover different bars")
     out = sum((f.drop(columns="segment") for f in frames[1:]), first.drop(columns="segment"))
-    out = out / len(frames)
-    out["segment"] = first["segment"]
-    return out
+    return pd.concat([out / len(frames), first["segment"]], axis=1)  # one block per part
 
 
 def _metrics(frame: pd.DataFrame, name: str, bpy: float, risk: Mapping[str, Any]) -> dict[str, Any]:
@@ -280,11 +279,13 @@ def write_portfolio_report(
     for name, fig in images.items():
         write_bytes_atomic(run_dir / f"{name}.png", figure_png(fig))
     met = f"{metrics['cells_limit_met']}/{metrics['cells_with_limit']}"
+    risk = risk_line(metrics.get("risk") or {})  # λ and the overlay's binding, if recorded
     body = [
         "<h1>Portfolio walk-forward</h1>",
         f"<p>{html.escape(metrics['verdict']['text'])} (best baseline: "
         f"{html.escape(metrics['best_baseline'])})</p>",
         f"<p>CVaR limit {metrics['cvar_limit']} met in {met} (segment, seed) cells</p>",
+        *([f"<p>{html.escape(risk)}</p>"] if risk else []),
         _table(metrics),
         _contribution_line(metrics),
         *(f'<p><img src="{n}.png" alt="{n}"></p>' for n in images),

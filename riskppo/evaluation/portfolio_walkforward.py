@@ -10,9 +10,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+from stable_baselines3.common.vec_env import VecEnv
+
 from riskppo.config import Config
+from riskppo.envs.overlay import binding_stats
 from riskppo.envs.portfolio_factory import make_portfolio_env
-from riskppo.envs.registration import portfolio_data_kwargs
+from riskppo.envs.registration import portfolio_data_kwargs, resolve_overlay
 from riskppo.evaluation.portfolio_backtest import portfolio_backtest
 from riskppo.evaluation.portfolio_report import (
     analyse_portfolio,
@@ -20,19 +24,22 @@ from riskppo.evaluation.portfolio_report import (
     mean_frame,
     write_portfolio_report,
 )
+from riskppo.evaluation.wf_analysis import risk_summary
 from riskppo.evaluation.wf_plan import Record
+from riskppo.evaluation.wf_report import risk_line
 from riskppo.safefs import ensure_real_dir, write_text_atomic
 
 if TYPE_CHECKING:
     from riskppo.agent import DistributionalPPO
     from riskppo.evaluation.wf_plan import CellJob
 
-__all__ = ["portfolio_cell", "portfolio_outputs", "portfolio_rows"]
+__all__ = ["portfolio_cell", "portfolio_outputs", "portfolio_rows", "training_binding"]
 
 
 def portfolio_rows(cfg: Config) -> int:
     """Rows (bars) of the portfolio data ``cfg`` names, for the walk-forward schedule."""
-    env = make_portfolio_env(**cfg.env.kwargs, **portfolio_data_kwargs(cfg.data), part="train")
+    kwargs = resolve_overlay(cfg.env.kwargs, cfg.risk)
+    env = make_portfolio_env(**kwargs, **portfolio_data_kwargs(cfg.data), part="train")
     return len(env.data.index)
 
 
@@ -60,10 +67,27 @@ def portfolio_cell(model: DistributionalPPO, job: CellJob, cfg: Config) -> dict[
         "train_bars": list(bt.train),
         "metrics": one["metrics"],
         "lambda": float(model.state.risk.lam) if model.state.risk is not None else None,
+        "overlay_test": bt.overlay,
+        "overlay_train": None if model.env is None else training_binding(model.env),
     }
     text = json.dumps(summary, indent=2, allow_nan=False, default=str) + "\n"
     write_text_atomic(job.cell_dir / "cell.json", text)
     return summary
+
+
+def training_binding(venv: VecEnv) -> dict[str, Any] | None:
+    """The risk overlay's settings and how it bound over training, pooled over the envs of
+    ``venv``: each training bar's latest decision in each env counts once
+    (:meth:`~riskppo.envs.portfolio.PortfolioEnv.overlay_binding`); ``None`` without one."""
+    overlay = venv.get_attr("overlay", [0])[0]
+    if overlay is None:
+        return None
+    ranges = venv.get_attr("trading_range")
+    uncapped = venv.get_attr("uncapped_scale")
+    cap = venv.get_attr("overlay_cap")
+    u = np.concatenate([x[lo:hi] for x, (lo, hi) in zip(uncapped, ranges, strict=True)])
+    c = np.concatenate([x[lo:hi] for x, (lo, hi) in zip(cap, ranges, strict=True)])
+    return {**overlay.to_dict(), **binding_stats(u, c)}
 
 
 def portfolio_outputs(
@@ -95,10 +119,17 @@ def portfolio_outputs(
             "sharpe": c["metrics"]["agent"].get("sharpe"),
             "cvar_horizon": c["metrics"]["agent"].get("cvar_horizon"),
             "limit_met": c["metrics"]["agent"].get("cvar_limit_met"),
+            "overlay_binding": (c.get("overlay_test") or {}).get("binding_share"),
+            "overlay_binding_train": (c.get("overlay_train") or {}).get("binding_share"),
+            "overlay_cut": (c.get("overlay_test") or {}).get("mean_cut"),
         }
         for c in cells
     ]
+    metrics["risk"] = risk_summary(metrics["cells"])
     report = write_portfolio_report(run_dir, frames, metrics)
     print(metrics["verdict"]["text"])
+    line = risk_line(metrics["risk"])
+    if line:
+        print(line)
     print(f"riskppo walkforward: report → {report}")
     return metrics

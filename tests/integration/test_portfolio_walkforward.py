@@ -36,5 +36,8 @@ def test_portfolio_walkforward_writes_the_report(tmp_path: Path) -> None:
         assert (tmp_path / "wf" / name).is_file(), name
     cell = json.loads((tmp_path / "wf" / "cells" / "seg01-s0" / "cell.json").read_text())
     assert cell["train_bars"] == [0, 8162]  # the baselines re-fitted on the cell's own rows
+    for key in ("overlay_test", "overlay_train"):  # the preset's overlay, risk.cvar_limit
+        assert cell[key]["limit"] == -0.04 and 0 < cell[key]["binding_share"] <= 1, key
+    assert metrics["risk"]["overlay_binding_oos"] is not None
     record = pd.read_csv(tmp_path / "wf" / "records" / "s0.csv", index_col=0)
     assert len(record) == 300 and {"agent_w_KO", "hrp_log_return"} <= set(record.columns)

@@ -4,12 +4,15 @@ the written charts."""
 
 from __future__ import annotations
 
+import html
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from riskppo.config import Config
 from riskppo.evaluation.metrics import horizon_cvar
 from riskppo.evaluation.portfolio_backtest import strategy_frame
 from riskppo.evaluation.portfolio_report import (
@@ -19,9 +22,11 @@ from riskppo.evaluation.portfolio_report import (
     strategies,
     write_portfolio_report,
 )
-from riskppo.evaluation.wf_plan import stitch
+from riskppo.evaluation.portfolio_walkforward import portfolio_outputs
+from riskppo.evaluation.wf_plan import Record, stitch
 
 SYMS = ("A", "B", "C")
+SP20 = Path(__file__).resolve().parents[2] / "riskppo" / "configs" / "portfolio_sp20.yaml"
 RISK = {"bars_per_year": 252.0, "cvar_alpha": 0.05, "cvar_horizon": 10, "cvar_limit": -0.04}
 
 
@@ -100,3 +105,57 @@ def test_report_files(tmp_path: Path) -> None:
     text = report.read_text()
     assert "best baseline" in text and "met in" in text and "return by asset" in text
     assert (tmp_path / "metrics.json").is_file()
+
+
+def test_wide_records_are_averaged_without_fragmenting(tmp_path: Path) -> None:
+    """20 assets and 6 strategies, read back from the cells' CSV files as the walk-forward
+    does: averaging the seeds and writing the report raise no pandas PerformanceWarning."""
+    syms = tuple(f"S{i:02d}" for i in range(20))
+    idx = pd.bdate_range("2020-01-01", periods=60, name="timestamp")
+    recs = {}
+    for seed in range(2):
+        rng = np.random.default_rng(seed)
+        frames = {}
+        for name in ("agent", "b1", "b2", "b3", "b4", "b5"):
+            w, r = rng.uniform(0, 0.05, (60, 20)), rng.normal(0, 0.01, 60)
+            one = np.full(60, 0.01)
+            frames[name] = strategy_frame(idx, syms, w, r, one, one * 1e-3, w * r[:, None])
+        path = tmp_path / f"record{seed}.csv"
+        path.write_text(cell_frame(frames, 0).to_csv(float_format="%.17g"))
+        recs[f"seed {seed}"] = pd.read_csv(path, index_col=0, parse_dates=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", pd.errors.PerformanceWarning)
+        mean = mean_frame(list(recs.values()))
+        write_portfolio_report(tmp_path, recs, analyse_portfolio(recs, **RISK))
+    assert list(mean.columns) == list(recs["seed 0"].columns)
+
+
+def test_outputs_report_lambda_and_the_overlay(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    records = [Record(f"seed {s}", _record(s)) for s in range(2)]
+    agent = {"sharpe": 1.0, "cvar_horizon": -0.03, "cvar_limit_met": True}
+    cells = [
+        {
+            "segment": k,
+            "seed": s,
+            "bars": 60,
+            "bars_per_year": 252.0,
+            "lambda": 0.5 * s,
+            "metrics": {"agent": agent},
+            "overlay_test": {"binding_share": 0.7 + 0.1 * s, "mean_cut": 0.5},
+            "overlay_train": {"binding_share": 0.6, "mean_cut": 0.4},
+        }
+        for k in range(2)
+        for s in range(2)
+    ]
+    metrics = portfolio_outputs(tmp_path, Config.from_yaml(SP20), records, cells, n_trials=1)
+    assert metrics["cells"][1]["overlay_binding"] == pytest.approx(0.8)
+    assert metrics["cells"][1]["overlay_binding_train"] == 0.6
+    assert metrics["risk"]["overlay_binding_oos"] == pytest.approx(0.75)
+    line = (
+        "λ at the end of training: mean 0.25, max 0.50, > 0 in 50% of cells; risk overlay bound "
+        "on 75% of out-of-sample bars (60% over training), keeping 50% of the sized exposure there"
+    )
+    assert line in capsys.readouterr().out
+    assert html.escape(line) in (tmp_path / "report.html").read_text()
