@@ -53,12 +53,13 @@ BENCHMARKS: dict[str, str] = {
     "21 stocks, and what they do on the test periods",
     "walkforward_compare": "Finished walk-forward runs side by side: the limit per cell and per "
     "seed, the verdict, exposure, λ and the overlay",
+    "portfolio_overlay_check": "Does the risk overlay hold the portfolio's CVaR limit on its "
+    "validation rows? skfolio allocations with and without it",
     "portfolio_env_speed": "How many portfolio-env steps per second one CPU core simulates "
     "with 20 assets",
     "trading_rollout": "How much faster the C actor step makes the trading agent's rollout and "
     "training than the PyTorch step",
-    "vec_env_speed": "How much faster the batched trading env steps n envs than n separate "
-    "envs",
+    "vec_env_speed": "How much faster the batched trading env steps n envs than n separate envs",
 }
 
 

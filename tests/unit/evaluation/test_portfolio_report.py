@@ -26,7 +26,7 @@ from riskppo.evaluation.portfolio_walkforward import portfolio_outputs
 from riskppo.evaluation.wf_plan import Record, stitch
 
 SYMS = ("A", "B", "C")
-SP20 = Path(__file__).resolve().parents[2] / "riskppo" / "configs" / "portfolio_sp20.yaml"
+SP20 = Path(__file__).resolve().parents[3] / "riskppo" / "configs" / "portfolio_sp20.yaml"
 RISK = {"bars_per_year": 252.0, "cvar_alpha": 0.05, "cvar_horizon": 10, "cvar_limit": -0.04}
 
 

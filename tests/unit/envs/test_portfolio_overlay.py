@@ -22,7 +22,7 @@ from riskppo.envs.registration import portfolio_data_kwargs, resolve_overlay
 from riskppo.evaluation.portfolio_walkforward import portfolio_rows, training_binding
 
 FEATS = ("ret_1", "ret_5", "ewmvol_20")
-SP20 = Path(__file__).resolve().parents[2] / "riskppo" / "configs" / "portfolio_sp20.yaml"
+SP20 = Path(__file__).resolve().parents[3] / "riskppo" / "configs" / "portfolio_sp20.yaml"
 GAUSS_5 = 2.0627128075074  # φ(Φ⁻¹(0.05)) / 0.05
 
 
@@ -196,8 +196,8 @@ def test_training_binding_pools_the_envs() -> None:
 def test_backtest_holds_the_agent_under_the_overlay() -> None:
     """The agent's backtest env gets the risk section's limit and reports the binding; the
     baselines are held without the overlay."""
+    from riskppo.agent import DistributionalPPO
     from riskppo.evaluation.portfolio_backtest import portfolio_backtest
-    from riskppo.train.trainer import DistributionalPPO
 
     over = ["env.kwargs.symbols=[AAPL,KO,XOM]", "env.n_envs=2", "risk.cvar_limit=-0.03"]
     cfg = apply_overrides(Config.from_yaml(SP20), over)
