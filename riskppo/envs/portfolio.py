@@ -28,7 +28,7 @@ from riskppo.envs.portfolio_math import (
 )
 from riskppo.envs.portfolio_overlay import portfolio_cap, portfolio_overlay_tables
 from riskppo.envs.trading import FEATURE_BOUND
-from riskppo.envs.trading_args import validate_scalars, validate_sizing
+from riskppo.envs.trading_args import validate_min_signal, validate_scalars, validate_sizing
 
 __all__ = ["PORTFOLIO_FEATURES", "PortfolioEnv"]
 _sum = np.add.reduce
@@ -59,9 +59,17 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
     * ``long_only=False``: ``w = a · min(1, max_gross / Σ|a|)``, long and short, gross ``<=
       max_gross``.
 
+    With ``exposure_signal=True`` the action has one more component ``x``, the *exposure
+    signal* ``s = min_signal + (1 - min_signal)(x + 1)/2`` in ``[min_signal, 1]``: the share of
+    the sized portfolio held (the rest in cash), as the trading env's signal is of its sized
+    position. Without it the weights always hold the whole sized portfolio, so volatility
+    targeting fixes the portfolio's risk and the CVaR constraint has nothing to act on.
+
     **Sizing.** ``sizing="vol_target"`` scales the whole portfolio to ``vol_target`` (annual):
-    held weights ``h_t = w_t · min(vol_target / sqrt(w_tᵀ Σ̂_t w_t · bars_per_year),
-    max_leverage)``, ``Σ̂_t`` the causal covariance of one-bar log returns up to bar ``t``
+    held weights ``h_t = s_t · w_t · min(vol_target / sqrt(w_tᵀ Σ̂_t w_t · bars_per_year),
+    max_leverage)`` (``s_t = 1`` without the exposure signal; the risk overlay's cap, when
+    set, joins the min and applies to the full signal), ``Σ̂_t`` the causal covariance of one-bar
+    log returns up to bar ``t``
     (``covariance="ewm"`` with span ``vol_span``, or ``"ledoit_wolf"`` over the last
     ``vol_span`` returns); the rest is cash. ``sizing="none"``: ``h_t = w_t``.
 
@@ -105,6 +113,7 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
     _filled: np.ndarray
     _contrib: np.ndarray
     _scale_now: float
+    _signal_now: float
     _uncapped_now: float
     _cap_now: float
     _log_equity: float
@@ -138,6 +147,8 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
         max_leverage: float = 1.0,
         covariance: str = "ewm",
         overlay: RiskOverlay | dict[str, Any] | None = None,
+        exposure_signal: bool = False,
+        min_signal: float = 0.0,
         ruin_equity: float | None = None,
         render_mode: str | None = None,
     ) -> None:
@@ -164,6 +175,8 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
         self.n_assets = len(data.symbols)
         self.window, self.fee, self.borrow_rate = int(window), float(fee), float(borrow_rate)
         self.long_only, self.logit_scale = bool(long_only), float(logit_scale)
+        _check_exposure(exposure_signal, min_signal)
+        self.exposure_signal, self.min_signal = bool(exposure_signal), float(min_signal)
         self.max_gross = float(max_gross)
         self.reward_scale, self.bars_per_year = float(reward_scale), float(bars_per_year)
         self.episode_length = None if episode_length is None else int(episode_length)
@@ -252,7 +265,8 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
         # weights drift with prices after the fill, beyond the cap on a large move: a loose bound
         low[n_win:], high[n_win:] = (0.0 if self.long_only else -2.0 * cap), 2.0 * cap
         self.observation_space = spaces.Box(low, high, dtype=np.float32)
-        self.action_space = spaces.Box(-1.0, 1.0, (self.n_assets,), np.float32)
+        n_actions = self.n_assets + int(self.exposure_signal)
+        self.action_space = spaces.Box(-1.0, 1.0, (n_actions,), np.float32)
 
     def _init_range(self, start: Any, end: Any) -> None:
         """Trading range ``[lo, hi)`` and the bars an episode may start from."""
@@ -313,14 +327,26 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
 
     def signal_weights(self, action: Any) -> np.ndarray:
         """``[N]`` float64 signal weights of ``action`` (class docstring)."""
-        a = np.asarray(action, dtype=np.float64).reshape(-1)
-        if a.shape != (self.n_assets,) or not np.isfinite(a).all():
-            raise ValueError(
-                f"action must be {self.n_assets} finite numbers (one per asset), got {action!r}"
-            )
+        a = self._checked_action(action)[: self.n_assets]
         if self.long_only:
             return long_only_weights(a, self.logit_scale)
         return long_short_weights(a, self.max_gross)
+
+    def exposure(self, action: Any) -> float:
+        """The exposure signal of ``action`` in ``[min_signal, 1]``: its last component ``x``
+        mapped by ``min_signal + (1 - min_signal)(x + 1)/2`` with ``exposure_signal``, else 1."""
+        if not self.exposure_signal:
+            return 1.0
+        x = float(np.clip(self._checked_action(action)[-1], -1.0, 1.0))
+        return self.min_signal + (1.0 - self.min_signal) * (0.5 * (x + 1.0))
+
+    def _checked_action(self, action: Any) -> np.ndarray:
+        a = np.asarray(action, dtype=np.float64).reshape(-1)
+        n = self.n_assets + int(self.exposure_signal)
+        if a.shape != (n,) or not np.isfinite(a).all():
+            what = "one per asset" + (" and the exposure signal" if self.exposure_signal else "")
+            raise ValueError(f"action must be {n} finite numbers ({what}), got {action!r}")
+        return a
 
     # ------------------------------------------------------------------ gymnasium API
 
@@ -337,14 +363,14 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
         return self._observe(t0), self._info(0.0, 0.0, 0.0, 0.0)
 
     def step(self, action: Any) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
-        return self.step_weights(self.signal_weights(action))
+        return self.step_weights(self.signal_weights(action), self.exposure(action))
 
     def step_weights(
-        self, w: np.ndarray
+        self, w: np.ndarray, signal: float = 1.0
     ) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
-        """:meth:`step` with the signal weights ``w`` ``[N]`` given directly (a fixed-weight
-        baseline held with the agent's sizing, fills and costs); unchecked, see
-        :meth:`signal_weights` for the weights an action maps to."""
+        """:meth:`step` with the signal weights ``w`` ``[N]`` (and the exposure ``signal``)
+        given directly (a fixed-weight baseline held with the agent's sizing, fills and costs);
+        unchecked, see :meth:`signal_weights` and :meth:`exposure` for what an action maps to."""
         if self._needs_reset:
             raise RuntimeError("call reset() before step() (and after an episode ends)")
         t = self._t
@@ -355,7 +381,7 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
             )
         if self._overlay_tables is not None:
             scale = self._capped(t, w, scale)
-        h_new = w * scale
+        h_new = w * scale * signal  # the overlay caps the full signal's exposure (as TradingEnv)
         acct = rebalance_step(
             self._held,
             h_new,
@@ -374,6 +400,7 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
         self._sum_abs_gross += abs(acct.gross)
         self._sum_costs += costs
         self._held, self._filled, self._scale_now = acct.held_after, h_new, scale
+        self._signal_now = signal
         self._contrib = acct.contributions
         self._t = t = t + 1
         self._steps += 1
@@ -404,7 +431,7 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
         self._held = np.zeros(self.n_assets)
         self._filled = np.zeros(self.n_assets)
         self._contrib = np.zeros(self.n_assets)
-        self._scale_now = 0.0
+        self._scale_now = self._signal_now = 0.0
         self._uncapped_now = self._cap_now = math.nan
         self._log_equity = self._log_peak = 0.0
         self._turnover = self._sum_abs_gross = self._sum_costs = 0.0
@@ -428,6 +455,7 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
             "weights": h,
             "contributions": self._contrib,
             "scale": self._scale_now,
+            "signal": self._signal_now,
             "turnover": self._turnover,
             "drawdown": 1.0 - math.exp(log_eq - self._log_peak),
             "reward_costs_fraction": self._sum_costs / total if total > 0.0 else 0.0,
@@ -450,6 +478,18 @@ def _all_opens(data: PortfolioData) -> np.ndarray | None:
     if not all("open" in f.columns for f in data.frames):
         return None
     return np.stack([f["open"].to_numpy(np.float64) for f in data.frames], axis=1)
+
+
+def _check_exposure(exposure_signal: Any, min_signal: Any) -> None:
+    """``exposure_signal`` a bool; ``min_signal`` in ``[0, 1)``, above 0 only with it."""
+    if not isinstance(exposure_signal, bool | np.bool_):
+        raise ValueError(f"exposure_signal={exposure_signal!r} must be true or false")
+    validate_min_signal(min_signal, continuous=True, long_only=True)
+    if float(min_signal) > 0 and not exposure_signal:
+        raise ValueError(
+            f"min_signal={min_signal} needs exposure_signal=True (a core share of the sized "
+            "portfolio the agent scales between min_signal and 1)"
+        )
 
 
 def _positive(name: str, value: Any, most: float = math.inf) -> None:

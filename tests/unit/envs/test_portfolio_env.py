@@ -254,3 +254,40 @@ def test_contributions_add_up_to_the_step_return() -> None:
     for _ in range(30):
         info = env.step(rng.uniform(-1, 1, 4).astype(np.float32))[4]
         assert info["contributions"].sum() == pytest.approx(math.expm1(info["gross_return"]))
+
+
+@pytest.mark.parametrize("overlay", [None, {"limit": -0.04, "fast_span": 5, "margin": 1.3}])
+def test_exposure_signal_scales_the_sized_portfolio(overlay: dict | None) -> None:
+    """The exposure signal holds a share ``s`` of the sized (and capped) portfolio: ``x = 1``
+    holds what the env without the signal holds, bit for bit; ``x = -1`` holds ``min_signal``
+    of it; in between linearly; the weights still come from the first ``N`` components."""
+    closes = _walk()
+    plain = _env(closes, overlay=overlay)
+    sig = _env(closes, overlay=overlay, exposure_signal=True, min_signal=0.25)
+    assert sig.action_space.shape == (5,) and plain.action_space.shape == (4,)
+    plain.reset(), sig.reset()
+    rng = np.random.default_rng(3)
+    for x in (1.0, -1.0, 0.0, 0.5):
+        a = rng.uniform(-1, 1, 4)
+        _, _, _, _, ip = plain.step(a)
+        _, _, _, _, i_s = sig.step(np.append(a, x))
+        s = 0.25 + 0.75 * (x + 1) / 2
+        assert i_s["signal"] == s and ip["signal"] == 1.0
+        if x == 1.0:
+            assert np.array_equal(i_s["weights"], ip["weights"])
+        else:
+            assert np.allclose(i_s["weights"], s * ip["weights"], rtol=1e-12, atol=0)
+        sig.step_weights(sig.signal_weights(np.append(a, 1.0)))  # the same weights again,
+        plain.step_weights(plain.signal_weights(a))  # to keep both at the same holdings
+
+
+def test_exposure_signal_arguments_are_checked() -> None:
+    closes = _walk(120, 3)
+    with pytest.raises(ValueError, match=r"min_signal=0\.25 needs exposure_signal=True"):
+        _env(closes, min_signal=0.25)
+    with pytest.raises(ValueError, match="min_signal"):
+        _env(closes, exposure_signal=True, min_signal=1.0)
+    env = _env(closes, exposure_signal=True)
+    env.reset()
+    with pytest.raises(ValueError, match=r"4 finite numbers \(one per asset and the exposure"):
+        env.step(np.zeros(3))
