@@ -4,6 +4,8 @@ a few hundred training steps per cell (slow: two trainings in worker processes).
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -41,3 +43,18 @@ def test_portfolio_walkforward_writes_the_report(tmp_path: Path) -> None:
     assert metrics["risk"]["overlay_binding_oos"] is not None
     record = pd.read_csv(tmp_path / "wf" / "records" / "s0.csv", index_col=0)
     assert len(record) == 300 and {"agent_w_KO", "hrp_log_return"} <= set(record.columns)
+
+
+@pytest.mark.slow
+def test_pbt_runs_on_the_portfolio_env(tmp_path: Path) -> None:
+    """``riskppo pbt`` on the portfolio preset: two members exploit and finish (≈ 50 s)."""
+    run = tmp_path / "pbt"
+    sets = [*SMALL, "total_timesteps=512", "pbt.population=2", "pbt.ready_updates=2"]
+    preset = str(preset_path("portfolio_sp20.yaml"))
+    cmd = [sys.executable, "-m", "riskppo.cli", "pbt", "--config", preset]
+    cmd += [arg for s in sets for arg in ("--set", s)] + ["--run-dir", str(run), "--no-progress"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
+    summary = json.loads((run / "pbt_summary.json").read_text())
+    assert len(summary["members"]) == 2, summary
+    assert "best member" in out.stdout
