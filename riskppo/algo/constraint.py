@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -41,7 +42,6 @@ from torch import Tensor
 from riskppo import core
 from riskppo.algo.returns import ReturnScaling, initial_scaling, update_scaling
 from riskppo.config import Config, RiskConfig
-from riskppo.nn.policy import RecurrentActorCritic
 
 
 @dataclass
@@ -159,6 +159,11 @@ def multiplier_step(
     return core.lagrange_step(lam, violation, r.lambda_lr, r.lambda_max), pid
 
 
+RiskHead = Callable[[], Tensor]
+"""The risk head's outputs over the rollout, ``[T, N, K]`` (normalised), computed when called:
+only a constraint reads them (a run without one has no risk head)."""
+
+
 class Constraint(Protocol):
     """The points where a constraint plugs into one training iteration (module docstring).
     ``state``: the training state's ``risk`` (None without a constraint)."""
@@ -168,15 +173,10 @@ class Constraint(Protocol):
         ...
 
     def after_rollout(
-        self,
-        state: RiskState | None,
-        rewards: Tensor,
-        dones: Tensor,
-        policy: RecurrentActorCritic,
-        critic_out: Tensor,
+        self, state: RiskState | None, rewards: Tensor, dones: Tensor, head: RiskHead
     ) -> RiskEstimate | None:
-        """One rollout's part (``rewards``, ``dones`` ``[T, N]``; ``critic_out`` ``[C (+1), T, N,
-        K]``, normalised units), its multiplier step included; None: no constraint."""
+        """One rollout's part (``rewards``, ``dones`` ``[T, N]``), its multiplier step included;
+        None: no constraint."""
         ...
 
     def advantage(self, adv_norm: Tensor, est: RiskEstimate | None, per_env: bool) -> Tensor:
@@ -192,12 +192,7 @@ class NoConstraint:
         return state
 
     def after_rollout(
-        self,
-        state: RiskState | None,
-        rewards: Tensor,
-        dones: Tensor,
-        policy: RecurrentActorCritic,
-        critic_out: Tensor,
+        self, state: RiskState | None, rewards: Tensor, dones: Tensor, head: RiskHead
     ) -> RiskEstimate | None:
         return None
 
@@ -218,15 +213,10 @@ class CVaRConstraint:
         )
 
     def after_rollout(
-        self,
-        state: RiskState | None,
-        rewards: Tensor,
-        dones: Tensor,
-        policy: RecurrentActorCritic,
-        critic_out: Tensor,
+        self, state: RiskState | None, rewards: Tensor, dones: Tensor, head: RiskHead
     ) -> RiskEstimate | None:
         assert state is not None, "the CVaR constraint needs the training state's risk part"
-        return risk_estimate(self.cfg, state, rewards, dones, policy.risk_output(critic_out))
+        return risk_estimate(self.cfg, state, rewards, dones, head())
 
     def advantage(self, adv_norm: Tensor, est: RiskEstimate | None, per_env: bool) -> Tensor:
         """R-RISK-4: ``(A + λ·Â_cvar)/(1+λ)``, Â_cvar on unit scale — λ cannot swamp the policy.

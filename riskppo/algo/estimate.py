@@ -137,7 +137,9 @@ def estimate(
     adv_norm, adv_stats = _normalized(adv, cfg)
     constraint = constraint_for(cfg, risk_state)
     dones = rollout.terminated | rollout.truncated
-    risk = constraint.after_rollout(risk_state, rollout.rewards, dones, policy, out)
+    risk = constraint.after_rollout(
+        risk_state, rollout.rewards, dones, lambda: policy.risk_output(out)
+    )
     if risk is not None:  # the risk head follows its own statistics (PopArt)
         assert risk_state is not None
         rescales.append(Rescale("risk_head", risk_state.scaling, risk.state.scaling))

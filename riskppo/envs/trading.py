@@ -190,34 +190,6 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
         if render_mode is not None:
             raise ValueError(f"TradingEnv has no render modes, got render_mode={render_mode!r}")
         self.render_mode = None
-        self._init_scalars(
-            window, fee, borrow_rate, reward_scale, bars_per_year, episode_length, ruin_equity
-        )
-        self._init_position_rules(
-            continuous, positions, long_only, min_signal, sizing, vol_target, vol_span, max_leverage
-        )
-        self.data_label = data_label or "<DataFrame>"  # the data's name in messages
-        self.df: pd.DataFrame = validate_ohlcv(df, source=self.data_label)
-        self.fill: str = resolve_fill(fill, _opens(self.df))
-        self.random_start = bool(random_start)
-        self.obs_drawdown = bool(obs_drawdown)
-        self.overlay = None if overlay is None else RiskOverlay.of(overlay)
-
-        self._init_bars(features, start, end)
-        self._new_episode_state(self._first_start, self._last_bar)
-        self._needs_reset = True
-
-    def _init_scalars(
-        self,
-        window: int,
-        fee: float,
-        borrow_rate: float,
-        reward_scale: float,
-        bars_per_year: float,
-        episode_length: int | None,
-        ruin_equity: float | None,
-    ) -> None:
-        """Check and set the scalar arguments of ``__init__`` (``ValueError`` naming one)."""
         validate_scalars(
             window=window,
             fee=fee,
@@ -227,13 +199,22 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
             episode_length=episode_length,
             ruin_equity=ruin_equity,
         )
-        self.window = int(window)
-        self.fee = float(fee)
-        self.borrow_rate = float(borrow_rate)
-        self.bars_per_year = float(bars_per_year)
-        self.reward_scale = float(reward_scale)
+        self._init_position_rules(
+            continuous, positions, long_only, min_signal, sizing, vol_target, vol_span, max_leverage
+        )
+        self.data_label = data_label or "<DataFrame>"  # the data's name in messages
+        self.df: pd.DataFrame = validate_ohlcv(df, source=self.data_label)
+        self.window, self.fee, self.borrow_rate = int(window), float(fee), float(borrow_rate)
+        self.fill: str = resolve_fill(fill, _opens(self.df))
+        self.bars_per_year, self.reward_scale = float(bars_per_year), float(reward_scale)
         self.episode_length = None if episode_length is None else int(episode_length)
+        self.random_start, self.obs_drawdown = bool(random_start), bool(obs_drawdown)
         self.ruin_equity = ruin_equity
+        self.overlay = None if overlay is None else RiskOverlay.of(overlay)
+
+        self._init_bars(features, start, end)
+        self._new_episode_state(self._first_start, self._last_bar)
+        self._needs_reset = True
 
     def _init_position_rules(
         self,

@@ -29,7 +29,7 @@ def test_a_state_without_a_risk_part_gets_the_no_op_constraint():
     assert isinstance(none, NoConstraint)
     adv = torch.randn(6, 2)
     assert none.end_segments(None) is None
-    assert none.after_rollout(None, torch.ones(6, 2), torch.zeros(6, 2), None, adv) is None  # type: ignore[arg-type]
+    assert none.after_rollout(None, torch.ones(6, 2), torch.zeros(6, 2), lambda: adv) is None
     assert none.advantage(adv, None, per_env=False) is adv
     assert isinstance(constraint_for(cfg, initial_risk_state(cfg, 2)), CVaRConstraint)
 
