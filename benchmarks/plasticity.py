@@ -215,7 +215,8 @@ def _plot(results: dict[str, list[dict[str, Any]]], a: argparse.Namespace, path:
     print(f"\nplot written to {path}")
 
 
-def main() -> None:
+def _args() -> argparse.Namespace:
+    """The command line, ``--quick`` applied, steps per phase rounded to whole updates."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--opt", default="adam", help=argparse.SUPPRESS)
@@ -236,10 +237,10 @@ def main() -> None:
     # whole updates per eval chunk (learn() always finishes the update it started)
     per_chunk = max(1, round(a.steps_per_phase / a.evals_per_phase / ROLLOUT)) * ROLLOUT
     a.steps_per_phase = per_chunk * a.evals_per_phase
-    if a.worker:
-        worker(a)
-        return
+    return a
 
+
+def _print_setup(a: argparse.Namespace) -> None:
     print(f"machine: {', '.join(machine().split(', ')[:3])}; 1 torch thread per worker")
     print(
         "task: NonStationaryCartPole(mode='both', max_episode_steps="
@@ -254,6 +255,10 @@ def main() -> None:
     for opt in a.optimizers:
         s = OPTIMIZERS[opt]
         print(f"  {opt}: optimizer={s['optimizer']} lr={s['learning_rate']:g} optim={s['optim']}")
+
+
+def _run_all(a: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
+    """Every (seed, optimizer) run, each in its own worker process."""
     common = [
         f"--phases={a.phases}", f"--steps-per-phase={a.steps_per_phase}",
         f"--evals-per-phase={a.evals_per_phase}", f"--eval-episodes={a.eval_episodes}",
@@ -272,7 +277,16 @@ def main() -> None:
                 flush=True,
             )
     print(f"total wall time {time.perf_counter() - t0:.0f} s")
+    return results
 
+
+def main() -> None:
+    a = _args()
+    if a.worker:
+        worker(a)
+        return
+    _print_setup(a)
+    results = _run_all(a)
     n = f"mean ± std over {a.seeds} seeds; P<k> = phase k; P0 is plain CartPole from scratch"
     _report(results, "at_switch", f"Return right after each switch, untrained ({n})", a.phases)
     _report(results, "end", f"Return at the end of each phase ({n})", a.phases)

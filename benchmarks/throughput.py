@@ -111,7 +111,7 @@ def _vec(a: argparse.Namespace):
     return make_vec_env(a.env, n_envs=a.n_envs, seed=0)
 
 
-def main() -> None:
+def _args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--algo", default="riskppo")
@@ -149,6 +149,11 @@ def main() -> None:
     p.add_argument("--no-rss", action="store_true", help="skip the peak-RSS processes")
     a = p.parse_args()
     a.bptt_len = a.bptt_len or None
+    return a
+
+
+def main() -> None:
+    a = _args()
     if a.worker:
         worker(a)
         return

@@ -6,7 +6,8 @@ section; then the keyword arguments of the trading env (``env.kwargs`` for
 ``riskppo/Trading-v0``), read from :class:`riskppo.envs.trading.TradingEnv`'s signature.
 
 ``python -m riskppo.config_doc docs/config.md`` rewrites the page;
-``tests/unit/config/test_config_doc.py`` fails when the page and the models disagree.
+``tests/unit/config/test_config_doc.py`` and ``tests/integration/test_config_doc_subprocess.py``
+fail when the page and the models disagree.
 """
 
 from __future__ import annotations

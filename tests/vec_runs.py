@@ -1,9 +1,36 @@
-"""Stepping two vec envs side by side: everything they return must be equal."""
+"""Stepping two vec envs side by side: everything they return must be equal; the trading vec
+envs of the shipped configs to step."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import numpy as np
 from stable_baselines3.common.vec_env import VecEnv
+
+from riskppo.config import Config
+from riskppo.envs.vec import build_vec_env
+
+CONFIGS = Path(__file__).resolve().parents[1] / "riskppo" / "configs"
+
+
+def shipped_config(name: str, overlay: bool, **env: Any) -> Config:
+    """The shipped config ``name`` with observation normalisation off (and its risk overlay
+    dropped unless ``overlay``); ``env``: more ``env`` section fields."""
+    cfg = Config.from_yaml(CONFIGS / name)
+    kwargs = dict(cfg.env.kwargs)
+    if not overlay:
+        kwargs.pop("overlay", None)
+    update = {"kwargs": kwargs, "normalize_obs": False, **env}
+    return cfg.model_copy(update={"env": cfg.env.model_copy(update=update)})
+
+
+def build_venv(cfg: Config, vectorized: bool, part: str = "train", n: int = 8) -> VecEnv:
+    """``n`` envs of ``cfg`` (seed 3), batched or not, below the finite-value guard."""
+    env = cfg.env.model_copy(update={"vectorized": vectorized})
+    venv = build_vec_env(cfg.env.id, env, 3, cfg.data, part=part, n_envs=n, risk=cfg.risk)
+    return venv.venv  # below VecFiniteGuard
 
 
 def assert_same_run(ref: VecEnv, fast: VecEnv, actions: np.ndarray) -> dict[str, int]:

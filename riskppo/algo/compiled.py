@@ -36,12 +36,14 @@ from torch import Tensor
 
 from riskppo.algo.buffer import ChunkBatch
 from riskppo.algo.losses import (
+    LossWeights,
     awr_loss,
     base_stats,
     bc_loss_ratio,
     other_terms_size,
     ppo_terms,
-    risk_head_loss,
+    total,
+    with_risk_head,
 )
 from riskppo.algo.update import minibatch_loss
 from riskppo.config import Config
@@ -80,24 +82,21 @@ def traced_minibatch_loss(
     """:func:`~riskppo.algo.update.minibatch_loss` without syncs: same loss and stats; the count
     of non-finite log-ratios as a 0-dim tensor; ``ent_coef`` and ``bc_coef`` (None: no BC term)
     as 0-dim tensors so that their schedules do not recompile."""
-    p = cfg.ppo
     t = ppo_terms(cfg, policy, critic, mb)
-    _, out, log_prob, pg_loss, pg, entropy, vf_loss, _ = t
-    if mb.risk_targets is not None:  # R-RISK-2, as a masked mean (0 when no segment ended)
-        q = policy.risk_output(out).reshape(-1, out.shape[-1])
-        vf_loss = vf_loss + risk_head_loss(q, mb.risk_targets, cfg.critic.kappa, masked=True)
-    loss = pg_loss + p.vf_coef * vf_loss - ent_coef * entropy
-    stats = base_stats(t, vf_loss)
+    # the risk head's loss as a masked mean (0 when no segment ended): no host sync
+    terms = with_risk_head(cfg, policy, t, mb, masked=True)
+    weights = LossWeights(cfg.ppo.vf_coef, ent_coef)
+    stats = base_stats(t, terms)
     if bc_coef is not None:  # R-ALG-12, rollout source (AWR): see riskppo.algo.bc.bc_term
-        others = other_terms_size(pg_loss, vf_loss, entropy, p.vf_coef, ent_coef)
-        bc_loss = awr_loss(mb.raw_advantages, log_prob, cfg.bc.beta, cfg.bc.max_weight)
+        others = other_terms_size(terms, weights)
+        bc_loss = awr_loss(mb.raw_advantages, t.log_prob, cfg.bc.beta, cfg.bc.max_weight)
         bc_loss = torch.where(bc_coef != 0.0, bc_loss, torch.zeros_like(bc_loss))
         term = bc_coef * bc_loss
         stats["bc_loss"] = bc_loss.detach()
         stats["bc_loss_ratio"] = bc_loss_ratio(term, others)
-        stats["bc_coef"] = bc_coef.to(loss.dtype)
-        loss = loss + term
-    return loss, stats, pg.n_nonfinite
+        stats["bc_coef"] = bc_coef.to(term.dtype)
+        terms = terms._replace(bc=term)
+    return total(terms, weights), stats, t.pg.n_nonfinite
 
 
 def _flat(mb: ChunkBatch) -> list[Tensor | None]:

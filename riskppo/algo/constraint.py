@@ -17,12 +17,24 @@ Per rollout (see ``docs/risk.md``, "Which CVaR each consumer reads"):
    ``(limit − CVaR_emp) / max(|limit|, σ)`` (σ: spread of segment returns), so the gains do not
    depend on the return scale. The estimate step combines ``A`` and ``A_cvar`` with
    :func:`riskppo.core.lagrangian_advantage`.
+
+The training loop reaches the constraint only through a :class:`Constraint`, at three named
+points (as OmniSafe's PPO-Lagrangian and CPPO-PID plug into PPO through their multiplier update
+and advantage combination): :meth:`~Constraint.end_segments` when the envs are reset,
+:meth:`~Constraint.after_rollout` in the estimate step (segments, CVaR estimates and the
+multiplier step) and :meth:`~Constraint.advantage` for the advantage the policy loss sees.
+:class:`CVaRConstraint` is this module's constraint, :class:`NoConstraint` the no-op of a run
+without ``risk.cvar_limit``. Both are stateless: the state is the training state's
+:class:`RiskState` (``TrainingState.risk``), checkpointed with it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 from torch import Tensor
@@ -145,3 +157,82 @@ def multiplier_step(
             i_max=r.pid_i_max,
         )
     return core.lagrange_step(lam, violation, r.lambda_lr, r.lambda_max), pid
+
+
+RiskHead = Callable[[], Tensor]
+"""The risk head's outputs over the rollout, ``[T, N, K]`` (normalised), computed when called:
+only a constraint reads them (a run without one has no risk head)."""
+
+
+class Constraint(Protocol):
+    """The points where a constraint plugs into one training iteration (module docstring).
+    ``state``: the training state's ``risk`` (None without a constraint)."""
+
+    def end_segments(self, state: RiskState | None) -> RiskState | None:
+        """The state after every env was reset: every open segment ends (R-REL-4)."""
+        ...
+
+    def after_rollout(
+        self, state: RiskState | None, rewards: Tensor, dones: Tensor, head: RiskHead
+    ) -> RiskEstimate | None:
+        """One rollout's part (``rewards``, ``dones`` ``[T, N]``), its multiplier step included;
+        None: no constraint."""
+        ...
+
+    def advantage(self, adv_norm: Tensor, est: RiskEstimate | None, per_env: bool) -> Tensor:
+        """The advantage ``[T, N]`` the policy loss sees, from the normalised return one."""
+        ...
+
+
+@dataclass(frozen=True)
+class NoConstraint:
+    """A run without a constraint: every point is a no-op."""
+
+    def end_segments(self, state: RiskState | None) -> RiskState | None:
+        return state
+
+    def after_rollout(
+        self, state: RiskState | None, rewards: Tensor, dones: Tensor, head: RiskHead
+    ) -> RiskEstimate | None:
+        return None
+
+    def advantage(self, adv_norm: Tensor, est: RiskEstimate | None, per_env: bool) -> Tensor:
+        return adv_norm
+
+
+@dataclass(frozen=True)
+class CVaRConstraint:
+    """``CVaR_α(R) ≥ risk.cvar_limit`` by a Lagrangian (module docstring)."""
+
+    cfg: Config
+
+    def end_segments(self, state: RiskState | None) -> RiskState | None:
+        assert state is not None, "the CVaR constraint needs the training state's risk part"
+        return dataclasses.replace(
+            state, acc=torch.zeros_like(state.acc), length=torch.zeros_like(state.length)
+        )
+
+    def after_rollout(
+        self, state: RiskState | None, rewards: Tensor, dones: Tensor, head: RiskHead
+    ) -> RiskEstimate | None:
+        assert state is not None, "the CVaR constraint needs the training state's risk part"
+        return risk_estimate(self.cfg, state, rewards, dones, head())
+
+    def advantage(self, adv_norm: Tensor, est: RiskEstimate | None, per_env: bool) -> Tensor:
+        """R-RISK-4: ``(A + λ·Â_cvar)/(1+λ)``, Â_cvar on unit scale — λ cannot swamp the policy.
+        Logs each part's mean magnitude in ``est.metrics``."""
+        assert est is not None
+        combined, a_cvar_unit = core.lagrangian_advantage(
+            adv_norm, est.a_cvar, est.lam, per_env=per_env
+        )
+        weight = 1.0 + est.lam
+        est.metrics["risk/adv_return_part_abs_mean"] = float(adv_norm.abs().mean() / weight)
+        est.metrics["risk/adv_cvar_part_abs_mean"] = float(
+            est.lam * a_cvar_unit.abs().mean() / weight
+        )
+        return combined
+
+
+def constraint_for(cfg: Config, state: RiskState | None) -> Constraint:
+    """The constraint of a training state: the CVaR one where it has a risk part."""
+    return NoConstraint() if state is None else CVaRConstraint(cfg)

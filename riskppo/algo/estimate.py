@@ -18,7 +18,7 @@ from torch import Tensor
 
 from riskppo import core
 from riskppo.algo.buffer import ChunkBatch, Rollout, cat_states, chunk_critic, to_chunks
-from riskppo.algo.constraint import RiskEstimate, RiskState, risk_estimate
+from riskppo.algo.constraint import RiskEstimate, RiskState, constraint_for
 from riskppo.algo.returns import Rescale, ReturnScaling, update_scaling
 from riskppo.config import Config
 from riskppo.nn.critics import Critic
@@ -115,7 +115,8 @@ def estimate(
 ) -> Estimates:
     """Turn a rollout into training chunks (see module docstring for the order of operations).
 
-    With ``risk_state`` (a CVaR constraint is configured) the advantages the policy loss sees are
+    With ``risk_state`` (a CVaR constraint is configured) the constraint
+    (:func:`~riskppo.algo.constraint.constraint_for`) makes the advantages the policy loss sees
     ``(A + λ·Â_cvar)/(1+λ)`` (:func:`riskppo.core.lagrangian_advantage`, R-RISK-4) and the risk
     head gets its segment return-to-go targets (R-RISK-2).
     """
@@ -134,12 +135,15 @@ def estimate(
     if popart:  # the outputs will be rescaled: their old predictions must follow (R-ALG-5/8)
         old_pred = new_scaling.to_norm(scaling.to_raw(old_pred))
     adv_norm, adv_stats = _normalized(adv, cfg)
-    risk = None
-    if risk_state is not None:
-        dones = rollout.terminated | rollout.truncated
-        risk = risk_estimate(cfg, risk_state, rollout.rewards, dones, policy.risk_output(out))
+    constraint = constraint_for(cfg, risk_state)
+    dones = rollout.terminated | rollout.truncated
+    risk = constraint.after_rollout(
+        risk_state, rollout.rewards, dones, lambda: policy.risk_output(out)
+    )
+    if risk is not None:  # the risk head follows its own statistics (PopArt)
+        assert risk_state is not None
         rescales.append(Rescale("risk_head", risk_state.scaling, risk.state.scaling))
-        adv_norm = _with_cvar_part(adv_norm, risk, cfg)
+    adv_norm = constraint.advantage(adv_norm, risk, p.per_env_advantage)
     vf_states = tuple(cat_states([c[k] for c in vf_chunks]) for k in range(len(final)))
     states = RecurrentState(cat_states(rollout.pi_chunk_states), vf_states)
     targets = new_scaling.to_norm(returns)
@@ -170,20 +174,6 @@ def _normalized(adv: Tensor, cfg: Config) -> tuple[Tensor, core.AdvantageStats]:
         return core.normalize_advantages(adv, per_env=p.per_env_advantage)
     stats = core.AdvantageStats(float(adv.mean()), float(adv.std()), float(adv.abs().max()), False)
     return adv, stats
-
-
-def _with_cvar_part(adv_norm: Tensor, risk: RiskEstimate, cfg: Config) -> Tensor:
-    """R-RISK-4: ``(A + λ·Â_cvar)/(1+λ)``, Â_cvar on unit scale — λ cannot swamp the policy.
-    Logs each part's mean magnitude in ``risk.metrics``."""
-    combined, a_cvar_unit = core.lagrangian_advantage(
-        adv_norm, risk.a_cvar, risk.lam, per_env=cfg.ppo.per_env_advantage
-    )
-    weight = 1.0 + risk.lam
-    risk.metrics["risk/adv_return_part_abs_mean"] = float(adv_norm.abs().mean() / weight)
-    risk.metrics["risk/adv_cvar_part_abs_mean"] = float(
-        risk.lam * a_cvar_unit.abs().mean() / weight
-    )
-    return combined
 
 
 def _chunks(

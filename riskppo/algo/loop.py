@@ -24,6 +24,7 @@ from riskppo.adversarial.regularizer import sa_eps
 from riskppo.algo.bc import BCSource, bc_inputs
 from riskppo.algo.buffer import Rollout
 from riskppo.algo.collect import CollectorState, RolloutHooks, collect_rollout
+from riskppo.algo.constraint import constraint_for
 from riskppo.algo.estimate import Estimates, estimate
 from riskppo.algo.log import (
     EntropyFloorLog,
@@ -87,11 +88,7 @@ def reset_carry(learner: Learner, state: TrainingState) -> TrainingState:
     carry = CollectorState(
         obs, torch.ones(n, dtype=torch.bool, device=obs.device), policy.initial_state(n, obs.device)
     )
-    risk = state.risk
-    if risk is not None:
-        risk = dataclasses.replace(
-            risk, acc=torch.zeros_like(risk.acc), length=torch.zeros_like(risk.length)
-        )
+    risk = constraint_for(learner.cfg, state.risk).end_segments(state.risk)
     return state.replace(carry=carry, risk=risk)
 
 

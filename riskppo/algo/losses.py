@@ -1,7 +1,10 @@
 """Every term of the minibatch loss — PPO, value, the risk head's and the AWR behaviour-cloning
 term — written once, shared by the eager update (:func:`riskppo.algo.update.minibatch_loss`),
 the compiled one (:func:`riskppo.algo.compiled.traced_minibatch_loss`) and BC
-(:func:`riskppo.algo.bc.bc_term`), so that they cannot drift apart."""
+(:func:`riskppo.algo.bc.bc_term`), so that they cannot drift apart.
+
+Both paths collect the terms in a :class:`LossTerms` and :func:`total` sums them, in one fixed
+order (as TorchRL's PPO objectives return named loss terms that the caller sums)."""
 
 from __future__ import annotations
 
@@ -18,6 +21,8 @@ from riskppo.nn.distributions import ActionDistribution
 from riskppo.nn.policy import RecurrentActorCritic
 
 __all__ = [
+    "LossTerms",
+    "LossWeights",
     "PPOTerms",
     "awr_loss",
     "base_stats",
@@ -25,6 +30,8 @@ __all__ = [
     "other_terms_size",
     "ppo_terms",
     "risk_head_loss",
+    "total",
+    "with_risk_head",
 ]
 
 
@@ -65,12 +72,60 @@ def ppo_terms(
     return PPOTerms(dist, out, log_prob, pg_loss, pg, dist.entropy().mean(), vf_loss, vf_clip)
 
 
-def base_stats(t: PPOTerms, vf_loss: Tensor) -> dict[str, Tensor]:
-    """The minibatch's logged numbers (``vf_loss``: with the risk head's part, when there is
+class LossTerms(NamedTuple):
+    """The terms of one minibatch's loss (0-dim tensors; None: the term is off), unweighted
+    except ``bc``. :func:`total` is the loss."""
+
+    policy: Tensor  # clipped surrogate L_clip (R-ALG-9)
+    value: Tensor  # the value critics' loss L_V (R-ALG-4)
+    entropy: Tensor  # mean policy entropy H
+    risk_head: Tensor | None = None  # the risk head's quantile loss (docs/risk.md)
+    sa_kl: Tensor | None = None  # SA-PPO regulariser max_δ KL(π(s) ‖ π(s+δ)) (Zhang et al. 2020)
+    bc: Tensor | None = None  # the BC term, already times its scheduled coefficient
+
+    @property
+    def critic(self) -> Tensor:
+        """``L_V + L_risk``: what ``vf_coef`` weights and ``value_loss`` logs."""
+        return self.value if self.risk_head is None else self.value + self.risk_head
+
+
+class LossWeights(NamedTuple):
+    """The coefficients of :class:`LossTerms` in :func:`total`."""
+
+    vf_coef: float  # c_v
+    ent_coef: float | Tensor  # c_e (a 0-dim tensor in the compiled loss, so it never recompiles)
+    sa_kappa: float = 0.0  # κ of the SA-PPO regulariser
+
+
+def total(t: LossTerms, w: LossWeights) -> Tensor:
+    """``L = L_clip + c_v·(L_V + L_risk) − c_e·H + κ·KL_SA + BC``, summed left to right in this
+    order (which fixes the float rounding: the eager and compiled paths add alike)."""
+    loss = t.policy + w.vf_coef * t.critic - w.ent_coef * t.entropy
+    if t.sa_kl is not None:
+        loss = loss + w.sa_kappa * t.sa_kl
+    if t.bc is not None:
+        loss = loss + t.bc
+    return loss
+
+
+def with_risk_head(
+    cfg: Config, policy: RecurrentActorCritic, t: PPOTerms, mb: ChunkBatch, *, masked: bool
+) -> LossTerms:
+    """The PPO forward's terms, and the risk head's loss when the batch has its targets
+    (``masked``: see :func:`risk_head_loss`)."""
+    risk = None
+    if mb.risk_targets is not None:  # R-RISK-2: risk head ← segment return-to-go quantiles
+        q = policy.risk_output(t.out).reshape(-1, t.out.shape[-1])
+        risk = risk_head_loss(q, mb.risk_targets, cfg.critic.kappa, masked=masked)
+    return LossTerms(t.pg_loss, t.vf_loss, t.entropy, risk)
+
+
+def base_stats(t: PPOTerms, terms: LossTerms) -> dict[str, Tensor]:
+    """The minibatch's logged numbers (``value_loss``: with the risk head's part, when there is
     one), as tensors: nothing is synchronised with the host here."""
     return {
         "policy_loss": t.pg_loss.detach(),
-        "value_loss": vf_loss.detach(),
+        "value_loss": terms.critic.detach(),
         "entropy": t.entropy.detach(),
         "clip_fraction": t.pg.clip_fraction,
         "log_ratio_clamp_frac": t.pg.clamp_fraction,
@@ -110,11 +165,10 @@ def awr_loss(raw_advantages: Tensor, log_prob: Tensor, beta: float, max_weight: 
     return -(weights * log_prob).mean()
 
 
-def other_terms_size(
-    pg_loss: Tensor, vf_loss: Tensor, entropy: Tensor, vf_coef: float, ent_coef: float | Tensor
-) -> Tensor:
-    """``|L_clip| + c_v·|L_V| + c_e·|H|`` (0-dim): the size of the loss terms besides BC."""
-    return pg_loss.abs() + vf_coef * vf_loss.abs() + ent_coef * entropy.abs()
+def other_terms_size(t: LossTerms, w: LossWeights) -> Tensor:
+    """``|L_clip| + c_v·|L_V + L_risk| + c_e·|H|`` (0-dim): the size of the loss terms besides
+    BC."""
+    return t.policy.abs() + w.vf_coef * t.critic.abs() + w.ent_coef * t.entropy.abs()
 
 
 def bc_loss_ratio(term: Tensor, others: Tensor) -> Tensor:

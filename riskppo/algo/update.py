@@ -25,7 +25,14 @@ from riskppo.adversarial.regularizer import sa_regularizer
 from riskppo.algo.bc import BCInputs, bc_term
 from riskppo.algo.buffer import ChunkBatch
 from riskppo.algo.log import CLIP_NORM
-from riskppo.algo.losses import base_stats, other_terms_size, ppo_terms, risk_head_loss
+from riskppo.algo.losses import (
+    LossWeights,
+    base_stats,
+    other_terms_size,
+    ppo_terms,
+    total,
+    with_risk_head,
+)
 from riskppo.config import Config
 from riskppo.nn.critics import Critic
 from riskppo.nn.policy import RecurrentActorCritic
@@ -155,36 +162,31 @@ def clip_groups(policy: RecurrentActorCritic) -> dict[str, list[nn.Parameter]]:
 def minibatch_loss(ctx: UpdateContext, mb: ChunkBatch) -> tuple[Tensor, dict[str, Tensor], int]:
     """Loss of one (micro-)batch and its stats; also the count of non-finite log-ratios."""
     cfg, policy = ctx.cfg, ctx.policy
-    p = cfg.ppo
-    t = ppo_terms(cfg, policy, ctx.critic, mb)
-    dist, out, log_prob, pg_loss, pg, entropy, vf_loss, _ = t
-    if mb.risk_targets is not None:  # R-RISK-2: risk head ← segment return-to-go quantiles
-        q = policy.risk_output(out).reshape(-1, out.shape[-1])
-        vf_loss = vf_loss + risk_head_loss(q, mb.risk_targets, cfg.critic.kappa)
-    loss = pg_loss + p.vf_coef * vf_loss - ctx.ent_coef * entropy
     sa = cfg.adversarial
+    t = ppo_terms(cfg, policy, ctx.critic, mb)
+    terms = with_risk_head(cfg, policy, t, mb, masked=False)
+    weights = LossWeights(cfg.ppo.vf_coef, ctx.ent_coef, sa.kappa)
     if sa.kappa > 0 and ctx.sa_eps > 0:  # R-ADV: SA-PPO, κ · max_δ KL(π(s) ‖ π(s+δ))
         sa_kl = sa_regularizer(
             policy,
             mb.obs,
             mb.episode_starts,
             mb.state.pi,
-            dist,
+            t.dist,
             eps=ctx.sa_eps,
             steps=sa.pgd_steps,
             step_size=sa.pgd_step_size,
             generator=ctx.generator,
         )
-        loss = loss + sa.kappa * sa_kl
-    stats = base_stats(t, vf_loss)
-    if sa.kappa > 0 and ctx.sa_eps > 0:
-        stats["sa_kl"] = sa_kl.detach()
+        terms = terms._replace(sa_kl=sa_kl)
+    stats = base_stats(t, terms)
+    if terms.sa_kl is not None:
+        stats["sa_kl"] = terms.sa_kl.detach()
     if ctx.bc is not None:  # R-ALG-12: rollout (AWR), demonstration file or teacher source
-        others = other_terms_size(pg_loss, vf_loss, entropy, p.vf_coef, ctx.ent_coef)
-        bc_loss_term, bc_stats = bc_term(ctx, mb, log_prob, others)
+        bc, bc_stats = bc_term(ctx, mb, t.log_prob, other_terms_size(terms, weights))
         stats.update(bc_stats)
-        loss = loss + bc_loss_term
-    return loss, stats, int(pg.n_nonfinite)
+        terms = terms._replace(bc=bc)
+    return total(terms, weights), stats, int(t.pg.n_nonfinite)
 
 
 def split_micro(mb: ChunkBatch, n: int) -> list[ChunkBatch]:

@@ -97,16 +97,7 @@ def pid_lagrange_step(
     term reacts to a worsening violation before the integral has grown: together they damp the
     oscillation that pure dual ascent (the I term alone) shows around a boundary optimum. With
     ``kp = kd = 0`` and ``ema = 0`` this is exactly :func:`lagrange_step` with ``lr = ki``
-    (λ = ki·I) while λ stays below the caps.
-
-    Anti wind-up. The integral only falls by ``|v|`` per update once the constraint holds, so
-    after a long violation λ returns from the integral term's cap ``λ_I`` in about
-    ``(λ_I − 1) / (ki·|v|)`` updates. What λ changes is the weight ``λ/(1+λ)`` of the CVaR part
-    of the advantage (:func:`lagrangian_advantage`): 0.95 at λ = 19, 0.99 at 100, so an integral
-    worth more than a few tens of λ adds almost nothing while it is violated and costs hundreds to
-    thousands of updates to unwind. ``i_max`` caps the integral term where that weight saturates
-    (``risk.pid_i_max``, 19 by default); the P and D terms can still lift λ above it, up to
-    ``lam_max``, while a violation lasts.
+    (λ = ki·I) while λ stays below the caps. Anti wind-up: :func:`_integral_cap`.
 
     Args:
         state: the previous state.
@@ -123,6 +114,29 @@ def pid_lagrange_step(
         ValueError: on a non-finite violation, negative gains, ``ema`` outside ``[0, 1)``, or a
             negative ``lam_max`` or non-positive ``i_max``.
     """
+    _check_pid_args(violation, kp, ki, kd, ema, lam_max, i_max)
+    first = state.steps == 0
+    smoothed = violation if first else ema * state.smoothed + (1.0 - ema) * violation
+    integral = min(max(state.integral + violation, 0.0), _integral_cap(ki, lam_max, i_max))
+    p = kp * smoothed
+    i = ki * integral
+    d = 0.0 if first else kd * max(smoothed - state.smoothed, 0.0)
+    lam = max(p + i + d, 0.0)
+    if lam_max is not None:
+        lam = min(lam, lam_max)
+    return lam, PIDLagrangeState(integral, smoothed, p, i, d, state.steps + 1)
+
+
+def _check_pid_args(
+    violation: float,
+    kp: float,
+    ki: float,
+    kd: float,
+    ema: float,
+    lam_max: float | None,
+    i_max: float | None,
+) -> None:
+    """The ``ValueError`` of :func:`pid_lagrange_step` on a bad argument (named)."""
     fn = "pid_lagrange_step"
     for name, x in (("violation", violation), ("kp", kp), ("ki", ki), ("kd", kd)):
         if not math.isfinite(x):
@@ -135,18 +149,22 @@ def pid_lagrange_step(
         raise ValueError(f"{fn}: lam_max must be >= 0 or None, got {lam_max}")
     if i_max is not None and not (i_max > 0.0):
         raise ValueError(f"{fn}: i_max must be > 0 or None, got {i_max}")
-    first = state.steps == 0
-    smoothed = violation if first else ema * state.smoothed + (1.0 - ema) * violation
+
+
+def _integral_cap(ki: float, lam_max: float | None, i_max: float | None) -> float:
+    """``I_max = min(i_max, lam_max) / ki`` (∞ without caps or with ``ki = 0``): the PID
+    Lagrangian's anti wind-up.
+
+    The integral only falls by ``|v|`` per update once the constraint holds, so after a long
+    violation λ returns from the integral term's cap ``λ_I`` in about ``(λ_I − 1) / (ki·|v|)``
+    updates. What λ changes is the weight ``λ/(1+λ)`` of the CVaR part of the advantage
+    (:func:`lagrangian_advantage`): 0.95 at λ = 19, 0.99 at 100, so an integral worth more than
+    a few tens of λ adds almost nothing while it is violated and costs hundreds to thousands of
+    updates to unwind. ``i_max`` caps the integral term where that weight saturates
+    (``risk.pid_i_max``, 19 by default); the P and D terms can still lift λ above it, up to
+    ``lam_max``, while a violation lasts."""
     caps = [c for c in (lam_max, i_max) if c is not None]
-    integral_max = min(caps) / ki if caps and ki > 0.0 else math.inf
-    integral = min(max(state.integral + violation, 0.0), integral_max)
-    p = kp * smoothed
-    i = ki * integral
-    d = 0.0 if first else kd * max(smoothed - state.smoothed, 0.0)
-    lam = max(p + i + d, 0.0)
-    if lam_max is not None:
-        lam = min(lam, lam_max)
-    return lam, PIDLagrangeState(integral, smoothed, p, i, d, state.steps + 1)
+    return min(caps) / ki if caps and ki > 0.0 else math.inf
 
 
 def lagrangian_advantage(

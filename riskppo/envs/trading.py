@@ -199,33 +199,45 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
             episode_length=episode_length,
             ruin_equity=ruin_equity,
         )
-        self._positions: tuple[float, ...] = action_positions(continuous, positions, long_only)
-        validate_min_signal(min_signal, continuous, long_only)
-        validate_sizing(sizing, vol_target, vol_span, max_leverage)
-
+        self._init_position_rules(
+            continuous, positions, long_only, min_signal, sizing, vol_target, vol_span, max_leverage
+        )
         self.data_label = data_label or "<DataFrame>"  # the data's name in messages
         self.df: pd.DataFrame = validate_ohlcv(df, source=self.data_label)
-        self.window = int(window)
-        self.continuous = bool(continuous)
-        self.long_only = bool(long_only)
-        self.min_signal = float(min_signal)
-        self.fee = float(fee)
+        self.window, self.fee, self.borrow_rate = int(window), float(fee), float(borrow_rate)
         self.fill: str = resolve_fill(fill, _opens(self.df))
-        self.borrow_rate = float(borrow_rate)
-        self.bars_per_year = float(bars_per_year)
-        self.reward_scale = float(reward_scale)
+        self.bars_per_year, self.reward_scale = float(bars_per_year), float(reward_scale)
         self.episode_length = None if episode_length is None else int(episode_length)
-        self.random_start = bool(random_start)
-        self.obs_drawdown = bool(obs_drawdown)
+        self.random_start, self.obs_drawdown = bool(random_start), bool(obs_drawdown)
         self.ruin_equity = ruin_equity
-        self.sizing = sizing
-        self.vol_target, self.vol_span = float(vol_target), int(vol_span)
-        self.max_leverage = float(max_leverage)
         self.overlay = None if overlay is None else RiskOverlay.of(overlay)
 
         self._init_bars(features, start, end)
         self._new_episode_state(self._first_start, self._last_bar)
         self._needs_reset = True
+
+    def _init_position_rules(
+        self,
+        continuous: bool,
+        positions: Sequence[float] | None,
+        long_only: bool,
+        min_signal: float,
+        sizing: str,
+        vol_target: float,
+        vol_span: int,
+        max_leverage: float,
+    ) -> None:
+        """Check and set how an action becomes a position: the action space's positions, the
+        dead zone and the vol-targeted sizing (``ValueError`` naming the argument)."""
+        self._positions: tuple[float, ...] = action_positions(continuous, positions, long_only)
+        validate_min_signal(min_signal, continuous, long_only)
+        validate_sizing(sizing, vol_target, vol_span, max_leverage)
+        self.continuous = bool(continuous)
+        self.long_only = bool(long_only)
+        self.min_signal = float(min_signal)
+        self.sizing = sizing
+        self.vol_target, self.vol_span = float(vol_target), int(vol_span)
+        self.max_leverage = float(max_leverage)
 
     def _init_bars(self, features: Sequence[str], start: Any, end: Any) -> None:
         """Everything derived from the bars of ``self.df``: features, exposure scale, trading

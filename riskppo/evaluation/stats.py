@@ -28,6 +28,7 @@ scaled to the agent's mean exposure::
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -158,6 +159,11 @@ class Comparison:
     verdict: Verdict
 
 
+Row = tuple[str, float | None, float | None, float | None, str]
+"""One row of :meth:`StatsSummary.rows`: label, agent, benchmark, scaled benchmark, note."""
+_FloatRow = tuple[str, float, float, float, str]
+
+
 @dataclass
 class StatsSummary:
     """Everything :func:`summarize` computed; ``to_dict()`` for JSON, ``rows()`` for a table.
@@ -192,47 +198,11 @@ class StatsSummary:
         (an infinite MinTRL means no record length is enough)."""
         return _plain(asdict(self))
 
-    def rows(self) -> list[tuple[str, float | None, float | None, float | None, str]]:
+    def rows(self) -> list[Row]:
         """``(label, agent, benchmark, scaled benchmark, note)`` rows; a comparison's figure
         sits in the column of the benchmark it compares with; ``None`` where undefined."""
-        a, b, s = self.agent, self.benchmark, self.scaled_benchmark
-        vb, vs = self.vs_benchmark, self.vs_scaled_benchmark
-        level = f"{a.sharpe.level:.0%}"
-        own: list[tuple[str, float, float, float, str]] = [
-            (
-                "Sharpe (annual)",
-                a.sharpe.estimate,
-                b.sharpe.estimate,
-                s.sharpe.estimate,
-                "mean / std × √periods, risk-free 0",
-            ),
-            (
-                f"Sharpe {level} CI low",
-                a.sharpe.low,
-                b.sharpe.low,
-                s.sharpe.low,
-                "block bootstrap (Politis & Romano 1994)",
-            ),
-            (f"Sharpe {level} CI high", a.sharpe.high, b.sharpe.high, s.sharpe.high, ""),
-            (
-                "PSR vs 0",
-                a.psr_zero,
-                b.psr_zero,
-                s.psr_zero,
-                "P(true Sharpe > 0), Bailey & López de Prado 2012",
-            ),
-            (
-                "annual volatility",
-                a.annual_volatility,
-                b.annual_volatility,
-                s.annual_volatility,
-                "",
-            ),
-            ("max drawdown", a.max_drawdown, b.max_drawdown, s.max_drawdown, "negative fraction"),
-            ("CVaR 95% (per bar)", a.cvar_95, b.cvar_95, s.cvar_95, "mean of the worst 5% of bars"),
-        ]
         nan = math.nan
-        relative: list[tuple[str, float, float, float, str]] = [
+        own = [
             (
                 f"deflated Sharpe (N = {self.n_trials})",
                 self.deflated_sharpe,
@@ -248,56 +218,61 @@ class StatsSummary:
                 self.exposure_scale,
                 "agent / benchmark mean |exposure|",
             ),
-            ("Sharpe difference (agent − column)", nan, vb.hac.diff, vs.hac.diff, "annual"),
-            (
-                "p one-sided, Jobson–Korkie–Memmel",
-                nan,
-                vb.jk_memmel.p_one_sided,
-                vs.jk_memmel.p_one_sided,
-                "iid-normal variance (Memmel 2003)",
-            ),
-            (
-                "p one-sided, HAC",
-                nan,
-                vb.hac.p_one_sided,
-                vs.hac.p_one_sided,
-                "Ledoit & Wolf 2008; the verdict's test",
-            ),
-            (
-                "p one-sided, bootstrap",
-                nan,
-                vb.bootstrap.p_one_sided,
-                vs.bootstrap.p_one_sided,
-                "studentised circular block bootstrap",
-            ),
-            (
-                f"p adjusted for N = {self.n_trials}",
-                nan,
-                vb.verdict.p_adjusted,
-                vs.verdict.p_adjusted,
-                "Šidák; claim an edge only below 0.05",
-            ),
-            ("PSR vs column's Sharpe", nan, vb.psr_vs_benchmark, vs.psr_vs_benchmark, ""),
-            (
-                "MinTRL vs column's Sharpe (bars)",
-                nan,
-                vb.min_track_record_bars,
-                vs.min_track_record_bars,
-                "at 95%",
-            ),
-            (
-                "alpha (annual)",
-                nan,
-                vb.alpha_beta.alpha_annual,
-                vs.alpha_beta.alpha_annual,
-                "OLS, Newey–West errors",
-            ),
-            ("alpha t", nan, vb.alpha_beta.alpha_t, vs.alpha_beta.alpha_t, ""),
-            ("beta", nan, vb.alpha_beta.beta, vs.alpha_beta.beta, ""),
-            ("information ratio", nan, vb.information_ratio, vs.information_ratio, "annual"),
-            ("tracking error", nan, vb.tracking_error, vs.tracking_error, "annual"),
         ]
-        return [(label, _num(x), _num(y), _num(z), note) for label, x, y, z, note in own + relative]
+        table = _series_rows(self) + own + _comparison_rows(self)
+        return [(label, _num(x), _num(y), _num(z), note) for label, x, y, z, note in table]
+
+
+def _series_rows(s: StatsSummary) -> list[_FloatRow]:
+    """The figures of each series: agent, benchmark, scaled benchmark."""
+    level = f"{s.agent.sharpe.level:.0%}"
+    table: list[tuple[str, Callable[[SeriesFigures], float], str]] = [
+        ("Sharpe (annual)", lambda f: f.sharpe.estimate, "mean / std × √periods, risk-free 0"),
+        (
+            f"Sharpe {level} CI low",
+            lambda f: f.sharpe.low,
+            "block bootstrap (Politis & Romano 1994)",
+        ),
+        (f"Sharpe {level} CI high", lambda f: f.sharpe.high, ""),
+        ("PSR vs 0", lambda f: f.psr_zero, "P(true Sharpe > 0), Bailey & López de Prado 2012"),
+        ("annual volatility", lambda f: f.annual_volatility, ""),
+        ("max drawdown", lambda f: f.max_drawdown, "negative fraction"),
+        ("CVaR 95% (per bar)", lambda f: f.cvar_95, "mean of the worst 5% of bars"),
+    ]
+    a, b, c = s.agent, s.benchmark, s.scaled_benchmark
+    return [(label, get(a), get(b), get(c), note) for label, get, note in table]
+
+
+def _comparison_rows(s: StatsSummary) -> list[_FloatRow]:
+    """The agent against each benchmark, in that benchmark's column (nan in the agent's)."""
+    table: list[tuple[str, Callable[[Comparison], float], str]] = [
+        ("Sharpe difference (agent − column)", lambda c: c.hac.diff, "annual"),
+        (
+            "p one-sided, Jobson–Korkie–Memmel",
+            lambda c: c.jk_memmel.p_one_sided,
+            "iid-normal variance (Memmel 2003)",
+        ),
+        ("p one-sided, HAC", lambda c: c.hac.p_one_sided, "Ledoit & Wolf 2008; the verdict's test"),
+        (
+            "p one-sided, bootstrap",
+            lambda c: c.bootstrap.p_one_sided,
+            "studentised circular block bootstrap",
+        ),
+        (
+            f"p adjusted for N = {s.n_trials}",
+            lambda c: c.verdict.p_adjusted,
+            "Šidák; claim an edge only below 0.05",
+        ),
+        ("PSR vs column's Sharpe", lambda c: c.psr_vs_benchmark, ""),
+        ("MinTRL vs column's Sharpe (bars)", lambda c: c.min_track_record_bars, "at 95%"),
+        ("alpha (annual)", lambda c: c.alpha_beta.alpha_annual, "OLS, Newey–West errors"),
+        ("alpha t", lambda c: c.alpha_beta.alpha_t, ""),
+        ("beta", lambda c: c.alpha_beta.beta, ""),
+        ("information ratio", lambda c: c.information_ratio, "annual"),
+        ("tracking error", lambda c: c.tracking_error, "annual"),
+    ]
+    vb, vs = s.vs_benchmark, s.vs_scaled_benchmark
+    return [(label, math.nan, get(vb), get(vs), note) for label, get, note in table]
 
 
 def _plain(value: Any) -> Any:

@@ -91,3 +91,16 @@ def test_only_the_policy_reads_the_lstm_sharing_mode() -> None:
             if isinstance(node, ast.Constant) and node.value == "lstm_sharing":
                 readers.append(f"{rel}:{node.lineno}")
     assert readers == []
+
+
+def test_a_reset_ends_the_constraints_open_segments() -> None:
+    """The loop's reset reaches the constraint: every open CVaR segment ends (R-REL-4), λ stays.
+    Mutation check: keeping ``state.risk`` in ``reset_carry`` fails it."""
+    model = model_with_risk()
+    model.state = reset_carry(model.learner(), model.state)
+    model.state, _ = train_iteration(model.learner(), model.state)
+    risk = model.state.risk
+    assert risk is not None and bool((risk.length > 0).any())  # segments left open
+    after = reset_carry(model.learner(), model.state).risk
+    assert after is not None and after.lam == risk.lam
+    assert not bool(after.length.any()) and not bool(after.acc.any())

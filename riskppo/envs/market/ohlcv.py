@@ -13,6 +13,22 @@ so ``"high" in df`` says whether the data has highs, and a NaN in a present colu
 missing value that ``nan_policy`` deals with. The features that need an absent column are left
 out by :class:`~riskppo.envs.TradingEnv` (:func:`riskppo.envs.features.split_features`).
 
+Reading a file (:func:`load_ohlcv`)
+-----------------------------------
+**Columns** (names matched case-insensitively, spaces and hyphens as ``_``; see ``_ALIASES``):
+``close`` is required, ``open``/``high``/``low``/``volume`` are optional and absent from the
+result when the file lacks them. Without a ``close`` column (and without open/high/low) the
+close is the first of ``adj close``, ``price``, ``value``; failing those, a file of a time column
+and exactly one other column (a FRED export: ``DATE,SP500``) reads that column as the close.
+Empty cells, ``"."`` (FRED), ``"NA"``, ``"N/A"``, ``"-"`` and the other spellings of
+:data:`_MISSING_TEXT` are missing values (``nan_policy``).
+
+**Timestamps.** Without ``timestamp_col`` the time column is the first of ``timestamp,
+datetime, Gmt time, Local time, Open time, Date, Time, dt`` (a separate ``Date`` and ``Time``
+pair is joined); a Parquet file may carry the timestamps in its DatetimeIndex instead. Without
+``timestamp_format`` ISO 8601, day-first dotted (``31.12.2017 22:00:00.000``), slashed and
+``YYYYMMDD`` are tried.
+
 Every problem in the input raises :class:`DataError` whose message names the source (file
 path), the row and the problem, e.g.::
 
@@ -146,15 +162,8 @@ def load_ohlcv(
     adjusted: bool = False,
     require_volume: bool = False,
 ) -> pd.DataFrame:
-    """Load and validate an OHLCV or close-only file (CSV or Parquet, chosen by suffix).
-
-    **Columns** (names matched case-insensitively, spaces and hyphens as ``_``; see
-    ``_ALIASES``): ``close`` is required, ``open``/``high``/``low``/``volume`` are optional and
-    absent from the result when the file lacks them. Without a ``close`` column (and without
-    open/high/low) the close is the first of ``adj close``, ``price``, ``value``; failing those,
-    a file of a time column and exactly one other column (a FRED export: ``DATE,SP500``) reads
-    that column as the close. Empty cells, ``"."`` (FRED), ``"NA"``, ``"N/A"``, ``"-"`` and the
-    other spellings of :data:`_MISSING_TEXT` are missing values (``nan_policy``).
+    """Load and validate an OHLCV or close-only file (CSV or Parquet, chosen by suffix); its
+    columns and timestamps are read as the module docstring says ("Reading a file").
 
     Args:
         path: ``.csv`` (optionally compressed: ``.csv.gz`` …), ``.txt`` (CSV) or
@@ -163,13 +172,9 @@ def load_ohlcv(
             run of rows. ``"ffill"``: forward-fill each column; a run of more than ``ffill_limit``
             consecutive missing values, or a missing value in the first row, raises.
         ffill_limit: longest NaN run that ``"ffill"`` may fill.
-        timestamp_col: name of the time column (case-insensitive). By default the first of
-            ``timestamp, datetime, Gmt time, Local time, Open time, Date, Time, dt`` is used
-            (a separate ``Date`` and ``Time`` pair is joined). A Parquet file may carry the
-            timestamps in its DatetimeIndex instead.
+        timestamp_col: name of the time column (case-insensitive); None: found by name.
         timestamp_format: ``strftime`` format of the time strings, or an epoch unit
-            (``"s"``, ``"ms"``, ``"us"``, ``"ns"``) for numeric timestamps. By default ISO 8601,
-            day-first dotted (``31.12.2017 22:00:00.000``), slashed and ``YYYYMMDD`` are tried.
+            (``"s"``, ``"ms"``, ``"us"``, ``"ns"``) for numeric timestamps; None: guessed.
         dayfirst: resolves ``01/02/2017``-style dates. ``None``: the format under which all
             rows parse and the timestamps increase is used; if both do, :class:`DataError`.
         sort: timestamps must be strictly increasing in the file; an unsorted file raises unless

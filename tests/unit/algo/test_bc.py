@@ -4,9 +4,6 @@ strategy teacher's labels and the recurrent chunk replay."""
 from __future__ import annotations
 
 import math
-import os
-import subprocess
-import sys
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
@@ -358,31 +355,3 @@ def test_chunk_states_in_blocks_equal_one_replay(monkeypatch):
     assert states.h.shape == (2, 12 * 3, 8)
     torch.testing.assert_close(states.h, torch.cat([s.h for s in whole], 1), rtol=1e-6, atol=1e-6)
     torch.testing.assert_close(states.c, torch.cat([s.c for s in whole], 1), rtol=1e-6, atol=1e-6)
-
-
-PREPARE_MEMORY = """
-import resource, sys, torch
-from gymnasium import spaces
-from riskppo.config import Config
-from riskppo.demos.files import Demonstrations
-from riskppo.nn.policy import RecurrentActorCritic
-from riskppo.algo.bc import BCSource, prepare_demos
-T = 250_000
-d = Demonstrations(torch.randn(T, 1, 4), torch.zeros(T, 1, dtype=torch.long),
-                   torch.zeros(T, 1, dtype=torch.bool), None)
-cfg = Config.build({"policy": {"lstm_hidden_size": 64}})
-policy = RecurrentActorCritic(spaces.Box(-9, 9, (4,)), spaces.Discrete(2), cfg.policy,
-                              n_critics=2, critic_out=32)
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-prepare_demos(policy, cfg, BCSource(lambda: d, None))
-print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)
-"""
-
-
-def test_preparing_demonstrations_takes_memory_of_the_order_of_the_demonstrations():
-    """250k steps of 4 observations (4 MB): replaying them at once took ~700 MB of peak RSS."""
-    out = subprocess.run(
-        [sys.executable, "-c", PREPARE_MEMORY], capture_output=True, text=True, check=True,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-    )  # fmt: skip
-    assert int(out.stdout.strip()) < 150, out.stdout  # MiB

@@ -3,13 +3,25 @@ sync-free (masked) risk-head loss are one mean, and the AWR term is the weighted
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
 import torch
 
 from riskppo import core
-from riskppo.algo.losses import awr_loss, bc_loss_ratio, risk_head_loss
+from riskppo.algo.losses import (
+    LossTerms,
+    LossWeights,
+    awr_loss,
+    bc_loss_ratio,
+    ppo_terms,
+    risk_head_loss,
+    total,
+    with_risk_head,
+)
+from riskppo.config import Config
+from riskppo.nn.critics import build_critic
 
 
 @pytest.mark.parametrize("ended", [[True, False, True, True, False], [False] * 5, [True] * 5])
@@ -42,3 +54,29 @@ def test_bc_loss_ratio_is_the_share_of_the_bc_term():
     ratio = bc_loss_ratio(torch.tensor(-1.0, requires_grad=True), torch.tensor(3.0))
     assert not ratio.requires_grad
     assert ratio.item() == pytest.approx(0.25)
+
+
+def test_the_loss_is_every_named_term_with_its_coefficient(tiny_policy, random_chunk_batch):
+    """``total`` over the PPO forward's terms, the risk head's loss (on the ended segments only),
+    the SA-PPO regulariser and the BC term equals the sum written out by hand, term by term."""
+    cfg = Config.build({"critic": {"kind": "quantile", "n_quantiles": 8}})
+    policy = tiny_policy(critic_out=8, risk_head=True).double()
+    mb = random_chunk_batch(policy, 4)
+    targets = torch.randn(8, 4, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    targets[::3] = math.nan  # unfinished segments: no target
+    mb = dataclasses.replace(mb, risk_targets=targets)
+    t = ppo_terms(cfg, policy, build_critic(cfg.critic), mb)
+    terms = with_risk_head(cfg, policy, t, mb, masked=False)
+    done = torch.isfinite(targets.reshape(-1))
+    q = policy.risk_output(t.out).reshape(-1, 8)[done]
+    y = targets.reshape(-1)[done].unsqueeze(-1)
+    risk = core.quantile_huber_loss(q, y, kappa=cfg.critic.kappa).mean()
+    assert terms.risk_head is not None
+    torch.testing.assert_close(terms.risk_head, risk)
+    sa_kl, bc = torch.tensor(0.3, dtype=torch.float64), torch.tensor(-0.2, dtype=torch.float64)
+    terms = terms._replace(sa_kl=sa_kl, bc=bc)
+    got = total(terms, LossWeights(vf_coef=0.5, ent_coef=0.01, sa_kappa=2.0))
+    expected = t.pg_loss + 0.5 * (t.vf_loss + risk) - 0.01 * t.entropy + 2.0 * sa_kl + bc
+    torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-12)
+    without = total(LossTerms(t.pg_loss, t.vf_loss, t.entropy), LossWeights(0.5, 0.01))
+    assert torch.equal(without, t.pg_loss + 0.5 * t.vf_loss - 0.01 * t.entropy)

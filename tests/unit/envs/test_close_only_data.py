@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -173,23 +171,6 @@ def test_ohlcv_observations_are_unchanged() -> None:
     assert digest == "2194797b97e5e8a424f114c43b91d0c61910e94415b49d56084816a3587498f7"
 
 
-@pytest.mark.slow  # about 15 s on a loaded 2-core machine
-def test_default_agent_trains_on_a_close_only_file(tmp_path: Path, caplog) -> None:
-    from riskppo import DistributionalPPO
-
-    path = tmp_path / "agent.csv"
-    close_series(900, seed=2).rename("Adj Close").to_csv(path)
-    over = [f"data.path={path}", "env.n_envs=2", "ppo.n_steps=16", "ppo.batch_size=32"]
-    with caplog.at_level(logging.WARNING, logger="riskppo"):
-        model = DistributionalPPO(config=apply_overrides(DEFAULT, over))
-        model.learn(32)
-    model.close()
-    assert model.num_timesteps == 32
-    assert left_out_lines(caplog) == [
-        "close-only data (agent.csv): features hl_range left out (need high/low)"
-    ]
-
-
 # ----------------------------------------------------------------------------- sp500 (skfolio)
 
 
@@ -204,14 +185,6 @@ def test_sp500_stock_loads_from_the_installed_skfolio_file() -> None:
     # checkout, as the README and CI make, holds skfolio's copy)
     for folder in ("riskppo", "tests", "benchmarks", "docs"):
         assert not any((ROOT / folder).rglob("sp500_dataset*"))
-
-
-def test_sp500_does_not_import_skfolio() -> None:
-    code = (
-        "import sys; from riskppo.envs import load_dataset; load_dataset('sp500', symbol='KO');"
-        "assert 'skfolio' not in sys.modules and 'sklearn' not in sys.modules"
-    )
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 
 @pytest.mark.parametrize(

@@ -4,58 +4,23 @@ random start), over whole episodes; and training builds it for n_envs > 1 unless
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from stable_baselines3.common.env_util import make_vec_env
-from stable_baselines3.common.vec_env import VecEnv
 
 import riskppo.envs.trading as trading
-from riskppo.config import Config
 from riskppo.envs import TradingEnv, gbm
-from riskppo.envs.registration import TRADING_ID
 from riskppo.envs.trading_vec import BatchedTradingVecEnv
-from riskppo.envs.vec import InProcessVecEnv, build_vec_env
-from tests.vec_runs import assert_same_run
-
-CONFIGS = Path(__file__).resolve().parents[3] / "riskppo" / "configs"
-
-
-def _config(name: str, overlay: bool, **env: Any) -> Config:
-    cfg = Config.from_yaml(CONFIGS / name)
-    kwargs = dict(cfg.env.kwargs)
-    if not overlay:
-        kwargs.pop("overlay", None)
-    update = {"kwargs": kwargs, "normalize_obs": False, **env}
-    return cfg.model_copy(update={"env": cfg.env.model_copy(update=update)})
-
-
-def _build(cfg: Config, vectorized: bool, part: str = "train", n: int = 8) -> VecEnv:
-    env = cfg.env.model_copy(update={"vectorized": vectorized})
-    venv = build_vec_env(cfg.env.id, env, 3, cfg.data, part=part, n_envs=n, risk=cfg.risk)
-    return venv.venv  # below VecFiniteGuard
-
-
-@pytest.mark.parametrize("overlay", [True, False], ids=["overlay", "no-overlay"])
-@pytest.mark.parametrize("name", ["trading_googl.yaml", "trading_eurusd.yaml"])
-def test_shipped_configs_batched_like_separate_envs(name: str, overlay: bool) -> None:
-    cfg = _config(name, overlay)
-    ref, fast = _build(cfg, False), _build(cfg, True)
-    assert isinstance(ref, InProcessVecEnv) and isinstance(fast, BatchedTradingVecEnv)
-    # beyond [-1, 1] too (clipped); two episodes and some of a third per env
-    steps = int(2.2 * cfg.env.kwargs["episode_length"])
-    rng = np.random.default_rng(0)
-    actions = rng.uniform(-1.3, 1.3, size=(steps, 8, 1)).astype(np.float32)
-    ended = assert_same_run(ref, fast, actions)
-    assert ended["truncated"] >= 16
+from riskppo.envs.vec import InProcessVecEnv
+from tests.vec_runs import assert_same_run, build_venv, shipped_config
 
 
 def test_evaluation_part_runs_start_to_end_like_separate_envs() -> None:
     """Evaluation envs (random_start off) are batched too (n_envs up to 4)."""
-    cfg = _config("trading_googl.yaml", True)
-    ref, fast = _build(cfg, False, part="val", n=4), _build(cfg, True, part="val", n=4)
+    cfg = shipped_config("trading_googl.yaml", True)
+    ref, fast = build_venv(cfg, False, part="val", n=4), build_venv(cfg, True, part="val", n=4)
     assert isinstance(fast, BatchedTradingVecEnv)
     actions = np.random.default_rng(1).uniform(-1, 1, size=(800, 4, 1)).astype(np.float32)
     assert assert_same_run(ref, fast, actions)["truncated"] >= 8
@@ -112,25 +77,16 @@ def test_bad_actions_name_the_env() -> None:
 
 
 def test_vectorized_off_or_one_env_steps_separate_envs() -> None:
-    cfg = _config("trading_googl.yaml", True)
-    assert isinstance(_build(cfg, True, n=2), BatchedTradingVecEnv)
-    assert isinstance(_build(cfg, False, n=2), InProcessVecEnv)
-    assert isinstance(_build(cfg, True, n=1), InProcessVecEnv)
-
-
-@pytest.mark.slow
-def test_subprocesses_step_separate_envs() -> None:
-    cfg = _config("trading_googl.yaml", True)
-    sub = cfg.env.model_copy(update={"vec_env": "subproc", "n_envs": 2})
-    venv = build_vec_env(TRADING_ID, sub, 0, cfg.data, risk=cfg.risk)
-    assert not isinstance(venv.venv, BatchedTradingVecEnv)
-    venv.close()
+    cfg = shipped_config("trading_googl.yaml", True)
+    assert isinstance(build_venv(cfg, True, n=2), BatchedTradingVecEnv)
+    assert isinstance(build_venv(cfg, False, n=2), InProcessVecEnv)
+    assert isinstance(build_venv(cfg, True, n=1), InProcessVecEnv)
 
 
 def test_attributes_are_the_trading_envs() -> None:
     """What the trainer and SB3 read through get_attr: the shared env's settings."""
-    cfg = _config("trading_googl.yaml", True)
-    venv = _build(cfg, True, n=3)
+    cfg = shipped_config("trading_googl.yaml", True)
+    venv = build_venv(cfg, True, n=3)
     assert venv.get_attr("render_mode") == [None, None, None]
     (env,) = venv.get_attr("unwrapped", [0])
     assert isinstance(env, TradingEnv) and env.overlay is not None

@@ -1,6 +1,6 @@
 """The C recurrence (riskppo/nn/native) against independent float64 references, and its loader:
 build, cache, and the fallback when it cannot be built (what the cache
-trusts and how it recovers: test_native_cache.py; builds across processes:
+trusts and how it recovers: tests/integration/test_native_cache.py; builds across processes:
 tests/integration/test_native_build.py)."""
 
 from __future__ import annotations

@@ -1,0 +1,62 @@
+"""The constraint as a component: the no-op of a run without one, and the CVaR constraint's
+reset and advantage points (docs/risk.md)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from riskppo.algo.constraint import (
+    CVaRConstraint,
+    NoConstraint,
+    RiskEstimate,
+    constraint_for,
+    initial_risk_state,
+)
+from riskppo.config import Config
+
+
+def _cfg() -> Config:
+    return Config.build(
+        {"critic": {"kind": "quantile", "n_quantiles": 8}, "risk": {"cvar_limit": 0.0}}
+    )
+
+
+def test_a_state_without_a_risk_part_gets_the_no_op_constraint():
+    cfg = _cfg()
+    none = constraint_for(cfg, None)
+    assert isinstance(none, NoConstraint)
+    adv = torch.randn(6, 2)
+    assert none.end_segments(None) is None
+    assert none.after_rollout(None, torch.ones(6, 2), torch.zeros(6, 2), lambda: adv) is None
+    assert none.advantage(adv, None, per_env=False) is adv
+    assert isinstance(constraint_for(cfg, initial_risk_state(cfg, 2)), CVaRConstraint)
+
+
+def test_a_reset_ends_every_open_segment_and_keeps_the_multiplier():
+    cfg = _cfg()
+    state = dataclasses.replace(
+        initial_risk_state(cfg, 3),
+        lam=0.7,
+        acc=torch.tensor([1.5, -2.0, 0.25], dtype=torch.float64),
+        length=torch.tensor([4, 9, 1]),
+    )
+    state.recent.extend([1.0, -1.0])
+    after = CVaRConstraint(cfg).end_segments(state)
+    assert after is not None
+    assert torch.equal(after.acc, torch.zeros(3, dtype=torch.float64))
+    assert torch.equal(after.length, torch.zeros(3, dtype=torch.long))
+    assert after.lam == 0.7 and list(after.recent) == [1.0, -1.0] and after.pid == state.pid
+
+
+def test_the_policy_sees_the_return_and_cvar_advantages_weighted_by_the_multiplier():
+    cfg = _cfg()
+    g = torch.Generator().manual_seed(0)
+    adv, a_cvar = torch.randn(8, 2, generator=g), 5.0 * torch.randn(8, 2, generator=g)
+    state = initial_risk_state(cfg, 2)
+    est = RiskEstimate(a_cvar, 3.0, torch.zeros(8, 2), state, {})
+    got = CVaRConstraint(cfg).advantage(adv, est, per_env=False)
+    expected = (adv + 3.0 * a_cvar / a_cvar.std()) / 4.0  # (A + λ·Â_cvar)/(1+λ), Â_cvar unit std
+    torch.testing.assert_close(got, expected)
+    assert est.metrics["risk/adv_cvar_part_abs_mean"] > 0.0
