@@ -11,7 +11,7 @@ import gymnasium as gym
 from gymnasium.envs.registration import load_env_creator
 
 from riskppo.config import ConfigError, suggest
-from riskppo.envs.registration import MASKED_IDS, PORTFOLIO_ID, TRADING_ID
+from riskppo.envs.registration import MASKED_IDS, PORTFOLIO_ID, TRADING_ID, register_envs
 
 # Keywords gym.make takes itself (Gymnasium's ``make``), whatever the env's constructor takes.
 _MAKE_KWARGS = frozenset({"max_episode_steps", "disable_env_checker", "render_mode"})
@@ -32,6 +32,7 @@ def check_env_kwargs(env_id: str, kwargs: Mapping[str, Any]) -> None:
 
 def accepted_kwargs(env_id: str) -> frozenset[str] | None:
     """The keyword arguments ``gym.make(env_id, ...)`` accepts, or ``None`` if unknown."""
+    register_envs()  # riskppo's own ids, also when nothing has made one yet in this process
     try:
         spec = gym.spec(env_id)
         creator = load_env_creator(spec.entry_point) if isinstance(spec.entry_point, str) else None
