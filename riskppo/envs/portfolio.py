@@ -166,10 +166,7 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
             ruin_equity=ruin_equity,
         )
         validate_sizing(sizing, vol_target, vol_span, max_leverage)
-        _positive("logit_scale", logit_scale, MAX_LOGIT_SCALE)
-        _positive("max_gross", max_gross)
-        if covariance not in COVARIANCES:
-            raise ValueError(f"covariance={covariance!r} is invalid: must be one of {COVARIANCES}")
+        _check_weights(logit_scale, max_gross, covariance)
         self.data = data
         self.symbols = data.symbols
         self.n_assets = len(data.symbols)
@@ -478,6 +475,14 @@ def _all_opens(data: PortfolioData) -> np.ndarray | None:
     if not all("open" in f.columns for f in data.frames):
         return None
     return np.stack([f["open"].to_numpy(np.float64) for f in data.frames], axis=1)
+
+
+def _check_weights(logit_scale: Any, max_gross: Any, covariance: Any) -> None:
+    """The weight map's and the covariance's arguments, one line each when wrong."""
+    _positive("logit_scale", logit_scale, MAX_LOGIT_SCALE)
+    _positive("max_gross", max_gross)
+    if covariance not in COVARIANCES:
+        raise ValueError(f"covariance={covariance!r} is invalid: must be one of {COVARIANCES}")
 
 
 def _check_exposure(exposure_signal: Any, min_signal: Any) -> None:

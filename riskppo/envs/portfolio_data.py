@@ -92,16 +92,7 @@ def load_portfolio(
             ``align``.
         DataError: a file that does not load, or assets that do not align.
     """
-    given = [n for n, v in (("dataset", dataset), ("paths", paths), ("table", table)) if v]
-    if len(given) != 1:
-        raise ValueError(
-            f"portfolio data: give exactly one of dataset, paths or table (got {given or 'none'})"
-        )
-    if align not in ALIGNS:
-        raise ValueError(f"align={align!r} is invalid: must be one of {ALIGNS}")
-    for name, value in (("symbols", symbols), ("paths", paths)):
-        if isinstance(value, str):
-            raise ValueError(f"{name}={value!r} must be a list, e.g. [{value}]")
+    _check_source(dataset, symbols, paths, table, align)
     sources: dict[str, str] = {}
     if dataset:
         frames, label = _from_dataset(dataset, symbols)
@@ -129,6 +120,26 @@ def load_portfolio(
     if len(frames) < 2:
         raise ValueError(f"portfolio data {label}: needs at least two assets, got {list(frames)}")
     return align_frames(frames, align, label, sources)
+
+
+def _check_source(
+    dataset: str | None,
+    symbols: Sequence[str] | None,
+    paths: Sequence[str] | None,
+    table: str | None,
+    align: str,
+) -> None:
+    """Exactly one source, a known ``align``, lists where lists are meant (one line each)."""
+    given = [n for n, v in (("dataset", dataset), ("paths", paths), ("table", table)) if v]
+    if len(given) != 1:
+        raise ValueError(
+            f"portfolio data: give exactly one of dataset, paths or table (got {given or 'none'})"
+        )
+    if align not in ALIGNS:
+        raise ValueError(f"align={align!r} is invalid: must be one of {ALIGNS}")
+    for name, value in (("symbols", symbols), ("paths", paths)):
+        if isinstance(value, str):
+            raise ValueError(f"{name}={value!r} must be a list, e.g. [{value}]")
 
 
 def align_frames(
