@@ -153,8 +153,7 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
         render_mode: str | None = None,
     ) -> None:
         super().__init__()
-        if render_mode is not None:
-            raise ValueError(f"PortfolioEnv has no render modes, got render_mode={render_mode!r}")
+        _check_options(render_mode, logit_scale, max_gross, covariance)
         self.render_mode = None
         validate_scalars(
             window=window,
@@ -166,10 +165,7 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
             ruin_equity=ruin_equity,
         )
         validate_sizing(sizing, vol_target, vol_span, max_leverage)
-        _check_weights(logit_scale, max_gross, covariance)
-        self.data = data
-        self.symbols = data.symbols
-        self.n_assets = len(data.symbols)
+        self.data, self.symbols, self.n_assets = data, data.symbols, len(data.symbols)
         self.window, self.fee, self.borrow_rate = int(window), float(fee), float(borrow_rate)
         self.long_only, self.logit_scale = bool(long_only), float(logit_scale)
         _check_exposure(exposure_signal, min_signal)
@@ -477,8 +473,10 @@ def _all_opens(data: PortfolioData) -> np.ndarray | None:
     return np.stack([f["open"].to_numpy(np.float64) for f in data.frames], axis=1)
 
 
-def _check_weights(logit_scale: Any, max_gross: Any, covariance: Any) -> None:
-    """The weight map's and the covariance's arguments, one line each when wrong."""
+def _check_options(render_mode: Any, logit_scale: Any, max_gross: Any, covariance: Any) -> None:
+    """The render mode, the weight map's and the covariance's arguments (one line each)."""
+    if render_mode is not None:
+        raise ValueError(f"PortfolioEnv has no render modes, got render_mode={render_mode!r}")
     _positive("logit_scale", logit_scale, MAX_LOGIT_SCALE)
     _positive("max_gross", max_gross)
     if covariance not in COVARIANCES:
