@@ -107,34 +107,66 @@ def apply_rescales(policy: RecurrentActorCritic, rescales: tuple[Rescale, ...]) 
 
 def train_iteration(learner: Learner, state: TrainingState) -> tuple[TrainingState, UpdateLog]:
     """collect → estimate → rescale → update → schedules, from ``state`` (which must have a
-    carry: :func:`reset_carry`)."""
-    cfg, policy, c = learner.cfg, learner.policy, state.counters
+    carry: :func:`reset_carry`). Each stage takes the learner and the state and returns the
+    next state and what the next stage reads (PureJaxRL's runner state)."""
     assert state.carry is not None
-    lr = learning_rate(cfg, state)
+    lr = learning_rate(learner.cfg, state)
     set_learning_rate(learner.optimizer, lr)
+    state, rollout = collect_stage(learner, state)
+    state, est = estimate_stage(learner, state, rollout)
+    state, metrics = update_stage(learner, state, est)
+    log = update_log(learner, state, est, metrics, lr, rollout)
+    return state.replace(entropy=step_entropy(learner, state.entropy, metrics)), log
+
+
+def collect_stage(learner: Learner, state: TrainingState) -> tuple[TrainingState, Rollout]:
+    """The rollout of ``cfg.ppo.n_steps`` steps from the state's carry; the state gets the
+    carry after it and the episodes that ended in it."""
+    assert state.carry is not None
     rollout, carry, episodes = collect_rollout(
-        policy,
+        learner.policy,
         learner.env,
         state.carry,
-        cfg.ppo.n_steps,
-        cfg.ppo.chunk_len,
+        learner.cfg.ppo.n_steps,
+        learner.cfg.ppo.chunk_len,
         state.rng.sample,
         learner.hooks,
     )
-    est = estimate(cfg, policy, learner.critic, state.scaling, rollout, state.risk)
-    apply_rescales(policy, est.rescales)
-    ent = state.entropy
-    bonus = ent.coef + floor_coef(cfg, learner.env.action_space, ent.floor)
+    return state.replace(carry=carry, episodes=state.episodes.extend(episodes)), rollout
+
+
+def estimate_stage(
+    learner: Learner, state: TrainingState, rollout: Rollout
+) -> tuple[TrainingState, Estimates]:
+    """Values, advantages and the constraint's part of ``rollout``, then the PopArt rescale of
+    the output layers; the state gets the return statistics, the constraint's state and the
+    critic's LSTM state after the rollout."""
+    assert state.carry is not None
+    est = estimate(learner.cfg, learner.policy, learner.critic, state.scaling, rollout, state.risk)
+    apply_rescales(learner.policy, est.rescales)
+    carry = dataclasses.replace(
+        state.carry, state=RecurrentState(state.carry.state.pi, est.vf_state)
+    )
+    risk = est.risk.state if est.risk is not None else None
+    return state.replace(scaling=est.scaling, risk=risk, carry=carry), est
+
+
+def update_stage(
+    learner: Learner, state: TrainingState, est: Estimates
+) -> tuple[TrainingState, UpdateMetrics]:
+    """The PPO epochs over the estimated batch (weights and optimizer change in place); the
+    state gets the counters after them."""
+    cfg, c, ent = learner.cfg, state.counters, state.entropy
     ctx = UpdateContext(
         cfg,
-        policy,
+        learner.policy,
         learner.critic,
         learner.optimizer,
         state.rng.shuffle,
-        bonus,
+        ent.coef + floor_coef(cfg, learner.env.action_space, ent.floor),
         learner.vgs,
         sa_eps=current_sa_eps(cfg, c.n_updates),
-        bc=bc_inputs(cfg, policy, learner.bc, c.num_timesteps),
+        bc=bc_inputs(cfg, learner.policy, learner.bc, c.num_timesteps),
         consecutive_skips=c.nonfinite_skips,
         loss_fn=learner.loss_fn,
     )
@@ -145,15 +177,7 @@ def train_iteration(learner: Learner, state: TrainingState) -> tuple[TrainingSta
         n_updates=c.n_updates + 1,
         nonfinite_skips=metrics.consecutive_skips,
     )
-    new = state.replace(
-        counters=counters,
-        scaling=est.scaling,
-        risk=est.risk.state if est.risk is not None else None,
-        episodes=state.episodes.extend(episodes),
-        carry=dataclasses.replace(carry, state=RecurrentState(carry.state.pi, est.vf_state)),
-    )
-    log = update_log(learner, new, est, metrics, lr, rollout)
-    return new.replace(entropy=step_entropy(learner, ent, metrics)), log
+    return state.replace(counters=counters), metrics
 
 
 def step_entropy(learner: Learner, ent: EntropyControl, metrics: UpdateMetrics) -> EntropyControl:
