@@ -1,4 +1,4 @@
-"""What reaches the C kernels (riskppo/nn/native/lstm.c) is checked first: a tensor of another
+"""What reaches the C kernels (riskppo/nn/native/*.c) is checked first: a tensor of another
 shape, dtype, device or layout than the sizes C is told raises one ``ValueError`` naming the
 argument, at each C entry point (:mod:`riskppo.nn.c_args`) and through the public API
 (``predict`` / ``value_distribution``), on the C and the PyTorch path alike.
