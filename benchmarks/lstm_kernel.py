@@ -1,7 +1,7 @@
 """The C code (riskppo/nn/native) against the PyTorch code it replaces, side by side in one process
 (1 torch thread), alternating calls so a slow moment of the host hits both: the masked LSTM
 recurrence, the rollout's actor step (``riskppo.nn.actor_step``) and the compiled update's
-minibatch tail (norms, clipping, Adam: ``riskppo.algo.update._clip_adam_in_c``).
+minibatch tail (norms, clipping, Adam: ``riskppo.optim.step.adam_step``, C tail or not).
 
 Shapes are those of design §10 training (LSTM 64, actor + shared critic LSTM: K = 2): an update
 minibatch (16 chunks of 16 steps, forward + backward) and the estimate pass over a rollout
@@ -106,25 +106,13 @@ def tail_cases(model: DistributionalPPO) -> dict[str, Callable[[], object]]:
         for q, gr in zip(ctx.params, grads):
             q.grad = gr.clone()
         ctx.adam = step.optimizer_step(ctx.optimizer, ctx.adam)
-    stats, names = torch.tensor([1.0]), ["loss", *ctx.groups, "pre", "post"]
+    stats = torch.tensor([1.0])
+    tail = step.AdamTail(model.config.ppo.max_grad_norm, model.config.ppo.grad_clip == "per_group")
 
-    def run(in_c: bool) -> Callable[[], object]:
-        def call() -> object:
-            if in_c:
-                return update._clip_adam_in_c(ctx, stats)
-            gs = [q.grad for q in ctx.params]
-            return update._clip_and_step(
-                ctx,
-                update.UpdateMetrics(),
-                stats,
-                names,
-                ctx.params,
-                gs,  # type: ignore[arg-type]
-            )
+    def run(in_c: bool) -> Callable[[], step.Stepped]:
+        return lambda: step.adam_step(ctx, stats, tail._replace(allow_c=in_c))
 
-        return call
-
-    assert run(True)() is not None, "the C tail does not apply to this model"
+    assert run(True)().path == "c", "the C tail does not apply to this model"
     return {"C": run(True), "PyTorch": run(False)}
 
 

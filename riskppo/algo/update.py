@@ -7,9 +7,9 @@ above ``target_kl`` stops the epoch loop before the step (R-ALG-11); then the op
 variance gradient scaler, gradient clipping at ``max_grad_norm`` (R-ALG-14; per clip group, see
 :func:`clip_groups`, or globally: ``ppo.grad_clip``) and the optimizer step.
 :func:`ppo_update` returns an :class:`UpdateMetrics`; the caller logs it. With ``compile: true``
-the tail after the backward (norms, guard, clipping, Adam) is one C call where it applies
-(:func:`_clip_adam_in_c`); the PyTorch tail (:func:`_clip_and_step`) is the reference. The
-norms, the clipping and the step themselves are :mod:`riskppo.optim.step`.
+the tail after the backward (norms, guard, clipping, Adam) is one C call where it applies.
+The norms, the clipping and the step, and which of their paths runs, are
+:func:`riskppo.optim.step.adam_step`.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from riskppo.algo.losses import (
 from riskppo.config import Config
 from riskppo.nn.critics import Critic
 from riskppo.nn.policy import RecurrentActorCritic
-from riskppo.optim.step import AdamLists, CAdam, clip_, clip_adam_in_c, grad_norms, optimizer_step
+from riskppo.optim.step import AdamLists, AdamTail, CAdam, adam_step
 
 LossFn = Callable[[Any, ChunkBatch], tuple[Tensor, dict[str, Tensor], int]]
 """A minibatch loss: ``(context, minibatch) -> (loss, stats, non-finite log-ratio count)``."""
@@ -86,15 +86,15 @@ class UpdateContext:
     loss_fn: LossFn | None = None
     # Taken once per update (listing them per minibatch cost more than its small ops): the
     # policy's parameters, the group index of each ([len(params)], len(groups) for none), and
-    # the fused Adam's per-parameter lists (:func:`optimizer_step`; the optimizer state is only
-    # replaced between updates, e.g. by a checkpoint load).
+    # the fused Adam's per-parameter lists (:func:`riskppo.optim.step.optimizer_step`; the
+    # optimizer state is only replaced between updates, e.g. by a checkpoint load).
     params: list[nn.Parameter] = field(init=False)
     owner: Tensor = field(init=False)
     # the clip groups (:func:`clip_groups`) by name, and each parameter's clip group ([len(params)])
     clip_names: list[str] = field(init=False)
     clip_owner: Tensor = field(init=False)
     adam: AdamLists | None = None
-    c_adam: CAdam | None = None  # ``adam`` as C pointer arrays (compile: true, _clip_adam_in_c)
+    c_adam: CAdam | None = None  # ``adam`` as C pointer arrays (compile: true, the C tail)
 
     def __post_init__(self) -> None:
         self.groups = param_groups(self.policy)
@@ -231,54 +231,42 @@ def _apply_minibatch(ctx: UpdateContext, mb: ChunkBatch, m: UpdateMetrics) -> Mi
     names = ["loss", *names, *(f"{g}_grad_norm" for g in ctx.groups),
              *(f"{g}{CLIP_NORM}" for g in ctx.clip_names),
              "grad_norm_pre_clip", "grad_norm_post_clip"]  # fmt: skip
-    in_c = _clip_adam_in_c(ctx, stats_sum)
-    if in_c is not None:  # compile: true, the common optimizer: the whole tail in one C call
-        norms, stepped = in_c
-        if not stepped:
+    tail = _tail(ctx, m, stats_sum, names)
+    out = adam_step(ctx, stats_sum, tail)
+    if out.norms is None:
+        if out.path == "nonfinite":
             m.n_skipped_nonfinite_loss += 1
             _skip(ctx, m)
-            return None
-        ctx.consecutive_skips = 0
-        return MinibatchStats(names, torch.cat([stats_sum.to(norms.dtype), norms]))
-    params = [q for q in ctx.params if q.grad is not None]
-    grads: list[Tensor] = [q.grad for q in params]  # type: ignore[misc]
-    values = _clip_and_step(ctx, m, stats_sum, names, params, grads)
-    return None if values is None else MinibatchStats(names, values)
-
-
-def _clip_and_step(
-    ctx: UpdateContext, m: UpdateMetrics, stats_sum: Tensor, names: list[str],
-    params: list[nn.Parameter], grads: list[Tensor],
-) -> Tensor | None:  # fmt: skip
-    """Guard, KL check, VGS, clip and step; the minibatch's numbers (``names``; None: not
-    applied)."""
-    cfg = ctx.cfg
-    # R-REL-6: check before the VGS sees the gradients, so its statistics are never polluted.
-    g = grad_norms(ctx, grads, params)
-    if not bool(torch.isfinite(stats_sum[0]) & torch.isfinite(g.total)):
-        m.n_skipped_nonfinite_loss += 1
-        _skip(ctx, m)
         return None
-    # R-ALG-11 (like SB3): the minibatch whose k3 KL estimate — measured before its step, on
-    # the parameters the previous minibatches left — exceeds target_kl (factor 1) is not applied;
-    # the caller stops the epoch loop. Checked before the VGS sees the gradients.
-    target_kl = cfg.ppo.target_kl
-    if target_kl is not None:
-        kl = float(stats_sum[names.index("approx_kl_k3")])
-        if kl > target_kl:
-            ctx.clear_grads()
-            m.early_stop_kl = kl
-            return None
     ctx.consecutive_skips = 0
-    if ctx.vgs is not None:
-        ctx.vgs.scale_()  # R-OPT-2: before clipping, so clipping still bounds the final norm
-        g = grad_norms(ctx, grads, params)
-    post = clip_(grads, g, cfg.ppo.max_grad_norm, cfg.ppo.grad_clip)  # R-ALG-14, then the step
-    values = torch.cat(
-        [stats_sum.to(g.groups.dtype), g.groups, g.clip, torch.stack([g.total.double(), post])]
+    return MinibatchStats(names, torch.cat([stats_sum.to(out.norms.dtype), out.norms]))
+
+
+def _tail(ctx: UpdateContext, m: UpdateMetrics, stats_sum: Tensor, names: list[str]) -> AdamTail:
+    """What :func:`riskppo.optim.step.adam_step` does after the finite guard: (like SB3) the
+    minibatch whose k3 KL estimate — measured before its step, on the parameters the
+    previous minibatches left — exceeds target_kl (factor 1) is not applied and the caller stops
+    the epoch loop; then the VGS (before clipping, so clipping still bounds the final norm),
+    both after the guard so that the VGS's statistics are never polluted; then the clip at
+    ``ppo.max_grad_norm`` and the step, in C under ``compile: true`` where neither hook is set."""
+    cfg = ctx.cfg
+    target_kl = cfg.ppo.target_kl
+
+    def kl_stop() -> bool:
+        kl = float(stats_sum[names.index("approx_kl_k3")])
+        if target_kl is None or kl <= target_kl:
+            return False
+        ctx.clear_grads()
+        m.early_stop_kl = kl
+        return True
+
+    return AdamTail(
+        cfg.ppo.max_grad_norm,
+        cfg.ppo.grad_clip == "per_group",
+        allow_c=cfg.compile,
+        stop=None if target_kl is None else kl_stop,
+        scale=None if ctx.vgs is None else ctx.vgs.scale_,
     )
-    ctx.adam = optimizer_step(ctx.optimizer, ctx.adam)
-    return values
 
 
 def _accumulate(ctx: UpdateContext, mb: ChunkBatch) -> tuple[Tensor | None, list[str]]:
@@ -298,16 +286,6 @@ def _accumulate(ctx: UpdateContext, mb: ChunkBatch) -> tuple[Tensor | None, list
         vec = torch.stack([loss.detach(), *stats.values()]) * share
         stats_sum = vec if stats_sum is None else stats_sum + vec
     return stats_sum, names
-
-
-def _clip_adam_in_c(ctx: UpdateContext, stats_sum: Tensor) -> tuple[Tensor, bool] | None:
-    """``compile: true`` with Adam/AdamW, no VGS, no target_kl: the whole tail after the backward
-    in one C call (:func:`riskppo.optim.step.clip_adam_in_c`); None where it does not apply (the
-    PyTorch tail runs)."""
-    cfg = ctx.cfg
-    if not cfg.compile or ctx.vgs is not None or cfg.ppo.target_kl is not None:
-        return None
-    return clip_adam_in_c(ctx, stats_sum, cfg.ppo.max_grad_norm, cfg.ppo.grad_clip == "per_group")
 
 
 def _skip(ctx: UpdateContext, m: UpdateMetrics) -> None:

@@ -1,6 +1,6 @@
 """The rollout's actor step in one C call: LSTM step, MLP, action head, the sampled action and
 its log-probability (``riskppo_actor_step`` and ``riskppo_actor_step_gauss`` in
-``riskppo/nn/native/lstm.c``).
+``riskppo/nn/native/actor_step.c``).
 
 Why: a step of 8 envs is ~20 PyTorch ops on ``[8, 64]`` tensors, each costing more in dispatch
 than in arithmetic; in C it is one call. It serves the common actor — float32 on the CPU, a

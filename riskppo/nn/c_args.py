@@ -1,4 +1,4 @@
-"""The checks on every tensor handed to the C kernels (``riskppo/nn/native/lstm.c``).
+"""The checks on every tensor handed to the C kernels (``riskppo/nn/native/*.c``).
 
 C reads a tensor through a bare pointer with the sizes it is told: a tensor of another shape is
 read or written out of bounds (a crash, or silently wrong numbers), a float64 one is misread as

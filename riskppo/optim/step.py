@@ -1,18 +1,34 @@
 """The optimizer step after the backward, in one place: gradient norms (per parameter group,
-per clip group and in total), the finite guard's input, clipping at ``max_grad_norm`` and the
-Adam step — torch's fused Adam kernel called directly (:func:`optimizer_step`), or the whole
-tail in one C call under ``compile: true`` (:func:`clip_adam_in_c`).
+per clip group and in total), the finite guard, clipping at ``max_grad_norm`` and the Adam
+step, behind one function, :func:`adam_step`. It takes one of three paths (:data:`StepPath`):
 
-The caller (:mod:`riskppo.algo.update`) decides what applies and keeps the counters; what this
-module reads of its context is :class:`ParamLayout`. ``tests/unit/algo/test_fused_step.py``
-checks the direct kernel call against ``optimizer.step()`` bit for bit, and the C tail against
-the PyTorch tail.
+========  ==============================================================  ==================
+path      when                                                            numbers
+========  ==============================================================  ==================
+``c``     ``compile: true``, no hook between the guard and the clip       torch's fused Adam
+          (VGS, the ``target_kl`` check), the C kernel loaded, torch's    to float rounding
+          fused Adam/AdamW with its state made and float32 contiguous
+          CPU tensors: norms, guard, clip and Adam in one C call
+          (:func:`clip_adam_in_c`)
+``fused`` otherwise, for torch's fused Adam/AdamW with its state made:    ``optimizer.step()``
+          the PyTorch norms, guard and clip, then the fused kernel        bit for bit
+          called directly (:func:`optimizer_step`)
+``torch`` otherwise (another optimizer, the first step, hooks, …): the    the reference
+          same, then ``optimizer.step()``
+========  ==============================================================  ==================
+
+The direct kernel call only saves ``step()``'s per-call Python bookkeeping (about half a
+millisecond per minibatch on a 2-core CPU); the C tail saves ~20 PyTorch ops. The caller
+(:mod:`riskppo.algo.update`) keeps the counters; what this module reads of its context is
+:class:`ParamLayout`. ``tests/unit/algo/test_fused_step.py`` checks each path against
+``torch.optim.Adam``/``AdamW``.
 """
 
 from __future__ import annotations
 
 import ctypes
-from typing import Any, NamedTuple, Protocol
+from collections.abc import Callable
+from typing import Any, Literal, NamedTuple, Protocol
 
 import torch
 import torch.optim.optimizer as _optim_mod
@@ -278,3 +294,53 @@ def clip_adam_in_c(
     if stepped < 0:
         raise ValueError(f"{_IN_C}: {n_clip} clip groups, expected 1 to 8")
     return norms, bool(stepped)
+
+
+StepPath = Literal["c", "fused", "torch", "nonfinite", "stopped"]  # the last two: no step
+
+
+class AdamTail(NamedTuple):
+    """What the update asks of :func:`adam_step`: clip at ``max_norm`` (``ppo.max_grad_norm``)
+    per clip group (``per_group``) or globally; ``allow_c``: the C tail may run (``compile:
+    true``); ``stop``: called once the gradients are known finite, True = do not apply this
+    minibatch (the ``target_kl`` check); ``scale``: rescales the gradients in place before the
+    clip (the variance gradient scaler). Either hook rules the C tail out."""
+
+    max_norm: float
+    per_group: bool
+    allow_c: bool = False
+    stop: Callable[[], bool] | None = None
+    scale: Callable[[], None] | None = None
+
+
+class Stepped(NamedTuple):
+    """:func:`adam_step`'s outcome: the path taken and, when a step was taken, the norms
+    ``[len(groups) + len(clip_names) + 2]`` (float64: groups, clip groups, the total before and
+    after clipping; None for ``nonfinite`` and ``stopped``)."""
+
+    path: StepPath
+    norms: Tensor | None
+
+
+def adam_step(ctx: ParamLayout, stats_sum: Tensor, tail: AdamTail) -> Stepped:
+    """The whole tail after the backward over the parameters that have gradients: norms, the
+    finite guard (the loss ``stats_sum[0]`` and every gradient), ``tail.stop``, ``tail.scale``,
+    the clip and the Adam step, on the path the module's table states."""
+    if tail.allow_c and tail.stop is None and tail.scale is None:
+        in_c = clip_adam_in_c(ctx, stats_sum, tail.max_norm, tail.per_group)
+        if in_c is not None:
+            return Stepped("c", in_c[0]) if in_c[1] else Stepped("nonfinite", None)
+    params = [q for q in ctx.params if q.grad is not None]
+    grads: list[Tensor] = [q.grad for q in params]  # type: ignore[misc]
+    g = grad_norms(ctx, grads, params)
+    if not bool(torch.isfinite(stats_sum[0]) & torch.isfinite(g.total)):
+        return Stepped("nonfinite", None)
+    if tail.stop is not None and tail.stop():
+        return Stepped("stopped", None)
+    if tail.scale is not None:
+        tail.scale()
+        g = grad_norms(ctx, grads, params)
+    post = clip_(grads, g, tail.max_norm, "per_group" if tail.per_group else "global")
+    norms = torch.cat([g.groups, g.clip, torch.stack([g.total.double(), post])])
+    ctx.adam = optimizer_step(ctx.optimizer, ctx.adam)
+    return Stepped("torch" if ctx.adam is None else "fused", norms)

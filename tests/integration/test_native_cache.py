@@ -6,6 +6,7 @@ writes a marker file."""
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import logging
 import os
@@ -351,3 +352,48 @@ def test_only_build_directories_of_gone_builders_count_as_stale(tmp_path):
         assert sorted(cache.clean_stale_builds(str(tmp_path))) == sorted([gone.name, old.name])
         assert Path(held).exists() and young.exists()
     assert not Path(held).exists()
+
+
+def test_an_edited_header_or_source_is_rebuilt_not_served_stale(monkeypatch, root, tmp_path):
+    """The library is keyed by every source and header: a copy of the sources whose shared
+    header (then one source) is edited gives a new build, never the cached one."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for f in [*native.SOURCES, *native.HEADERS]:
+        shutil.copy(f, src / f.name)
+    header, adam = src / "common.h", src / "adam.c"
+    header.write_text(header.read_text().replace("#endif", "#define RISKPPO_MARK 7\n#endif"))
+    mark_c = '#include "common.h"\nint mark(void) { return RISKPPO_MARK; }\n'
+    adam.write_text(adam.read_text() + mark_c)
+    monkeypatch.setattr(native, "SOURCES", sorted(src.glob("*.c")))
+    monkeypatch.setattr(native, "HEADERS", sorted(src.glob("*.h")))
+
+    def mark() -> int:
+        native._state.clear()
+        lib = native.kernel()
+        assert lib is not None, native.unavailable_reason()
+        return int(lib.mark())
+
+    assert mark() == 7
+    header.write_text(header.read_text().replace("RISKPPO_MARK 7", "RISKPPO_MARK 8"))
+    assert mark() == 8
+    adam.write_text(adam.read_text().replace("return RISKPPO_MARK;", "return -RISKPPO_MARK;"))
+    assert mark() == -8
+    assert len(list((root / "native").glob("*.so"))) == 3
+
+
+def test_every_c_source_and_header_is_compiled_keyed_and_shipped():
+    """What the package directory holds is what the build compiles and hashes, and what the
+    wheel ships (pyproject's package-data)."""
+    here = Path(native.__file__).parent
+    assert {f.name for f in native.SOURCES} == {f.name for f in here.glob("*.c")} >= {
+        "lstm.c", "actor_step.c", "adam.c"
+    }  # fmt: skip
+    assert {f.name for f in native.HEADERS} == {"common.h"}
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    pyproject = tomllib.loads((here.parents[2] / "pyproject.toml").read_text())
+    patterns = pyproject["tool"]["setuptools"]["package-data"]["riskppo"]
+    package = here.parents[1]
+    for f in [*native.SOURCES, *native.HEADERS]:
+        rel = f.relative_to(package).as_posix()
+        assert any(fnmatch.fnmatch(rel, p) for p in patterns), rel

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Run the C kernel's tests (riskppo/nn/native/lstm.c) against an AddressSanitizer + UBSan build.
+# Run the C kernels' tests (riskppo/nn/native/*.c: every source is built into the one library)
+# against an AddressSanitizer + UBSan build.
 #
 # Usage (from anywhere):  tests/native/run_sanitizers.sh [extra pytest arguments]
 #   PYTHON   the interpreter with riskppo's dependencies (default: python)

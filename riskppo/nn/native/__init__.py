@@ -1,4 +1,6 @@
-"""The C recurrence of the masked LSTM (``lstm.c``), built on first use and cached.
+"""The C kernels, built on first use into one cached library: the masked LSTM's recurrence
+(``lstm.c``), the rollout's actor step (``actor_step.c``) and the optimizer step after the
+backward (``adam.c``), with what they share in ``common.h``.
 
 :func:`kernel` returns the loaded library, or ``None`` when it cannot be had — no C compiler,
 a failed build or load, a cache that is not safely the user's, or ``RISKPPO_NATIVE=0`` — after
@@ -6,8 +8,9 @@ logging the reason once; callers then use the PyTorch kernel (:mod:`riskppo.nn.l
 which gives the same results to float rounding. The build takes about a second (``cc -O3
 -march=native``) and is cached under ``$RISKPPO_CACHE`` (default ``$XDG_CACHE_HOME/riskppo``,
 ``~/.cache/riskppo`` when that is unset or relative, as the XDG Base Directory specification
-says), keyed by a hash of the source, the flags, the compiler (its real path, size and
-modification time) and this CPU's features, so a machine with other instructions builds its own.
+says), keyed by a hash of every source and header (their names and bytes), the flags, the
+compiler (its real path, size and modification time) and this CPU's features, so a machine with
+other instructions builds its own.
 
 Trust model. Loading a library runs its code, so the cache holds only what the current user
 wrote, and the loader checks that before anything is loaded (:mod:`riskppo.nn.native.cache`):
@@ -71,7 +74,9 @@ __all__ = ["kernel", "unavailable_reason"]
 
 log = logging.getLogger("riskppo")
 
-SOURCE = Path(__file__).with_name("lstm.c")
+_DIR = Path(__file__).parent
+SOURCES = sorted(_DIR.glob("*.c"))  # compiled together into the one library
+HEADERS = sorted(_DIR.glob("*.h"))
 BUILD_TIMEOUT_S = 60.0  # the build takes about a second; past this it is killed and remembered
 FAILURE_RETRY_S = 86400.0  # a remembered failure is retried after a day
 _FLAGS = ["-O3", "-std=gnu99", "-fPIC", "-shared", "-fno-math-errno", "-fno-trapping-math"]
@@ -115,10 +120,12 @@ def _flags() -> list[str]:
 
 
 def _key(cc: str) -> str:
-    """16 hex digits naming a build: source, flags, compiler (path, size, mtime), CPU."""
+    """16 hex digits naming a build: the sources and headers (each file's name and bytes), the
+    flags, the compiler (path, size, mtime), the CPU."""
     st = os.stat(cc)
     compiler = f"{os.path.realpath(cc)} {st.st_size} {st.st_mtime_ns}"
-    parts = [SOURCE.read_bytes(), " ".join(_flags()).encode(), compiler.encode()]
+    files = [part for f in [*SOURCES, *HEADERS] for part in (f.name.encode(), f.read_bytes())]
+    parts = [*files, " ".join(_flags()).encode(), compiler.encode()]
     return hashlib.sha256(b"\0".join([*parts, _cpu_features().encode()])).hexdigest()[:16]
 
 
@@ -153,12 +160,12 @@ def _compile(cmd: list[str]) -> None:
 
 
 def _build(cc: str, directory: str, key: str) -> None:
-    """Compile ``lstm.c`` in a private build directory and publish the library, then its
+    """Compile the sources in a private build directory and publish the library, then its
     record; or remember the failure (``lstm-<key>.failed``) and raise :class:`BuildFailed`."""
     with cache.build_dir(directory) as work:
         out = os.path.join(work, "out" + _SUFFIX)
         try:
-            _compile([cc, *_flags(), str(SOURCE), "-o", out])
+            _compile([cc, *_flags(), *map(str, SOURCES), "-o", out])
         except BuildFailed as exc:
             cache.publish(work, directory, f"lstm-{key}.failed", f"{exc}\n".encode())
             raise

@@ -18,6 +18,7 @@ from riskppo.algo.update import clip_groups
 from riskppo.config import PolicyConfig
 from riskppo.nn.policy import RecurrentActorCritic
 from riskppo.nn.recurrent import LSTMState
+from riskppo.optim.step import AdamTail, adam_step
 from tests.compilers import needs_c_kernel
 
 SPACES = {
@@ -142,7 +143,8 @@ def test_direct_fused_adam_step_is_bit_identical_to_step(name):
 
 def _adam_context(name: str, grad_clip: str = "per_group"):
     from riskppo import DistributionalPPO
-    from riskppo.algo.update import UpdateContext, optimizer_step
+    from riskppo.algo.update import UpdateContext
+    from riskppo.optim.step import optimizer_step
 
     model = DistributionalPPO("CartPole-v1", seed=0, compile=True, n_envs=2, n_steps=8,
                               batch_size=16, lstm_hidden_size=8, net_arch=[8], optimizer=name,
@@ -157,6 +159,11 @@ def _adam_context(name: str, grad_clip: str = "per_group"):
     return model, ctx
 
 
+def _tails(ctx, allow_c: bool) -> AdamTail:
+    """The update's tail for ``ctx`` (no VGS, no ``target_kl``), the C tail allowed or not."""
+    return AdamTail(ctx.cfg.ppo.max_grad_norm, ctx.cfg.ppo.grad_clip == "per_group", allow_c)
+
+
 @needs_c_kernel()
 @pytest.mark.parametrize("grad_clip", ["per_group", "global"])
 @pytest.mark.parametrize("name", ["adam", "adamw"])
@@ -168,11 +175,8 @@ def test_c_clip_and_adam_equals_the_pytorch_tail(name, grad_clip):
     clipping clips one group and not the other); a non-finite loss takes no step and changes
     nothing. (C sums the squares in float64, torch's ``_foreach_norm`` in float32: the clip
     factor, and so the moments, differ in the 6th digit.)"""
-    from riskppo.algo.update import UpdateMetrics, _clip_adam_in_c, _clip_and_step
-
     (ma, a), (mb, b) = _adam_context(name, grad_clip), _adam_context(name, grad_clip)
-    names = ["loss", "x", *(f"{k}_grad_norm" for k in a.groups),
-             *(f"{k}_pre_clip_norm" for k in a.clip_names), "pre", "post"]  # fmt: skip
+    in_c, in_torch = _tails(a, allow_c=True), _tails(b, allow_c=False)
     g = torch.Generator().manual_seed(4)
     critic = {id(q) for q in clip_groups(a.policy)["critic"]}
     for scale, loss, critic_x in [(0.01, 1.0, 1.0), (30.0, 2.0, 1.0), (0.1, float("nan"), 1.0),
@@ -186,17 +190,14 @@ def test_c_clip_and_adam_equals_the_pytorch_tail(name, grad_clip):
                 q.grad = gr.clone()
         stats = torch.tensor([loss, 0.3])
         before = [q.detach().clone() for q in a.params]
-        got = _clip_adam_in_c(a, stats)
-        assert got is not None
-        norms, stepped = got
-        want = _clip_and_step(
-            b, UpdateMetrics(), stats, names, b.params, [q.grad for q in b.params]
-        )
-        assert stepped == (want is not None) == (loss == loss)
-        if not stepped:
+        got, want = adam_step(a, stats, in_c), adam_step(b, stats, in_torch)
+        if loss != loss:
+            assert got == want == ("nonfinite", None)
             assert all(torch.equal(q, p0) for q, p0 in zip(a.params, before))
             continue
-        torch.testing.assert_close(norms, want[2:], rtol=1e-6, atol=0)
+        assert (got.path, want.path) == ("c", "fused")
+        norms = got.norms
+        torch.testing.assert_close(norms, want.norms, rtol=1e-6, atol=0)
         for x, y in zip(a.params, b.params):
             torch.testing.assert_close(x, y, rtol=1e-6, atol=1e-7)
         for x, y in zip(a.params, b.params):
@@ -218,8 +219,6 @@ def test_c_tail_takes_no_step_on_a_non_finite_loss_or_gradient(loss, bad_grad):
     """The C tail's finite check covers the loss and every gradient entry: one non-finite value
     and nothing moves: the parameters, Adam's moments and step counts stay as they were
     (clipping by an infinite norm would otherwise write NaN into every parameter)."""
-    from riskppo.algo.update import _clip_adam_in_c
-
     model, ctx = _adam_context("adam")
     g = torch.Generator().manual_seed(5)
     for q in ctx.params:
@@ -229,9 +228,105 @@ def test_c_tail_takes_no_step_on_a_non_finite_loss_or_gradient(loss, bad_grad):
     state = ctx.optimizer.state
     keys = ("exp_avg", "exp_avg_sq", "step")
     before = [(q.detach().clone(), *(state[q][k].clone() for k in keys)) for q in ctx.params]
-    got = _clip_adam_in_c(ctx, torch.tensor([loss, 0.3]))
-    assert got is not None and got[1] is False
+    assert adam_step(ctx, torch.tensor([loss, 0.3]), _tails(ctx, True)) == ("nonfinite", None)
     after = [(q.detach(), *(state[q][k] for k in keys)) for q in ctx.params]
     for b, a in zip(before, after):
         assert all(torch.equal(x, y) for x, y in zip(b, a))
+    model.close()
+
+
+def _grads(ctx, g: torch.Generator, scale: float) -> None:
+    for q in ctx.params:
+        q.grad = torch.randn(q.shape, generator=g) * scale
+
+
+@pytest.mark.parametrize("name", ["adam", "adamw"])
+def test_adam_step_equals_clip_grad_norm_and_torch_optim(name):
+    """``adam_step`` without the C tail: the first step (no optimizer state yet) on the
+    ``torch`` path, the later ones on the ``fused`` path, equal torch's ``clip_grad_norm_`` and
+    a ``torch.optim.Adam``/``AdamW`` step bit for bit, clipped steps and unclipped ones."""
+    from riskppo import DistributionalPPO
+    from riskppo.algo.update import UpdateContext
+
+    model = DistributionalPPO("CartPole-v1", seed=0, n_envs=2, n_steps=8, batch_size=16,
+                              lstm_hidden_size=8, net_arch=[8], optimizer=name,
+                              weight_decay=0.05, grad_clip="global")  # fmt: skip
+    ctx = UpdateContext(model.config, model.policy, model.critic, model.optimizer,
+                        torch.Generator(), 0.01)  # fmt: skip
+    group = ctx.optimizer.param_groups[0]
+    ref_params = [torch.nn.Parameter(q.detach().clone()) for q in ctx.params]
+    ref = (torch.optim.AdamW if name == "adamw" else torch.optim.Adam)(
+        ref_params, lr=group["lr"], betas=group["betas"], eps=group["eps"],
+        weight_decay=group["weight_decay"], fused=True,
+    )  # fmt: skip
+    max_norm = ctx.cfg.ppo.max_grad_norm
+    g = torch.Generator().manual_seed(2)
+    paths = []
+    for scale in (0.01, 10.0, 0.001, 5.0):
+        _grads(ctx, g, scale)
+        for r, q in zip(ref_params, ctx.params):
+            r.grad = q.grad.clone()
+        paths.append(adam_step(ctx, torch.tensor([1.0]), _tails(ctx, False)).path)
+        torch.nn.utils.clip_grad_norm_(ref_params, max_norm)
+        ref.step()
+        assert all(torch.equal(q, r) for q, r in zip(ctx.params, ref_params))
+    assert paths == ["torch", "fused", "fused", "fused"]
+    model.close()
+
+
+@needs_c_kernel()
+def test_adam_step_takes_the_c_tail_only_where_its_table_says():
+    """``compile: true`` with no hook: ``c``; not allowed, or a ``target_kl`` check or a
+    VGS between the guard and the clip: ``fused`` (a check that declines: ``stopped``, nothing
+    moves); an optimizer hook: ``torch``."""
+    model, ctx = _adam_context("adam")
+    g = torch.Generator().manual_seed(6)
+    tail = _tails(ctx, True)
+    scaled = []
+    cases = [
+        (tail, "c"),
+        (tail._replace(allow_c=False), "fused"),
+        (tail._replace(stop=lambda: False), "fused"),
+        (tail._replace(scale=lambda: scaled.append(1)), "fused"),
+    ]
+    for case, path in cases:
+        _grads(ctx, g, 0.01)
+        assert adam_step(ctx, torch.tensor([1.0]), case).path == path
+    assert scaled == [1]
+    _grads(ctx, g, 0.01)
+    before = [q.detach().clone() for q in ctx.params]
+    assert adam_step(ctx, torch.tensor([1.0]), tail._replace(stop=lambda: True)) == (
+        "stopped", None
+    )  # fmt: skip
+    assert all(torch.equal(q, p0) for q, p0 in zip(ctx.params, before))
+    hook = ctx.optimizer.register_step_post_hook(lambda *_: None)
+    ctx.adam = ctx.c_adam = None  # the cached lists are dropped when the optimizer changes
+    assert adam_step(ctx, torch.tensor([1.0]), tail._replace(allow_c=False)).path == "torch"
+    hook.remove()
+    model.close()
+
+
+def test_the_update_allows_the_c_tail_only_under_compile_and_without_hooks():
+    """The update's :class:`AdamTail`: the C tail allowed under ``compile: true`` only; a
+    ``target_kl`` check that stops (and records) a minibatch whose k3 KL exceeds it; the VGS's
+    scaling as the ``scale`` hook."""
+    from riskppo.algo.update import UpdateMetrics, _tail
+    from riskppo.config import apply_overrides
+    from riskppo.optim import VarianceGradientScaler
+
+    model, ctx = _adam_context("adam")
+    stats, names = torch.tensor([1.0, 0.02]), ["loss", "approx_kl_k3"]
+    for sets, allow_c in (([], True), (["compile=false"], False)):
+        ctx.cfg = apply_overrides(model.config, sets)
+        tail = _tail(ctx, UpdateMetrics(), stats, names)
+        assert (tail.allow_c, tail.stop, tail.scale) == (allow_c, None, None)
+    for target_kl, stops in ((0.03, False), (0.01, True)):
+        ctx.cfg = apply_overrides(model.config, [f"ppo.target_kl={target_kl}"])
+        m = UpdateMetrics()
+        tail = _tail(ctx, m, stats, names)
+        assert tail.stop is not None and tail.stop() is stops
+        assert m.early_stop_kl == (pytest.approx(0.02) if stops else None)
+    ctx.vgs = VarianceGradientScaler(ctx.params, beta=0.9, eps=1e-8, alpha=1.0, warmup_steps=0,
+                                     min_scale=0.1)  # fmt: skip
+    assert _tail(ctx, UpdateMetrics(), stats, names).scale == ctx.vgs.scale_
     model.close()

@@ -12,7 +12,8 @@ import pytest
 import torch
 from gymnasium import spaces
 
-from riskppo.algo.update import UpdateMetrics, _clip_and_step, clip_groups
+from riskppo.algo.update import clip_groups
+from riskppo.optim.step import AdamTail, adam_step
 
 
 @pytest.mark.parametrize("sharing", ["none", "critics", "all"])
@@ -65,9 +66,11 @@ def test_a_large_critic_gradient_shrinks_the_actor_only_under_global_clipping(gr
             q.grad = r * (norm / total)
     names = ["loss", *(f"{k}_grad_norm" for k in ctx.groups),
              *(f"{k}_pre_clip_norm" for k in ctx.clip_names), "pre", "post"]  # fmt: skip
-    grads = [q.grad for q in ctx.params]
-    values = _clip_and_step(ctx, UpdateMetrics(), torch.tensor([1.0]), names, ctx.params, grads)
-    assert values is not None
+    out = adam_step(
+        ctx, torch.tensor([1.0]), AdamTail(ctx.cfg.ppo.max_grad_norm, grad_clip == "per_group")
+    )
+    assert out.norms is not None
+    values = torch.cat([torch.tensor([1.0], dtype=torch.float64), out.norms])
     logged = dict(zip(names, values.tolist()))
     assert logged["actor_pre_clip_norm"] == pytest.approx(0.2, rel=1e-5)
     assert logged["critic_pre_clip_norm"] == pytest.approx(50.0, rel=1e-5)

@@ -1,4 +1,4 @@
-"""What reaches the C kernels (riskppo/nn/native/lstm.c) is checked first: a tensor of another
+"""What reaches the C kernels (riskppo/nn/native/*.c) is checked first: a tensor of another
 shape, dtype, device or layout than the sizes C is told raises one ``ValueError`` naming the
 argument, at each C entry point (:mod:`riskppo.nn.c_args`) and through the public API
 (``predict`` / ``value_distribution``), on the C and the PyTorch path alike.
@@ -351,11 +351,11 @@ def test_the_c_gaussian_step_reads_a_strided_log_std_layer_as_its_values():
 def test_the_c_adam_tail_refuses_moments_and_gradients_of_other_sizes():
     """``riskppo_clip_adam`` reads each moment and gradient as an array of its parameter's size
     (a state loaded from another model's optimizer may not be): ``ValueError``, nothing written."""
-    from riskppo.algo.update import _clip_adam_in_c
+    from riskppo.optim.step import AdamTail, adam_step
     from tests.unit.algo.test_fused_step import _adam_context
 
     model, ctx = _adam_context("adam")
-    stats = torch.tensor([1.0, 0.3])
+    stats, tail = torch.tensor([1.0, 0.3]), AdamTail(0.5, per_group=True, allow_c=True)
     lists = ctx.adam
     before = [q.detach().clone() for q in lists.params]
     bigger = torch.zeros(lists.params[1].numel() + 3)
@@ -364,15 +364,15 @@ def test_the_c_adam_tail_refuses_moments_and_gradients_of_other_sizes():
     n, shape = bigger.numel(), list(lists.params[1].shape)
     with raises(f"the C Adam step: exp_avg_sq of parameter 1 has shape [{n}], expected the "
                 f"parameter's shape = {shape}"):  # fmt: skip
-        _clip_adam_in_c(ctx, stats)
+        adam_step(ctx, stats, tail)
     ctx.adam, ctx.c_adam = lists._replace(steps=[torch.zeros(2), *lists.steps[1:]]), None
     with raises("the C Adam step: step of parameter 0 has shape [2], expected one element"):
-        _clip_adam_in_c(ctx, stats)
+        adam_step(ctx, stats, tail)
     ctx.adam, ctx.c_adam = lists, None
     grad = lists.params[2].grad
     grad.resize_(grad.numel() + 4)  # resized in place: autograd's shape check is bypassed
     with raises("the C Adam step: the gradient of parameter 2 has shape"):
-        _clip_adam_in_c(ctx, stats)
+        adam_step(ctx, stats, tail)
     assert all(torch.equal(q, p0) for q, p0 in zip(lists.params, before))
     model.close()
 
