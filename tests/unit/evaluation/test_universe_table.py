@@ -28,21 +28,23 @@ def write_backtest(run_dir: Path, agent: dict, bench: dict, equity: dict) -> Pat
     return run_dir
 
 
-def agent_metrics(sharpe: float, cvar: float) -> dict:
+def agent_metrics(sharpe: float, cvar: float, market: float = 1.0, active: float = 1.0) -> dict:
     return {
         "sharpe": sharpe,
         "cvar_horizon": cvar,
         "cvar_limit": -0.04,
         "cvar_horizon_bars": 20,
-        "market_share": 1.0,
+        "market_share": market,
         "mean_abs_exposure": 0.25,
+        "active_share": active,
     }
 
 
 def test_cells_are_read_counted_and_tabulated(tmp_path: Path) -> None:
     equity = {"agent_equity": [1.0, 1.1, 0.99], "vol_target_buy_and_hold_equity": [1.0, 1.0, 1.2]}
     a = write_backtest(tmp_path / "A", agent_metrics(0.9, -0.03), agent_metrics(0.5, -0.05), equity)
-    b = write_backtest(tmp_path / "B", agent_metrics(0.2, -0.05), agent_metrics(0.4, -0.02), equity)
+    b_agent = agent_metrics(0.2, -0.05, market=0.4, active=0.6)
+    b = write_backtest(tmp_path / "B", b_agent, agent_metrics(0.4, -0.02), equity)
     cells = [
         cell_result("AAPL", 0, a),
         cell_result("KO", 0, b),
@@ -56,10 +58,16 @@ def test_cells_are_read_counted_and_tabulated(tmp_path: Path) -> None:
     k = count_cells(cells)
     assert (k.n, k.failed, k.limit_met, k.beats_benchmark) == (3, 1, 1, 1)
     assert k.benchmark_limit_met == 1
+    assert (k.in_market, k.active) == (1, 2)  # B: 40% in the market by exposure, its signal 60%
     table = format_table(cells, "t")
     rows = [line for line in table.splitlines() if line.startswith("|")]
     assert len({row.count("|") for row in rows}) == 1  # every row has the header's columns
-    assert "| AAPL | 0.90 | 0.50 | -0.0300 | -0.0400 | yes | -0.0500 | 100% | 0.25 | - |" in table
+    assert (
+        "| AAPL | 0.90 | 0.50 | -0.0300 | -0.0400 | yes | -0.0500 | 100% | 0.25 | 100% | - |"
+        in table
+    )
+    assert "| KO | 0.20 | 0.40 | -0.0500 | -0.0400 | no | -0.0200 | 40% | 0.25 | 60% | - |" in table
+    assert "in the market (|exposure| >= 0.05) 1/3; its signal active" in table
     assert "| MSFT | failed: exit code 2: riskppo: data error: x |" in table
     assert (
         "CVaR20 limit met: 1/3 (vol-targeted buy-and-hold: 1/3); agent Sharpe >= vol-targeted "
