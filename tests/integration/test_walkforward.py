@@ -140,6 +140,8 @@ def _check_risk_outputs(run: Path, out: str) -> None:
     assert metrics["risk"]["overlay_binding_oos"] == pytest.approx(cells["overlay_binding"].mean())
     assert "risk overlay bound on" in out and "λ at the end of training" in out
     block = metrics["records"]["seed 0"]["metrics"]
+    assert 0 <= block["agent"]["active_share"] <= 1  # the agent's own signal beyond its core
+    assert block["vol_target_buy_and_hold"]["active_share"] == 1.0  # signal 1 on every bar
     assert block["vol_target_cvar_matched"]["cvar_horizon"] == pytest.approx(
         block["agent"]["cvar_horizon"], rel=1e-9
     )
