@@ -26,6 +26,16 @@ class EpisodeRange(NamedTuple):
     episode_length: int | None
     random_start: bool
 
+    @property
+    def bounds(self) -> tuple[int, int]:
+        """``(first decision bar, last bar)`` of the range (inclusive)."""
+        return self.first_start, self.last_bar
+
+    @property
+    def steps(self) -> int:
+        """Steps of a ``random_start=False`` episode (first decision bar to the range end)."""
+        return self.last_bar - self.first_start
+
     def episode(
         self, rng: np.random.Generator, start: int | None, name: str = "options['start']"
     ) -> tuple[int, int]:

@@ -286,11 +286,11 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
     @property
     def trading_range(self) -> tuple[int, int]:
         """``(first decision bar, last bar)`` of the range (inclusive)."""
-        return self._first_start, self._last_bar
+        return self._range.bounds
 
     @property
     def max_episode_steps(self) -> int:
-        return self._last_bar - self._first_start
+        return self._range.steps
 
     @property
     def covariance_table(self) -> np.ndarray | None:

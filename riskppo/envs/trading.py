@@ -398,12 +398,12 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
     @property
     def trading_range(self) -> tuple[int, int]:
         """``(first decision bar, last bar)`` of the range, as positions in ``df`` (inclusive)."""
-        return self._first_start, self._last_bar
+        return self._range.bounds
 
     @property
     def max_episode_steps(self) -> int:
         """Steps of a ``random_start=False`` episode (first decision bar to the range end)."""
-        return self._last_bar - self._first_start
+        return self._range.steps
 
     @property
     def observation_names(self) -> list[str]:
