@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 from _common import time_env
 
-from riskppo.envs.portfolio import PortfolioEnv
-from riskppo.envs.portfolio_data import load_portfolio
+from riskppo.envs.portfolio.data import load_portfolio
+from riskppo.envs.portfolio.env import PortfolioEnv
 
 TARGET = 20_000
 

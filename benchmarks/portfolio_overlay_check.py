@@ -2,7 +2,7 @@
 on the single assets' validation periods, docs/risk.md) keep the 20-bar CVaR limit for the
 20-stock portfolio — checked on the portfolio's validation rows only?
 
-The five skfolio baselines (:mod:`riskppo.evaluation.portfolio_baselines`; equal weight is what
+The five skfolio baselines (:mod:`riskppo.evaluation.portfolio.baselines`; equal weight is what
 the agent's zero action holds), fitted on the rows before the validation rows, are held through
 the portfolio env of ``riskppo/configs/portfolio_sp20.yaml`` (8% volatility target, EWM
 covariance of span 60, 5 bp fee) over the last ``--bars`` rows before ``--before`` (the first
@@ -23,10 +23,10 @@ import logging
 import numpy as np
 import pandas as pd
 
-from riskppo.envs.portfolio import PortfolioEnv
-from riskppo.envs.portfolio_data import load_portfolio
+from riskppo.envs.portfolio.data import load_portfolio
+from riskppo.envs.portfolio.env import PortfolioEnv
 from riskppo.evaluation.metrics import horizon_cvar
-from riskppo.evaluation.portfolio_baselines import fit_baselines, hold_weights
+from riskppo.evaluation.portfolio.baselines import fit_baselines, hold_weights
 
 WINDOW = 126
 ENV = {"vol_target": 0.08, "vol_span": 60, "covariance": "ewm", "fee": 0.0005}

@@ -1,5 +1,5 @@
 """The trading range and episode starts of a bar-stepping env (:class:`~riskppo.envs.TradingEnv`,
-:class:`~riskppo.envs.portfolio.PortfolioEnv`).
+:class:`~riskppo.envs.portfolio.env.PortfolioEnv`).
 
 A range ``[lo, hi)`` of bars is traded from its first decision bar ``max(lo, first_valid)``; a
 step at bar ``t`` needs bar ``t+1``, so the last bar ``hi - 1`` is only observed. With

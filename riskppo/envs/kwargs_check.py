@@ -45,8 +45,8 @@ def accepted_kwargs(env_id: str) -> frozenset[str] | None:
         names = _named(make_trading_env) | (_named(TradingEnv) - {"df", "start", "end"})
         return names | _MAKE_KWARGS
     if env_id == PORTFOLIO_ID:  # make_portfolio_env passes its **env_kwargs on to PortfolioEnv
-        from riskppo.envs.portfolio import PortfolioEnv
-        from riskppo.envs.portfolio_factory import make_portfolio_env
+        from riskppo.envs.portfolio.env import PortfolioEnv
+        from riskppo.envs.portfolio.factory import make_portfolio_env
 
         names = _named(make_portfolio_env) | (_named(PortfolioEnv) - {"data", "start", "end"})
         return names | _MAKE_KWARGS

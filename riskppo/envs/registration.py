@@ -7,8 +7,8 @@ that never makes a trading env never imports pandas).
 * ``riskppo/Trading-v0`` — :class:`~riskppo.envs.trading.TradingEnv` on one part (train / val /
   test) of a dataset, features warmed up on the bars before that part
   (:func:`riskppo.envs.factory.make_trading_env`);
-* ``riskppo/Portfolio-v0`` — :class:`~riskppo.envs.portfolio.PortfolioEnv` on many assets
-  (:func:`riskppo.envs.portfolio_factory.make_portfolio_env`);
+* ``riskppo/Portfolio-v0`` — :class:`~riskppo.envs.portfolio.env.PortfolioEnv` on many assets
+  (:func:`riskppo.envs.portfolio.factory.make_portfolio_env`);
 * ``riskppo/RiskyChoice-v0``, ``riskppo/Chain-v0`` (:mod:`riskppo.envs.risk_envs`);
 * ``riskppo/MaskedVelocityCartPole-v1``, ``riskppo/MaskedVelocityPendulum-v1``
   (:mod:`riskppo.envs.masked`).
@@ -65,7 +65,7 @@ def data_kwargs(data: DataConfig) -> dict[str, Any]:
 
 
 def portfolio_data_kwargs(data: DataConfig) -> dict[str, Any]:
-    """The keyword arguments of :func:`~riskppo.envs.portfolio_factory.make_portfolio_env` that
+    """The keyword arguments of :func:`~riskppo.envs.portfolio.factory.make_portfolio_env` that
     the ``data`` section sets: the split and how files are read (its assets are in
     ``env.kwargs``)."""
     kwargs = data_kwargs(data)
@@ -119,7 +119,7 @@ def register_envs() -> None:
     if TRADING_ID not in gym.registry:
         gym.register(TRADING_ID, entry_point="riskppo.envs.factory:make_trading_env")
     if PORTFOLIO_ID not in gym.registry:
-        gym.register(PORTFOLIO_ID, entry_point="riskppo.envs.portfolio_factory:make_portfolio_env")
+        gym.register(PORTFOLIO_ID, entry_point="riskppo.envs.portfolio.factory:make_portfolio_env")
     for name, entry in SIMPLE_IDS.items():
         if name not in gym.registry:
             gym.register(name, entry_point=entry)

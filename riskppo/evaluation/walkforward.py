@@ -84,7 +84,7 @@ def run_cell(job: CellJob) -> dict[str, Any]:
         model.learn(job.steps)
         model.save(job.cell_dir / "model")
         if cfg.env.id == PORTFOLIO_ID:
-            from riskppo.evaluation.portfolio_walkforward import portfolio_cell
+            from riskppo.evaluation.portfolio.walkforward import portfolio_cell
 
             return portfolio_cell(model, job, cfg)
         result = backtest(model, "test")
@@ -301,7 +301,7 @@ def _n_rows(cfg: Config) -> int:
     from riskppo.envs.factory import trading_range
 
     if cfg.env.id == PORTFOLIO_ID:
-        from riskppo.evaluation.portfolio_walkforward import portfolio_rows
+        from riskppo.evaluation.portfolio.walkforward import portfolio_rows
 
         return portfolio_rows(cfg)
 
@@ -341,7 +341,7 @@ def _outputs(wf: WalkForwardRun, run_dir: Path, n_trials: int) -> dict[str, Any]
 
     records = wf.records()
     if wf.config.env.id == PORTFOLIO_ID:
-        from riskppo.evaluation.portfolio_walkforward import portfolio_outputs
+        from riskppo.evaluation.portfolio.walkforward import portfolio_outputs
 
         return portfolio_outputs(run_dir, wf.config, records, wf.cell_summaries(), n_trials)
     metrics = analyse(wf.config, wf.settings, records, wf.cell_summaries(), n_trials=n_trials)

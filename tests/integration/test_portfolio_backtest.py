@@ -10,9 +10,9 @@ import pytest
 
 from riskppo.agent import DistributionalPPO
 from riskppo.cli import load_config, preset_path
-from riskppo.envs.portfolio_data import load_portfolio
-from riskppo.evaluation.portfolio_backtest import PortfolioBacktest, portfolio_backtest
-from riskppo.evaluation.portfolio_baselines import BASELINES, fit_baselines
+from riskppo.envs.portfolio.data import load_portfolio
+from riskppo.evaluation.portfolio.backtest import PortfolioBacktest, portfolio_backtest
+from riskppo.evaluation.portfolio.baselines import BASELINES, fit_baselines
 
 SMALL = [
     "env.n_envs=1",

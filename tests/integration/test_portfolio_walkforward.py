@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from riskppo.cli import load_config, preset_path
-from riskppo.evaluation.portfolio_baselines import BASELINES
+from riskppo.evaluation.portfolio.baselines import BASELINES
 from riskppo.evaluation.walkforward import walk_forward
 from riskppo.evaluation.wf_plan import WalkForwardSettings
 

@@ -14,7 +14,7 @@ from riskppo.cli import preset_path
 from riskppo.config import Config, ConfigError
 from riskppo.envs.kwargs_check import check_env_kwargs
 from riskppo.envs.market.errors import DataError
-from riskppo.envs.portfolio import PortfolioEnv
+from riskppo.envs.portfolio.env import PortfolioEnv
 from riskppo.envs.registration import PORTFOLIO_ID, register_envs
 from riskppo.envs.vec import env_kwargs
 

@@ -11,7 +11,7 @@ import pytest
 
 from riskppo.envs.market.datasets import SP500_SYMBOLS
 from riskppo.envs.market.errors import DataError
-from riskppo.envs.portfolio_data import load_portfolio
+from riskppo.envs.portfolio.data import load_portfolio
 
 
 def _write(path: Path, dates: pd.DatetimeIndex, seed: int) -> str:

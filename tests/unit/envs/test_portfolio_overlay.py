@@ -14,12 +14,12 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 
 from riskppo.config import Config, apply_overrides
 from riskppo.envs.overlay import RiskOverlay, binding_stats
-from riskppo.envs.portfolio import PortfolioEnv
-from riskppo.envs.portfolio_data import PortfolioData
-from riskppo.envs.portfolio_factory import make_portfolio_env
-from riskppo.envs.portfolio_overlay import portfolio_cap, portfolio_overlay_tables
+from riskppo.envs.portfolio.data import PortfolioData
+from riskppo.envs.portfolio.env import PortfolioEnv
+from riskppo.envs.portfolio.factory import make_portfolio_env
+from riskppo.envs.portfolio.overlay import portfolio_cap, portfolio_overlay_tables
 from riskppo.envs.registration import portfolio_data_kwargs, resolve_overlay
-from riskppo.evaluation.portfolio_walkforward import portfolio_rows, training_binding
+from riskppo.evaluation.portfolio.walkforward import portfolio_rows, training_binding
 
 FEATS = ("ret_1", "ret_5", "ewmvol_20")
 SP20 = Path(__file__).resolve().parents[3] / "riskppo" / "configs" / "portfolio_sp20.yaml"
@@ -197,7 +197,7 @@ def test_backtest_holds_the_agent_under_the_overlay() -> None:
     """The agent's backtest env gets the risk section's limit and reports the binding; the
     baselines are held without the overlay."""
     from riskppo.agent import DistributionalPPO
-    from riskppo.evaluation.portfolio_backtest import portfolio_backtest
+    from riskppo.evaluation.portfolio.backtest import portfolio_backtest
 
     over = ["env.kwargs.symbols=[AAPL,KO,XOM]", "env.n_envs=2", "risk.cvar_limit=-0.03"]
     cfg = apply_overrides(Config.from_yaml(SP20), over)

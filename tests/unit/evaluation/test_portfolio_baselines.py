@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from riskppo.envs.portfolio import PortfolioEnv
-from riskppo.envs.portfolio_data import PortfolioData, load_portfolio
-from riskppo.evaluation.portfolio_baselines import (
+from riskppo.envs.portfolio.data import PortfolioData, load_portfolio
+from riskppo.envs.portfolio.env import PortfolioEnv
+from riskppo.evaluation.portfolio.baselines import (
     BASELINES,
     baseline_records,
     fit_baselines,

@@ -14,15 +14,15 @@ import pytest
 
 from riskppo.config import Config
 from riskppo.evaluation.metrics import horizon_cvar
-from riskppo.evaluation.portfolio_backtest import strategy_frame
-from riskppo.evaluation.portfolio_report import (
+from riskppo.evaluation.portfolio.backtest import strategy_frame
+from riskppo.evaluation.portfolio.report import (
     analyse_portfolio,
     cell_frame,
     mean_frame,
     strategies,
     write_portfolio_report,
 )
-from riskppo.evaluation.portfolio_walkforward import portfolio_outputs
+from riskppo.evaluation.portfolio.walkforward import portfolio_outputs
 from riskppo.evaluation.wf_plan import Record, stitch
 
 SYMS = ("A", "B", "C")

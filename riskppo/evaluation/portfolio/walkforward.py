@@ -1,7 +1,7 @@
 """The portfolio env in ``riskppo walkforward`` (:mod:`riskppo.evaluation.walkforward`): each
 cell backtests its frozen agent on its test rows against the skfolio baselines re-fitted on the
 cell's own training rows; the stitched records get the portfolio report
-(:mod:`riskppo.evaluation.portfolio_report`)."""
+(:mod:`riskppo.evaluation.portfolio.report`)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ from stable_baselines3.common.vec_env import VecEnv
 
 from riskppo.config import Config
 from riskppo.envs.overlay import binding_stats
-from riskppo.envs.portfolio_factory import make_portfolio_env
+from riskppo.envs.portfolio.factory import make_portfolio_env
 from riskppo.envs.registration import portfolio_data_kwargs, resolve_overlay
-from riskppo.evaluation.portfolio_backtest import portfolio_backtest
-from riskppo.evaluation.portfolio_report import (
+from riskppo.evaluation.portfolio.backtest import portfolio_backtest
+from riskppo.evaluation.portfolio.report import (
     analyse_portfolio,
     cell_frame,
     mean_frame,
@@ -78,7 +78,7 @@ def portfolio_cell(model: DistributionalPPO, job: CellJob, cfg: Config) -> dict[
 def training_binding(venv: VecEnv) -> dict[str, Any] | None:
     """The risk overlay's settings and how it bound over training, pooled over the envs of
     ``venv``: each training bar's latest decision in each env counts once
-    (:meth:`~riskppo.envs.portfolio.PortfolioEnv.overlay_binding`); ``None`` without one."""
+    (:meth:`~riskppo.envs.portfolio.env.PortfolioEnv.overlay_binding`); ``None`` without one."""
     overlay = venv.get_attr("overlay", [0])[0]
     if overlay is None:
         return None

@@ -1,4 +1,4 @@
-"""Many assets on one calendar: the data of :class:`~riskppo.envs.portfolio.PortfolioEnv`.
+"""Many assets on one calendar: the data of :class:`~riskppo.envs.portfolio.env.PortfolioEnv`.
 
 Three sources (exactly one):
 

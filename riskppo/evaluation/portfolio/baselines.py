@@ -15,7 +15,7 @@ name                        skfolio estimator (fitted on the training window's r
 All are long-only and fully invested (weights ``>= 0``, sum 1). "Held" means the same target
 weights at every bar: the env rebalances back to them after each bar's drift (and pays for it),
 and with ``sizing="vol_target"`` scales them by the causal-covariance volatility target the
-agent gets (:class:`~riskppo.envs.portfolio.PortfolioEnv`). On a walk-forward schedule each
+agent gets (:class:`~riskppo.envs.portfolio.env.PortfolioEnv`). On a walk-forward schedule each
 segment re-fits on its own training window (:func:`baseline_records` per segment).
 """
 
@@ -26,8 +26,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from riskppo.envs.portfolio import PortfolioEnv
-from riskppo.envs.portfolio_data import PortfolioData
+from riskppo.envs.portfolio.data import PortfolioData
+from riskppo.envs.portfolio.env import PortfolioEnv
 
 __all__ = [
     "BASELINES",

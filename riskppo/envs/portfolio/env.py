@@ -16,8 +16,8 @@ from riskppo.envs.episode_range import episode_range, resolve_bar
 from riskppo.envs.features import compute_features, split_features
 from riskppo.envs.fills import fill_returns, resolve_fill
 from riskppo.envs.overlay import RiskOverlay, binding_stats
-from riskppo.envs.portfolio_data import PortfolioData
-from riskppo.envs.portfolio_math import (
+from riskppo.envs.portfolio.data import PortfolioData
+from riskppo.envs.portfolio.math import (
     COVARIANCES,
     MAX_LOGIT_SCALE,
     causal_covariance,
@@ -26,7 +26,7 @@ from riskppo.envs.portfolio_math import (
     rebalance_step,
     vol_scale,
 )
-from riskppo.envs.portfolio_overlay import portfolio_cap, portfolio_overlay_tables
+from riskppo.envs.portfolio.overlay import portfolio_cap, portfolio_overlay_tables
 from riskppo.envs.trading import FEATURE_BOUND
 from riskppo.envs.trading_args import validate_min_signal, validate_scalars, validate_sizing
 
@@ -48,10 +48,10 @@ PORTFOLIO_FEATURES: tuple[str, ...] = (
 
 
 class PortfolioEnv(gym.Env[np.ndarray, Any]):
-    """Allocate across ``N`` aligned assets (:class:`~riskppo.envs.portfolio_data.PortfolioData`).
+    """Allocate across ``N`` aligned assets (:class:`~riskppo.envs.portfolio.data.PortfolioData`).
 
     **Actions.** ``Box(-1, 1, (N,), float32)``, mapped to *signal weights* ``w_t``
-    (:mod:`riskppo.envs.portfolio_math`):
+    (:mod:`riskppo.envs.portfolio.math`):
 
     * ``long_only=True`` (default): ``w = softmax(logit_scale · a)``, on the simplex (each
       weight > 0, sum 1). The zero action (the policy's initial mean) is equal weight; with
@@ -76,7 +76,7 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
     **Risk overlay.** ``overlay`` (a :class:`~riskppo.envs.overlay.RiskOverlay` or its settings
     as a dict) caps that scale at each bar so the full target weights' *forecast* CVaR of the
     next ``overlay.horizon`` bars stays within ``overlay.limit``
-    (:mod:`riskppo.envs.portfolio_overlay`): ``h_t = w_t · min(scale_t, cap_t)``, so the gross
+    (:mod:`riskppo.envs.portfolio.overlay`): ``h_t = w_t · min(scale_t, cap_t)``, so the gross
     exposure is at most ``cap_t · Σ|w_t|`` (``cap_t`` for long-only weights). The cap depends on
     the weights, so :attr:`uncapped_scale` and :attr:`overlay_cap` (``[T]``, NaN on bars not
     stepped) record the bars the env has decided on; :meth:`overlay_binding` summarises them.
@@ -100,7 +100,7 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
     :class:`~riskppo.envs.TradingEnv`. ``info`` has the trading env's keys (``position`` is the
     net exposure ``Σ h``) plus ``weights`` (``[N]``, the weights filled this step),
     ``contributions`` (``[N]``, each asset's part of the step's simple return,
-    :mod:`riskppo.envs.portfolio_math`),
+    :mod:`riskppo.envs.portfolio.math`),
     ``gross_exposure`` (``Σ|h|``) and ``scale`` (the exposure scale applied); with an overlay
     also ``uncapped_scale`` (the sizing's scale before the cap) and ``overlay_cap``.
     """

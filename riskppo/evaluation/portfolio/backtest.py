@@ -1,14 +1,14 @@
 """Backtest a portfolio agent on one part of its split, against the skfolio baselines
-(:mod:`riskppo.evaluation.portfolio_baselines`) fitted on the training part and held with the
+(:mod:`riskppo.evaluation.portfolio.baselines`) fitted on the training part and held with the
 same env settings.
 
 Each strategy's per-bar record is a frame indexed by the timestamp of the bar a step ends at:
 ``log_return`` (net), ``gross_exposure`` (``Σ|h|`` filled at the step), ``turnover``
 (``Σ|Δweight|`` traded), ``costs`` (fee and borrow, log-equity units), and per asset
 ``w_<SYMBOL>`` (the weight filled) and ``c_<SYMBOL>`` (its contribution to the step's simple
-return, :mod:`riskppo.envs.portfolio_math`).
+return, :mod:`riskppo.envs.portfolio.math`).
 
-The agent's env has its risk ``overlay`` (:mod:`riskppo.envs.portfolio_overlay`) with the limit
+The agent's env has its risk ``overlay`` (:mod:`riskppo.envs.portfolio.overlay`) with the limit
 of the ``risk`` section; the baselines are held without it: they are the allocations a user
 knows, not ones the agent's limit shaped (as in :mod:`riskppo.evaluation.backtest`).
 """
@@ -22,10 +22,10 @@ import numpy as np
 import pandas as pd
 
 from riskppo.envs.overlay import binding_stats
-from riskppo.envs.portfolio import PortfolioEnv
-from riskppo.envs.portfolio_factory import make_portfolio_env, portfolio_range
+from riskppo.envs.portfolio.env import PortfolioEnv
+from riskppo.envs.portfolio.factory import make_portfolio_env, portfolio_range
 from riskppo.envs.registration import PORTFOLIO_ID, portfolio_data_kwargs, resolve_overlay
-from riskppo.evaluation.portfolio_baselines import BASELINES, BaselineRecord, baseline_records
+from riskppo.evaluation.portfolio.baselines import BASELINES, BaselineRecord, baseline_records
 
 if TYPE_CHECKING:
     from riskppo.agent import DistributionalPPO

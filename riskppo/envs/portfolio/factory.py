@@ -1,7 +1,7 @@
 """The portfolio env factory behind the ``riskppo/Portfolio-v0`` id: one part of the split.
 
 The assets come from ``env.kwargs`` (``dataset`` + ``symbols``, ``paths`` or ``table``,
-:func:`~riskppo.envs.portfolio_data.load_portfolio`); the ``data`` section gives the split
+:func:`~riskppo.envs.portfolio.data.load_portfolio`); the ``data`` section gives the split
 (``data.split`` or ``data.bars``) and how files are read (``data.nan_policy``, ...). Its
 ``data.dataset`` / ``data.symbol`` / ``data.path`` are the single-asset env's and are not read.
 """
@@ -16,8 +16,8 @@ from riskppo.config import ConfigError
 from riskppo.envs.factory import SPLIT_PARTS, _bar_range
 from riskppo.envs.market.datasets import DATASETS
 from riskppo.envs.market.ohlcv import DataError, NanPolicy, default_split, index_range
-from riskppo.envs.portfolio import PortfolioEnv
-from riskppo.envs.portfolio_data import PortfolioData, load_portfolio
+from riskppo.envs.portfolio.data import PortfolioData, load_portfolio
+from riskppo.envs.portfolio.env import PortfolioEnv
 
 __all__ = ["make_portfolio_env", "portfolio_range"]
 

@@ -12,7 +12,7 @@ limit ``L < 0``:
     h_t    = w_t · min(vol-target scale, max_leverage, cap_t)
 
 ``Σ̂^fast`` / ``Σ̂^slow`` are the zero-mean EWM covariances of one-bar log returns with spans
-``fast_span`` / ``slow_span`` (:func:`riskppo.envs.portfolio_math.ewm_covariance`).
+``fast_span`` / ``slow_span`` (:func:`riskppo.envs.portfolio.math.ewm_covariance`).
 
 **The multiplier's reference portfolio.** ``k_t`` is estimated by filtered historical simulation
 (Barone-Adesi, Giannopoulos & Vosper 1999) as for one asset, on the standardised ``h``-bar sums of
@@ -33,7 +33,7 @@ from typing import NamedTuple
 import numpy as np
 
 from riskppo.envs.overlay import RiskOverlay, standardised_sums, tail_multiplier
-from riskppo.envs.portfolio_math import ewm_covariance, log_returns
+from riskppo.envs.portfolio.math import ewm_covariance, log_returns
 
 __all__ = ["PortfolioOverlayTables", "portfolio_cap", "portfolio_overlay_tables"]
 

@@ -1,0 +1,2 @@
+"""Portfolio evaluation: skfolio baselines, the backtest, the walk-forward cells and report
+(docs/portfolio.md)."""
