@@ -1,15 +1,25 @@
 """Sample efficiency on masked-velocity tasks: riskppo vs sb3-contrib RecurrentPPO (design §10).
 
-Both trainers get the same settings (n_envs 8, n_steps 128, batch 256, 4 epochs, LSTM 64,
-lr 1e-3, γ 0.99, λ 0.95, no entropy bonus); every ``--eval-every`` steps each is evaluated on
-``--eval-episodes`` deterministic episodes of a separate env. Reported: environment steps until
-the evaluation mean first reaches the threshold (475 on masked CartPole; median over seeds;
-"> budget" when never), and the final evaluation mean. Each (trainer, seed) runs in a fresh
-process, one after another (``--jobs 2`` runs two at a time on a 2-core machine).
+Every ``--eval-every`` steps each run is evaluated on ``--eval-episodes`` deterministic episodes of
+a separate env. Reported: environment steps until the evaluation mean first reaches the threshold
+(475 on masked CartPole; median over seeds; "> budget" when never), and the last evaluation mean.
+Each (trainer, seed) runs in a fresh process (``--jobs 2`` runs two at a time on 2 cores).
 
-    python benchmarks/sample_efficiency.py                       # CartPole, 5 seeds, 150k steps
-    python benchmarks/sample_efficiency.py --env riskppo/MaskedVelocityPendulum-v1 \\
-        --threshold -200 --budget 100000
+Trainers (``--algos``):
+
+* ``riskppo`` — the library's defaults, ``DistributionalPPO(env, n_envs=8, seed=s)``;
+* ``riskppo:NAME`` — the defaults changed as candidate ``NAME`` of :data:`CANDIDATES` (the
+  search space of docs/benchmarks.md, "Presets");
+* ``riskppo@CONFIG`` — a shipped config by name, e.g. ``riskppo@cartpole_masked`` (the preset);
+* ``RecurrentPPO`` — sb3-contrib with RL-Zoo's tuned preset for this task (``ppo_lstm``,
+  ``CartPoleNoVel-v1``: 8 envs, n_steps 32, batch 256, 20 epochs, lr and clip range decaying
+  linearly from 1e-3 and 0.2 over the budget, γ 0.98, λ 0.8, observations normalised, ReLU,
+  no orthogonal init, LSTM 64 with a separate critic LSTM, heads [64]);
+* ``RecurrentPPO-matched`` — sb3-contrib with riskppo@cartpole_masked's settings (:data:`HP`).
+
+    python benchmarks/sample_efficiency.py --jobs 2                  # defaults, preset, RL-Zoo
+    python benchmarks/sample_efficiency.py --jobs 2 --first-seed 100 --seeds 3 \\
+        --algos riskppo riskppo:lr1e-3 riskppo:zoo ... --stop-at-threshold   # the search
 """
 
 from __future__ import annotations
@@ -18,28 +28,61 @@ import argparse
 import json
 import statistics
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 from _common import machine, run_worker, table
 
+# The settings RecurrentPPO-matched shares with riskppo@cartpole_masked.
 HP = dict(n_envs=8, n_steps=128, batch_size=256, n_epochs=4, lr=1e-3, gamma=0.99, gae=0.95)
 
+# The search space for a masked-CartPole preset: each candidate changes the library's defaults
+# (lr 3e-4 constant, n_steps 128, batch 256, 4 epochs, γ 0.99, λ 0.95, bptt 16, raw observations);
+# riskppo@cartpole_masked, the preset shipped before the search, is lr 1e-3 with bptt 32.
+CANDIDATES: dict[str, dict[str, Any]] = {
+    "lr1e-3": dict(learning_rate=1e-3),
+    "lr1e-3-ep10": dict(learning_rate=1e-3, n_epochs=10),
+    "ep10": dict(n_epochs=10),
+    "lr1e-3-norm": dict(learning_rate=1e-3, normalize_obs=True),
+    "zoo": dict(  # RL-Zoo's RecurrentPPO settings, in riskppo
+        learning_rate=1e-3,
+        lr_schedule="linear",
+        n_steps=32,
+        n_epochs=20,
+        gamma=0.98,
+        gae_lambda=0.8,
+        normalize_obs=True,
+    ),
+}
 
-def _eval_sb3(model, env_id: str, episodes: int, seed: int) -> float:
+
+def _sb3_env(env_id: str, n_envs: int, seed: int, normalize: bool) -> Any:
     from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import VecNormalize
 
-    import riskppo.envs  # noqa: F401
     from riskppo.envs.registration import register_envs
 
     register_envs()
-    venv = make_vec_env(env_id, n_envs=4, seed=seed + 10_000)
+    venv = make_vec_env(env_id, n_envs=n_envs, seed=seed)
+    return VecNormalize(venv, norm_obs=True, norm_reward=False) if normalize else venv
+
+
+def _eval_sb3(model: Any, env_id: str, episodes: int, seed: int) -> float:
+    """Mean return of ``episodes`` deterministic episodes on a fresh env (with the training
+    env's frozen observation statistics when it normalises)."""
+    import copy
+
+    train_env = model.get_env()
+    venv = _sb3_env(env_id, 4, seed + 10_000, hasattr(train_env, "obs_rms"))
+    if hasattr(train_env, "obs_rms"):
+        venv.obs_rms, venv.training = copy.deepcopy(train_env.obs_rms), False
     obs = venv.reset()
     state, starts = None, np.ones(4, dtype=bool)
     acc, out = np.zeros(4), []
     while len(out) < episodes:
         action, state = model.predict(obs, state=state, episode_start=starts, deterministic=True)
         obs, r, done, _ = venv.step(action)
-        acc += r
+        acc += venv.get_original_reward() if hasattr(venv, "obs_rms") else r
         for i in np.flatnonzero(done):
             out.append(acc[i])
             acc[i] = 0
@@ -48,40 +91,14 @@ def _eval_sb3(model, env_id: str, episodes: int, seed: int) -> float:
     return float(np.mean(out[:episodes]))
 
 
-def worker(a: argparse.Namespace) -> None:
-    import torch
+def _recurrent_ppo(a: argparse.Namespace) -> Any:
+    from sb3_contrib import RecurrentPPO
+    from torch import nn
 
-    torch.set_num_threads(1)
-    curve: list[tuple[int, float]] = []
-    if a.algo.startswith("riskppo"):
-        from riskppo import DistributionalPPO
-
-        model = DistributionalPPO(
-            a.env,
-            seed=a.seed,
-            n_envs=HP["n_envs"],
-            n_steps=HP["n_steps"],
-            batch_size=HP["batch_size"],
-            n_epochs=HP["n_epochs"],
-            learning_rate=HP["lr"],
-            gamma=HP["gamma"],
-            gae_lambda=HP["gae"],
-            bptt_len=a.bptt_len,
-            lstm_hidden_size=64,
-            net_arch=[64],
-            lstm_sharing="none" if a.algo == "riskppo-separate" else "critics",
-        )
-        evaluate = lambda: model.evaluate(a.eval_episodes, env=a.env)["mean"]  # noqa: E731
-    else:
-        from sb3_contrib import RecurrentPPO
-        from stable_baselines3.common.env_util import make_vec_env
-
-        from riskppo.envs.registration import register_envs
-
-        register_envs()
-        model = RecurrentPPO(
+    if a.algo == "RecurrentPPO-matched":
+        return RecurrentPPO(
             "MlpLstmPolicy",
-            make_vec_env(a.env, n_envs=HP["n_envs"], seed=a.seed),
+            _sb3_env(a.env, HP["n_envs"], a.seed, normalize=False),
             n_steps=HP["n_steps"],
             batch_size=HP["batch_size"],
             n_epochs=HP["n_epochs"],
@@ -91,14 +108,68 @@ def worker(a: argparse.Namespace) -> None:
             seed=a.seed,
             policy_kwargs=dict(lstm_hidden_size=64, net_arch=[64]),
         )
-        evaluate = lambda: _eval_sb3(model, a.env, a.eval_episodes, a.seed)  # noqa: E731
-    steps = 0
-    while steps < a.budget:
-        model.learn(a.eval_every, reset_num_timesteps=False)
-        steps = int(model.num_timesteps)
-        curve.append((steps, evaluate()))
-        if curve[-1][1] >= a.threshold and a.stop_at_threshold:
-            break
+    # RL-Zoo's preset; its "lin_x" schedules are x · progress_remaining, over one learn() call
+    return RecurrentPPO(
+        "MlpLstmPolicy",
+        _sb3_env(a.env, 8, a.seed, normalize=True),
+        n_steps=32,
+        batch_size=256,
+        n_epochs=20,
+        learning_rate=lambda p: 1e-3 * p,
+        clip_range=lambda p: 0.2 * p,
+        gamma=0.98,
+        gae_lambda=0.8,
+        ent_coef=0.0,
+        seed=a.seed,
+        policy_kwargs=dict(
+            ortho_init=False,
+            activation_fn=nn.ReLU,
+            lstm_hidden_size=64,
+            enable_critic_lstm=True,
+            net_arch=dict(pi=[64], vf=[64]),
+        ),
+    )
+
+
+def _riskppo(a: argparse.Namespace) -> Any:
+    from riskppo import DistributionalPPO
+
+    if "@" in a.algo:
+        return DistributionalPPO(a.env, config=a.algo.split("@", 1)[1], n_envs=8, seed=a.seed)
+    extra = CANDIDATES[a.algo.split(":", 1)[1]] if ":" in a.algo else {}
+    return DistributionalPPO(a.env, n_envs=8, seed=a.seed, **extra)
+
+
+def worker(a: argparse.Namespace) -> None:
+    """Train one (trainer, seed) for ``a.budget`` steps in one ``learn`` call (so schedules span
+    the budget), evaluating every ``a.eval_every`` steps; print the curve as JSON."""
+    import torch
+
+    torch.set_num_threads(1)
+    curve: list[tuple[int, float]] = []
+    riskppo = a.algo.startswith("riskppo")
+    model = _riskppo(a) if riskppo else _recurrent_ppo(a)
+
+    def due(steps: int) -> bool:  # True: evaluated and still going
+        if steps < (len(curve) + 1) * a.eval_every:
+            return True
+        if riskppo:
+            value = model.evaluate(a.eval_episodes, env=a.env)["mean"]
+        else:
+            value = _eval_sb3(model, a.env, a.eval_episodes, a.seed)
+        curve.append((steps, value))
+        return not (a.stop_at_threshold and value >= a.threshold)
+
+    if riskppo:
+        model.learn(a.budget, callback=lambda m, _log: due(int(m.num_timesteps)))
+    else:
+        from stable_baselines3.common.callbacks import BaseCallback
+
+        class Every(BaseCallback):
+            def _on_step(self) -> bool:
+                return due(int(self.num_timesteps))
+
+        model.learn(a.budget, callback=Every())
     print(json.dumps({"curve": curve}))
 
 
@@ -116,17 +187,18 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--env", default="riskppo/MaskedVelocityCartPole-v1")
     p.add_argument("--threshold", type=float, default=475.0)
-    p.add_argument("--budget", type=int, default=150_000)
+    p.add_argument("--budget", type=int, default=102_400)
     p.add_argument("--eval-every", type=int, default=10_240)
     p.add_argument("--eval-episodes", type=int, default=10)
     p.add_argument("--seeds", type=int, default=5)
-    p.add_argument("--bptt-len", type=int, default=16)
+    p.add_argument("--first-seed", type=int, default=0, help="seeds first-seed .. +seeds-1")
     p.add_argument("--jobs", type=int, default=1)
     p.add_argument(
         "--algos",
         nargs="+",
-        default=["riskppo", "RecurrentPPO"],
-        help="riskppo (default config), riskppo-separate (one LSTM per twin critic), RecurrentPPO",
+        default=["riskppo", "riskppo@cartpole_masked", "RecurrentPPO"],
+        help="riskppo, riskppo:CANDIDATE, riskppo@CONFIG, RecurrentPPO, RecurrentPPO-matched "
+        "(module docstring)",
     )
     p.add_argument("--stop-at-threshold", action="store_true", help="stop a run once it hits")
     a = p.parse_args()
@@ -136,11 +208,12 @@ def main() -> None:
     common = [
         f"--env={a.env}", f"--threshold={a.threshold}", f"--budget={a.budget}",
         f"--eval-every={a.eval_every}", f"--eval-episodes={a.eval_episodes}",
-        f"--bptt-len={a.bptt_len}", *(["--stop-at-threshold"] if a.stop_at_threshold else []),
+        *(["--stop-at-threshold"] if a.stop_at_threshold else []),
     ]  # fmt: skip
     print(f"machine: {machine()}")
-    print(f"settings: {HP}, LSTM 64, riskppo bptt_len={a.bptt_len}, env={a.env}")
-    jobs = [(algo, seed) for seed in range(a.seeds) for algo in a.algos]
+    print(f"env={a.env}, budget {a.budget:,} steps, evaluation every {a.eval_every:,}")
+    seeds = range(a.first_seed, a.first_seed + a.seeds)
+    jobs = [(algo, seed) for seed in seeds for algo in a.algos]
     with ThreadPoolExecutor(a.jobs) as pool:
         futures = {
             job: pool.submit(
@@ -151,8 +224,8 @@ def main() -> None:
         results = {job: f.result()["curve"] for job, f in futures.items()}
     rows = []
     for algo in a.algos:
-        hits = [first_hit(results[(algo, s)], a.threshold) for s in range(a.seeds)]
-        finals = [results[(algo, s)][-1][1] for s in range(a.seeds)]
+        hits = [first_hit(results[(algo, s)], a.threshold) for s in seeds]
+        finals = [results[(algo, s)][-1][1] for s in seeds]
         as_num = [h if h is not None else float("inf") for h in hits]
         med = statistics.median(as_num)
         rows.append([
@@ -161,7 +234,7 @@ def main() -> None:
             f"{med:,.0f}" if med != float("inf") else f">{a.budget:,}",
             f"{np.mean(finals):.1f} ± {np.std(finals):.1f}",
         ])  # fmt: skip
-    print(table(rows, ["trainer", f"steps to {a.threshold:g} per seed", "median", "final eval"]))
+    print(table(rows, ["trainer", f"steps to {a.threshold:g} per seed", "median", "last eval"]))
     print(json.dumps({f"{k[0]}/{k[1]}": v for k, v in results.items()}))
 
 

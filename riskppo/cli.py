@@ -16,7 +16,6 @@ import sys
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from riskppo import __version__
 from riskppo.cli_bench import cmd_bench
 from riskppo.cli_errors import show_warning, user_error
 from riskppo.config import Config, ConfigError, apply_overrides
+from riskppo.config.bundled import bundled_dir
 from riskppo.envs.registration import TRADING_ID
 
 DEFAULT_CONFIG = "trading_googl.yaml"  # the main job: the GOOGL trading agent
@@ -32,7 +32,7 @@ DEFAULT_PBT_CONFIG = "pbt_trading.yaml"
 
 def preset_path(name: str) -> Path:
     """Path of a config shipped inside the package (``riskppo/configs``)."""
-    return Path(str(resources.files("riskppo") / "configs" / name))
+    return bundled_dir() / name
 
 
 def load_config(

@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 from pydantic import Field, ValidationError, model_validator
 
+from riskppo.config.bundled import bundled_names, resolve_config_path
 from riskppo.config.data import PORTFOLIO_ID
 from riskppo.config.limits import (
     MAX_CONFIG_BYTES,
@@ -230,7 +231,9 @@ class Config(_Section):
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> Config:
-        path = Path(path)
+        """Read a YAML config: a file, or the name of a shipped one (``"cartpole_masked"``;
+        :mod:`riskppo.config.bundled`)."""
+        path = resolve_config_path(path)
         try:
             if path.is_file() and path.stat().st_size > MAX_CONFIG_BYTES:
                 raise ConfigError(
@@ -238,6 +241,12 @@ class Config(_Section):
                     f"{MAX_CONFIG_BYTES} allowed"
                 )
             raw = path.read_bytes()
+        except FileNotFoundError:
+            shipped = f", nor a shipped config ({', '.join(bundled_names())})"
+            raise ConfigError(
+                f"cannot read config file {path}: no such file"
+                + (shipped if path.parent == Path(".") else "")
+            ) from None
         except OSError as exc:
             raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
         try:
