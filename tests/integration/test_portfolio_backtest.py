@@ -11,7 +11,11 @@ import pytest
 from riskppo.agent import DistributionalPPO
 from riskppo.cli import load_config, preset_path
 from riskppo.envs.portfolio.data import load_portfolio
-from riskppo.evaluation.portfolio.backtest import PortfolioBacktest, portfolio_backtest
+from riskppo.evaluation.portfolio.backtest import (
+    OVERLAY_SUFFIX,
+    PortfolioBacktest,
+    portfolio_backtest,
+)
 from riskppo.evaluation.portfolio.baselines import BASELINES, fit_baselines
 
 SMALL = [
@@ -36,7 +40,8 @@ def backtest(tmp_path_factory: pytest.TempPathFactory) -> PortfolioBacktest:
 
 
 def test_every_strategy_on_the_same_bars(backtest: PortfolioBacktest) -> None:
-    assert list(backtest.frames) == ["agent", *BASELINES]
+    held = [f"{n}{OVERLAY_SUFFIX}" for n in BASELINES]  # the config has an overlay
+    assert list(backtest.frames) == ["agent", *BASELINES, *held]
     agent = backtest.frames["agent"]
     assert len(agent) == 1700 - 1500 - 1 and backtest.test == (1500, 1700)
     for name, frame in backtest.frames.items():
@@ -56,3 +61,18 @@ def test_baselines_fitted_on_the_training_bars(backtest: PortfolioBacktest) -> N
     frame = backtest.frames["hrp"]
     w = frame[["w_AAPL", "w_KO", "w_XOM"]].to_numpy()
     np.testing.assert_allclose(w / w.sum(axis=1, keepdims=True), np.tile(hrp, (len(w), 1)))
+
+
+def test_baselines_are_also_held_under_the_agents_overlay(backtest: PortfolioBacktest) -> None:
+    """The same allocation, capped by the same overlay: never more exposure, less on the bars
+    where the cap binds, and the same proportions between the assets."""
+    assert backtest.overlay is not None
+    syms = [f"w_{s}" for s in ("AAPL", "KO", "XOM")]
+    for name in BASELINES:
+        free, capped = backtest.frames[name], backtest.frames[f"{name}{OVERLAY_SUFFIX}"]
+        assert (capped["gross_exposure"] <= free["gross_exposure"] + 1e-12).all(), name
+        assert (capped["gross_exposure"] < free["gross_exposure"] - 1e-6).any(), name
+        wf, wc = free[syms].to_numpy(), capped[syms].to_numpy()
+        np.testing.assert_allclose(
+            wc / wc.sum(axis=1, keepdims=True), wf / wf.sum(axis=1, keepdims=True), atol=1e-9
+        )

@@ -9,8 +9,10 @@ Each strategy's per-bar record is a frame indexed by the timestamp of the bar a 
 return, :mod:`riskppo.envs.portfolio.math`).
 
 The agent's env has its risk ``overlay`` (:mod:`riskppo.envs.portfolio.overlay`) with the limit
-of the ``risk`` section; the baselines are held without it: they are the allocations a user
-knows, not ones the agent's limit shaped (as in :mod:`riskppo.evaluation.backtest`).
+of the ``risk`` section. Each baseline is held twice then: as a user knows it (``hrp``), and
+under the agent's own overlay (``hrp_overlay``), the same allocation constrained by the same
+pre-trade cap — the fair reference for the agent's risk-adjusted return, which would otherwise
+credit the agent with the overlay's timing.
 """
 
 from __future__ import annotations
@@ -30,10 +32,18 @@ from riskppo.evaluation.portfolio.baselines import BASELINES, BaselineRecord, ba
 if TYPE_CHECKING:
     from riskppo.agent import DistributionalPPO
 
-__all__ = ["DATA_KEYS", "PortfolioBacktest", "portfolio_backtest", "strategy_frame"]
+__all__ = [
+    "DATA_KEYS",
+    "OVERLAY_SUFFIX",
+    "PortfolioBacktest",
+    "portfolio_backtest",
+    "strategy_frame",
+]
 
 # env.kwargs that name the assets (make_portfolio_env's), not settings of the env itself
 DATA_KEYS = ("dataset", "symbols", "paths", "table", "align")
+# the name of a baseline held under the agent's overlay: "hrp" -> "hrp_overlay"
+OVERLAY_SUFFIX = "_overlay"
 
 
 class PortfolioBacktest(NamedTuple):
@@ -106,14 +116,11 @@ def portfolio_backtest(
     first, last = env.trading_range
     settings = {k: v for k, v in kwargs.items() if k not in (*DATA_KEYS, "overlay")}
     settings.update(bars_per_year=env.bars_per_year, window=env.window)
-    records = baseline_records(
-        data,
-        train=(train_lo, train_hi),
-        test=(first, last + 1),
-        names=names,
-        cvar_alpha=cfg.risk.cvar_alpha,
-        **settings,
-    )
+    hold = dict(train=(train_lo, train_hi), test=(first, last + 1), cvar_alpha=cfg.risk.cvar_alpha)
+    records = baseline_records(data, names=names, **hold, **settings)
+    if kwargs.get("overlay") is not None:
+        held = baseline_records(data, names=names, **hold, **settings, overlay=kwargs["overlay"])
+        records.update({f"{n}{OVERLAY_SUFFIX}": rec for n, rec in held.items()})
     infos = _agent_infos(model, part)
     index = pd.DatetimeIndex(pd.to_datetime([i["timestamp"] for i in infos]), name="timestamp")
     turnover = np.diff([0.0, *(i["turnover"] for i in infos)])

@@ -26,12 +26,14 @@ from matplotlib.ticker import MaxNLocator
 from riskppo.evaluation import stats
 from riskppo.evaluation.metrics import DEFAULT_CVAR_HORIZON, horizon_cvar, strategy_metrics
 from riskppo.evaluation.plots import figure_png
+from riskppo.evaluation.portfolio.backtest import OVERLAY_SUFFIX
 from riskppo.evaluation.wf_report import risk_line
 from riskppo.jsonable import jsonable
 from riskppo.safefs import write_bytes_atomic, write_text_atomic
 
 __all__ = [
     "analyse_portfolio",
+    "best_baseline",
     "cell_frame",
     "mean_frame",
     "plot_cvar",
@@ -113,7 +115,7 @@ def analyse_portfolio(
     names = strategies(mean)
     baselines = [n for n in names if n != "agent"]
     metrics = {n: _metrics(mean, n, bars_per_year, risk) for n in names}
-    best = max(baselines, key=lambda n: metrics[n]["sharpe"] or -np.inf)
+    best, rule = best_baseline(metrics, baselines)
     agent_r, best_r = mean["agent_log_return"].to_numpy(), mean[f"{best}_log_return"].to_numpy()
     test = stats.paired_sharpe_test(agent_r, best_r, bars_per_year)
     verdict = stats.verdict(test, n_trials, best.replace("_", " "))
@@ -133,6 +135,7 @@ def analyse_portfolio(
         "metrics": metrics,
         "sharpe_ci": {n: _ci(mean[f"{n}_log_return"], bars_per_year) for n in names},
         "best_baseline": best,
+        "best_baseline_rule": rule,
         "paired_test": {"diff": test.diff, "p_one_sided": test.p_one_sided, "method": test.method},
         "verdict": {"claim": verdict.claim, "p_adjusted": verdict.p_adjusted, "text": verdict.text},
         "segments": _segment_cvar(mean, names, risk),
@@ -141,6 +144,19 @@ def analyse_portfolio(
         "mean_weights": {c[len("agent_w_") :]: float(weights[c].mean()) for c in weights.columns},
         "contributions": contrib,
     }
+
+
+def best_baseline(
+    metrics: Mapping[str, Mapping[str, Any]], names: Sequence[str]
+) -> tuple[str, str]:
+    """The baseline the agent is tested against, and why: the highest Sharpe among those that
+    keep the CVaR limit over the record (a constrained baseline, e.g. one held under the agent's
+    overlay), else — none keeps it, or there is no limit — the highest Sharpe of all."""
+    kept = [n for n in names if metrics[n].get("cvar_limit_met")]
+    best = max(kept or names, key=lambda n: metrics[n]["sharpe"] or -np.inf)
+    if kept:
+        return best, "the best Sharpe of the baselines that keep the limit"
+    return best, "the best Sharpe of all baselines (none keeps the limit)"
 
 
 def _contributions(frame: pd.DataFrame, name: str) -> dict[str, float]:
@@ -159,6 +175,17 @@ def _ci(r: pd.Series, bpy: float) -> list[float] | None:
     return [float(ci.low), float(ci.high)] if np.isfinite([ci.low, ci.high]).all() else None
 
 
+def _styles(names: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Line colour and style per strategy: a baseline held under the overlay is dashed, in the
+    colour of the same baseline held without it."""
+    base = [n.removesuffix(OVERLAY_SUFFIX) for n in names]
+    order = list(dict.fromkeys(base))
+    return {
+        n: {"color": f"C{order.index(b) % 10}", "ls": "-" if n == b else "--"}
+        for n, b in zip(names, base, strict=True)
+    }
+
+
 def _fig(height: float = 4.5) -> Figure:
     fig = Figure(figsize=(10, height), dpi=110, layout="constrained")
     FigureCanvasAgg(fig)
@@ -172,14 +199,15 @@ def plot_equity(records: Mapping[str, pd.DataFrame], mean: pd.DataFrame) -> Figu
     if len(records) > 1:
         for f in records.values():
             ax.plot(np.exp(f["agent_log_return"].cumsum()), color="C0", alpha=0.25, lw=0.8)
-    for i, n in enumerate(strategies(mean)):
+    names = strategies(mean)
+    for n, style in _styles(names).items():
         eq = np.exp(mean[f"{n}_log_return"].cumsum())
-        ax.plot(eq, color=f"C{i}", lw=2.2 if n == "agent" else 1.1, label=n.replace("_", " "))
+        ax.plot(eq, **style, lw=2.2 if n == "agent" else 1.1, label=n.replace("_", " "))
     for t in mean.index[mean["segment"].diff().fillna(0) != 0]:
         ax.axvline(t, color="#b8b8b8", lw=0.7, ls=":")
     ax.set_ylabel("equity (start = 1)")
     ax.set_title("Walk-forward out-of-sample equity (dotted lines: retraining)", loc="left")
-    ax.legend(loc="upper left", fontsize=9, frameon=False)
+    ax.legend(loc="upper left", fontsize=9, ncol=2, frameon=False)
     ax.grid(True, color="#e3e3e3", lw=0.8)
     return fig
 
@@ -203,11 +231,11 @@ def plot_turnover(mean: pd.DataFrame, window: int = 20) -> Figure:
     """Turnover (Σ|Δweight|) over rolling ``window``-bar periods, per strategy."""
     fig = _fig()
     ax = fig.subplots()
-    for i, n in enumerate(strategies(mean)):
+    for n, style in _styles(strategies(mean)).items():
         roll = mean[f"{n}_turnover"].rolling(window, min_periods=1).sum()
-        ax.plot(roll, color=f"C{i}", lw=1.6 if n == "agent" else 0.9, label=n.replace("_", " "))
+        ax.plot(roll, **style, lw=1.6 if n == "agent" else 0.9, label=n.replace("_", " "))
     ax.set_ylabel(f"turnover per {window} bars")
-    ax.legend(loc="upper left", fontsize=8, frameon=False)
+    ax.legend(loc="upper left", fontsize=8, ncol=2, frameon=False)
     ax.grid(True, color="#e3e3e3", lw=0.8)
     return fig
 
@@ -217,12 +245,12 @@ def plot_cvar(metrics: Mapping[str, Any]) -> Figure:
     fig = _fig()
     ax = fig.subplots()
     seg = pd.DataFrame(metrics["segments"])
-    for i, n in enumerate(metrics["metrics"]):
+    for n, style in _styles(list(metrics["metrics"])).items():
         ax.plot(
             seg["segment"],
             seg[n],
             marker="o" if n == "agent" else ".",
-            color=f"C{i}",
+            **style,
             lw=1.6 if n == "agent" else 0.8,
             label=n.replace("_", " "),
         )
@@ -231,7 +259,7 @@ def plot_cvar(metrics: Mapping[str, Any]) -> Figure:
     ax.set_xlabel("segment")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel(f"CVaR of {metrics['cvar_horizon']}-bar log returns")
-    ax.legend(loc="lower left", fontsize=8, frameon=False)
+    ax.legend(loc="lower left", fontsize=8, ncol=2, frameon=False)
     ax.grid(True, color="#e3e3e3", lw=0.8)
     return fig
 
@@ -283,7 +311,8 @@ def write_portfolio_report(
     body = [
         "<h1>Portfolio walk-forward</h1>",
         f"<p>{html.escape(metrics['verdict']['text'])} (best baseline: "
-        f"{html.escape(metrics['best_baseline'])})</p>",
+        f"{html.escape(metrics['best_baseline'])}, "
+        f"{html.escape(metrics.get('best_baseline_rule', ''))})</p>",
         f"<p>CVaR limit {metrics['cvar_limit']} met in {met} (segment, seed) cells</p>",
         *([f"<p>{html.escape(risk)}</p>"] if risk else []),
         _table(metrics),

@@ -17,6 +17,7 @@ from riskppo.evaluation.metrics import horizon_cvar
 from riskppo.evaluation.portfolio.backtest import strategy_frame
 from riskppo.evaluation.portfolio.report import (
     analyse_portfolio,
+    best_baseline,
     cell_frame,
     mean_frame,
     strategies,
@@ -85,6 +86,32 @@ def test_best_baseline_and_paired_test() -> None:
     assert m["paired_test"]["diff"] == pytest.approx(
         m["metrics"]["agent"]["sharpe"] - sharpe[m["best_baseline"]], abs=0.05
     )
+
+
+def test_the_best_baseline_is_the_best_that_keeps_the_limit() -> None:
+    m = {
+        "free": {"sharpe": 1.0, "cvar_limit_met": False},
+        "capped": {"sharpe": 0.7, "cvar_limit_met": True},
+        "timid": {"sharpe": 0.5, "cvar_limit_met": True},
+    }
+    assert best_baseline(m, list(m)) == (
+        "capped",
+        "the best Sharpe of the baselines that keep the limit",
+    )
+    m["capped"]["cvar_limit_met"] = m["timid"]["cvar_limit_met"] = False
+    assert best_baseline(m, list(m))[0] == "free"
+    for v in m.values():  # no limit: nothing is "kept"
+        v["cvar_limit_met"] = None
+    assert best_baseline(m, list(m)) == (
+        "free",
+        "the best Sharpe of all baselines (none keeps the limit)",
+    )
+
+
+def test_analysis_records_which_baseline_it_tests_against_and_why() -> None:
+    m = analyse_portfolio({"seed 0": _record(0)}, **RISK)
+    assert m["metrics"][m["best_baseline"]]["cvar_limit_met"] is True
+    assert m["best_baseline_rule"] == "the best Sharpe of the baselines that keep the limit"
 
 
 def test_mean_of_seeds() -> None:
