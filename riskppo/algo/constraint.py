@@ -116,11 +116,12 @@ def risk_estimate(
         metrics["risk/cvar_empirical_segment"] = float(cvar_emp)
         metrics["risk/cvar_pred_error"] = float(cvar_pred) - float(cvar_emp)
         if r.cvar_limit is not None:
-            # Relative violation: in units of the limit, or of the segment-return spread when the
-            # limit is near 0, so the gains mean the same for returns of any scale.
+            # Relative violation: in units of the target, or of the segment-return spread when
+            # the target is near 0, so the gains mean the same for returns of any scale.
+            target = r.cvar_limit / r.cvar_margin  # margin 1: the limit itself, bit for bit
             moments = state.scaling.moments
             spread = float(moments.var.sqrt()) if moments.count > 1 else 1.0
-            violation = (r.cvar_limit - float(cvar_emp)) / max(abs(r.cvar_limit), spread, 1e-8)
+            violation = (target - float(cvar_emp)) / max(abs(target), spread, 1e-8)
             lam, pid = multiplier_step(r, state.lam, pid, violation)
             metrics["risk/cvar_violation"] = violation
     a_cvar = core.cvar_advantage(info, q_rtg, nu, alpha)

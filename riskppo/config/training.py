@@ -34,6 +34,15 @@ class RiskConfig(_Section):
         "episode or cvar_horizon-step segment (trading: a sum of log returns, -0.04 = about -4%); "
         "None = monitor CVaR only (docs/risk.md)",
     )
+    cvar_margin: float = Field(
+        1.0,
+        ge=1.0,
+        le=10.0,
+        allow_inf_nan=False,
+        description="the constraint keeps CVaR_alpha(R) >= cvar_limit / cvar_margin in "
+        "training, a margin for periods riskier than the training history (1 = none); reports "
+        "and the overlay keep cvar_limit itself (docs/risk.md)",
+    )
     cvar_horizon: int | None = Field(
         None,
         ge=1,

@@ -60,3 +60,40 @@ def test_the_policy_sees_the_return_and_cvar_advantages_weighted_by_the_multipli
     expected = (adv + 3.0 * a_cvar / a_cvar.std()) / 4.0  # (A + λ·Â_cvar)/(1+λ), Â_cvar unit std
     torch.testing.assert_close(got, expected)
     assert est.metrics["risk/adv_cvar_part_abs_mean"] > 0.0
+
+
+def _estimate(limit: float, margin: float) -> RiskEstimate:
+    """One rollout of the constraint over 200 finished segments of known returns."""
+    cfg = Config.build(
+        {
+            "critic": {"kind": "quantile", "n_quantiles": 8},
+            "risk": {
+                "cvar_limit": limit,
+                "cvar_margin": margin,
+                "cvar_horizon": 4,
+                "lambda_update": "pid",
+            },
+        }
+    )
+    state = initial_risk_state(cfg, 2)
+    g = torch.Generator().manual_seed(1)
+    state.recent.extend((0.01 * torch.randn(200, generator=g, dtype=torch.float64)).tolist())
+    rewards = torch.zeros(8, 2)
+    out = torch.zeros(8, 2, 8)
+    return CVaRConstraint(cfg).after_rollout(state, rewards, torch.zeros(8, 2), lambda: out)
+
+
+def test_the_margin_makes_the_constraint_keep_the_limit_divided_by_it():
+    """Training with margin m keeps limit / m: the same multiplier step as that limit without
+    a margin, bit for bit; with margin 1 the limit itself."""
+    with_margin, tighter, plain = (
+        _estimate(-0.04, 2.0),
+        _estimate(-0.02, 1.0),
+        _estimate(-0.04, 1.0),
+    )
+    assert with_margin.metrics["risk/cvar_violation"] == tighter.metrics["risk/cvar_violation"]
+    assert with_margin.lam == tighter.lam
+    cvar = with_margin.metrics["risk/cvar_empirical_segment"]
+    assert -0.04 < cvar < -0.02  # the segments break limit / 2 but keep the limit
+    assert plain.metrics["risk/cvar_violation"] < 0 < with_margin.metrics["risk/cvar_violation"]
+    assert plain.lam == 0.0 < with_margin.lam
