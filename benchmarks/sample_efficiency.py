@@ -44,6 +44,9 @@ CANDIDATES: dict[str, dict[str, Any]] = {
     "lr1e-3-ep10": dict(learning_rate=1e-3, n_epochs=10),
     "ep10": dict(n_epochs=10),
     "lr1e-3-norm": dict(learning_rate=1e-3, normalize_obs=True),
+    # the second round, after lr1e-3-norm led the first
+    "norm": dict(normalize_obs=True),
+    "lr1e-3-ep10-norm": dict(learning_rate=1e-3, n_epochs=10, normalize_obs=True),
     "zoo": dict(  # RL-Zoo's RecurrentPPO settings, in riskppo
         learning_rate=1e-3,
         lr_schedule="linear",

@@ -13,6 +13,8 @@ are per-round ratios (median over rounds) and ratios of the totals. Peak RSS: ea
 in a fresh process, running the same number of steps.
 
     python benchmarks/throughput.py                      # CartPole-v1 and Pendulum-v1
+    python benchmarks/throughput.py --algos riskppo riskppo-vec riskppo-compiled \\
+        riskppo-compiled-vec PPO RecurrentPPO --no-rss     # with and without vector envs
     python benchmarks/throughput.py --steps 8192 --envs CartPole-v1
     python benchmarks/throughput.py --device cuda --n-envs 256 --batch-size 8192   # GPU run
 """
@@ -37,11 +39,12 @@ def build(a: argparse.Namespace) -> Any:
         from riskppo import DistributionalPPO
 
         critic, twin = ("scalar", False) if a.algo == "riskppo-scalar" else ("quantile", True)
+        name = a.algo.removesuffix("-vec")
         return DistributionalPPO(
-            a.env,
+            _gym_vector(a) if a.algo.endswith("-vec") else a.env,
             seed=0,
-            compile=a.algo.startswith("riskppo-compiled"),
-            cuda_graphs=a.algo != "riskppo-compiled-nographs",
+            compile=name.startswith("riskppo-compiled"),
+            cuda_graphs=name != "riskppo-compiled-nographs",
             n_envs=a.n_envs,
             n_steps=a.n_steps,
             batch_size=a.batch_size,
@@ -105,6 +108,16 @@ def worker(a: argparse.Namespace) -> None:
     print(json.dumps({"rss_mb": peak_rss_mb()}))
 
 
+def _gym_vector(a: argparse.Namespace) -> Any:
+    """A Gymnasium vector env of ``a.n_envs`` envs: the id's natively vectorised form where it
+    has one (CartPole: one array step for all envs), else a ``SyncVectorEnv``."""
+    import gymnasium as gym
+
+    native = gym.spec(a.env).vector_entry_point is not None
+    mode = "vector_entry_point" if native else "sync"
+    return gym.make_vec(a.env, a.n_envs, vectorization_mode=mode)
+
+
 def _vec(a: argparse.Namespace):
     from stable_baselines3.common.env_util import make_vec_env
 
@@ -143,7 +156,9 @@ def _args() -> argparse.Namespace:
         "riskppo-compiled-nographs: compiled, without CUDA graphs on a CUDA device (with them "
         "is the default there; the same as riskppo-compiled on the CPU); "
         "riskppo-separate: each twin critic has its own LSTM (lstm_sharing=none); "
-        "riskppo-scalar: one scalar critic",
+        "riskppo-scalar: one scalar critic; a -vec suffix (riskppo-vec, riskppo-compiled-vec): "
+        "the env passed as a Gymnasium vector env, natively vectorised where the id has a "
+        "vector_entry_point (CartPole-v1), else SyncVectorEnv",
     )
     p.add_argument("--mode", choices=["fps", "rss"], default="fps", help=argparse.SUPPRESS)
     p.add_argument("--no-rss", action="store_true", help="skip the peak-RSS processes")

@@ -137,6 +137,9 @@ class GymVectorVecEnv(VecEnv):
         self.vec.close()
 
     def get_attr(self, attr_name: str, indices: Any = None) -> list[Any]:
+        if not hasattr(self.vec, "get_attr"):  # a native vector env: one object for all envs
+            value = getattr(self.vec, attr_name)
+            return [value for _ in env_indices(indices, self.num_envs)]
         values = self._api.get_attr(attr_name)
         return [values[i] for i in env_indices(indices, self.num_envs)]
 

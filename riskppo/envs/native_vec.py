@@ -15,6 +15,7 @@ from gymnasium.vector import VectorEnv
 from stable_baselines3.common.vec_env import VecEnv
 
 from riskppo.config import ConfigError
+from riskppo.envs.cartpole_vec import with_single_resets
 from riskppo.envs.gym_vector import GymVectorVecEnv, autoreset_mode, resets_single_envs
 from riskppo.envs.registration import TRADING_ID, env_spec
 
@@ -38,7 +39,10 @@ def native_vec_env(env: Any, n_envs: int, kwargs: dict[str, Any]) -> VecEnv | No
     if spec.vector_entry_point is None:
         return None
     vec = gym.make_vec(spec, num_envs=n_envs, vectorization_mode="vector_entry_point", **kwargs)
-    if not resets_single_envs(vec):  # e.g. Gymnasium 1.x's CartPoleVectorEnv: NEXT_STEP only
+    # Gymnasium's CartPoleVectorEnv draws every env's states from one generator: its episodes
+    # are not those of n separate envs seeded s, s+1, ..., so the id keeps the separate envs
+    # (a user who passes it gets it, with single resets: from_gym_vector)
+    if not resets_single_envs(vec):
         vec.close()
         return None
     return GymVectorVecEnv(vec)
@@ -47,6 +51,7 @@ def native_vec_env(env: Any, n_envs: int, kwargs: dict[str, Any]) -> VecEnv | No
 def from_gym_vector(vec: VectorEnv) -> GymVectorVecEnv:
     """A user's Gymnasium vector env (``gymnasium.make_vec(...)``, ``SyncVectorEnv``, ...) as a
     VecEnv; one line naming the remedy if it cannot give SB3's reset semantics."""
+    vec = with_single_resets(vec)
     if not resets_single_envs(vec):
         raise ConfigError(
             f"env: this Gymnasium vector env ({type(vec.unwrapped).__name__}) autoresets in "

@@ -17,7 +17,7 @@ from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import VecEnv
 
 from riskppo.agent import DistributionalPPO
-from riskppo.config import ConfigError, EnvConfig
+from riskppo.config import EnvConfig
 from riskppo.envs.gym_vector import GymVectorVecEnv, resets_single_envs, unbatch_infos
 from riskppo.envs.native_vec import native_vec_env
 from riskppo.envs.vec import InProcessVecEnv, build_vec_env
@@ -84,19 +84,20 @@ def test_sync_vector_env_gives_riskppos_transitions(env_id: str, mode: Autoreset
 
 
 def test_built_from_a_vector_env_instance() -> None:
-    """build_vec_env takes a VectorEnv (gymnasium.make_vec's default for CartPole is its native
-    NEXT_STEP vector env, which cannot reset single envs: one line naming what to pass)."""
+    """build_vec_env takes a VectorEnv (gymnasium.make_vec's default for CartPole, its native
+    vector env, is given single resets: tests/unit/envs/test_cartpole_vec.py)."""
     vec = gym.make_vec("CartPole-v1", num_envs=3, vectorization_mode="sync")
     venv = build_vec_env(vec, EnvConfig(), seed=3)
     ref = build_vec_env("CartPole-v1", EnvConfig(n_envs=3), seed=3)
     assert_same_run(ref, venv, _actions("CartPole-v1", 60, 3))
-    with pytest.raises(ConfigError, match=r"^env: .*CartPoleVectorEnv.*vectorization_mode='sync'"):
-        build_vec_env(gym.make_vec("CartPole-v1", num_envs=3), EnvConfig(), seed=0)
+    native = build_vec_env(gym.make_vec("CartPole-v1", num_envs=3), EnvConfig(), seed=0)
+    assert isinstance(native.venv, GymVectorVecEnv)
 
 
 def test_native_vector_env_that_cannot_reset_single_envs_is_not_used() -> None:
-    """Gymnasium's CartPoleVectorEnv autoresets on the next step only: riskppo steps separate
-    envs instead (exact semantics before speed)."""
+    """Gymnasium's CartPoleVectorEnv autoresets on the next step only and draws every env's
+    states from one generator: for the id riskppo steps separate envs, whose episodes are those
+    of SB3's vec env with the same seed."""
     vec = gym.make_vec("CartPole-v1", num_envs=3, vectorization_mode="vector_entry_point")
     assert not resets_single_envs(vec)
     assert native_vec_env("CartPole-v1", 3, {}) is None
