@@ -90,7 +90,8 @@ def test_built_from_a_vector_env_instance() -> None:
     venv = build_vec_env(vec, EnvConfig(), seed=3)
     ref = build_vec_env("CartPole-v1", EnvConfig(n_envs=3), seed=3)
     assert_same_run(ref, venv, _actions("CartPole-v1", 60, 3))
-    native = build_vec_env(gym.make_vec("CartPole-v1", num_envs=3), EnvConfig(), seed=0)
+    raw = EnvConfig(normalize_obs=False)
+    native = build_vec_env(gym.make_vec("CartPole-v1", num_envs=3), raw, seed=0)
     assert isinstance(native.venv, GymVectorVecEnv)
 
 
@@ -117,8 +118,9 @@ def test_an_ids_vector_entry_point_is_used_natively() -> None:
         vector_entry_point=_sync_cartpoles,
     )
     try:
-        venv = build_vec_env("RiskppoTestVecCart-v0", EnvConfig(n_envs=4), seed=3).venv
-        off = EnvConfig(n_envs=4, vectorized=False)
+        on = EnvConfig(n_envs=4, normalize_obs=False)
+        venv = build_vec_env("RiskppoTestVecCart-v0", on, seed=3).venv
+        off = EnvConfig(n_envs=4, vectorized=False, normalize_obs=False)
         ref = build_vec_env("RiskppoTestVecCart-v0", off, seed=3).venv
     finally:
         gym.registry.pop("RiskppoTestVecCart-v0")
