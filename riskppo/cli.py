@@ -98,12 +98,15 @@ def check_resume_args(args: argparse.Namespace, run_dir: Path) -> None:
 def print_flat_warning(backtest_dir: Path, prefix: str = "riskppo") -> None:
     """Print the one-line flat/near-flat warning of a written backtest (nothing if none)."""
     path = backtest_dir / "metrics.json"
-    if not path.is_file():  # not a trading run
+    if not path.is_file():  # not a trading or portfolio run
         return
     from riskppo.evaluation.backtest import flat_warning
 
     split = backtest_dir.name.removeprefix("backtest_")
-    warning = flat_warning(json.loads(path.read_text()), split=split)
+    metrics = json.loads(path.read_text())
+    if "best_baseline" in metrics:  # a portfolio report: its strategies are one level down
+        metrics = metrics["metrics"]
+    warning = flat_warning(metrics, split=split)
     if warning:
         print(f"{prefix}: {warning}")
 

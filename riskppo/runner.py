@@ -13,7 +13,7 @@ from typing import Any
 
 from riskppo.agent import DistributionalPPO
 from riskppo.config import Config
-from riskppo.envs.registration import TRADING_ID
+from riskppo.envs.registration import PORTFOLIO_ID, TRADING_ID
 from riskppo.evaluation.backtest import backtest_run
 from riskppo.evaluation.robustness import format_rows, robustness_table, write_robustness
 from riskppo.evaluation.summary import (
@@ -236,10 +236,12 @@ def _resume_run(run_dir: Path, *, progress_bar: bool) -> DistributionalPPO:
 
 
 def run_finished(run_dir: Path, cfg: Config) -> bool:
-    """Whether :func:`_finish` has written the run's evaluation (and, for trading, report)."""
+    """Whether :func:`_finish` has written the run's evaluation (and, for trading and
+    portfolios, report)."""
     if not (run_dir / "eval.json").is_file():
         return False
-    return cfg.env.id != TRADING_ID or (run_dir / "backtest_test" / "report.html").is_file()
+    reported = cfg.env.id not in (TRADING_ID, PORTFOLIO_ID)
+    return reported or (run_dir / "backtest_test" / "report.html").is_file()
 
 
 def _finish(model: DistributionalPPO, run_dir: Path, cfg: Config) -> DistributionalPPO:
@@ -262,6 +264,12 @@ def _finish(model: DistributionalPPO, run_dir: Path, cfg: Config) -> Distributio
     if trading:  # the main job ends with the backtest report (design §1.3)
         artifacts = backtest_run(run_dir, split="test")
         print(f"riskppo: backtest report → {artifacts.report}")
+    elif cfg.env.id == PORTFOLIO_ID:  # against the baselines, on the test part
+        from riskppo.evaluation.portfolio.run import portfolio_backtest_run
+
+        done = portfolio_backtest_run(run_dir, split="test")
+        print(f"riskppo: {done.metrics['verdict']['text']}")
+        print(f"riskppo: backtest report → {done.report}")
     return model
 
 

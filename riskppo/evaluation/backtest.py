@@ -53,7 +53,13 @@ from riskppo import core
 from riskppo.agent import DistributionalPPO
 from riskppo.config import Config
 from riskppo.envs.factory import SPLIT_PARTS, make_trading_env
-from riskppo.envs.registration import TRADING_ID, data_kwargs, data_label, resolve_overlay
+from riskppo.envs.registration import (
+    PORTFOLIO_ID,
+    TRADING_ID,
+    data_kwargs,
+    data_label,
+    resolve_overlay,
+)
 from riskppo.envs.trading import TradingEnv
 from riskppo.evaluation.backtest_result import BacktestResult, flat_strategies
 from riskppo.evaluation.baselines import (
@@ -450,6 +456,8 @@ def cmd_backtest(args: argparse.Namespace) -> int:
     """
     split = getattr(args, "split", None) or "test"
     try:
+        if _is_portfolio_run(Path(args.run_dir)):
+            return _portfolio_backtest(args.run_dir, split)
         art = backtest_run(args.run_dir, split)
     except (CheckpointError, FileNotFoundError, ValueError) as exc:
         print(f"riskppo backtest: {exc}", file=sys.stderr)
@@ -459,6 +467,22 @@ def cmd_backtest(args: argparse.Namespace) -> int:
     if warning:
         print(f"riskppo backtest: {warning}")
     print(f"report: {art.report}")
+    return 0
+
+
+def _is_portfolio_run(run_dir: Path) -> bool:
+    """Whether the run's own config (if it has one) trains the portfolio env."""
+    path = run_dir / "config.yaml"
+    return path.is_file() and Config.from_yaml(path).env.id == PORTFOLIO_ID
+
+
+def _portfolio_backtest(run_dir: str | Path, split: str) -> int:
+    """``riskppo backtest`` of a portfolio run (:mod:`riskppo.evaluation.portfolio.run`)."""
+    from riskppo.evaluation.portfolio.run import portfolio_backtest_run
+
+    done = portfolio_backtest_run(run_dir, split)
+    print(done.metrics["verdict"]["text"])
+    print(f"report: {done.report}")
     return 0
 
 

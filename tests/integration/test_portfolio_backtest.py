@@ -3,6 +3,7 @@ the baselines fitted on the training bars (an untrained model acts: no training 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -76,3 +77,28 @@ def test_baselines_are_also_held_under_the_agents_overlay(backtest: PortfolioBac
         np.testing.assert_allclose(
             wc / wc.sum(axis=1, keepdims=True), wf / wf.sum(axis=1, keepdims=True), atol=1e-9
         )
+
+
+def test_train_ends_in_a_report_and_backtest_writes_one_per_part(tmp_path: Path, capsys) -> None:
+    """``riskppo train`` on the portfolio config ends with the test part's report against the
+    baselines (both ways of holding them); ``riskppo backtest RUN --split val`` writes one for
+    the validation part."""
+    from riskppo import cli
+
+    run = tmp_path / "run"
+    small = [*SMALL[:-1], "data.bars=[0, 1300, 1500, 1700]", "total_timesteps=64"]
+    sets = [a for s in small for a in ("--set", s)]
+    assert cli.main(["train", "--config", "portfolio_sp20", *sets, "--run-dir", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "backtest report →" in out and "trial" in out  # the verdict line
+    test = json.loads((run / "backtest_test" / "metrics.json").read_text())
+    held = {f"{n}{OVERLAY_SUFFIX}" for n in BASELINES}
+    assert set(test["metrics"]) == {"agent", *BASELINES, *held}
+    assert test["best_baseline"] in {*BASELINES, *held}
+    assert test["overlay"]["limit"] == -0.04 and test["oos_bars"] == 1700 - 1500 - 1
+    for name in ("report.html", "record.csv", "equity.png", "weights.png", "cvar.png"):
+        assert (run / "backtest_test" / name).stat().st_size > 0, name
+    assert cli.main(["backtest", str(run), "--split", "val"]) == 0
+    val = json.loads((run / "backtest_val" / "metrics.json").read_text())
+    assert val["oos_bars"] == 1500 - 1300 - 1 and val["end"] < test["start"]
+    assert "report:" in capsys.readouterr().out

@@ -206,7 +206,13 @@ def plot_equity(records: Mapping[str, pd.DataFrame], mean: pd.DataFrame) -> Figu
     for t in mean.index[mean["segment"].diff().fillna(0) != 0]:
         ax.axvline(t, color="#b8b8b8", lw=0.7, ls=":")
     ax.set_ylabel("equity (start = 1)")
-    ax.set_title("Walk-forward out-of-sample equity (dotted lines: retraining)", loc="left")
+    retrained = mean["segment"].nunique() > 1
+    ax.set_title(
+        "Walk-forward out-of-sample equity (dotted lines: retraining)"
+        if retrained
+        else "Out-of-sample equity",
+        loc="left",
+    )
     ax.legend(loc="upper left", fontsize=9, ncol=2, frameon=False)
     ax.grid(True, color="#e3e3e3", lw=0.8)
     return fig
@@ -292,9 +298,13 @@ def _contribution_line(metrics: Mapping[str, Any]) -> str:
 
 
 def write_portfolio_report(
-    run_dir: Path, records: Mapping[str, pd.DataFrame], metrics: Mapping[str, Any]
+    run_dir: Path,
+    records: Mapping[str, pd.DataFrame],
+    metrics: Mapping[str, Any],
+    title: str = "Portfolio walk-forward",
 ) -> Path:
-    """Write ``metrics.json``, the four charts and ``report.html`` into ``run_dir``."""
+    """Write ``metrics.json``, the four charts and ``report.html`` (headed ``title``) into
+    ``run_dir``."""
     frames = list(records.values())
     mean = mean_frame(frames) if len(frames) > 1 else frames[0]
     write_text_atomic(run_dir / "metrics.json", json.dumps(jsonable(metrics), indent=2) + "\n")
@@ -309,7 +319,7 @@ def write_portfolio_report(
     met = f"{metrics['cells_limit_met']}/{metrics['cells_with_limit']}"
     risk = risk_line(metrics.get("risk") or {})  # λ and the overlay's binding, if recorded
     body = [
-        "<h1>Portfolio walk-forward</h1>",
+        f"<h1>{html.escape(title)}</h1>",
         f"<p>{html.escape(metrics['verdict']['text'])} (best baseline: "
         f"{html.escape(metrics['best_baseline'])}, "
         f"{html.escape(metrics.get('best_baseline_rule', ''))})</p>",

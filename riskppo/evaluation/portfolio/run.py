@@ -1,0 +1,67 @@
+"""A portfolio run's backtest report: what ``riskppo train`` ends with and ``riskppo backtest
+RUN_DIR`` writes for a run on ``riskppo/Portfolio-v0``.
+
+The newest good checkpoint acts on one part of the split (default ``test``) against the skfolio
+baselines fitted on the training part (:func:`~riskppo.evaluation.portfolio.backtest.
+portfolio_backtest`); ``RUN_DIR/backtest_<split>/`` gets ``record.csv`` (per-bar weights,
+returns, turnover, contributions of every strategy), ``metrics.json`` and ``report.html`` with
+the charts of the walk-forward report (:mod:`riskppo.evaluation.portfolio.report`): one segment.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from riskppo.agent import DistributionalPPO
+from riskppo.config import Config
+from riskppo.evaluation.portfolio.backtest import portfolio_backtest
+from riskppo.evaluation.portfolio.report import (
+    analyse_portfolio,
+    cell_frame,
+    write_portfolio_report,
+)
+from riskppo.runs.rundir import check_belongs, latest_good_checkpoint
+from riskppo.safefs import ensure_real_dir, write_text_atomic
+
+__all__ = ["PortfolioArtifacts", "portfolio_backtest_run"]
+
+
+class PortfolioArtifacts(NamedTuple):
+    """What :func:`portfolio_backtest_run` wrote, and the analysis behind it."""
+
+    out_dir: Path
+    report: Path
+    metrics: dict[str, Any]
+    checkpoint: Path
+
+
+def portfolio_backtest_run(run_dir: str | Path, split: str = "test") -> PortfolioArtifacts:
+    """Backtest the newest good checkpoint of ``run_dir`` on ``split``; write the files of the
+    module docstring into ``RUN_DIR/backtest_<split>/``."""
+    run_dir = Path(run_dir)
+    ckpt = latest_good_checkpoint(run_dir)
+    if (run_dir / "config.yaml").exists():  # a run's own checkpoint, not one copied in
+        check_belongs(ckpt, Config.from_yaml(run_dir / "config.yaml"))
+    model = DistributionalPPO.load(ckpt, rebuild_env=False)
+    try:
+        bt = portfolio_backtest(model, split)
+    finally:
+        model.close()
+    risk = model.config.risk
+    out = ensure_real_dir(run_dir / f"backtest_{split}")
+    frame = cell_frame(bt.frames, 0)
+    write_text_atomic(out / "record.csv", frame.to_csv(float_format="%.17g"))
+    metrics = analyse_portfolio(
+        {split: frame},
+        bars_per_year=bt.bars_per_year,
+        cvar_alpha=risk.cvar_alpha,
+        cvar_horizon=risk.cvar_horizon,
+        cvar_limit=risk.cvar_limit,
+    )
+    metrics["overlay"] = bt.overlay
+    metrics["checkpoint"] = ckpt.name
+    first, last = frame.index[0], frame.index[-1]
+    title = f"Portfolio backtest, {split} part ({first:%Y-%m-%d} to {last:%Y-%m-%d})"
+    report = write_portfolio_report(out, {split: frame}, metrics, title=title)
+    return PortfolioArtifacts(out, report, metrics, ckpt)
