@@ -55,7 +55,6 @@ def build(a: argparse.Namespace) -> Any:
             critic=critic,
             twin_critics=twin,
             lstm_sharing="none" if a.algo == "riskppo-separate" else "critics",
-            normalize_obs=False,  # raw observations, as SB3's trainers get them
             device=a.device,
             num_threads=a.threads,
         )

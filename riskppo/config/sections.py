@@ -94,9 +94,10 @@ class EnvConfig(_Section):
         "for riskppo/Trading-v0 see the env.kwargs table at the end of docs/config.md",
     )
     normalize_obs: bool = Field(
-        True,
+        False,
         description="normalise observations with running mean and variance (SB3 "
-        "VecNormalize, saved in checkpoints); false: the env's raw observations",
+        "VecNormalize, saved in checkpoints; predict then expects normalised observations, as "
+        "SB3's); false: the env's raw observations",
     )
     clip_obs: float = Field(
         10.0,
