@@ -116,10 +116,21 @@ def portfolio_backtest(
     first, last = env.trading_range
     settings = {k: v for k, v in kwargs.items() if k not in (*DATA_KEYS, "overlay")}
     settings.update(bars_per_year=env.bars_per_year, window=env.window)
-    hold = dict(train=(train_lo, train_hi), test=(first, last + 1), cvar_alpha=cfg.risk.cvar_alpha)
-    records = baseline_records(data, names=names, **hold, **settings)
+
+    def hold(**overlay: Any) -> dict[str, BaselineRecord]:
+        return baseline_records(
+            data,
+            train=(train_lo, train_hi),
+            test=(first, last + 1),
+            names=names,
+            cvar_alpha=cfg.risk.cvar_alpha,
+            **settings,
+            **overlay,
+        )
+
+    records = hold()
     if kwargs.get("overlay") is not None:
-        held = baseline_records(data, names=names, **hold, **settings, overlay=kwargs["overlay"])
+        held = hold(overlay=kwargs["overlay"])
         records.update({f"{n}{OVERLAY_SUFFIX}": rec for n, rec in held.items()})
     infos = _agent_infos(model, part)
     index = pd.DatetimeIndex(pd.to_datetime([i["timestamp"] for i in infos]), name="timestamp")
