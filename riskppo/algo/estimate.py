@@ -19,7 +19,7 @@ from torch import Tensor
 from riskppo import core
 from riskppo.algo.buffer import ChunkBatch, Rollout, cat_states, chunk_critic, to_chunks
 from riskppo.algo.constraint import RiskEstimate, RiskState, constraint_for
-from riskppo.algo.returns import Rescale, ReturnScaling, update_scaling
+from riskppo.algo.returns import Rescale, ReturnScaling, rescales_outputs, update_scaling
 from riskppo.config import Config
 from riskppo.nn.critics import Critic
 from riskppo.nn.policy import RecurrentActorCritic, RecurrentState
@@ -129,7 +129,7 @@ def estimate(
         p.gae_lambda,
     )  # fmt: skip
     old_pred = critic.old_prediction(policy.value_outputs(out))
-    popart = cfg.critic.popart and critic.supports_popart
+    popart = cfg.critic.popart and critic.supports_popart and rescales_outputs(cfg, scaling)
     new_scaling, uncapped = update_scaling(cfg, scaling, returns)
     rescales = [Rescale("critics", scaling, new_scaling)] if popart else []
     if popart:  # the outputs will be rescaled: their old predictions must follow (R-ALG-5/8)
@@ -142,7 +142,8 @@ def estimate(
     )
     if risk is not None:  # the risk head follows its own statistics (PopArt)
         assert risk_state is not None
-        rescales.append(Rescale("risk_head", risk_state.scaling, risk.state.scaling))
+        if rescales_outputs(cfg, risk_state.scaling):
+            rescales.append(Rescale("risk_head", risk_state.scaling, risk.state.scaling))
     adv_norm = constraint.advantage(adv_norm, risk, p.per_env_advantage)
     vf_states = tuple(cat_states([c[k] for c in vf_chunks]) for k in range(len(final)))
     states = RecurrentState(cat_states(rollout.pi_chunk_states), vf_states)

@@ -55,6 +55,13 @@ def update_scaling(
     return ReturnScaling(moments, scale, float(moments.mean)), uncapped
 
 
+def rescales_outputs(cfg: Config, old: ReturnScaling) -> bool:
+    """Whether outputs trained under ``old`` statistics are PopArt-rescaled when they change:
+    always, except the first update with ``critic.popart_first: fresh`` — before it the outputs
+    have learned nothing, under a placeholder scale that can be far from the data's."""
+    return cfg.critic.popart_first == "preserve" or bool(old.moments.count > 0)
+
+
 @dataclass(frozen=True)
 class Rescale:
     """PopArt (van Hasselt et al. 2016): the output layers of ``target`` must move from the

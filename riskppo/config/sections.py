@@ -402,6 +402,13 @@ class CriticConfig(_Section):
         description="PopArt (van Hasselt et al. 2016): when the return statistics change, "
         "rescale the critic's last layer so its predictions in raw units are preserved",
     )
+    popart_first: Literal["preserve", "fresh"] = Field(
+        "preserve",
+        description="the first statistics update, from the placeholder scale 1/ret_clip: "
+        "preserve rescales the untrained outputs like any later update (they keep a raw "
+        "spread of about ret_clip, far too wide for returns of 0.01); fresh leaves them, so "
+        "critics and risk head start on the data's scale (docs/portfolio.md)",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> CriticConfig:
