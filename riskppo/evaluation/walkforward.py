@@ -47,6 +47,7 @@ from riskppo.evaluation.wf_plan import (
     stitch,
 )
 from riskppo.monitor.progress import ProgressBar, wall_time_line
+from riskppo.runs.processes import die_with_parent
 from riskppo.safefs import ensure_real_dir, remove_entry, write_text_atomic
 
 if TYPE_CHECKING:
@@ -191,7 +192,9 @@ class WalkForwardRun:
             enabled=progress_bar,
         )
         workers = min(workers, max(len(todo), 1))
-        with bar, cf.ProcessPoolExecutor(workers, ctx) as pool:
+        # a worker dies with this process, however it is killed: no orphan trains on
+        pool = cf.ProcessPoolExecutor(workers, ctx, die_with_parent, (os.getpid(),))
+        with bar, pool:
             bar.update(completed=total - len(todo))
             _schedule(pool, todo, bar, warm=self.settings.warm_start)
         if not todo:

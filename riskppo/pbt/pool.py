@@ -17,12 +17,10 @@ worker writing into the run directory that ``riskppo pbt --resume`` is about to 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import dataclasses
 import multiprocessing
 import os
 import signal
-import sys
 import traceback
 from collections.abc import Callable
 from multiprocessing.connection import Connection, wait
@@ -31,6 +29,7 @@ from typing import Any, Literal
 
 from riskppo.pbt.member import IntervalResult, IntervalTask
 from riskppo.pbt.storage import StorageFault, storage_fault
+from riskppo.runs.processes import die_with_parent
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,20 +55,6 @@ def describe_exit(exitcode: int | None) -> str:
         except ValueError:
             return f"killed by signal {-exitcode}"
     return f"exit code {exitcode}"
-
-
-PR_SET_PDEATHSIG = 1  # linux/prctl.h
-
-
-def die_with_parent(parent: int) -> None:
-    """Linux: have the kernel SIGKILL this process when its parent dies; exit at once if the
-    parent (pid ``parent``) is already gone. Elsewhere: nothing."""
-    if not sys.platform.startswith("linux"):
-        return
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
-    if os.getppid() != parent:
-        os._exit(1)
 
 
 def _worker_main(conn: Connection, fn: TaskFn, parent: int) -> None:

@@ -204,3 +204,53 @@ def test_a_warm_started_segment_predicts_what_its_source_predicted(tmp_path: Pat
     finally:
         source.close()
         target.close()
+
+
+def _children(pid: int) -> list[int]:
+    """Pids whose parent is ``pid`` (Linux /proc)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                out.append(int(entry.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_workers_die_with_a_killed_coordinator(tmp_path: Path) -> None:
+    """SIGTERM to the coordinator alone (a scheduler's stop): no worker trains on, orphaned,
+    into the run directory."""
+    data = _market(tmp_path / "m.csv")
+    sets = [
+        arg for s in [*SMALL, "total_timesteps=100000", f"data.path={data}"] for arg in ("--set", s)
+    ]
+    run = _cli(
+        *SETTINGS, "--seeds", "0", "1", "--workers", "2", "--no-progress",
+        "--run-dir", str(tmp_path / "wf"), *sets,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    workers: list[int] = []
+    while len(workers) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+        workers = [
+            p for p in _children(run.pid) if "spawn_main" in Path(f"/proc/{p}/cmdline").read_text()
+        ]
+    assert len(workers) == 2, "the workers never started"
+    run.send_signal(signal.SIGTERM)
+    run.wait(timeout=60)
+    deadline = time.monotonic() + 10
+    while any(_alive(p) for p in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [p for p in workers if _alive(p)], "workers outlived their coordinator"
