@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from riskppo.cli import load_config, preset_path
+from riskppo.evaluation.portfolio.backtest import OVERLAY_SUFFIX
 from riskppo.evaluation.portfolio.baselines import BASELINES
 from riskppo.evaluation.walkforward import walk_forward
 from riskppo.evaluation.wf_plan import WalkForwardSettings
@@ -31,8 +32,9 @@ def test_portfolio_walkforward_writes_the_report(tmp_path: Path) -> None:
     cfg = load_config(str(preset_path("portfolio_sp20.yaml")), SMALL)
     settings = WalkForwardSettings(initial=8012, step=150, seeds=(0,), workers=1)
     metrics = walk_forward(cfg, tmp_path / "wf", settings, progress_bar=False)
-    assert set(metrics["metrics"]) == {"agent", *BASELINES}
-    assert metrics["best_baseline"] in BASELINES
+    held = {f"{n}{OVERLAY_SUFFIX}" for n in BASELINES}  # the same allocations under the overlay
+    assert set(metrics["metrics"]) == {"agent", *BASELINES, *held}
+    assert metrics["best_baseline"] in {*BASELINES, *held}
     assert len(metrics["segments"]) == 2 and metrics["cells_with_limit"] == 2
     for name in ("report.html", "equity.png", "weights.png", "turnover.png", "cvar.png"):
         assert (tmp_path / "wf" / name).is_file(), name
