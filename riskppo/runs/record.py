@@ -17,11 +17,11 @@ import numpy as np
 import torch
 from stable_baselines3.common.vec_env import VecEnv
 
+from riskppo.agent import DistributionalPPO
 from riskppo.config import Config, ConfigError
 from riskppo.demos.files import Demonstrations, save_demonstrations
 from riskppo.envs.registration import TRADING_ID
 from riskppo.envs.teacher import TeacherRecorder, strategy_teacher, trading_env
-from riskppo.agent import DistributionalPPO
 from riskppo.envs.vec import build_vec_env
 
 __all__ = ["record_run", "record_strategy", "returns_to_go", "write_demonstrations"]

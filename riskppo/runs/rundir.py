@@ -35,13 +35,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from riskppo.agent import DistributionalPPO
 from riskppo.config import Config
-from riskppo.safefs import (
-    fsync_dir,
-    open_nofollow,
-    remove_entry,
-    write_text_atomic,
-)
 from riskppo.persist.checkpoint import (
     CheckpointError,
     read_checkpoint,
@@ -50,7 +45,12 @@ from riskppo.persist.checkpoint import (
     write_error_reason,
 )
 from riskppo.runs.lock import LOCK_NAME
-from riskppo.agent import DistributionalPPO
+from riskppo.safefs import (
+    fsync_dir,
+    open_nofollow,
+    remove_entry,
+    write_text_atomic,
+)
 
 # Config keys that may differ between a run's config.yaml and its checkpoints: how long to
 # train (raise total_timesteps to continue a finished run), where and how fast to compute, how
