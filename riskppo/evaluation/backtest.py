@@ -84,7 +84,7 @@ from riskppo.evaluation.report import STRATEGY_LABELS, format_value, metric_rows
 from riskppo.evaluation.verdict import statistics_block
 from riskppo.jsonable import jsonable
 from riskppo.persist.checkpoint import CheckpointError
-from riskppo.runs.rundir import check_belongs, latest_good_checkpoint
+from riskppo.runs.rundir import load_for_evaluation
 from riskppo.safefs import ensure_real_dir, write_text_atomic
 
 __all__ = [
@@ -424,10 +424,7 @@ def backtest_run(
     ``metrics.json`` files with :func:`~riskppo.evaluation.metrics.aggregate_metrics`.
     """
     run_dir = Path(run_dir)
-    ckpt = latest_good_checkpoint(run_dir)  # an older good one if the latest is bad
-    if (run_dir / "config.yaml").exists():  # a run's own checkpoint, not one copied in
-        check_belongs(ckpt, Config.from_yaml(run_dir / "config.yaml"))
-    model = DistributionalPPO.load(ckpt, rebuild_env=False)  # it makes its own eval envs
+    ckpt, model = load_for_evaluation(run_dir)  # an older good one if the latest is bad
     try:
         result = backtest(
             model, split, sma_fast=sma_fast, sma_slow=sma_slow, sma_allow_short=sma_allow_short

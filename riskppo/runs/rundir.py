@@ -214,6 +214,16 @@ def run_checkpoint(run_dir: Path) -> tuple[Config, Path]:
     return cfg, path
 
 
+def load_for_evaluation(run_dir: Path) -> tuple[Path, DistributionalPPO]:
+    """The run's newest good checkpoint (:func:`latest_good_checkpoint`; checked to belong to
+    the run when it has a ``config.yaml``) loaded without its training env: a backtest makes
+    its own evaluation env."""
+    ckpt = latest_good_checkpoint(run_dir)
+    if (run_dir / "config.yaml").exists():  # a run's own checkpoint, not one copied in
+        check_belongs(ckpt, Config.from_yaml(run_dir / "config.yaml"))
+    return ckpt, DistributionalPPO.load(ckpt, rebuild_env=False)
+
+
 def start_clean(run_dir: Path, *, force: bool) -> list[str]:
     """Make sure a new run starts in an empty ``run_dir`` (its ``.lock`` aside).
 

@@ -13,15 +13,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from riskppo.agent import DistributionalPPO
-from riskppo.config import Config
 from riskppo.evaluation.portfolio.backtest import portfolio_backtest
 from riskppo.evaluation.portfolio.report import (
     analyse_portfolio,
     cell_frame,
     write_portfolio_report,
 )
-from riskppo.runs.rundir import check_belongs, latest_good_checkpoint
+from riskppo.runs.rundir import load_for_evaluation
 from riskppo.safefs import ensure_real_dir, write_text_atomic
 
 __all__ = ["PortfolioArtifacts", "portfolio_backtest_run"]
@@ -40,10 +38,7 @@ def portfolio_backtest_run(run_dir: str | Path, split: str = "test") -> Portfoli
     """Backtest the newest good checkpoint of ``run_dir`` on ``split``; write the files of the
     module docstring into ``RUN_DIR/backtest_<split>/``."""
     run_dir = Path(run_dir)
-    ckpt = latest_good_checkpoint(run_dir)
-    if (run_dir / "config.yaml").exists():  # a run's own checkpoint, not one copied in
-        check_belongs(ckpt, Config.from_yaml(run_dir / "config.yaml"))
-    model = DistributionalPPO.load(ckpt, rebuild_env=False)
+    ckpt, model = load_for_evaluation(run_dir)
     try:
         bt = portfolio_backtest(model, split)
     finally:
