@@ -26,9 +26,20 @@ days to a shock the slow one (the sizing's span) would take months to see.
 ``margin >= 1`` is a pessimism factor for what the history cannot show (a next regime riskier
 than any before); docs/risk.md says how the defaults were chosen on validation data.
 
-With the overlay the exposure per unit of signal is
-``min(vol_target / σ̂_annual, max_leverage, cap_t)``, so the agent's signal keeps its meaning (a
-fraction of what it may hold) and its timing, while ``|exposure| <= cap_t`` on every bar.
+How the cap meets the agent's signal ``a_t`` (``u_t = min(vol_target / σ̂_annual, max_leverage)``
+is the sizing's exposure per unit of signal), ``mode``:
+
+.. code-block:: text
+
+    "clip"  (default)  exposure_t = clip(a_t · u_t, -cap_t, cap_t)
+    "scale"            exposure_t = a_t · min(u_t, cap_t)
+
+``"clip"`` caps the position actually held, as a desk's limit does: a signal whose sized
+position is inside the budget is held as it is, so a smaller signal is not cut a second time
+and the budget is used. ``"scale"`` caps the full signal's position and scales every signal by
+the same factor, so a fraction of the signal is a fraction of the budget; on a volatile asset,
+where the cap is far below the sizing, it leaves most of the budget unused. Both keep
+``|exposure| <= cap_t`` on every bar, and a full signal holds the same position in both.
 """
 
 from __future__ import annotations
@@ -45,6 +56,7 @@ import numpy as np
 from riskppo.envs.sizing import as_finite, ewm_volatility
 
 __all__ = [
+    "OVERLAY_MODES",
     "OverlayTable",
     "RiskOverlay",
     "binding_stats",
@@ -54,6 +66,9 @@ __all__ = [
     "standardised_sums",
     "tail_multiplier",
 ]
+
+
+OVERLAY_MODES: tuple[str, ...] = ("clip", "scale")
 
 
 @dataclass(frozen=True)
@@ -69,6 +84,8 @@ class RiskOverlay:
             is their maximum.
         margin: the cap is divided by it (>= 1; 1 trusts the history fully).
         min_history: standardised sums needed before the empirical multiplier is used.
+        mode: ``"clip"`` caps the position held, ``"scale"`` the full signal's (module
+            docstring).
     """
 
     limit: float
@@ -78,6 +95,7 @@ class RiskOverlay:
     slow_span: int = 60
     margin: float = 1.3
     min_history: int = 250
+    mode: str = "clip"
 
     def __post_init__(self) -> None:
         def need(ok: bool, name: str, rule: str) -> None:
@@ -103,6 +121,7 @@ class RiskOverlay:
             "margin",
             "must be a finite number >= 1",
         )
+        need(self.mode in OVERLAY_MODES, "mode", f"must be one of {', '.join(OVERLAY_MODES)}")
 
     @classmethod
     def of(cls, value: RiskOverlay | Mapping[str, Any]) -> RiskOverlay:
@@ -208,8 +227,9 @@ def overlay_table(close: np.ndarray, overlay: RiskOverlay, *, delay: int) -> Ove
 
 def binding_stats(uncapped: np.ndarray, cap: np.ndarray) -> dict[str, float]:
     """How the cap bound over a run of bars: ``binding_share``, the fraction of bars (with both
-    defined) where ``cap < uncapped`` (the exposure per unit of signal the sizing alone gives),
-    and ``mean_cut``, the mean of ``cap / uncapped`` over those bars (1.0 when it never bound)."""
+    defined) where ``cap < uncapped`` (the ``|exposure|`` the sizing alone gives: per unit of
+    signal for a full signal, or times the signal held), and ``mean_cut``, the mean of
+    ``cap / uncapped`` over those bars (1.0 when it never bound). ``[n]`` arrays each."""
     u, c = np.asarray(uncapped, dtype=np.float64), np.asarray(cap, dtype=np.float64)
     ok = ~(np.isnan(u) | np.isnan(c))
     bound = ok & (c < u)

@@ -69,9 +69,10 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
     ``p_t = a_t · min(vol_target / σ̂_t, max_leverage)``, ``σ̂_t`` the causal EWM volatility of
     ``vol_span`` bars (closes ``<= t``), annualised (:mod:`riskppo.envs.sizing`; Zhang, Zohren &
     Roberts 2020), so the agent can stay in the market with less risk. ``overlay`` (a
-    :class:`~riskppo.envs.overlay.RiskOverlay` or its settings as a dict) caps that scale at
-    each bar so the full signal's *forecast* CVaR stays within a limit
-    (:mod:`riskppo.envs.overlay`): ``p_t = a_t · min(vol_target / σ̂_t, max_leverage, cap_t)``;
+    :class:`~riskppo.envs.overlay.RiskOverlay` or its settings as a dict) caps the exposure at
+    each bar so its *forecast* CVaR stays within a limit (:mod:`riskppo.envs.overlay`):
+    ``p_t = clip(a_t · min(vol_target / σ̂_t, max_leverage), ±cap_t)``, or with its
+    ``mode="scale"`` ``p_t = a_t · min(vol_target / σ̂_t, max_leverage, cap_t)``;
     :attr:`uncapped_scale` and :attr:`overlay_cap` hold the per-bar tables. The step returns the
     observation of bar ``t+1`` and the reward (``old_t``/``new_t``: the log returns of the
     fill's table; ``h_t``: the exposure held over bar ``t+1``'s session, ``p_{t-1}`` with
@@ -286,13 +287,18 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
             warmup = self.vol_span
         self.uncapped_scale: np.ndarray = scale
         self.overlay_cap: np.ndarray | None = None
+        cap = np.full(len(close), math.inf)
         if self.overlay is not None:
             table = overlay_table(close, self.overlay, delay=int(self.fill == "next_close"))
-            self.overlay_cap = table.cap
-            scale = np.where(np.isnan(table.cap), np.nan, np.fmin(scale, table.cap))
+            self.overlay_cap = cap = table.cap
+            capped = np.fmin(scale, cap) if self.overlay.mode == "scale" else scale
+            scale = np.where(np.isnan(cap), np.nan, capped)
+            cap = np.where(self.overlay.mode == "scale", math.inf, cap)
             warmup = max(warmup, self.overlay.slow_span, self.overlay.fast_span)
-        # exposure per unit of signal, per bar (NaN before `warmup`; never stepped there)
+        # per bar: exposure per unit of signal, and the cap on |exposure| (inf: none), both NaN
+        # before `warmup` (never stepped there)
         self._scale: list[float] = scale.tolist()
+        self._cap: list[float] = cap.tolist()
         return warmup
 
     def _init_range(self, start: Any, end: Any, warmup_reason: str) -> None:
@@ -374,14 +380,23 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
         a = 2.0 * (x - lo) / (hi - lo) - 1.0 if self.long_only else x
         return np.asarray(a, dtype=np.float32)[:, None]
 
-    def overlay_binding(self, lo: int | None = None, hi: int | None = None) -> dict[str, Any]:
+    def overlay_binding(
+        self, lo: int | None = None, hi: int | None = None, signals: np.ndarray | None = None
+    ) -> dict[str, Any]:
         """The overlay's settings and how it bound on the decision bars ``[lo, hi)`` (default:
-        the trading range; :func:`~riskppo.envs.overlay.binding_stats`); ``{}`` without one."""
+        the trading range; :func:`~riskppo.envs.overlay.binding_stats`); ``{}`` without one.
+
+        ``signals`` (``[hi - lo]``, the signals decided on those bars) judge the positions held;
+        without them, or with ``mode="scale"`` (where the cap does not depend on the signal), a
+        full signal's."""
         if self.overlay is None or self.overlay_cap is None:
             return {}
         a = self._first_start if lo is None else lo
         b = self._last_bar if hi is None else hi
-        stats = binding_stats(self.uncapped_scale[a:b], self.overlay_cap[a:b])
+        uncapped = self.uncapped_scale[a:b]
+        if signals is not None and self.overlay.mode == "clip":
+            uncapped = uncapped * np.abs(np.asarray(signals, dtype=np.float64))
+        stats = binding_stats(uncapped, self.overlay_cap[a:b])
         return {**self.overlay.to_dict(), **stats}
 
     @property
@@ -449,6 +464,9 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
         t = self._t
         old = self._pos
         target = signal * self._scale[t]  # exposure decided at t (sizing; 1.0 without)
+        cap = self._cap[t]
+        if target > cap or target < -cap:  # the overlay clips the position held
+            target = math.copysign(cap, target)
         self._signal = signal
         dpos = abs(target - old)
         gross = old * self._ret_old[t] + target * self._ret_new[t]

@@ -49,6 +49,7 @@ class TradingBatch:
     def __init__(self, env: TradingEnv, n: int) -> None:
         self.env, self.n = env, n
         self._scale = np.asarray(env._scale, dtype=np.float64)  # [T] exposure per unit signal
+        self._cap = np.asarray(env._cap, dtype=np.float64)  # [T] overlay cap on |exposure|
         self._ret_old = np.asarray(env._ret_old, dtype=np.float64)  # [T]
         self._ret_new = np.asarray(env._ret_new, dtype=np.float64)  # [T]
         self._positions = np.asarray(env.positions, dtype=np.float64)  # [K] discrete targets
@@ -91,7 +92,8 @@ class TradingBatch:
         pos, sig, log_eq, peak, turnover, abs_gross, sum_costs = self.state  # [n] row views
         signal = self._signals(actions)
         t, old = self.t, pos
-        target = signal * self._scale[t]  # exposure decided at t
+        cap = self._cap[t]
+        target = np.clip(signal * self._scale[t], -cap, cap)  # exposure decided at t
         dpos = np.abs(target - old)
         gross = np.add(old * self._ret_old[t], target * self._ret_new[t], out=flows[0])
         fee_cost = np.multiply(env.fee, dpos, out=flows[2])

@@ -175,7 +175,12 @@ def backtest(
         critic=critic,
         cvar_alpha=cfg.risk.cvar_alpha,
         gamma=cfg.ppo.gamma,
-        env_settings=_env_settings(env, baseline_envs["vol_target"], float(close.iloc[first_bar])),
+        env_settings=_env_settings(
+            env,
+            baseline_envs["vol_target"],
+            float(close.iloc[first_bar]),
+            agent_frame["signal"].to_numpy(),
+        ),
         config=cfg,
         num_timesteps=int(model.num_timesteps),
         sma=sma,
@@ -242,9 +247,12 @@ def _all_metrics(
     }
 
 
-def _env_settings(env: TradingEnv, sized: TradingEnv, start_close: float) -> dict[str, Any]:
+def _env_settings(
+    env: TradingEnv, sized: TradingEnv, start_close: float, signals: np.ndarray
+) -> dict[str, Any]:
     """Costs and settings of the agent's ``env`` and the vol-targeted baseline's ``sized`` env;
-    ``start_close`` is the close at the first decision bar."""
+    ``start_close`` is the close at the first decision bar, ``signals`` ``[bars]`` the agent's
+    signal on each decision bar (for how often the overlay bound)."""
     return {
         "fee": env.fee,
         "borrow_rate": env.borrow_rate,
@@ -261,7 +269,7 @@ def _env_settings(env: TradingEnv, sized: TradingEnv, start_close: float) -> dic
         "vol_span": sized.vol_span,
         "max_leverage": sized.max_leverage,
         "start_close": start_close,
-        "overlay": env.overlay_binding() or None,
+        "overlay": env.overlay_binding(*env.trading_range, signals=signals) or None,
     }
 
 

@@ -67,17 +67,18 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
 
     **Sizing.** ``sizing="vol_target"`` scales the whole portfolio to ``vol_target`` (annual):
     held weights ``h_t = s_t · w_t · min(vol_target / sqrt(w_tᵀ Σ̂_t w_t · bars_per_year),
-    max_leverage)`` (``s_t = 1`` without the exposure signal; the risk overlay's cap, when
-    set, joins the min and applies to the full signal), ``Σ̂_t`` the causal covariance of one-bar
-    log returns up to bar ``t``
+    max_leverage)`` (``s_t = 1`` without the exposure signal), ``Σ̂_t`` the causal covariance
+    of one-bar log returns up to bar ``t``
     (``covariance="ewm"`` with span ``vol_span``, or ``"ledoit_wolf"`` over the last
     ``vol_span`` returns); the rest is cash. ``sizing="none"``: ``h_t = w_t``.
 
     **Risk overlay.** ``overlay`` (a :class:`~riskppo.envs.overlay.RiskOverlay` or its settings
-    as a dict) caps that scale at each bar so the full target weights' *forecast* CVaR of the
-    next ``overlay.horizon`` bars stays within ``overlay.limit``
-    (:mod:`riskppo.envs.portfolio.overlay`): ``h_t = w_t · min(scale_t, cap_t)``, so the gross
-    exposure is at most ``cap_t · Σ|w_t|`` (``cap_t`` for long-only weights). The cap depends on
+    as a dict) caps the position at each bar so the held weights' *forecast* CVaR of the next
+    ``overlay.horizon`` bars stays within ``overlay.limit``
+    (:mod:`riskppo.envs.portfolio.overlay`): ``h_t = w_t · min(s_t · scale_t, cap_t)``, or with
+    its ``mode="scale"`` (the cap on the full signal) ``h_t = s_t · w_t · min(scale_t, cap_t)``;
+    either way the gross exposure is at most ``cap_t · Σ|w_t|`` (``cap_t`` for long-only
+    weights). The cap depends on
     the weights, so :attr:`uncapped_scale` and :attr:`overlay_cap` (``[T]``, NaN on bars not
     stepped) record the bars the env has decided on; :meth:`overlay_binding` summarises them.
 
@@ -372,9 +373,10 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
             scale = vol_scale(
                 w, self._cov[t], self.vol_target, self.max_leverage, self.bars_per_year
             )
+        held = signal
         if self._overlay_tables is not None:
-            scale = self._capped(t, w, scale)
-        h_new = w * scale * signal  # the overlay caps the full signal's exposure (as TradingEnv)
+            scale, held = self._capped(t, w, scale, signal)
+        h_new = w * scale * held
         acct = rebalance_step(
             self._held,
             h_new,
@@ -409,15 +411,20 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
 
     # ------------------------------------------------------------------ internals
 
-    def _capped(self, t: int, w: np.ndarray, scale: float) -> float:
-        """``min(scale, cap_t)`` for weights ``w``; records both for :meth:`overlay_binding`."""
-        tab = self._overlay_tables
-        assert tab is not None and self.overlay is not None
+    def _capped(self, t: int, w: np.ndarray, scale: float, signal: float) -> tuple[float, float]:
+        """``(scale, signal)`` after the overlay's cap ``cap_t`` for weights ``w`` (the held
+        weights are ``w · scale · signal``): ``mode="scale"`` caps the full signal's scale,
+        ``(min(scale, cap_t), signal)``; ``"clip"`` the position held,
+        ``(min(signal · scale, cap_t), 1)``. Records the uncapped and the cap for
+        :meth:`overlay_binding`."""
+        tab, o = self._overlay_tables, self.overlay
+        assert tab is not None and o is not None
         assert self.uncapped_scale is not None and self.overlay_cap is not None
-        cap = portfolio_cap(w, tab.fast[t], tab.slow[t], float(tab.multiplier[t]), self.overlay)
-        self.uncapped_scale[t], self.overlay_cap[t] = scale, cap
-        self._uncapped_now, self._cap_now = scale, cap
-        return min(scale, cap)
+        cap = portfolio_cap(w, tab.fast[t], tab.slow[t], float(tab.multiplier[t]), o)
+        uncapped = scale if o.mode == "scale" else scale * signal
+        self.uncapped_scale[t], self.overlay_cap[t] = uncapped, cap
+        self._uncapped_now, self._cap_now = uncapped, cap
+        return (min(scale, cap), signal) if o.mode == "scale" else (min(uncapped, cap), 1.0)
 
     def _new_episode_state(self, t0: int, end_bar: int) -> None:
         self._t, self._end_bar = t0, end_bar

@@ -100,24 +100,59 @@ def test_changing_a_future_bar_changes_no_cap(delay: int) -> None:
         assert not np.array_equal(base.cap[t + 1 :], other.cap[t + 1 :])
 
 
-def test_env_exposure_stays_within_the_cap_and_keeps_the_signal() -> None:
+@pytest.mark.parametrize("mode", ["clip", "scale"])
+def test_env_exposure_stays_within_the_cap_and_keeps_the_signal(mode: str) -> None:
+    """``clip`` holds the sized position unless it exceeds the cap, then the cap; ``scale``
+    holds the signal times the capped scale. Both: |exposure| <= cap on every bar."""
     rng = np.random.default_rng(2)
     close = 100 * np.exp(np.cumsum(rng.standard_t(4, 700) * 0.012))
     kw = {"continuous": True, "sizing": "vol_target", "vol_target": 0.3, "random_start": False}
     plain = TradingEnv(_frame(close), **kw)
-    env = TradingEnv(_frame(close), overlay={"limit": -0.03, "min_history": 100}, **kw)
+    env = TradingEnv(
+        _frame(close), overlay={"limit": -0.03, "min_history": 100, "mode": mode}, **kw
+    )
     assert env.trading_range == plain.trading_range
     env.reset()
+    signals, clipped = [], []
     for _ in range(env.max_episode_steps):
         a = rng.uniform(-1, 1, 1).astype(np.float32)
         info = env.step(a)[4]
         bar = info["bar"] - 1  # the bar the exposure was decided at
-        cap, scale = env.overlay_cap[bar], env.uncapped_scale[bar]
+        cap, scale, sig = env.overlay_cap[bar], env.uncapped_scale[bar], info["signal"]
         assert abs(info["position"]) <= cap * (1 + 1e-12)
-        assert info["position"] == pytest.approx(info["signal"] * min(cap, scale), rel=1e-12)
-    stats = env.overlay_binding()
-    assert 0 < stats["binding_share"] <= 1 and 0 < stats["mean_cut"] < 1
-    assert stats["limit"] == -0.03
+        want = float(np.clip(sig * scale, -cap, cap)) if mode == "clip" else sig * min(cap, scale)
+        assert info["position"] == pytest.approx(want, rel=1e-12)
+        signals.append(sig)
+        clipped.append(abs(sig) * scale > cap)
+    held = env.overlay_binding(*env.trading_range, signals=np.array(signals))
+    full = env.overlay_binding()  # a full signal's binding
+    assert 0 < full["binding_share"] <= 1 and 0 < full["mean_cut"] < 1
+    assert full["limit"] == -0.03 and full["mode"] == mode
+    if mode == "clip":  # the signals held bind less often than a full one
+        assert held["binding_share"] == pytest.approx(np.mean(clipped), rel=1e-12)
+        assert held["binding_share"] < full["binding_share"]
+    else:  # the cap scales every signal: it binds where a full signal's would
+        assert held == full
+
+
+def test_a_full_signal_holds_the_same_position_in_both_modes() -> None:
+    rng = np.random.default_rng(5)
+    close = 100 * np.exp(np.cumsum(rng.standard_t(4, 600) * 0.015))
+    kw = {"continuous": True, "sizing": "vol_target", "vol_target": 0.3, "random_start": False}
+    envs = [
+        TradingEnv(_frame(close), overlay={"limit": -0.03, "mode": m}, **kw)
+        for m in ("clip", "scale")
+    ]
+    for e in envs:
+        e.reset()
+    for a in rng.choice([-1.0, 1.0], envs[0].max_episode_steps):
+        infos = [e.step(np.array([a], np.float32))[4] for e in envs]
+        assert infos[0]["position"] == infos[1]["position"]
+
+
+def test_an_unknown_mode_is_refused() -> None:
+    with pytest.raises(ValueError, match="overlay mode='cap' is invalid: must be one of clip"):
+        RiskOverlay(limit=-0.04, mode="cap")
 
 
 def test_binding_stats_by_hand() -> None:

@@ -256,7 +256,7 @@ def test_contributions_add_up_to_the_step_return() -> None:
         assert info["contributions"].sum() == pytest.approx(math.expm1(info["gross_return"]))
 
 
-@pytest.mark.parametrize("overlay", [None, {"limit": -0.04, "fast_span": 5, "margin": 1.3}])
+@pytest.mark.parametrize("overlay", [None, {"limit": -0.04, "margin": 1.3, "mode": "scale"}])
 def test_exposure_signal_scales_the_sized_portfolio(overlay: dict | None) -> None:
     """The exposure signal holds a share ``s`` of the sized (and capped) portfolio: ``x = 1``
     holds what the env without the signal holds, bit for bit; ``x = -1`` holds ``min_signal``
@@ -279,6 +279,42 @@ def test_exposure_signal_scales_the_sized_portfolio(overlay: dict | None) -> Non
             assert np.allclose(i_s["weights"], s * ip["weights"], rtol=1e-12, atol=0)
         sig.step_weights(sig.signal_weights(np.append(a, 1.0)))  # the same weights again,
         plain.step_weights(plain.signal_weights(a))  # to keep both at the same holdings
+
+
+def test_a_clipping_overlay_caps_the_portfolio_held() -> None:
+    """With ``mode="clip"`` the exposure signal's share of the sized portfolio is held unless
+    its forecast CVaR exceeds the limit; then the cap. A full signal holds what ``scale`` holds."""
+    closes = _walk()
+    envs = {
+        m: _env(
+            closes,
+            overlay={"limit": -0.06, "margin": 1.3, "mode": m},
+            exposure_signal=True,
+            min_signal=0.25,
+        )
+        for m in ("clip", "scale")
+    }
+    plain = _env(closes, exposure_signal=True, min_signal=0.25)
+    for e in (*envs.values(), plain):
+        e.reset()
+    rng = np.random.default_rng(4)
+    n_clipped = n_free = 0
+    for x in rng.uniform(-1, 1, 60):
+        a = np.append(rng.uniform(-1, 1, 4), x)
+        (_, _, _, _, ic), (_, _, _, _, isc), (_, _, _, _, ip) = (
+            e.step(a) for e in (*envs.values(), plain)
+        )
+        cap, uncapped = ic["overlay_cap"], ic["uncapped_scale"]  # uncapped: sized times s
+        w = ip["weights"] / (ic["signal"] * ip["scale"])  # the signal weights
+        assert uncapped == pytest.approx(ic["signal"] * ip["scale"], rel=1e-12)
+        np.testing.assert_allclose(ic["weights"], w * min(uncapped, cap), rtol=1e-12)
+        n_clipped += uncapped > cap
+        n_free += uncapped <= cap
+        if x == 1.0:
+            np.testing.assert_array_equal(ic["weights"], isc["weights"])
+        for e in (*envs.values(), plain):  # the same weights again, to keep the same holdings
+            e.step_weights(e.signal_weights(a), 1.0)
+    assert n_clipped > 0 and n_free > 0
 
 
 def test_exposure_signal_arguments_are_checked() -> None:

@@ -165,7 +165,14 @@ def test_portfolio_overlay_takes_its_limit_from_the_risk_section() -> None:
         ["env.kwargs.symbols=[AAPL,KO,XOM]", "risk.cvar_limit=-0.03", "risk.cvar_horizon=10"],
     )
     kwargs = resolve_overlay(cfg.env.kwargs, cfg.risk)
-    want = {"fast_span": 5, "margin": 1.3, "limit": -0.03, "alpha": 0.05, "horizon": 10}
+    want = {
+        "fast_span": 5,
+        "margin": 1.3,
+        "mode": "scale",
+        "limit": -0.03,
+        "alpha": 0.05,
+        "horizon": 10,
+    }
     assert kwargs["overlay"] == want
     env = make_portfolio_env(**kwargs, **portfolio_data_kwargs(cfg.data), part="val")
     assert env.overlay == RiskOverlay(**want)
