@@ -97,6 +97,7 @@ __all__ = [
     "cmd_backtest",
     "flat_strategies",
     "flat_warning",
+    "overlay_binding_replayed",
 ]
 
 # the sizing each baseline runs with, whatever the agent's config says
@@ -186,6 +187,22 @@ def backtest(
         sma=sma,
         flat_threshold=flat_threshold,
     )
+
+
+def overlay_binding_replayed(model: DistributionalPPO, part: str) -> dict[str, Any] | None:
+    """How the risk overlay bound on ``part`` with the positions the trained agent holds there:
+    one deterministic episode over the period, judged by
+    :meth:`~riskppo.envs.TradingEnv.overlay_binding` with its signals (None without an
+    overlay). Over the training rows this is the agent's own binding share, where the env's
+    tables alone can only say how often a full signal would be capped."""
+    cfg = model.config
+    _check_backtestable(cfg, part)
+    factory = _eval_env_factory(cfg, part)
+    env = factory(**resolve_overlay(cfg.env.kwargs, cfg.risk))
+    if env.overlay is None:
+        return None
+    frame, _, _ = _run_agent(model, factory, part, env.df["close"], model)
+    return env.overlay_binding(*env.trading_range, signals=frame["signal"].to_numpy())
 
 
 def _check_backtestable(cfg: Config, part: str) -> None:

@@ -67,8 +67,7 @@ def run_cell(job: CellJob) -> dict[str, Any]:
     import torch
 
     from riskppo.agent import DistributionalPPO
-    from riskppo.envs.teacher import trading_env
-    from riskppo.evaluation.backtest import backtest
+    from riskppo.evaluation.backtest import backtest, overlay_binding_replayed
     from riskppo.persist.checkpoint import read_checkpoint
 
     cfg = cell_config(job.config, job.segment, job.seed, job.steps)
@@ -89,7 +88,7 @@ def run_cell(job: CellJob) -> dict[str, Any]:
 
             return portfolio_cell(model, job, cfg)
         result = backtest(model, "test")
-        train_env = trading_env(model.env) if model.env is not None else None
+        overlay_train = overlay_binding_replayed(model, "train")
         lam = float(model.state.risk.lam) if model.state.risk is not None else None
     finally:
         model.close()
@@ -109,7 +108,7 @@ def run_cell(job: CellJob) -> dict[str, Any]:
         "metrics": result.metrics_dict(),
         "lambda": lam,  # the CVaR multiplier at the end of training
         "overlay_test": result.env_settings.get("overlay"),
-        "overlay_train": (train_env.overlay_binding() or None) if train_env else None,
+        "overlay_train": overlay_train,  # the trained agent replayed over its training rows
     }
     _write_json(job.cell_dir / CELL_DONE, summary)
     return summary

@@ -32,6 +32,7 @@ from riskppo.evaluation.backtest import (
     backtest_run,
     cmd_backtest,
     flat_warning,
+    overlay_binding_replayed,
 )
 from riskppo.evaluation.baselines import (
     buy_and_hold_policy,
@@ -528,3 +529,32 @@ def test_exposure_panel_spans_the_agents_signal_range(synthetic_csv, long_only, 
     assert result.env_settings["signal_range"] == ([0.0, 1.0] if long_only else [-1.0, 1.0])
     fig = plot_positions(result)
     assert fig.axes[-1].get_ylim()[0] == pytest.approx(bottom)
+
+
+def test_the_replayed_binding_share_counts_the_positions_the_overlay_clipped(synthetic_csv):
+    """The overlay's binding share over a period with the agent's own signals: the share of
+    decision bars whose held |exposure| is below the signal's sized one (the clip took it)."""
+    overlay = {"margin": 1.0, "min_history": 50}
+    model = _model(
+        synthetic_csv,
+        {**SIZED, "continuous": True, "long_only": True, "min_signal": 0.25, "overlay": overlay},
+        risk={"cvar_limit": -0.06, "cvar_horizon": 20},
+    )
+    try:
+        got = overlay_binding_replayed(model, "train")
+        frame = backtest(model, "train").frames["agent"]
+    finally:
+        model.close()
+    env = make_trading_env(
+        path=str(synthetic_csv),
+        part="train",
+        random_start=False,
+        overlay={**overlay, "limit": -0.06},
+        **SIZED,
+    )
+    lo, hi = env.trading_range
+    sized = np.abs(frame["signal"].to_numpy()) * env.uncapped_scale[lo:hi]
+    clipped = np.abs(frame["position"].to_numpy()) < sized * (1 - 1e-12)
+    assert 0 < clipped.mean() < 1
+    assert got is not None and got["binding_share"] == pytest.approx(clipped.mean(), abs=1e-12)
+    assert got["mode"] == "clip" and got["limit"] == -0.06
