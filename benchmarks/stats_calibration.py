@@ -31,7 +31,7 @@ import numpy as np
 from _common import table
 from scipy import stats as sps
 
-from riskppo.evaluation.stats import (
+from riskppo.stats import (
     sharpe_difference_bootstrap,
     sharpe_difference_hac,
     sharpe_difference_test,

@@ -36,7 +36,7 @@ from riskppo.envs.factory import trading_range
 from riskppo.envs.market.datasets import DATASETS
 from riskppo.envs.registration import data_kwargs, resolve_overlay
 from riskppo.envs.trading import TradingEnv
-from riskppo.evaluation.stats_core import sharpe, sharpe_difference_hac
+from riskppo.stats.core import sharpe, sharpe_difference_hac
 
 CORE_TOL = 0.01
 

@@ -71,6 +71,10 @@ MOVED: dict[str, str] = {
     "riskppo.data.demo_parquet": "riskppo.demos.parquet",
     "riskppo.data.demos": "riskppo.demos.files",
     "riskppo.train.trainer": "riskppo.agent",
+    "riskppo.evaluation.stats": "riskppo.stats",
+    "riskppo.evaluation.stats_core": "riskppo.stats.core",
+    "riskppo.evaluation.stats_bootstrap": "riskppo.stats.bootstrap",
+    "riskppo.evaluation.stats_null": "riskppo.stats.null",
 }
 """Old module → the module that holds its code now."""
 

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from riskppo.evaluation.stats import adjust_p, paired_sharpe_test
+from riskppo.stats import adjust_p, paired_sharpe_test
 
 __all__ = ["CellResult", "UniverseCounts", "cell_result", "count_cells", "format_table"]
 
@@ -100,7 +100,7 @@ def log_returns(equity_csv: Path, strategy: str) -> np.ndarray:
 def paired_p_value(agent: np.ndarray, benchmark: np.ndarray, bars_per_year: float) -> float | None:
     """One-sided p-value that the agent's Sharpe exceeds the benchmark's, from their per-bar log
     returns ``[n_bars]`` over the same bars (the paired test of
-    :func:`riskppo.evaluation.stats.paired_sharpe_test`); ``None`` when undefined (a constant
+    :func:`riskppo.stats.paired_sharpe_test`); ``None`` when undefined (a constant
     record, or fewer than 3 bars)."""
     if len(agent) < 3:
         return None

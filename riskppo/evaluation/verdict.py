@@ -3,7 +3,7 @@
 Read by the backtest report (one split) and the walk-forward report (the stitched record).
 Inputs are backtest strategy frames (:func:`riskppo.evaluation.baselines.strategy_frame`: per
 bar ``position``, ``signal``, ``log_return``, ``gross_return``); the statistics themselves are
-the pure functions of :mod:`riskppo.evaluation.stats`.
+the pure functions of :mod:`riskppo.stats`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from riskppo.evaluation import stats
+from riskppo import stats
 
 BENCHMARK = "vol_target_buy_and_hold"
 BENCHMARK_NAME = "vol-targeted buy-and-hold"

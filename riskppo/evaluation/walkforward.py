@@ -1,6 +1,6 @@
 """``riskppo walkforward``: retrain every ``step`` bars, trade the next ``step`` bars frozen,
 stitch the out-of-sample segments into one record per seed and judge it with the statistics of
-:mod:`riskppo.evaluation.stats` (the schedule: :mod:`riskppo.evaluation.wf_plan`).
+:mod:`riskppo.stats` (the schedule: :mod:`riskppo.evaluation.wf_plan`).
 
 One run directory holds it all::
 

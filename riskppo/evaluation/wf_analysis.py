@@ -1,5 +1,5 @@
 """The verdict on a walk-forward record: metrics of every strategy on the stitched
-out-of-sample bars, the statistics of :mod:`riskppo.evaluation.stats` for the agent against
+out-of-sample bars, the statistics of :mod:`riskppo.stats` for the agent against
 vol-targeted buy-and-hold (unscaled and scaled to the agent's mean exposure), the random-timing
 null, and the CVaR limit cell by cell.
 

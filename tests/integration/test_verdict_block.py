@@ -59,7 +59,7 @@ def test_a_random_agent_ranks_in_the_middle_of_its_null() -> None:
     """An agent whose signal is itself a random smooth signal (slow, with costs that matter) is
     not called skilful: the null at its own turnover ranks it away from the extremes (with a
     fixed 20-bar null it beat every random signal, because those paid 10x its costs)."""
-    from riskppo.evaluation.stats_null import random_signals
+    from riskppo.stats.null import random_signals
 
     frames = _frames(0.0, n=2000)
     signal = random_signals(1, 2000, (0.25, 0.75), 300.0, seed=3)[0]

@@ -53,7 +53,8 @@ def test_an_old_package_gives_its_old_names_with_a_warning(monkeypatch):
 def test_the_new_paths_are_files_and_the_old_ones_are_gone():
     package = Path(riskppo.__file__).parent
     for old, new in MOVED.items():
-        assert (package.parent / f"{new.replace('.', '/')}.py").is_file(), new
+        path = package.parent / new.replace(".", "/")
+        assert path.with_suffix(".py").is_file() or (path / "__init__.py").is_file(), new
         assert not (package.parent / f"{old.replace('.', '/')}.py").exists(), old
     for old in OLD_PACKAGES:
         assert not (package.parent / old.replace(".", "/")).exists(), old

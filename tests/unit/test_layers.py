@@ -142,7 +142,7 @@ def test_the_cycle_finder_finds_one():
 LAYERS: list[set[str]] = [
     {"version", "jsonable", "safefs", "_aliases"},
     {"config"},
-    {"core"},
+    {"core", "stats"},
     {"nn", "demos"},
     {"optim", "adversarial", "envs"},
     {"algo"},

@@ -23,7 +23,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from riskppo.evaluation import stats
+from riskppo import stats
 from riskppo.evaluation.metrics import DEFAULT_CVAR_HORIZON, horizon_cvar, strategy_metrics
 from riskppo.evaluation.plots import figure_png
 from riskppo.evaluation.portfolio.backtest import OVERLAY_SUFFIX

@@ -34,8 +34,8 @@ def test_table_values_print_in_their_units(label: str, value: float | None, text
 def test_the_null_moves_as_much_as_the_agent(span: float) -> None:
     """The random-timing null is scored at the agent's own turnover: the matched span recovers
     the span of a signal drawn from the null's own generator."""
-    from riskppo.evaluation.stats import matched_smoothness
-    from riskppo.evaluation.stats_null import random_signals
+    from riskppo.stats import matched_smoothness
+    from riskppo.stats.null import random_signals
 
     signal = random_signals(1, 3000, (0.25, 1.0), span, seed=7)[0]
     assert matched_smoothness(signal, (0.25, 1.0)) == pytest.approx(span, rel=0.25)

@@ -1,9 +1,9 @@
 """Does a trading agent beat its benchmark? The statistics, each from its paper, and a summary.
 
 Pure functions over numpy arrays of per-bar net returns; this is the public face of three
-modules (conventions and units in :mod:`riskppo.evaluation.stats_core`):
+modules (conventions and units in :mod:`riskppo.stats.core`):
 
-* :mod:`~riskppo.evaluation.stats_core`: :func:`sharpe`, :func:`probabilistic_sharpe` (Bailey &
+* :mod:`~riskppo.stats.core`: :func:`sharpe`, :func:`probabilistic_sharpe` (Bailey &
   López de Prado 2012), :func:`deflated_sharpe` (Bailey & López de Prado 2014),
   :func:`min_track_record_length`, the paired Sharpe tests :func:`sharpe_difference_test`
   (Jobson & Korkie 1981 with Memmel 2003) and :func:`sharpe_difference_hac` (Ledoit & Wolf 2008),
@@ -11,14 +11,14 @@ modules (conventions and units in :mod:`riskppo.evaluation.stats_core`):
   :func:`tracking_error`, :func:`scale_to_exposure`, :func:`adjust_p` (Šidák) and
   :func:`verdict`; moment-based cores (:func:`psr_from_moments`, :func:`dsr_from_moments`,
   :func:`min_trl_from_moments`) take a paper's numbers directly;
-* :mod:`~riskppo.evaluation.stats_bootstrap`: :func:`sharpe_ci` and
+* :mod:`~riskppo.stats.bootstrap`: :func:`sharpe_ci` and
   :func:`sharpe_difference_bootstrap` (block bootstraps through ``arch``);
-* :mod:`~riskppo.evaluation.stats_null`: :func:`random_timing_null`, :func:`matched_smoothness`.
+* :mod:`~riskppo.stats.null`: :func:`random_timing_null`, :func:`matched_smoothness`.
 
 :func:`summarize` runs all of them for an agent against a benchmark and against the benchmark
 scaled to the agent's mean exposure::
 
-    from riskppo.evaluation.stats import summarize
+    from riskppo.stats import summarize
 
     s = summarize(agent, bench, periods_per_year=252, agent_exposure=0.6,
                   benchmark_exposure=1.0, n_trials=3)
@@ -35,8 +35,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from riskppo.evaluation.stats_bootstrap import sharpe_ci, sharpe_difference_bootstrap
-from riskppo.evaluation.stats_core import (
+from riskppo.stats.bootstrap import sharpe_ci, sharpe_difference_bootstrap
+from riskppo.stats.core import (
     AlphaBeta,
     Interval,
     Moments,
@@ -61,7 +61,7 @@ from riskppo.evaluation.stats_core import (
     tracking_error,
     verdict,
 )
-from riskppo.evaluation.stats_null import RandomTiming, matched_smoothness, random_timing_null
+from riskppo.stats.null import RandomTiming, matched_smoothness, random_timing_null
 
 __all__ = [
     "AlphaBeta",

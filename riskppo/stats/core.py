@@ -1,7 +1,7 @@
 """Analytic statistics of a return record: Sharpe, PSR, DSR, MinTRL, paired Sharpe tests, alpha.
 
-The closed-form half of :mod:`riskppo.evaluation.stats` (the resampling half is
-:mod:`riskppo.evaluation.stats_bootstrap`, the random-timing null :mod:`~.stats_null`).
+The closed-form half of :mod:`riskppo.stats` (the resampling half is
+:mod:`riskppo.stats.bootstrap`, the random-timing null :mod:`riskppo.stats.null`).
 
 Conventions, for every function here:
 

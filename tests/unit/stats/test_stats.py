@@ -1,4 +1,4 @@
-"""The significance statistics of riskppo.evaluation.stats against the papers' worked examples,
+"""The significance statistics of riskppo.stats against the papers' worked examples,
 maintained implementations (skfolio, statsmodels, empyrical) and formulas written out here."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import pytest
 import statsmodels.api as sm
 from scipy import stats as sps
 
-from riskppo.evaluation import stats as S
-from riskppo.evaluation.stats_core import long_run_variance, sharpe_difference_influence
-from riskppo.evaluation.stats_null import random_signals
+from riskppo import stats as S
+from riskppo.stats.core import long_run_variance, sharpe_difference_influence
+from riskppo.stats.null import random_signals
 
 PPY = 252
 

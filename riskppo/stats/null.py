@@ -1,6 +1,6 @@
 """The random-timing null: could an agent's Sharpe ratio come from smooth random positions?
 
-Part of :mod:`riskppo.evaluation.stats`. The null strategies hold random exposures inside the
+Part of :mod:`riskppo.stats`. The null strategies hold random exposures inside the
 agent's own band with a comparable turnover, pay the same costs through the trading env's return
 model, and see the same sizing, so beating them says the agent's *timing* carries information
 (a Monte Carlo permutation-style test; p-value with the +1 correction of Phipson & Smyth 2010).
@@ -16,7 +16,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.signal import lfilter
 from scipy.special import ndtr
 
-from riskppo.evaluation.stats_core import as_returns
+from riskppo.stats.core import as_returns
 
 __all__ = ["RandomTiming", "matched_smoothness", "random_signals", "random_timing_null"]
 

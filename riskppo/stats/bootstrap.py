@@ -1,7 +1,7 @@
 """Block-bootstrap statistics of a return record: a Sharpe interval and a paired Sharpe test.
 
-The resampling half of :mod:`riskppo.evaluation.stats` (conventions there and in
-:mod:`~riskppo.evaluation.stats_core`). Resample indices come from ``arch``'s
+The resampling half of :mod:`riskppo.stats` (conventions there and in
+:mod:`~riskppo.stats.core`). Resample indices come from ``arch``'s
 ``StationaryBootstrap`` (Politis & Romano 1994) and ``CircularBlockBootstrap`` (Politis & Romano
 1992), seeded; they are stacked into one ``[n_resamples, T]`` matrix and every statistic is
 computed on whole rows at once (in chunks of :data:`CHUNK` rows to bound memory).
@@ -20,7 +20,7 @@ import numpy as np
 from arch.bootstrap import CircularBlockBootstrap, StationaryBootstrap, optimal_block_length
 from numpy.typing import ArrayLike, NDArray
 
-from riskppo.evaluation.stats_core import (
+from riskppo.stats.core import (
     Interval,
     PairedTest,
     as_pair,
@@ -129,7 +129,7 @@ def _studentised_rows(xs: Array, ys: Array, block: int, observed: float) -> Arra
     """``(Δ* - Δ̂) / se*`` for each resampled pair of rows ``[R, T]``: Δ* the per-bar Sharpe
     difference of the rows, se* Ledoit & Wolf's (2008, §3.2) "natural" block standard error
     ``sqrt(Σ_j S_j² / T²)``, ``S_j`` the sum of the rows' influence values
-    (:func:`~riskppo.evaluation.stats_core.sharpe_difference_influence`) over bootstrap block j."""
+    (:func:`~riskppo.stats.core.sharpe_difference_influence`) over bootstrap block j."""
 
     def part(rows: Array) -> Array:
         mu, sd = rows.mean(axis=1, keepdims=True), rows.std(axis=1, keepdims=True)
@@ -160,7 +160,7 @@ def sharpe_difference_bootstrap(
     """Ledoit & Wolf (2008, §3.2) studentised circular block bootstrap test of equal Sharpe
     ratios: the same block indices resample ``a`` and ``b`` together.
 
-    The observed statistic is the HAC t of :func:`~riskppo.evaluation.stats_core.
+    The observed statistic is the HAC t of :func:`~riskppo.stats.core.
     sharpe_difference_hac`; each resample's ``(Δ* - Δ̂)/se*`` is centred at the **observed**
     difference Δ̂ (so the resamples mimic the null's sampling distribution) and studentised by
     the block standard error (Götze & Künsch 1996). ``p_one_sided = (1 + #{t* >= t}) /
