@@ -26,7 +26,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from riskppo.config import TUNABLE, Config, HyperparamSpec
-from riskppo.envs.trading import TradingEnv
+from riskppo.envs.trading.env import TradingEnv
 
 __all__ = ["TRADING_KWARGS", "leaf_fields", "render", "trading_kwargs"]
 

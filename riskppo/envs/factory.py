@@ -12,7 +12,7 @@ from riskppo.config import ConfigError
 from riskppo.envs.market.datasets import DATASETS, load_dataset
 from riskppo.envs.market.ohlcv import DataError, NanPolicy, default_split, index_range, load_ohlcv
 from riskppo.envs.registration import data_label
-from riskppo.envs.trading import TradingEnv
+from riskppo.envs.trading.env import TradingEnv
 
 SPLIT_PARTS = ("train", "val", "test")
 

@@ -21,10 +21,11 @@ name             value at bar t                                                 
 ``macd_f_s``     MACD trend signal, 1 <= f < s (below)                                  L(s) + 251
 ===============  =====================================================================  ==========
 
-``σ^k_t`` is the estimator of :func:`riskppo.envs.sizing.ewm_volatility` without annualisation:
-``sqrt(Σ_j w^j r²_{t-j} / Σ_j w^j)``, ``w = 1 - 2/(k+1)``, over the one-bar log returns
-``r_1..r_t`` (zero mean), defined once ``k`` returns exist. ``vret_k`` are the volatility-scaled
-multi-horizon returns of Zhang, Zohren & Roberts (2020), ``r_{t-k,t} / (σ_t sqrt(k))``.
+``σ^k_t`` is the estimator of :func:`~riskppo.envs.trading.sizing.ewm_volatility` without
+annualisation: ``sqrt(Σ_j w^j r²_{t-j} / Σ_j w^j)``, ``w = 1 - 2/(k+1)``, over the one-bar log
+returns ``r_1..r_t`` (zero mean), defined once ``k`` returns exist. ``vret_k`` are the
+volatility-scaled multi-horizon returns of Zhang, Zohren & Roberts (2020),
+``r_{t-k,t} / (σ_t sqrt(k))``.
 
 ``macd_f_s`` follows Baz et al. (2015) as used by Zhang, Zohren & Roberts (2020) and Lim, Zohren
 & Roberts (2019)::
@@ -63,7 +64,7 @@ import numpy as np
 import pandas as pd
 from numpy.lib.stride_tricks import sliding_window_view
 
-from riskppo.envs.sizing import ewm_volatility
+from riskppo.envs.trading.sizing import ewm_volatility
 
 __all__ = [
     "DEFAULT_FEATURES",

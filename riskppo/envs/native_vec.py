@@ -1,7 +1,7 @@
 """Natively vectorised envs: one object that steps all ``n_envs`` envs at once.
 
 :func:`native_vec_env` picks, for an env id and ``n_envs > 1``, the trading env's batched form
-(:mod:`riskppo.envs.trading_vec`) or the id's Gymnasium ``vector_entry_point``
+(:mod:`riskppo.envs.trading.vec`) or the id's Gymnasium ``vector_entry_point``
 (:mod:`riskppo.envs.gym_vector`, used only where it can give SB3's reset semantics exactly);
 ``None`` where there is none, and riskppo steps ``n_envs`` separate envs.
 """
@@ -29,8 +29,8 @@ def native_vec_env(env: Any, n_envs: int, kwargs: dict[str, Any]) -> VecEnv | No
         return None
     if env == TRADING_ID:
         # imported here: a run without the trading env does not import pandas (lean imports)
-        from riskppo.envs.trading import TradingEnv
-        from riskppo.envs.trading_vec import BatchedTradingVecEnv
+        from riskppo.envs.trading.env import TradingEnv
+        from riskppo.envs.trading.vec import BatchedTradingVecEnv
 
         made = gym.make(env_spec(env), **kwargs).unwrapped
         assert isinstance(made, TradingEnv)

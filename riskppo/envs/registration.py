@@ -75,10 +75,10 @@ def portfolio_data_kwargs(data: DataConfig) -> dict[str, Any]:
 
 
 def resolve_overlay(kwargs: Mapping[str, Any], risk: RiskConfig | None) -> dict[str, Any]:
-    """``env.kwargs`` with its risk ``overlay`` (:mod:`riskppo.envs.overlay`) completed: ``true``
-    or a mapping without ``limit`` / ``alpha`` / ``horizon`` takes them from the ``risk`` section
-    (``risk.cvar_limit``, ``risk.cvar_alpha``, ``risk.cvar_horizon``), so the overlay keeps the
-    limit the constraint keeps; ``false`` / ``null`` removes it."""
+    """``env.kwargs`` with its risk ``overlay`` (:mod:`riskppo.envs.trading.overlay`) completed:
+    ``true`` or a mapping without ``limit`` / ``alpha`` / ``horizon`` takes them from the ``risk``
+    section (``risk.cvar_limit``, ``risk.cvar_alpha``, ``risk.cvar_horizon``), so the overlay keeps
+    the limit the constraint keeps; ``false`` / ``null`` removes it."""
     out = dict(kwargs)
     overlay = out.pop("overlay", None)
     if overlay is None or overlay is False:

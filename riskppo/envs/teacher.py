@@ -18,8 +18,8 @@ from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper, VecNormalize
 
 from riskppo.config import BCConfig, ConfigError
 from riskppo.demos.types import Demonstrations
-from riskppo.envs.strategies import nearest_actions, strategy_exposures, strategy_signals
-from riskppo.envs.trading import TradingEnv
+from riskppo.envs.trading.env import TradingEnv
+from riskppo.envs.trading.strategies import nearest_actions, strategy_exposures, strategy_signals
 from riskppo.envs.vec import find_normalizer
 
 __all__ = [
@@ -38,7 +38,7 @@ Teacher = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 def strategy_teacher(env: TradingEnv, name: str) -> Teacher:
     """The action that makes ``env`` hold baseline ``name``'s exposure at each bar
-    (:func:`~riskppo.envs.strategies.strategy_signals`): a per-bar lookup, vectorised."""
+    (:func:`~riskppo.envs.trading.strategies.strategy_signals`): a per-bar lookup, vectorised."""
     table = nearest_actions(env, strategy_signals(env, strategy_exposures(env, name)))
 
     def teacher(obs: np.ndarray, bars: np.ndarray) -> np.ndarray:

@@ -60,7 +60,7 @@ from riskppo.envs.registration import (
     data_label,
     resolve_overlay,
 )
-from riskppo.envs.trading import TradingEnv
+from riskppo.envs.trading.env import TradingEnv
 from riskppo.evaluation.backtest_result import BacktestResult, flat_strategies
 from riskppo.evaluation.baselines import (
     STRATEGIES,

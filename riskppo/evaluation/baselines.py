@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from riskppo.envs.strategies import sma_crossover_targets
-from riskppo.envs.trading import TradingEnv
+from riskppo.envs.trading.env import TradingEnv
+from riskppo.envs.trading.strategies import sma_crossover_targets
 
 __all__ = [
     "BASELINES",

@@ -25,7 +25,7 @@ from riskppo.cli import print_flat_warning
 from riskppo.config import Config
 from riskppo.envs.factory import make_trading_env, trading_range
 from riskppo.envs.market.datasets import load_dataset
-from riskppo.envs.trading import TradingEnv
+from riskppo.envs.trading.env import TradingEnv
 from riskppo.evaluation.backtest import (
     STRATEGIES,
     backtest,

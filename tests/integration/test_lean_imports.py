@@ -15,7 +15,7 @@ torch.set_num_threads(1)
 from riskppo import DistributionalPPO
 cfg = {"env": {"id": "CartPole-v1", "n_envs": 2}, "ppo": {"n_steps": 16, "batch_size": 32}}
 DistributionalPPO(config=cfg).learn(64)
-print(json.dumps({m: m in sys.modules for m in ("pandas", "pyarrow", "riskppo.envs.trading")}))
+print(json.dumps({m: m in sys.modules for m in ("pandas", "pyarrow", "riskppo.envs.trading.env")}))
 """
 
 
@@ -26,4 +26,4 @@ def test_a_cartpole_run_imports_neither_pandas_nor_pyarrow():
         [sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300, check=True
     )
     loaded = json.loads(out.stdout.strip().splitlines()[-1])
-    assert loaded == {"pandas": False, "pyarrow": False, "riskppo.envs.trading": False}
+    assert loaded == {"pandas": False, "pyarrow": False, "riskppo.envs.trading.env": False}

@@ -14,8 +14,6 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from riskppo.envs.episode_range import episode_range, resolve_bar
 from riskppo.envs.features import compute_features, split_features
-from riskppo.envs.fills import fill_returns, resolve_fill
-from riskppo.envs.overlay import RiskOverlay, binding_stats
 from riskppo.envs.portfolio.data import PortfolioData
 from riskppo.envs.portfolio.math import (
     COVARIANCES,
@@ -27,8 +25,10 @@ from riskppo.envs.portfolio.math import (
     vol_scale,
 )
 from riskppo.envs.portfolio.overlay import portfolio_cap, portfolio_overlay_tables
-from riskppo.envs.trading import FEATURE_BOUND
-from riskppo.envs.trading_args import validate_min_signal, validate_scalars, validate_sizing
+from riskppo.envs.trading.args import validate_min_signal, validate_scalars, validate_sizing
+from riskppo.envs.trading.env import FEATURE_BOUND
+from riskppo.envs.trading.fills import fill_returns, resolve_fill
+from riskppo.envs.trading.overlay import RiskOverlay, binding_stats
 
 __all__ = ["PORTFOLIO_FEATURES", "PortfolioEnv"]
 _sum = np.add.reduce
@@ -72,9 +72,9 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
     (``covariance="ewm"`` with span ``vol_span``, or ``"ledoit_wolf"`` over the last
     ``vol_span`` returns); the rest is cash. ``sizing="none"``: ``h_t = w_t``.
 
-    **Risk overlay.** ``overlay`` (a :class:`~riskppo.envs.overlay.RiskOverlay` or its settings
-    as a dict) caps the position at each bar so the held weights' *forecast* CVaR of the next
-    ``overlay.horizon`` bars stays within ``overlay.limit``
+    **Risk overlay.** ``overlay`` (a :class:`~riskppo.envs.trading.overlay.RiskOverlay` or its
+    settings as a dict) caps the position at each bar so the held weights' *forecast* CVaR of the
+    next ``overlay.horizon`` bars stays within ``overlay.limit``
     (:mod:`riskppo.envs.portfolio.overlay`): ``h_t = w_t · min(s_t · scale_t, cap_t)``, or with
     its ``mode="scale"`` (the cap on the full signal) ``h_t = s_t · w_t · min(scale_t, cap_t)``;
     either way the gross exposure is at most ``cap_t · Σ|w_t|`` (``cap_t`` for long-only
@@ -84,8 +84,8 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
 
     **Fills, costs, reward.** As :class:`~riskppo.envs.TradingEnv`, per asset: ``fill``
     (``auto``: ``next_open`` when every asset has opens, else ``next_close``) sets which log
-    returns the held and the new weights earn over the step (:mod:`riskppo.envs.fills`); the fee
-    is ``fee`` per unit of each asset's ``|Δweight|`` (drift since the last fill included), the
+    returns the held and the new weights earn over the step (:mod:`riskppo.envs.trading.fills`); the
+    fee is ``fee`` per unit of each asset's ``|Δweight|`` (drift since the last fill included), the
     borrow cost ``borrow_rate / bars_per_year`` per unit of short weight. The reward is
     ``reward_scale · (gross − fee − borrow)``, ``gross`` the portfolio's log return, so rewards
     sum to the log of the final equity and a CVaR constraint on ``cvar_horizon``-step sums of
@@ -310,7 +310,7 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
 
     def overlay_binding(self, lo: int | None = None, hi: int | None = None) -> dict[str, Any]:
         """The overlay's settings and how it bound on the decision bars ``[lo, hi)`` the env has
-        stepped (default: the trading range; :func:`~riskppo.envs.overlay.binding_stats`; a
+        stepped (default: the trading range; :func:`~riskppo.envs.trading.overlay.binding_stats`; a
         bar's latest decision counts); ``{}`` without an overlay."""
         if self.overlay is None or self.overlay_cap is None or self.uncapped_scale is None:
             return {}

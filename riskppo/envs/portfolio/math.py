@@ -4,7 +4,7 @@ weights from an action, and the accounting of one rebalancing step.
 **Covariance** (``[T, N, N]``, entry ``t`` from the one-bar log returns ``r_1 .. r_t`` only, NaN
 before it is defined):
 
-* ``"ewm"``: the zero-mean exponentially weighted estimate of :mod:`riskppo.envs.sizing` for
+* ``"ewm"``: the zero-mean exponentially weighted estimate of :mod:`riskppo.envs.trading.sizing` for
   every pair, ``Σ̂_t = Σ_k w^k r_{t-k} r_{t-k}ᵀ / Σ_k w^k``, ``w = 1 − 2/(span+1)``, defined once
   ``span`` returns exist (RiskMetrics 1996).
 * ``"ledoit_wolf"``: the Ledoit & Wolf (2004) shrinkage of the sample covariance of the last
@@ -13,10 +13,10 @@ before it is defined):
 
 **Volatility targeting.** For signal weights ``w`` the exposure scale is
 ``min(vol_target / sqrt(wᵀ Σ̂_t w · bars_per_year), max_leverage)`` (the portfolio analogue of
-:func:`riskppo.envs.sizing.vol_target_scale`; a zero variance takes the leverage cap), and the
-held weights are ``scale · w``; the rest of the equity is cash earning nothing.
+:func:`~riskppo.envs.trading.sizing.vol_target_scale`; a zero variance takes the leverage cap), and
+the held weights are ``scale · w``; the rest of the equity is cash earning nothing.
 
-**One step** (the fill tables of :mod:`riskppo.envs.fills`, per asset: ``old`` earned by the
+**One step** (the fill tables of :mod:`riskppo.envs.trading.fills`, per asset: ``old`` earned by the
 weights held before the fill, ``new`` by those filled): with ``g(h, r) = Σ_i h_i (e^{r_i} − 1)``
 the simple return of weights ``h`` over log returns ``r``,
 

@@ -25,10 +25,14 @@ from riskppo.demos.files import (
     load_demonstrations,
     save_demonstrations,
 )
-from riskppo.envs.strategies import sma_crossover_targets, strategy_exposures, strategy_signals
 from riskppo.envs.synthetic import regime_switching
 from riskppo.envs.teacher import strategy_teacher
-from riskppo.envs.trading import TradingEnv
+from riskppo.envs.trading.env import TradingEnv
+from riskppo.envs.trading.strategies import (
+    sma_crossover_targets,
+    strategy_exposures,
+    strategy_signals,
+)
 
 OBS = spaces.Box(-10, 10, (3,), np.float32)
 ACT = spaces.Discrete(2)

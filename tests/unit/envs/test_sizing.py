@@ -1,4 +1,4 @@
-"""R-TRADE-2: volatility-targeted position sizing (riskppo.envs.sizing, TradingEnv(sizing=))."""
+"""Volatility-targeted position sizing (riskppo.envs.trading.sizing, TradingEnv(sizing=))."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from riskppo.envs import (
     regime_switching,
     vol_target_scale,
 )
-from riskppo.envs.strategies import nearest_actions, strategy_exposures, strategy_signals
+from riskppo.envs.trading.strategies import nearest_actions, strategy_exposures, strategy_signals
 from riskppo.evaluation.backtest import _with_sizing
 
 

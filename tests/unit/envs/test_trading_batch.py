@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from stable_baselines3.common.env_util import make_vec_env
 
-import riskppo.envs.trading as trading
+import riskppo.envs.trading.env as trading
 from riskppo.envs import TradingEnv, gbm
-from riskppo.envs.trading_vec import BatchedTradingVecEnv
+from riskppo.envs.trading.vec import BatchedTradingVecEnv
 from riskppo.envs.vec import InProcessVecEnv
 from tests.vec_runs import assert_same_run, build_venv, shipped_config
 

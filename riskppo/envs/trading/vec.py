@@ -1,7 +1,7 @@
 """The trading env's batched form as a Stable-Baselines3 ``VecEnv``.
 
 :class:`BatchedTradingVecEnv` steps ``n_envs`` episodes of one :class:`TradingEnv` with
-:class:`~riskppo.envs.trading_batch.TradingBatch` and returns what riskppo's in-process vec env
+:class:`~riskppo.envs.trading.batch.TradingBatch` and returns what riskppo's in-process vec env
 of ``n_envs`` separate trading envs returns for the same seeds: observations, rewards (float32),
 done flags, and infos with ``TimeLimit.truncated``, ``terminal_observation`` and ``episode``
 (:mod:`riskppo.envs.vec_episodes`); an ended episode is reset in the same step, with the env's
@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 from stable_baselines3.common.vec_env import VecEnv
 
-from riskppo.envs.trading import TradingEnv
-from riskppo.envs.trading_batch import TradingBatch
+from riskppo.envs.trading.batch import TradingBatch
+from riskppo.envs.trading.env import TradingEnv
 from riskppo.envs.vec_episodes import EpisodeTally, env_indices
 
 __all__ = ["BatchedTradingVecEnv"]

@@ -53,7 +53,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from riskppo.envs.sizing import as_finite, ewm_volatility
+from riskppo.envs.trading.sizing import as_finite, ewm_volatility
 
 __all__ = [
     "OVERLAY_MODES",

@@ -21,16 +21,16 @@ from riskppo.envs.features import (
     left_out_line,
     split_features,
 )
-from riskppo.envs.fills import fill_returns, resolve_fill
 from riskppo.envs.market.ohlcv import validate_ohlcv
-from riskppo.envs.overlay import RiskOverlay, binding_stats, overlay_table
-from riskppo.envs.sizing import vol_target_scale
-from riskppo.envs.trading_args import (
+from riskppo.envs.trading.args import (
     action_positions,
     validate_min_signal,
     validate_scalars,
     validate_sizing,
 )
+from riskppo.envs.trading.fills import fill_returns, resolve_fill
+from riskppo.envs.trading.overlay import RiskOverlay, binding_stats, overlay_table
+from riskppo.envs.trading.sizing import vol_target_scale
 
 __all__ = ["TradingEnv"]
 
@@ -49,7 +49,7 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
     **Timing.** Let ``o_t``/``c_t`` be the open/close of bar ``t``. The observation at bar ``t``
     uses bars ``<= t`` only (features computed causally once at construction, see
     :mod:`riskppo.envs.features`). The action taken after observing it sets the exposure ``p_t``;
-    ``fill`` says when that order is filled (:mod:`riskppo.envs.fills` has the table):
+    ``fill`` says when that order is filled (:mod:`riskppo.envs.trading.fills` has the table):
 
     * ``"next_open"``: at ``o_{t+1}``. Over the step ``t -> t+1`` the exposure held before,
       ``p_{t-1}``, earns the overnight gap ``log(o_{t+1}/c_t)`` and ``p_t`` earns the session
@@ -67,10 +67,10 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
     **Sizing.** With ``sizing="none"`` the position is the action's target ``a_t`` itself. With
     ``sizing="vol_target"`` the action is a *signal* and the position (exposure) is
     ``p_t = a_t · min(vol_target / σ̂_t, max_leverage)``, ``σ̂_t`` the causal EWM volatility of
-    ``vol_span`` bars (closes ``<= t``), annualised (:mod:`riskppo.envs.sizing`; Zhang, Zohren &
-    Roberts 2020), so the agent can stay in the market with less risk. ``overlay`` (a
-    :class:`~riskppo.envs.overlay.RiskOverlay` or its settings as a dict) caps the exposure at
-    each bar so its *forecast* CVaR stays within a limit (:mod:`riskppo.envs.overlay`):
+    ``vol_span`` bars (closes ``<= t``), annualised (:mod:`riskppo.envs.trading.sizing`; Zhang,
+    Zohren & Roberts 2020), so the agent can stay in the market with less risk. ``overlay`` (a
+    :class:`~riskppo.envs.trading.overlay.RiskOverlay` or its settings as a dict) caps the exposure
+    at each bar so its *forecast* CVaR stays within a limit (:mod:`riskppo.envs.trading.overlay`):
     ``p_t = clip(a_t · min(vol_target / σ̂_t, max_leverage), ±cap_t)``, or with its
     ``mode="scale"`` ``p_t = a_t · min(vol_target / σ̂_t, max_leverage, cap_t)``;
     :attr:`uncapped_scale` and :attr:`overlay_cap` hold the per-bar tables. The step returns the
@@ -384,7 +384,7 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
         self, lo: int | None = None, hi: int | None = None, signals: np.ndarray | None = None
     ) -> dict[str, Any]:
         """The overlay's settings and how it bound on the decision bars ``[lo, hi)`` (default:
-        the trading range; :func:`~riskppo.envs.overlay.binding_stats`); ``{}`` without one.
+        the trading range; :func:`~riskppo.envs.trading.overlay.binding_stats`); ``{}`` without one.
 
         ``signals`` (``[hi - lo]``, the signals decided on those bars) judge the positions held;
         without them, or with ``mode="scale"`` (where the cap does not depend on the signal), a

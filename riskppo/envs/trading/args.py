@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from riskppo.envs.sizing import SIZINGS, check_sizing
+from riskppo.envs.trading.sizing import SIZINGS, check_sizing
 
 __all__ = ["action_positions", "validate_min_signal", "validate_scalars", "validate_sizing"]
 

@@ -1,0 +1,31 @@
+"""The single-asset trading env and what it is made of.
+
+* :mod:`~riskppo.envs.trading.env`: :class:`TradingEnv`, one asset's bars as a Gymnasium env;
+* :mod:`~riskppo.envs.trading.args`: its argument checks;
+* :mod:`~riskppo.envs.trading.sizing`: volatility-targeted position sizing;
+* :mod:`~riskppo.envs.trading.overlay`: the pre-trade risk overlay (also the portfolio env's);
+* :mod:`~riskppo.envs.trading.fills`: when a decision fills and what one step earns;
+* :mod:`~riskppo.envs.trading.batch` and :mod:`~riskppo.envs.trading.vec`: n episodes of one
+  env stepped as array operations, and the vector env around them;
+* :mod:`~riskppo.envs.trading.strategies`: the baselines' and teachers' target exposures.
+
+``TradingEnv`` is imported lazily (PEP 562): importing a part (the sizing, say) does not build the
+env's module, whose features module itself imports the sizing.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__all__ = ["TradingEnv"]
+
+
+def __getattr__(name: str) -> Any:
+    if name != "TradingEnv":
+        raise AttributeError(f"module 'riskppo.envs.trading' has no attribute {name!r}")
+    return importlib.import_module("riskppo.envs.trading.env").TradingEnv
+
+
+def __dir__() -> list[str]:
+    return __all__
