@@ -254,3 +254,22 @@ def test_workers_die_with_a_killed_coordinator(tmp_path: Path) -> None:
     while any(_alive(p) for p in workers) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not [p for p in workers if _alive(p)], "workers outlived their coordinator"
+
+
+def test_the_training_binding_share_replays_the_trained_agent(tmp_path: Path) -> None:
+    """A cell's overlay binding share over training is that of the positions the trained agent
+    holds there (with the default clip it depends on the signals), not a full signal's."""
+    from riskppo.agent import DistributionalPPO
+    from riskppo.evaluation.backtest import overlay_binding_replayed
+
+    cfg = load_config(None, [*SMALL, f"data.path={_market(tmp_path / 'a.csv')}"])
+    wf = prepare(cfg, WalkForwardSettings(initial=700, step=100), tmp_path / "run", resume=False)
+    job = wf.job(wf.segments[0], 0)
+    summary = run_cell(job)
+    model = DistributionalPPO.load(job.cell_dir / "model")
+    try:
+        replayed = overlay_binding_replayed(model, "train")
+    finally:
+        model.close()
+    assert replayed is not None and summary["overlay_train"] == replayed
+    assert 0 < replayed["binding_share"] < 1  # the clip took some of its positions, not all
