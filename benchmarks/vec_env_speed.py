@@ -19,7 +19,7 @@ from stable_baselines3.common.vec_env import VecEnv
 
 from riskppo.config import Config
 from riskppo.envs.registration import register_envs
-from riskppo.envs.vec import build_vec_env
+from riskppo.envs.vec.build import build_vec_env
 
 
 def _build(cfg: Config, n: int, vectorized: bool) -> VecEnv:

@@ -45,8 +45,8 @@ from riskppo.algo.settings import (
 from riskppo.algo.state import TrainingState, initial_training_state
 from riskppo.config import Config, ConfigError, check_rollout_memory, set_by_path
 from riskppo.envs.episodes import run_episodes
-from riskppo.envs.tensors import env_actions, obs_tensor
-from riskppo.envs.vec import EnvSpec, build_vec_env, find_normalizer
+from riskppo.envs.vec.build import EnvSpec, build_vec_env, find_normalizer
+from riskppo.envs.vec.tensors import env_actions, obs_tensor
 from riskppo.monitor.progress import fmt, training_progress, whole_rollouts
 from riskppo.monitor.writer import Monitor, check_steps_continue, log_update
 from riskppo.nn.critics import Critic, build_critic
@@ -66,7 +66,7 @@ class DistributionalPPO:
     itself is :func:`riskppo.algo.loop.train_iteration`.
 
     ``env``: an env id (``"CartPole-v1"``, ``"module:Name-v1"``), a factory, a ``VecEnv``, a
-    Gymnasium vector env (``gymnasium.make_vec``; :mod:`riskppo.envs.gym_vector`) or one
+    Gymnasium vector env (``gymnasium.make_vec``; :mod:`riskppo.envs.vec.gym_vector`) or one
     ``gym.Env`` instance (with ``n_envs=1``). ``config``: a :class:`Config`, a dict or the path of
     a YAML file; keywords set single fields. What SB3's keywords and methods become here:
     :mod:`riskppo.algo.sb3_compat` and ``docs/sb3.md``.

@@ -10,7 +10,7 @@ import numpy as np
 from stable_baselines3.common.vec_env import VecEnv
 
 from riskppo.config import Config
-from riskppo.envs.vec import build_vec_env
+from riskppo.envs.vec.build import build_vec_env
 
 CONFIGS = Path(__file__).resolve().parents[1] / "riskppo" / "configs"
 

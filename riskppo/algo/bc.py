@@ -52,7 +52,7 @@ from riskppo.algo.buffer import ChunkBatch
 from riskppo.algo.losses import awr_loss, bc_loss_ratio
 from riskppo.config import BCConfig, Config, ConfigError
 from riskppo.demos.types import Demonstrations
-from riskppo.envs.vec import find_normalizer
+from riskppo.envs.vec.build import find_normalizer
 from riskppo.nn.policy import RecurrentActorCritic
 from riskppo.nn.recurrent import LSTMState
 

@@ -16,7 +16,7 @@ import torch
 from stable_baselines3.common.vec_env import VecEnv
 
 from riskppo.algo.buffer import Rollout, cat_states
-from riskppo.envs.tensors import env_actions, obs_tensor
+from riskppo.envs.vec.tensors import env_actions, obs_tensor
 from riskppo.nn.policy import RecurrentActorCritic, RecurrentState
 from riskppo.nn.recurrent import LSTMState
 

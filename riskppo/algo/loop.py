@@ -39,7 +39,7 @@ from riskppo.algo.settings import ent_schedule, entropy_target, floor_coef, step
 from riskppo.algo.state import EntropyControl, TrainingState
 from riskppo.algo.update import LossFn, UpdateContext, UpdateMetrics, ppo_update
 from riskppo.config import Config
-from riskppo.envs.tensors import obs_tensor
+from riskppo.envs.vec.tensors import obs_tensor
 from riskppo.nn.critics import Critic
 from riskppo.nn.policy import RecurrentActorCritic, RecurrentState
 

@@ -20,7 +20,7 @@ from riskppo.config import BCConfig, ConfigError
 from riskppo.demos.types import Demonstrations
 from riskppo.envs.trading.env import TradingEnv
 from riskppo.envs.trading.strategies import nearest_actions, strategy_exposures, strategy_signals
-from riskppo.envs.vec import find_normalizer
+from riskppo.envs.vec.build import find_normalizer
 
 __all__ = [
     "Teacher",

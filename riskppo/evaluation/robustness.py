@@ -22,7 +22,7 @@ from riskppo.agent import DistributionalPPO
 from riskppo.config import ConfigError
 from riskppo.envs.episodes import run_episodes
 from riskppo.envs.registration import TRADING_ID
-from riskppo.envs.tensors import env_actions, obs_tensor
+from riskppo.envs.vec.tensors import env_actions, obs_tensor
 from riskppo.evaluation.backtest import backtest
 from riskppo.evaluation.plots import figure_png
 from riskppo.nn.outputs import check_finite_outputs

@@ -47,7 +47,7 @@ from riskppo.core.lagrange import PIDLagrangeState
 from riskppo.core.scaling import RunningMoments
 from riskppo.core.schedules import EntropyFloorState, EntropyScheduleState
 from riskppo.envs.registration import env_spec
-from riskppo.envs.vec import find_normalizer
+from riskppo.envs.vec.build import find_normalizer
 from riskppo.persist.bounds import check_model_header, tensor_file_caps
 from riskppo.persist.codec import StateDecodeError, decode, encode
 from riskppo.persist.files import (

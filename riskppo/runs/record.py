@@ -22,7 +22,7 @@ from riskppo.config import Config, ConfigError
 from riskppo.demos.files import Demonstrations, save_demonstrations
 from riskppo.envs.registration import TRADING_ID
 from riskppo.envs.teacher import TeacherRecorder, strategy_teacher, trading_env
-from riskppo.envs.vec import build_vec_env
+from riskppo.envs.vec.build import build_vec_env
 
 __all__ = ["record_run", "record_strategy", "returns_to_go", "write_demonstrations"]
 

@@ -14,7 +14,7 @@ from safetensors.torch import load_file
 
 from riskppo import DistributionalPPO
 from riskppo.config import EnvConfig
-from riskppo.envs.vec import build_vec_env
+from riskppo.envs.vec.build import build_vec_env
 
 SMALL = dict(n_envs=2, n_steps=16, batch_size=32, bptt_len=8, n_epochs=1, lstm_hidden_size=16)
 

@@ -16,7 +16,7 @@ from riskppo.cli_errors import user_error
 from riskppo.config import Config
 from riskppo.demos.files import DemonstrationError, load_demonstrations
 from riskppo.envs.teacher import TeacherRecorder
-from riskppo.envs.vec import find_normalizer
+from riskppo.envs.vec.build import find_normalizer
 from tests.unit.algo.test_bc import Cue
 
 AGREEMENT = 0.95

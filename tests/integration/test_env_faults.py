@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from riskppo.config import EnvConfig
-from riskppo.envs.vec import EnvOutputError, ObservationError, build_vec_env
+from riskppo.envs.vec.build import EnvOutputError, ObservationError, build_vec_env
 
 # Observations of the wrong kind, each with what the error must say about it.
 BAD_OBS: dict[str, tuple[Any, str]] = {
@@ -126,7 +126,7 @@ def test_bad_observation_at_reset_episode_end_or_in_integer_space(
 
 
 def test_one_element_array_reward_is_accepted() -> None:
-    from riskppo.envs.vec import RewardCheck
+    from riskppo.envs.vec.build import RewardCheck
 
     env = RewardCheck(bad_env("none")())
     env.reset(seed=5)

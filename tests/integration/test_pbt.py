@@ -19,7 +19,7 @@ import torch
 from riskppo.agent import DistributionalPPO
 from riskppo.algo.loop import reset_carry
 from riskppo.config import Config
-from riskppo.envs.vec import find_normalizer
+from riskppo.envs.vec.build import find_normalizer
 from riskppo.pbt import exploit
 from riskppo.pbt.local import run_pbt_local
 from riskppo.persist.checkpoint import CheckpointError, read_checkpoint, verify_checkpoint

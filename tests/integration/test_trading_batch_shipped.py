@@ -8,7 +8,7 @@ import pytest
 
 from riskppo.envs.registration import TRADING_ID
 from riskppo.envs.trading.vec import BatchedTradingVecEnv
-from riskppo.envs.vec import InProcessVecEnv, build_vec_env
+from riskppo.envs.vec.build import InProcessVecEnv, build_vec_env
 from tests.vec_runs import assert_same_run, build_venv, shipped_config
 
 

@@ -21,7 +21,7 @@ from riskppo.algo.update import (
     minibatch_loss,
     param_groups,
 )
-from riskppo.envs.tensors import obs_tensor
+from riskppo.envs.vec.tensors import obs_tensor
 from riskppo.nn.distributions import DiagGaussianDist
 from riskppo.optim.step import group_grad_norms
 
@@ -359,7 +359,7 @@ NAN_OBS = partial(FaultyCartPole, field="obs", at_step=5)
 
 def test_non_finite_reward_names_env_and_step(small_cartpole):
     model = small_cartpole(env=partial(FaultyCartPole, field="reward", at_step=7))
-    from riskppo.envs.vec import NonFiniteInputError
+    from riskppo.envs.vec.build import NonFiniteInputError
 
     with pytest.raises(
         NonFiniteInputError, match=r"env \d+ returned a non-finite reward .* step 7"
@@ -444,7 +444,7 @@ def test_old_api_env_is_refused_before_training(small_cartpole):
 
 
 def test_nan_observation_raises_naming_env_step_and_field(small_cartpole):
-    from riskppo.envs.vec import NonFiniteInputError
+    from riskppo.envs.vec.build import NonFiniteInputError
 
     model = small_cartpole(env=NAN_OBS, normalize_obs=True)
     with pytest.raises(NonFiniteInputError, match=r"env \d+ .*observation \(element 2 = nan\)"):
@@ -452,7 +452,7 @@ def test_nan_observation_raises_naming_env_step_and_field(small_cartpole):
 
 
 def test_skip_policy_keeps_normaliser_and_weights_finite(small_cartpole):
-    from riskppo.envs.vec import VecFiniteGuard, find_normalizer
+    from riskppo.envs.vec.build import VecFiniteGuard, find_normalizer
 
     model = small_cartpole(env=NAN_OBS, normalize_obs=True, nonfinite_policy="skip")
     model.learn(512)

@@ -4,7 +4,7 @@
 :class:`~riskppo.envs.trading.batch.TradingBatch` and returns what riskppo's in-process vec env
 of ``n_envs`` separate trading envs returns for the same seeds: observations, rewards (float32),
 done flags, and infos with ``TimeLimit.truncated``, ``terminal_observation`` and ``episode``
-(:mod:`riskppo.envs.vec_episodes`); an ended episode is reset in the same step, with the env's
+(:mod:`riskppo.envs.vec.infos`); an ended episode is reset in the same step, with the env's
 own random generator.
 """
 
@@ -17,7 +17,7 @@ from stable_baselines3.common.vec_env import VecEnv
 
 from riskppo.envs.trading.batch import TradingBatch
 from riskppo.envs.trading.env import TradingEnv
-from riskppo.envs.vec_episodes import EpisodeTally, env_indices
+from riskppo.envs.vec.infos import EpisodeTally, env_indices
 
 __all__ = ["BatchedTradingVecEnv"]
 

@@ -11,9 +11,9 @@ from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
 
 from riskppo.agent import DistributionalPPO
 from riskppo.config import ConfigError, EnvConfig
-from riskppo.envs.cartpole_vec import CartPoleSingleResets, with_single_resets
-from riskppo.envs.gym_vector import GymVectorVecEnv, resets_single_envs
-from riskppo.envs.vec import build_vec_env
+from riskppo.envs.vec.build import build_vec_env
+from riskppo.envs.vec.cartpole import CartPoleSingleResets, with_single_resets
+from riskppo.envs.vec.gym_vector import GymVectorVecEnv, resets_single_envs
 
 N, LIMIT = 5, 40
 

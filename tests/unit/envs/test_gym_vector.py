@@ -18,9 +18,9 @@ from stable_baselines3.common.vec_env import VecEnv
 
 from riskppo.agent import DistributionalPPO
 from riskppo.config import EnvConfig
-from riskppo.envs.gym_vector import GymVectorVecEnv, resets_single_envs, unbatch_infos
-from riskppo.envs.native_vec import native_vec_env
-from riskppo.envs.vec import InProcessVecEnv, build_vec_env
+from riskppo.envs.vec.build import InProcessVecEnv, build_vec_env
+from riskppo.envs.vec.gym_vector import GymVectorVecEnv, resets_single_envs, unbatch_infos
+from riskppo.envs.vec.native import native_vec_env
 from tests.vec_runs import assert_same_run
 
 MODES = [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP, AutoresetMode.DISABLED]

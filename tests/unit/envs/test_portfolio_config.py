@@ -16,7 +16,7 @@ from riskppo.envs.kwargs_check import check_env_kwargs
 from riskppo.envs.market.errors import DataError
 from riskppo.envs.portfolio.env import PortfolioEnv
 from riskppo.envs.registration import PORTFOLIO_ID, register_envs
-from riskppo.envs.vec import env_kwargs
+from riskppo.envs.vec.build import env_kwargs
 
 
 def _make(cfg: Config, part: str) -> PortfolioEnv:

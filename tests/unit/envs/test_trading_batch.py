@@ -13,7 +13,7 @@ from stable_baselines3.common.env_util import make_vec_env
 import riskppo.envs.trading.env as trading
 from riskppo.envs import TradingEnv, gbm
 from riskppo.envs.trading.vec import BatchedTradingVecEnv
-from riskppo.envs.vec import InProcessVecEnv
+from riskppo.envs.vec.build import InProcessVecEnv
 from tests.vec_runs import assert_same_run, build_venv, shipped_config
 
 

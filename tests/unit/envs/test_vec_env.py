@@ -8,7 +8,7 @@ from gymnasium.wrappers import TimeLimit
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import DummyVecEnv
 
-from riskppo.envs.vec import InProcessVecEnv
+from riskppo.envs.vec.build import InProcessVecEnv
 
 
 @pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])

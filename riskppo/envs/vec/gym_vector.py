@@ -16,7 +16,7 @@ ended envs are reset at once with ``reset(options={"reset_mask": done})`` (Gymna
 reset some envs; ``SyncVectorEnv`` and ``AsyncVectorEnv`` support it), so no step is lost and no
 action ignored. A vector env that cannot reset single envs can only be used in ``SAME_STEP``
 mode (:func:`resets_single_envs`). Infos get ``episode`` as SB3's ``Monitor`` writes it
-(:mod:`riskppo.envs.vec_episodes`).
+(:mod:`riskppo.envs.vec.infos`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from stable_baselines3.common.vec_env import VecEnv
 
-from riskppo.envs.vec_episodes import EpisodeTally, env_indices
+from riskppo.envs.vec.infos import EpisodeTally, env_indices
 
 __all__ = ["GymVectorVecEnv", "autoreset_mode", "resets_single_envs", "unbatch_infos"]
 

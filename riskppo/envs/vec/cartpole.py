@@ -3,7 +3,7 @@
 
 Gymnasium 1.x's ``CartPoleVectorEnv`` autoresets in ``NEXT_STEP`` mode — an env that ended is
 reset by the *next* ``step``, which ignores its action — and its ``reset`` resets every env.
-:class:`CartPoleSingleResets` adds what :class:`~riskppo.envs.gym_vector.GymVectorVecEnv` needs
+:class:`CartPoleSingleResets` adds what :class:`~riskppo.envs.vec.gym_vector.GymVectorVecEnv` needs
 instead: ``reset(options={"reset_mask": m})`` draws new states for the masked envs only, from the
 same uniform bounds and generator ``reset`` uses, and clears their pending autoreset, so the
 next step steps every env with its action. All envs still step as one array operation.

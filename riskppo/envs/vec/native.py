@@ -2,7 +2,7 @@
 
 :func:`native_vec_env` picks, for an env id and ``n_envs > 1``, the trading env's batched form
 (:mod:`riskppo.envs.trading.vec`) or the id's Gymnasium ``vector_entry_point``
-(:mod:`riskppo.envs.gym_vector`, used only where it can give SB3's reset semantics exactly);
+(:mod:`riskppo.envs.vec.gym_vector`, used only where it can give SB3's reset semantics exactly);
 ``None`` where there is none, and riskppo steps ``n_envs`` separate envs.
 """
 
@@ -15,9 +15,9 @@ from gymnasium.vector import VectorEnv
 from stable_baselines3.common.vec_env import VecEnv
 
 from riskppo.config import ConfigError
-from riskppo.envs.cartpole_vec import with_single_resets
-from riskppo.envs.gym_vector import GymVectorVecEnv, autoreset_mode, resets_single_envs
 from riskppo.envs.registration import TRADING_ID, env_spec
+from riskppo.envs.vec.cartpole import with_single_resets
+from riskppo.envs.vec.gym_vector import GymVectorVecEnv, autoreset_mode, resets_single_envs
 
 __all__ = ["from_gym_vector", "native_vec_env"]
 

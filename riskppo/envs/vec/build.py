@@ -35,7 +35,6 @@ from stable_baselines3.common.vec_env import (
 
 from riskppo.config import ConfigError, DataConfig, EnvConfig, RiskConfig
 from riskppo.envs.kwargs_check import check_env_kwargs
-from riskppo.envs.native_vec import from_gym_vector, native_vec_env
 from riskppo.envs.registration import (
     PORTFOLIO_ID,
     TRADING_ID,
@@ -45,6 +44,7 @@ from riskppo.envs.registration import (
     register_envs,
     resolve_overlay,
 )
+from riskppo.envs.vec.native import from_gym_vector, native_vec_env
 
 EnvSpec = str | Callable[[], gym.Env] | VecEnv | VectorEnv
 
@@ -482,7 +482,7 @@ def _native_vec_env(
     risk: RiskConfig | None,
 ) -> VecEnv | None:
     """A Gymnasium vector env as a VecEnv, or the env's natively vectorised form for ``n`` envs
-    (``env.vectorized``, in-process only; :func:`~riskppo.envs.native_vec.native_vec_env`),
+    (``env.vectorized``, in-process only; :func:`~riskppo.envs.vec.native.native_vec_env`),
     seeded; ``None`` where ``n`` separate envs are to be made."""
     venv: VecEnv | None = None
     if isinstance(env, VectorEnv):
