@@ -66,9 +66,10 @@ TRADING_KWARGS = {
     "min_signal": "continuous and long_only: the lowest signal, a core long position the agent "
     "cannot leave (0 = it may go flat); in [0, 1)",
     "overlay": "pre-trade risk overlay (docs/risk.md): true or {fast_span, slow_span, margin, "
-    "min_history, limit, alpha, horizon}; caps the exposure so the full signal's forecast CVaR of "
-    "the next `horizon` bars stays within `limit` (default: risk.cvar_limit / cvar_alpha / "
-    "cvar_horizon); null = none",
+    "min_history, limit, alpha, horizon, mode}; caps the exposure so its forecast CVaR of the "
+    "next `horizon` bars stays within `limit` (default: risk.cvar_limit / cvar_alpha / "
+    "cvar_horizon); mode clip (default) clips the position held at the cap, scale caps the full "
+    "signal's and scales every signal; null = none",
     "data_label": "the data's name in messages and reports; null = the file name or dataset",
 }
 
