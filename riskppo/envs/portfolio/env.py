@@ -78,9 +78,10 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
     (:mod:`riskppo.envs.portfolio.overlay`): ``h_t = w_t · min(s_t · scale_t, cap_t)``, or with
     its ``mode="scale"`` (the cap on the full signal) ``h_t = s_t · w_t · min(scale_t, cap_t)``;
     either way the gross exposure is at most ``cap_t · Σ|w_t|`` (``cap_t`` for long-only
-    weights). The cap depends on
-    the weights, so :attr:`uncapped_scale` and :attr:`overlay_cap` (``[T]``, NaN on bars not
-    stepped) record the bars the env has decided on; :meth:`overlay_binding` summarises them.
+    weights). The cap depends on the weights, so :attr:`uncapped_scale` (what the cap is
+    compared with: ``scale_t``, or ``s_t · scale_t`` with ``clip``) and :attr:`overlay_cap`
+    (``[T]``, NaN on bars not stepped) record the bars the env has decided on;
+    :meth:`overlay_binding` summarises them.
 
     **Fills, costs, reward.** As :class:`~riskppo.envs.TradingEnv`, per asset: ``fill``
     (``auto``: ``next_open`` when every asset has opens, else ``next_close``) sets which log
@@ -102,8 +103,9 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
     net exposure ``Σ h``) plus ``weights`` (``[N]``, the weights filled this step),
     ``contributions`` (``[N]``, each asset's part of the step's simple return,
     :mod:`riskppo.envs.portfolio.math`),
-    ``gross_exposure`` (``Σ|h|``) and ``scale`` (the exposure scale applied); with an overlay
-    also ``uncapped_scale`` (the sizing's scale before the cap) and ``overlay_cap``.
+    ``gross_exposure`` (``Σ|h|``) and ``scale`` (the exposure scale applied: with ``clip``, the
+    share of the signal weights held, signal included); with an overlay also ``uncapped_scale``
+    (the sizing's scale before the cap, times the signal with ``clip``) and ``overlay_cap``.
     """
 
     metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 (gymnasium convention)
