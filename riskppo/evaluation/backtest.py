@@ -145,9 +145,7 @@ def backtest(
     does not enter). Raises ``ValueError`` if the model was not trained on the trading env.
     """
     cfg = model.config
-    _check_backtestable(cfg, part)
-    factory = _eval_env_factory(cfg, part)
-    env = factory(**resolve_overlay(cfg.env.kwargs, cfg.risk))  # the agent's, unnormalised
+    factory, env = _agent_env(cfg, part)
     close = env.df["close"]
     agent_frame, obs_seq, bootstrap = _run_agent(model, factory, part, close, agent or model)
     first_bar, last_bar = env.trading_range
@@ -195,14 +193,19 @@ def overlay_binding_replayed(model: DistributionalPPO, part: str) -> dict[str, A
     :meth:`~riskppo.envs.TradingEnv.overlay_binding` with its signals (None without an
     overlay). Over the training rows this is the agent's own binding share, where the env's
     tables alone can only say how often a full signal would be capped."""
-    cfg = model.config
-    _check_backtestable(cfg, part)
-    factory = _eval_env_factory(cfg, part)
-    env = factory(**resolve_overlay(cfg.env.kwargs, cfg.risk))
+    factory, env = _agent_env(model.config, part)
     if env.overlay is None:
         return None
     frame, _, _ = _run_agent(model, factory, part, env.df["close"], model)
     return env.overlay_binding(*env.trading_range, signals=frame["signal"].to_numpy())
+
+
+def _agent_env(cfg: Config, part: str) -> tuple[Callable[..., TradingEnv], TradingEnv]:
+    """The factory of ``part``'s whole-period envs and the agent's own env from it (its
+    overlay resolved, unnormalised); ``ValueError`` unless ``cfg`` trades and ``part`` splits."""
+    _check_backtestable(cfg, part)
+    factory = _eval_env_factory(cfg, part)
+    return factory, factory(**resolve_overlay(cfg.env.kwargs, cfg.risk))
 
 
 def _check_backtestable(cfg: Config, part: str) -> None:

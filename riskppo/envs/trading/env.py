@@ -287,18 +287,20 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
             warmup = self.vol_span
         self.uncapped_scale: np.ndarray = scale
         self.overlay_cap: np.ndarray | None = None
-        cap = np.full(len(close), math.inf)
+        clip = np.full(len(close), math.inf)  # the step's cap on |exposure| (inf: none)
         if self.overlay is not None:
             table = overlay_table(close, self.overlay, delay=int(self.fill == "next_close"))
-            self.overlay_cap = cap = table.cap
-            capped = np.fmin(scale, cap) if self.overlay.mode == "scale" else scale
-            scale = np.where(np.isnan(cap), np.nan, capped)
-            cap = np.where(self.overlay.mode == "scale", math.inf, cap)
+            self.overlay_cap = table.cap
+            scale = np.where(np.isnan(table.cap), np.nan, scale)  # not sized before the overlay
+            if self.overlay.mode == "scale":
+                scale = np.fmin(scale, table.cap)
+            else:
+                clip = table.cap
             warmup = max(warmup, self.overlay.slow_span, self.overlay.fast_span)
-        # per bar: exposure per unit of signal, and the cap on |exposure| (inf: none), both NaN
-        # before `warmup` (never stepped there)
+        # per bar: exposure per unit of signal and the cap the step clips at; NaN before
+        # `warmup` (never stepped there)
         self._scale: list[float] = scale.tolist()
-        self._cap: list[float] = cap.tolist()
+        self._cap: list[float] = clip.tolist()
         return warmup
 
     def _init_range(self, start: Any, end: Any, warmup_reason: str) -> None:
