@@ -368,9 +368,9 @@ def _backtest_parser(sub: Any) -> None:
 
 
 def cmd_walkforward(args: argparse.Namespace) -> int:
-    """``riskppo walkforward``: see :mod:`riskppo.evaluation.walkforward`."""
-    from riskppo.evaluation.walkforward import walk_forward
-    from riskppo.evaluation.wf_plan import WalkForwardSettings
+    """``riskppo walkforward``: see :mod:`riskppo.evaluation.walkforward.run`."""
+    from riskppo.evaluation.walkforward.plan import WalkForwardSettings
+    from riskppo.evaluation.walkforward.run import walk_forward
 
     try:
         settings = WalkForwardSettings(

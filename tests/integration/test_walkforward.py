@@ -17,8 +17,8 @@ import pytest
 
 from riskppo.cli import load_config
 from riskppo.envs.synthetic import gbm
-from riskppo.evaluation.walkforward import CELL_DONE, prepare, run_cell
-from riskppo.evaluation.wf_plan import WalkForwardSettings
+from riskppo.evaluation.walkforward.plan import WalkForwardSettings
+from riskppo.evaluation.walkforward.run import CELL_DONE, prepare, run_cell
 
 SMALL = [
     "env.n_envs=2",
@@ -179,7 +179,7 @@ def test_a_warm_started_segment_predicts_what_its_source_predicted(tmp_path: Pat
     import numpy as np
 
     from riskppo import DistributionalPPO
-    from riskppo.evaluation.walkforward import cell_config, warm_start
+    from riskppo.evaluation.walkforward.run import cell_config, warm_start
     from riskppo.persist.checkpoint import read_checkpoint
 
     data = _market(tmp_path / "m.csv")

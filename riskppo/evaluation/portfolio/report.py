@@ -27,7 +27,7 @@ from riskppo import stats
 from riskppo.evaluation.metrics import DEFAULT_CVAR_HORIZON, horizon_cvar, strategy_metrics
 from riskppo.evaluation.plots import figure_png
 from riskppo.evaluation.portfolio.backtest import OVERLAY_SUFFIX
-from riskppo.evaluation.wf_report import risk_line
+from riskppo.evaluation.walkforward.report import risk_line
 from riskppo.jsonable import jsonable
 from riskppo.safefs import write_bytes_atomic, write_text_atomic
 

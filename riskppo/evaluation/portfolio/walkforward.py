@@ -1,4 +1,4 @@
-"""The portfolio env in ``riskppo walkforward`` (:mod:`riskppo.evaluation.walkforward`): each
+"""The portfolio env in ``riskppo walkforward`` (:mod:`riskppo.evaluation.walkforward.run`): each
 cell backtests its frozen agent on its test rows against the skfolio baselines re-fitted on the
 cell's own training rows; the stitched records get the portfolio report
 (:mod:`riskppo.evaluation.portfolio.report`)."""
@@ -24,14 +24,14 @@ from riskppo.evaluation.portfolio.report import (
     mean_frame,
     write_portfolio_report,
 )
-from riskppo.evaluation.wf_analysis import risk_summary
-from riskppo.evaluation.wf_plan import Record
-from riskppo.evaluation.wf_report import risk_line
+from riskppo.evaluation.walkforward.analysis import risk_summary
+from riskppo.evaluation.walkforward.plan import Record
+from riskppo.evaluation.walkforward.report import risk_line
 from riskppo.safefs import ensure_real_dir, write_text_atomic
 
 if TYPE_CHECKING:
     from riskppo.agent import DistributionalPPO
-    from riskppo.evaluation.wf_plan import CellJob
+    from riskppo.evaluation.walkforward.plan import CellJob
 
 __all__ = ["portfolio_cell", "portfolio_outputs", "portfolio_rows", "training_binding"]
 

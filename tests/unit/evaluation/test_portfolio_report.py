@@ -24,7 +24,7 @@ from riskppo.evaluation.portfolio.report import (
     write_portfolio_report,
 )
 from riskppo.evaluation.portfolio.walkforward import portfolio_outputs
-from riskppo.evaluation.wf_plan import Record, stitch
+from riskppo.evaluation.walkforward.plan import Record, stitch
 
 SYMS = ("A", "B", "C")
 SP20 = Path(__file__).resolve().parents[3] / "riskppo" / "configs" / "portfolio_sp20.yaml"

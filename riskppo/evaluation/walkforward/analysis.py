@@ -18,7 +18,12 @@ import pandas as pd
 from riskppo.config import Config
 from riskppo.evaluation.metrics import signal_floor, strategy_metrics
 from riskppo.evaluation.verdict import BENCHMARK, statistics_block
-from riskppo.evaluation.wf_plan import RECORD_STRATEGIES, Record, WalkForwardSettings, mean_record
+from riskppo.evaluation.walkforward.plan import (
+    RECORD_STRATEGIES,
+    Record,
+    WalkForwardSettings,
+    mean_record,
+)
 
 SCALED = "vol_target_scaled"
 CVAR_MATCHED = "vol_target_cvar_matched"

@@ -25,8 +25,8 @@ from riskppo.evaluation.report import (
     format_value,
     statistics_section,
 )
-from riskppo.evaluation.wf_analysis import BENCHMARK, CVAR_MATCHED, SCALED
-from riskppo.evaluation.wf_plan import MEAN_LABEL, Record, mean_record
+from riskppo.evaluation.walkforward.analysis import BENCHMARK, CVAR_MATCHED, SCALED
+from riskppo.evaluation.walkforward.plan import MEAN_LABEL, Record, mean_record
 from riskppo.jsonable import jsonable
 from riskppo.safefs import ensure_real_dir, write_bytes_atomic, write_text_atomic
 

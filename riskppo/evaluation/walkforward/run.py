@@ -1,6 +1,6 @@
 """``riskppo walkforward``: retrain every ``step`` bars, trade the next ``step`` bars frozen,
 stitch the out-of-sample segments into one record per seed and judge it with the statistics of
-:mod:`riskppo.stats` (the schedule: :mod:`riskppo.evaluation.wf_plan`).
+:mod:`riskppo.stats` (the schedule: :mod:`riskppo.evaluation.walkforward.plan`).
 
 One run directory holds it all::
 
@@ -35,7 +35,7 @@ import pandas as pd
 
 from riskppo.config import Config, ConfigError
 from riskppo.envs.registration import PORTFOLIO_ID, TRADING_ID, data_kwargs
-from riskppo.evaluation.wf_plan import (
+from riskppo.evaluation.walkforward.plan import (
     CellJob,
     Record,
     Segment,
@@ -322,10 +322,10 @@ def walk_forward(
 ) -> dict[str, Any]:
     """Run (or ``resume``, when ``cfg`` may be None) a walk-forward of ``cfg`` into ``run_dir``;
     write the stitched records, ``metrics.json`` and the report; return the metrics (see
-    :func:`riskppo.evaluation.wf_analysis.analyse`). ``n_trials``: the configurations tried on
-    this data, this one included — the verdict's p-value is adjusted for them (Šidák), so the
-    best of several tries is not mistaken for an edge; a finished run can be judged again with
-    another count (``resume``)."""
+    :func:`riskppo.evaluation.walkforward.analysis.analyse`). ``n_trials``: the configurations
+    tried on this data, this one included — the verdict's p-value is adjusted for them (Šidák),
+    so the best of several tries is not mistaken for an edge; a finished run can be judged again
+    with another count (``resume``)."""
     run_dir = Path(run_dir)
     with lock_run(run_dir, "riskppo walkforward"):
         wf = prepare(cfg, settings or WalkForwardSettings(), run_dir, resume=resume)
@@ -338,8 +338,8 @@ def walk_forward(
 
 def _outputs(wf: WalkForwardRun, run_dir: Path, n_trials: int) -> dict[str, Any]:
     """Analyse the finished cells of ``wf``, write the report files and return the metrics."""
-    from riskppo.evaluation.wf_analysis import analyse  # the heavy statistics, when needed
-    from riskppo.evaluation.wf_report import write_outputs
+    from riskppo.evaluation.walkforward.analysis import analyse  # the heavy statistics, when needed
+    from riskppo.evaluation.walkforward.report import write_outputs
 
     records = wf.records()
     if wf.config.env.id == PORTFOLIO_ID:
