@@ -1,7 +1,7 @@
 """Plasticity under non-stationarity: Adam vs (Adaptive)UPGD vs Adam + VGS (design §4, R-OPT-1/2).
 
-Task: :class:`riskppo.envs.nonstationary.NonStationaryCartPole` (mode ``both``). Phase 0 is plain
-CartPole; at every switch the observation is re-coded (a new permutation and sign flips of
+Task: :class:`~riskppo.envs.tasks.nonstationary.NonStationaryCartPole` (mode ``both``). Phase 0
+is plain CartPole; at every switch the observation is re-coded (a new permutation and sign flips of
 ``(x, ẋ, θ, θ̇)``) and the meaning of the two actions flips in odd phases. Every phase is the same
 MDP up to relabelling, so returns reached in later phases measure how well the learner still
 adapts (loss of plasticity), not how hard the phase is.
@@ -76,7 +76,7 @@ DEFAULT_OPTIMIZERS = ["adam", "upgd", "adaptive_upgd", "adam+vgs"]
 def _make_env(task_seed: int, max_episode_steps: int) -> Any:
     import functools
 
-    from riskppo.envs.nonstationary import NonStationaryCartPole
+    from riskppo.envs.tasks.nonstationary import NonStationaryCartPole
 
     return functools.partial(
         NonStationaryCartPole, task_seed=task_seed, max_episode_steps=max_episode_steps

@@ -97,7 +97,7 @@ class SeedRun:
 
 def write_synthetic(out: Path) -> Path:
     """The seeded regime-switching market with jumps, as ``OUT/synthetic_market.csv``."""
-    from riskppo.envs.synthetic import regime_switching
+    from riskppo.envs.market.synthetic import regime_switching
 
     df = regime_switching(SYNTHETIC_BARS, seed=SYNTHETIC_SEED)
     df.index.name = "date"

@@ -9,9 +9,9 @@ that never makes a trading env never imports pandas).
   (:func:`riskppo.envs.factory.make_trading_env`);
 * ``riskppo/Portfolio-v0`` — :class:`~riskppo.envs.portfolio.env.PortfolioEnv` on many assets
   (:func:`riskppo.envs.portfolio.factory.make_portfolio_env`);
-* ``riskppo/RiskyChoice-v0``, ``riskppo/Chain-v0`` (:mod:`riskppo.envs.risk_envs`);
+* ``riskppo/RiskyChoice-v0``, ``riskppo/Chain-v0`` (:mod:`riskppo.envs.tasks.risk`);
 * ``riskppo/MaskedVelocityCartPole-v1``, ``riskppo/MaskedVelocityPendulum-v1``
-  (:mod:`riskppo.envs.masked`).
+  (:mod:`riskppo.envs.tasks.masked`).
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ __all__ = [
     "resolve_overlay",
 ]
 SIMPLE_IDS = {
-    "riskppo/RiskyChoice-v0": "riskppo.envs.risk_envs:RiskyChoiceEnv",
-    "riskppo/Chain-v0": "riskppo.envs.risk_envs:ChainEnv",
+    "riskppo/RiskyChoice-v0": "riskppo.envs.tasks.risk:RiskyChoiceEnv",
+    "riskppo/Chain-v0": "riskppo.envs.tasks.risk:ChainEnv",
 }
 MASKED_IDS = {
     "riskppo/MaskedVelocityCartPole-v1": "CartPole-v1",
@@ -126,7 +126,7 @@ def register_envs() -> None:
     for name, base in MASKED_IDS.items():
         if name not in gym.registry:
             gym.register(
-                name, entry_point="riskppo.envs.masked:make_masked", kwargs={"base_id": base}
+                name, entry_point="riskppo.envs.tasks.masked:make_masked", kwargs={"base_id": base}
             )
 
 

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from riskppo.cli import load_config
-from riskppo.envs.synthetic import gbm
+from riskppo.envs.market.synthetic import gbm
 from riskppo.evaluation.walkforward.plan import WalkForwardSettings
 from riskppo.evaluation.walkforward.run import CELL_DONE, prepare, run_cell
 

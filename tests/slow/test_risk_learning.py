@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from riskppo import DistributionalPPO
-from riskppo.envs.risk_envs import ChainEnv
+from riskppo.envs.tasks.risk import ChainEnv
 
 pytestmark = pytest.mark.slow
 

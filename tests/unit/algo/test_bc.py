@@ -25,7 +25,7 @@ from riskppo.demos.files import (
     load_demonstrations,
     save_demonstrations,
 )
-from riskppo.envs.synthetic import regime_switching
+from riskppo.envs.market.synthetic import regime_switching
 from riskppo.envs.teacher import strategy_teacher
 from riskppo.envs.trading.env import TradingEnv
 from riskppo.envs.trading.strategies import (

@@ -10,7 +10,7 @@ from gymnasium.envs.classic_control.cartpole import CartPoleEnv
 from gymnasium.utils.env_checker import check_env
 from stable_baselines3.common.env_util import make_vec_env
 
-from riskppo.envs.nonstationary import NonStationaryCartPole, phase_transform
+from riskppo.envs.tasks.nonstationary import NonStationaryCartPole, phase_transform
 
 
 def rollout(env, actions, seed=0):

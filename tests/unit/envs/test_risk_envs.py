@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from gymnasium.utils.env_checker import check_env
 
-from riskppo.envs.risk_envs import ChainEnv, RiskyChoiceEnv
+from riskppo.envs.tasks.risk import ChainEnv, RiskyChoiceEnv
 
 
 def test_envs_pass_the_gymnasium_checker():

@@ -442,7 +442,7 @@ def test_data_nan_policy_reaches_the_training_env(tmp_path):
     """`data.nan_policy: ffill` set in the config is what the training env's loader uses."""
     from riskppo import DistributionalPPO
     from riskppo.config import Config, apply_overrides
-    from riskppo.envs.synthetic import gbm
+    from riskppo.envs.market.synthetic import gbm
 
     df = gbm(600, seed=3)
     df.index.name = "date"
