@@ -11,7 +11,7 @@ import textwrap
 from pathlib import Path
 
 import riskppo
-from tests.compilers import needs_cxx_compiler
+from tests.compilers import needs_c_compiler, needs_cxx_compiler
 
 
 def test_concurrent_first_builds_leave_one_library_and_all_work(tmp_path):
@@ -87,5 +87,61 @@ def test_a_changed_kernel_file_never_runs_a_stale_compiled_backward(tmp_path):
             [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600,
         )  # fmt: skip
         assert proc.returncode == 0, f"version {version}: {proc.stderr[-2000:]}"
+        outs.append(proc.stdout)
+    assert outs[0] == outs[1]
+
+
+_KERNEL_OUTPUTS = """
+import hashlib
+import torch
+from riskppo.nn import native
+from riskppo.nn.actor_step import CActorStep
+from riskppo.nn.distributions import ActionHead
+from riskppo.nn.lstm_kernel import masked_lstm_recurrence
+from riskppo.nn.recurrent import LSTMState
+from gymnasium import spaces
+
+assert native.kernel() is not None, native.unavailable_reason()
+torch.manual_seed(0)
+digest = hashlib.sha256()
+# widths 4H of 28, 80 and 256 and batches of 1 to 19 rows: every tile and every remainder path
+for H, B in [(7, 3), (20, 5), (64, 16), (64, 19), (20, 1), (64, 12)]:
+    x = torch.randn(6, 2, B, 4 * H, requires_grad=True)
+    w = (0.3 * torch.randn(2, 4 * H, H)).requires_grad_()
+    h0, c0 = torch.randn(2, B, H), torch.randn(2, B, H)
+    keep = (torch.rand(6, B) > 0.2).float()
+    hs, cs = masked_lstm_recurrence(x, w, h0, c0, keep)
+    (hs.square().sum() + cs.sum()).backward()
+    for t in (hs, cs, x.grad, w.grad):
+        digest.update(t.detach().numpy().tobytes())
+    mlp = torch.nn.Sequential(torch.nn.Linear(H, 48), torch.nn.Tanh())
+    head = ActionHead(spaces.Discrete(3), 48)
+    lstm = (torch.randn(5 + H, 4 * H), torch.randn(4 * H))
+    step = CActorStep.build([lstm], mlp, head)
+    state = LSTMState(torch.randn(1, B, H), torch.randn(1, B, H))
+    starts = torch.zeros(B, dtype=torch.bool)
+    for out in step(torch.randn(B, 5), state, starts, torch.Generator().manual_seed(1), False):
+        for t in out if isinstance(out, tuple) else (out,):
+            digest.update(t.numpy().tobytes())
+print(digest.hexdigest())
+"""
+
+
+@needs_c_compiler()
+def test_the_wide_tiles_give_the_narrow_tiles_results_bit_for_bit(tmp_path):
+    """The matrix product's 512-bit tiles (built where the CPU has AVX-512) sum every element in
+    the same order as its 256-bit tiles: the LSTM's forward and backward and the actor step give
+    the same bits from a kernel built with ``-mno-avx512f``. (On a CPU without AVX-512 both
+    builds take the 256-bit tiles and agree trivially.)"""
+    outs = []
+    for extra in ("", "-mno-avx512f"):
+        env = {**os.environ, "RISKPPO_CACHE": str(tmp_path / f"cache{extra}"),
+               "RISKPPO_NATIVE_CFLAGS": extra}  # fmt: skip
+        env.pop("RISKPPO_NATIVE", None)
+        proc = subprocess.run(
+            [sys.executable, "-c", _KERNEL_OUTPUTS], env=env, capture_output=True, text=True,
+            timeout=300,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-2000:]
         outs.append(proc.stdout)
     assert outs[0] == outs[1]
