@@ -32,7 +32,7 @@ from riskppo.nn import native
 from riskppo.nn.c_args import check
 from riskppo.nn.distributions import ActionHead, categorical_uniforms, gaussian_noise
 from riskppo.nn.lstm_kernel import native_applies
-from riskppo.nn.recurrent import LSTMState, reset_where_starting
+from riskppo.nn.recurrent import LSTMState
 
 __all__ = ["CActorStep", "GaussianHead"]
 
@@ -169,11 +169,13 @@ class CActorStep:
         float32, unclipped), their log-probabilities ``[B]`` and the LSTM state after the step
         (``[1, B, H]`` each). Deterministic: the most likely action (argmax; the mean)."""
         B = obs.shape[0]
-        h0, c0 = reset_where_starting(state, episode_start)
-        x, h, c = (t.contiguous() for t in (obs, h0, c0))  # alive until the call returns
+        keep = _keep(episode_start)  # C resets the state where an episode starts
+        x, h, c = (t.contiguous() for t in (obs, state.h, state.c))  # alive until C returns
         check(_WHERE, "obs", x, "[B, D]", (B, self.D))
         check(_WHERE, "state.h", h, "[1, B, H]", (1, B, self.H))
         check(_WHERE, "state.c", c, "[1, B, H]", (1, B, self.H))
+        if keep is not None:
+            check(_WHERE, "episode_start", keep, "[B]", (B,))
         hc = x.new_empty(2, 1, B, self.H)
         log_prob = x.new_empty(B)
         actions = x.new_empty(B, self.A) if self.gaussian else torch.empty(B, dtype=torch.int64)
@@ -183,7 +185,8 @@ class CActorStep:
         c_step = lib.riskppo_actor_step_gauss if self.gaussian else lib.riskppo_actor_step
         status = c_step(
             B, self.D, self.H, x.data_ptr(), *self._lstm, h.data_ptr(), c.data_ptr(),
-            hc.data_ptr(), self.n_layers, self._dims, self._ws, self._bs, self.act, *self._head,
+            None if keep is None else keep.data_ptr(), hc.data_ptr(), self.n_layers, self._dims,
+            self._ws, self._bs, self.act, *self._head,
             None if draws is None else draws.data_ptr(), actions.data_ptr(), log_prob.data_ptr(),
         )  # fmt: skip
         if status != 0:
@@ -201,3 +204,13 @@ class CActorStep:
         u = categorical_uniforms((B,), generator, torch.float32, cpu)
         check(_WHERE, "u", u, "[B, 1]", (B, 1))
         return u
+
+
+def _keep(episode_start: Tensor | np.ndarray) -> Tensor | None:
+    """``[B]`` float32: 0 where an episode starts (the state entering the step is reset), else 1;
+    None where none starts (a NumPy ``episode_start`` decides that without a tensor op)."""
+    if not episode_start.any():
+        return None
+    if isinstance(episode_start, np.ndarray):
+        return torch.from_numpy(np.logical_not(episode_start).astype(np.float32))
+    return torch.logical_not(episode_start.reshape(-1)).to("cpu", torch.float32)

@@ -198,6 +198,8 @@ def native_step(zx: Tensor, w_t: Tensor, h0: Tensor, c0: Tensor) -> Tensor:
 
 
 def _check(status: int) -> None:
+    if status == -2:  # riskppo_lstm_backward: dz's rows as _native_backward lays them out
+        raise ValueError("the C LSTM backward: dz's rows must be evenly spaced (dz_t = B * dz_b)")
     if status != 0:
         raise MemoryError("the C LSTM kernel could not allocate its scratch memory")
 
@@ -208,36 +210,37 @@ def _contiguous(x: Tensor) -> Tensor:
 
 def _native_backward(
     saved: _Saved, d_hs: Tensor | None, d_cs: Tensor | None
-) -> tuple[Tensor, Tensor, Tensor]:
-    """The backward recursion in C: ``dz`` (``[T, K, B, 4H]``, in ``[T, B, K, 4H]`` memory as
-    :func:`_python_backward`), ``dh0``, ``dc0``. Reads neither ``saved.hs`` nor ``saved.h0``."""
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """The backward recursion and the recurrent weights' gradient in C: ``dz`` (``[T, K, B, 4H]``,
+    in ``[T, B, K, 4H]`` memory as :func:`_python_backward`), ``dh0``, ``dc0`` and ``d_w_hh``
+    (``[K, 4H, H]``, what :func:`_weight_grad` gives, to float rounding)."""
     s = saved
     T, K, B, G = s.acts.shape
     H = G // 4
     dz = s.acts.new_empty(T, B, K, G).transpose(1, 2)
-    # C writes dense [K, B, H] arrays: fresh contiguous tensors (not empty_like(c0), which keeps
-    # the strides of a permuted c0).
-    dh0, dc0 = s.acts.new_empty(K, B, H), s.acts.new_empty(K, B, H)
+    # C writes dense arrays: fresh contiguous tensors (not empty_like(c0), which keeps the
+    # strides of a permuted c0).
+    dh0, dc0, dw = (s.acts.new_empty(shape) for shape in ((K, B, H), (K, B, H), (K, G, H)))
     # Bound to a name until the call returns: a contiguous copy would otherwise be freed as soon
     # as its pointer is taken, and C would read freed memory.
-    inputs = [s.w_hh, s.c0, s.keep, s.cs, s.acts, s.tanh_c, d_hs, d_cs]
+    inputs = [s.w_hh, s.h0, s.c0, s.keep, s.hs, s.cs, s.acts, s.tanh_c, d_hs, d_cs]
     inputs = [None if x is None else _contiguous(x) for x in inputs]
     seq, kbh = ("[T, K, B, H]", (T, K, B, H)), ("[K, B, H]", (K, B, H))
-    shapes = [("[K, 4H, H]", (K, G, H)), kbh, ("[T, B]", (T, B)), seq,
+    shapes = [("[K, 4H, H]", (K, G, H)), kbh, kbh, ("[T, B]", (T, B)), seq, seq,
               ("[T, K, B, 4H]", (T, K, B, G)), seq, seq, seq]  # fmt: skip
     for name, x, (dims, shape) in zip(_BACKWARD_ARGS, inputs, shapes):
         if x is not None:
             check("the C LSTM backward", name, x, dims, shape)
     lib = native.kernel()
     assert lib is not None
-    lib.riskppo_lstm_backward(
+    _check(lib.riskppo_lstm_backward(
         T, K, B, H, *map(_ptr, inputs), dz.data_ptr(), *dz.stride()[:3], dh0.data_ptr(),
-        dc0.data_ptr(),
-    )  # fmt: skip
-    return dz, dh0, dc0
+        dc0.data_ptr(), dw.data_ptr(),
+    ))  # fmt: skip
+    return dz, dh0, dc0, dw
 
 
-_BACKWARD_ARGS = ("w_hh", "c0", "keep", "cs", "acts", "tanh_c", "d_hs", "d_cs")  # as C reads
+_BACKWARD_ARGS = ("w_hh", "h0", "c0", "keep", "hs", "cs", "acts", "tanh_c", "d_hs", "d_cs")
 
 
 def _python_backward(
@@ -320,9 +323,9 @@ class _MaskedLSTMRecurrence(torch.autograd.Function):
     ) -> tuple[Tensor, Tensor, Tensor, Tensor, None]:
         saved = _Saved(*ctx.saved_tensors)
         if ctx.resets is None:
-            dz, dh, dc = _native_backward(saved, d_hs, d_cs)
-        else:
-            dz, dh, dc = _python_backward(saved, ctx.resets, d_hs, d_cs)
+            dz, dh, dc, dw = _native_backward(saved, d_hs, d_cs)
+            return dz, dw, dh, dc, None
+        dz, dh, dc = _python_backward(saved, ctx.resets, d_hs, d_cs)
         return dz, _weight_grad(saved, dz), dh, dc, None
 
 
@@ -354,18 +357,25 @@ def _(xproj: Tensor, w_hh: Tensor, h0: Tensor, c0: Tensor, keep: Tensor) -> tupl
 def _lstm_backward_op(
     hs: Tensor, cs: Tensor, acts: Tensor, tanh_c: Tensor, h0: Tensor, c0: Tensor, w_hh: Tensor,
     keep: Tensor, d_hs: Tensor, d_cs: Tensor,
-) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:  # fmt: skip
     """:func:`_native_backward` of the :class:`_Saved` fields: ``dz`` as the contiguous
-    ``[T, B, K, 4H]`` tensor it is written into (an op returns no views), ``dh0``, ``dc0``."""
+    ``[T, B, K, 4H]`` tensor it is written into (an op returns no views), ``dh0``, ``dc0``,
+    ``d_w_hh``."""
     saved = _Saved(hs, cs, acts, tanh_c, h0, c0, w_hh, keep)
-    dz, dh0, dc0 = _native_backward(saved, d_hs, d_cs)
-    return dz.transpose(1, 2), dh0, dc0
+    dz, dh0, dc0, dw = _native_backward(saved, d_hs, d_cs)
+    return dz.transpose(1, 2), dh0, dc0, dw
 
 
 @_lstm_backward_op.register_fake
-def _(hs: Tensor, cs: Tensor, acts: Tensor, *_: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+def _(hs: Tensor, cs: Tensor, acts: Tensor, *_: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     T, K, B, G = acts.shape
-    return acts.new_empty(T, B, K, G), hs.new_empty(hs.shape[1:]), hs.new_empty(hs.shape[1:])
+    state = hs.shape[1:]
+    return (
+        acts.new_empty(T, B, K, G),
+        hs.new_empty(state),
+        hs.new_empty(state),
+        acts.new_empty(K, G, G // 4),
+    )
 
 
 def _op_setup(ctx: Any, inputs: tuple[Tensor, ...], output: tuple[Tensor, ...]) -> None:
@@ -376,9 +386,9 @@ def _op_setup(ctx: Any, inputs: tuple[Tensor, ...], output: tuple[Tensor, ...]) 
 
 def _op_backward(ctx: Any, d_hs: Tensor, d_cs: Tensor, *_: Tensor) -> tuple[Tensor | None, ...]:
     s = _Saved(*ctx.saved_tensors)
-    dz_tbkg, dh0, dc0 = _lstm_backward_op(*s, d_hs, d_cs)
+    dz_tbkg, dh0, dc0, dw = _lstm_backward_op(*s, d_hs, d_cs)
     dz = dz_tbkg.transpose(1, 2)  # [T, K, B, 4H] in the input projection's layout (run_lstms)
-    return dz, _weight_grad(s, dz), dh0, dc0, None
+    return dz, dw, dh0, dc0, None
 
 
 _lstm_op.register_autograd(_op_backward, setup_context=_op_setup)

@@ -258,10 +258,10 @@ def _load() -> tuple[ctypes.CDLL | None, str | None]:
     pointers: list[Any] = [ctypes.c_void_p]
     lib.riskppo_lstm_forward.argtypes = sizes + strided + pointers * 8 + [ctypes.c_int]
     lib.riskppo_lstm_forward.restype = ctypes.c_int  # 0, or -1: out of memory
-    lib.riskppo_lstm_backward.argtypes = sizes + pointers * 8 + strided + pointers * 2
-    lib.riskppo_lstm_backward.restype = None
-    # B, D, H; x, the LSTM step's weights, h0, c0, hc; the MLP: n_layers, dims, ws, bs, act
-    actor: list[Any] = [ctypes.c_int] * 3 + pointers * 7 + [ctypes.c_int] + pointers * 3
+    lib.riskppo_lstm_backward.argtypes = sizes + pointers * 10 + strided + pointers * 3
+    lib.riskppo_lstm_backward.restype = ctypes.c_int  # 0, or -1: out of memory
+    # B, D, H; x, the LSTM step's weights, h0, c0, keep, hc; the MLP: n_layers, dims, ws, bs, act
+    actor: list[Any] = [ctypes.c_int] * 3 + pointers * 8 + [ctypes.c_int] + pointers * 3
     actor += [ctypes.c_int]
     lib.riskppo_actor_step.argtypes = actor + pointers * 3  # u, actions, log_probs
     lib.riskppo_actor_step.restype = ctypes.c_int  # 0, or -1: out of memory

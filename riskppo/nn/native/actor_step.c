@@ -31,19 +31,21 @@ static size_t trunk_floats(int B, int H, int n_layers, const int *dims) {
 
 /* The rollout actor's LSTM step and MLP (riskppo.nn.policy.RolloutActor), shared by its heads:
  *   z = b_in + x w_in (the fused step weights: g gate doubled), one LSTM step from (h0, c0)
- *   (resets already applied) into hc = [h, c]; then n_layers linear layers from h, the last
- *   one (the action head's output layer) without activation and the others with `act`.
+ *   times keep (keep [B]: 0 where an episode starts; NULL: no reset) into hc = [h, c]; then
+ *   n_layers linear layers from h, the last one (the action head's output layer) without
+ *   activation and the others with `act`.
  * Returns the last layer's output [B, dims[n_layers]] (in scratch, trunk_floats long) and sets
  * *latent to its input [B, dims[n_layers - 1]]; NULL if scratch memory ran out. */
 static float *actor_trunk(int B, int D, int H, const float *x, const float *w_in,
                           const float *b_in, const float *w_t, const float *h0, const float *c0,
-                          float *hc, int n_layers, const int *dims, const float *const *ws,
-                          const float *const *bs, int act, float *scratch, const float **latent) {
+                          const float *keep, float *hc, int n_layers, const int *dims,
+                          const float *const *ws, const float *const *bs, int act,
+                          float *scratch, const float **latent) {
     const int G = 4 * H, width = max_width(n_layers, dims);
     float *zx = scratch, *acts = zx + (ptrdiff_t)B * G, *tc = acts + (ptrdiff_t)B * G;
     float *buf[2] = {tc + (ptrdiff_t)B * H, tc + (ptrdiff_t)B * H + (ptrdiff_t)B * width};
     linear(B, D, G, x, w_in, b_in, 0, zx);
-    if (riskppo_lstm_forward(1, 1, B, H, zx, 0, 0, G, w_t, h0, c0, NULL, hc,
+    if (riskppo_lstm_forward(1, 1, B, H, zx, 0, 0, G, w_t, h0, c0, keep, hc,
                              hc + (ptrdiff_t)B * H, acts, tc, 1))
         return NULL;
     const float *in = hc;
@@ -58,19 +60,20 @@ static float *actor_trunk(int B, int D, int H, const float *x, const float *w_in
 /* The rollout's whole actor step with a categorical head, in one call: actor_trunk, whose
  * output is the logits; their log-softmax; the action: the inverse CDF at u[r] (the cumulated
  * probabilities, as CategoricalDist.sample) or, u NULL, the first argmax; its log-probability.
- * x [B, D], w_in [D, 4H], b_in [4H], w_t [H, 4H], h0 / c0 [B, H], hc [2, B, H];
+ * x [B, D], w_in [D, 4H], b_in [4H], w_t [H, 4H], h0 / c0 [B, H], keep [B] (or NULL),
+ * hc [2, B, H];
  * dims [n_layers + 1] = (H, widths..., n_actions), ws[l] [dims[l], dims[l + 1]] row-major,
  * bs[l] [dims[l + 1]]. Returns 0, or -1 if scratch memory could not be allocated. */
 int riskppo_actor_step(int B, int D, int H, const float *x, const float *w_in, const float *b_in,
-                       const float *w_t, const float *h0, const float *c0, float *hc,
-                       int n_layers, const int *dims, const float *const *ws,
+                       const float *w_t, const float *h0, const float *c0, const float *keep,
+                       float *hc, int n_layers, const int *dims, const float *const *ws,
                        const float *const *bs, int act, const float *u, int64_t *actions,
                        float *log_probs) {
     float *scratch = malloc(sizeof(float) * trunk_floats(B, H, n_layers, dims));
     if (!scratch) return -1;
     const float *latent;
-    float *logits = actor_trunk(B, D, H, x, w_in, b_in, w_t, h0, c0, hc, n_layers, dims, ws, bs,
-                                act, scratch, &latent);
+    float *logits = actor_trunk(B, D, H, x, w_in, b_in, w_t, h0, c0, keep, hc, n_layers, dims,
+                                ws, bs, act, scratch, &latent);
     if (!logits) {
         free(scratch);
         return -1;
@@ -114,17 +117,17 @@ int riskppo_actor_step(int B, int D, int H, const float *x, const float *w_in, c
  * riskppo_actor_step. Returns 0, or -1 if scratch memory could not be allocated. */
 int riskppo_actor_step_gauss(int B, int D, int H, const float *x, const float *w_in,
                              const float *b_in, const float *w_t, const float *h0,
-                             const float *c0, float *hc, int n_layers, const int *dims,
-                             const float *const *ws, const float *const *bs, int act,
-                             const float *log_std, const float *w_std, const float *b_std,
+                             const float *c0, const float *keep, float *hc, int n_layers,
+                             const int *dims, const float *const *ws, const float *const *bs,
+                             int act, const float *log_std, const float *w_std, const float *b_std,
                              const float *eps, float *actions, float *log_probs) {
     const int A = dims[n_layers];
     const size_t trunk = trunk_floats(B, H, n_layers, dims);
     float *scratch = malloc(sizeof(float) * (trunk + (w_std ? (size_t)B * A : 0)));
     if (!scratch) return -1;
     const float *latent;
-    const float *mean = actor_trunk(B, D, H, x, w_in, b_in, w_t, h0, c0, hc, n_layers, dims, ws,
-                                    bs, act, scratch, &latent);
+    const float *mean = actor_trunk(B, D, H, x, w_in, b_in, w_t, h0, c0, keep, hc, n_layers,
+                                    dims, ws, bs, act, scratch, &latent);
     if (!mean) {
         free(scratch);
         return -1;

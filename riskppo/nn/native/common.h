@@ -49,9 +49,9 @@ typedef float v8u __attribute__((vector_size(32), aligned(4))); /* unaligned loa
  * held in registers while a strip of W (reused by every row tile) streams past: 8 x 32 tiles
  * of 512-bit vectors where the CPU has AVX-512 (16 accumulators of its 32 registers: on one Zen 4
  * core the LSTM step's 16 x 256 x 64 product takes 4.7 us, against 10.3 us in 4 x 16 tiles),
- * else 4 x 16 tiles of 256-bit vectors (8 of 16 registers). Every element is summed over j in the same order, one
- * fused multiply-add per j, on every path, so a row's result does not depend on M, on where the
- * row falls in a tile, or on which path ran. */
+ * else 4 x 16 tiles of 256-bit vectors (8 of 16 registers). Every element is summed over j in
+ * the same order, one fused multiply-add per j, on every path, so a row's result does not depend
+ * on M, on where the row falls in a tile, or on which path ran. */
 #if defined(__AVX512F__)
 typedef float v16 __attribute__((vector_size(64)));
 typedef float v16u __attribute__((vector_size(64), aligned(4)));
@@ -61,9 +61,10 @@ typedef float v16u __attribute__((vector_size(64), aligned(4)));
 /* Columns [n0, n0 + 32) of rows [m, m + R), R <= 8: always inlined and called with a constant
  * R, so that the loops over r unroll and the accumulators stay in registers. */
 static inline __attribute__((always_inline)) void tile32(int R, int m, int n0, int Kd,
-                                                         const float *restrict A, ptrdiff_t lda,
-                                                         const float *restrict W, ptrdiff_t ldw,
-                                                         float *restrict C, ptrdiff_t ldc) {
+                                                         const float *restrict A, ptrdiff_t a_m,
+                                                         ptrdiff_t a_j, const float *restrict W,
+                                                         ptrdiff_t ldw, float *restrict C,
+                                                         ptrdiff_t ldc) {
     v16 x[8], y[8];
     for (int r = 0; r < R; ++r) {
         x[r] = LD16(C + (m + r) * ldc + n0);
@@ -72,7 +73,7 @@ static inline __attribute__((always_inline)) void tile32(int R, int m, int n0, i
     for (int j = 0; j < Kd; ++j) {
         const v16 w0 = LD16(W + j * ldw + n0), w1 = LD16(W + j * ldw + n0 + 16);
         for (int r = 0; r < R; ++r) {
-            const float a = A[(m + r) * lda + j];
+            const float a = A[(m + r) * a_m + j * a_j];
             x[r] += a * w0, y[r] += a * w1;
         }
     }
@@ -83,44 +84,56 @@ static inline __attribute__((always_inline)) void tile32(int R, int m, int n0, i
 }
 #endif
 
-static inline void gemm_acc(int M, int N, int Kd, const float *restrict A, ptrdiff_t lda,
-                     const float *restrict W, ptrdiff_t ldw, float *restrict C, ptrdiff_t ldc) {
+/* C[M, N] += A[M, Kd] W[Kd, N] with A's element (m, j) at A[m * a_m + j * a_j]: row-major A
+ * (a_j = 1) or a transposed one (a_m = 1). */
+static inline void gemm_strided(int M, int N, int Kd, const float *restrict A, ptrdiff_t a_m,
+                                ptrdiff_t a_j, const float *restrict W, ptrdiff_t ldw,
+                                float *restrict C, ptrdiff_t ldc) {
     int n0 = 0;
 #if defined(__AVX512F__)
     for (; n0 + 32 <= N; n0 += 32) {
         int m = 0;
-        for (; m + 8 <= M; m += 8) tile32(8, m, n0, Kd, A, lda, W, ldw, C, ldc);
-        for (; m + 4 <= M; m += 4) tile32(4, m, n0, Kd, A, lda, W, ldw, C, ldc);
-        for (; m < M; ++m) tile32(1, m, n0, Kd, A, lda, W, ldw, C, ldc);
+        for (; m + 8 <= M; m += 8) tile32(8, m, n0, Kd, A, a_m, a_j, W, ldw, C, ldc);
+        for (; m + 4 <= M; m += 4) tile32(4, m, n0, Kd, A, a_m, a_j, W, ldw, C, ldc);
+        for (; m < M; ++m) tile32(1, m, n0, Kd, A, a_m, a_j, W, ldw, C, ldc);
     }
 #endif
     for (; n0 + 16 <= N; n0 += 16) {
         int m = 0;
         for (; m + 4 <= M; m += 4) {
             float *c0 = C + m * ldc + n0, *c1 = c0 + ldc, *c2 = c1 + ldc, *c3 = c2 + ldc;
-            const float *a0 = A + m * lda, *a1 = a0 + lda, *a2 = a1 + lda, *a3 = a2 + lda;
+            const float *a0 = A + m * a_m, *a1 = a0 + a_m, *a2 = a1 + a_m, *a3 = a2 + a_m;
             v8 x0 = LD(c0), y0 = LD(c0 + 8), x1 = LD(c1), y1 = LD(c1 + 8);
             v8 x2 = LD(c2), y2 = LD(c2 + 8), x3 = LD(c3), y3 = LD(c3 + 8);
             for (int j = 0; j < Kd; ++j) {
                 const v8 w0 = LD(W + j * ldw + n0), w1 = LD(W + j * ldw + n0 + 8);
-                x0 += a0[j] * w0, y0 += a0[j] * w1, x1 += a1[j] * w0, y1 += a1[j] * w1;
-                x2 += a2[j] * w0, y2 += a2[j] * w1, x3 += a3[j] * w0, y3 += a3[j] * w1;
+                const float b0 = a0[j * a_j], b1 = a1[j * a_j], b2 = a2[j * a_j], b3 = a3[j * a_j];
+                x0 += b0 * w0, y0 += b0 * w1, x1 += b1 * w0, y1 += b1 * w1;
+                x2 += b2 * w0, y2 += b2 * w1, x3 += b3 * w0, y3 += b3 * w1;
             }
             ST(c0, x0), ST(c0 + 8, y0), ST(c1, x1), ST(c1 + 8, y1);
             ST(c2, x2), ST(c2 + 8, y2), ST(c3, x3), ST(c3 + 8, y3);
         }
         for (; m < M; ++m) {
             float *c0 = C + m * ldc + n0;
-            const float *a0 = A + m * lda;
+            const float *a0 = A + m * a_m;
             v8 x0 = LD(c0), y0 = LD(c0 + 8);
-            for (int j = 0; j < Kd; ++j)
-                x0 += a0[j] * LD(W + j * ldw + n0), y0 += a0[j] * LD(W + j * ldw + n0 + 8);
+            for (int j = 0; j < Kd; ++j) {
+                const float a = a0[j * a_j];
+                x0 += a * LD(W + j * ldw + n0), y0 += a * LD(W + j * ldw + n0 + 8);
+            }
             ST(c0, x0), ST(c0 + 8, y0);
         }
     }
     for (int m = 0; m < M; ++m)
         for (int j = 0; j < Kd; ++j)
-            for (int n = n0; n < N; ++n) C[m * ldc + n] += A[m * lda + j] * W[j * ldw + n];
+            for (int n = n0; n < N; ++n) C[m * ldc + n] += A[m * a_m + j * a_j] * W[j * ldw + n];
+}
+
+static inline void gemm_acc(int M, int N, int Kd, const float *restrict A, ptrdiff_t lda,
+                            const float *restrict W, ptrdiff_t ldw, float *restrict C,
+                            ptrdiff_t ldc) {
+    gemm_strided(M, N, Kd, A, lda, 1, W, ldw, C, ldc);
 }
 
 /* The masked LSTM recurrence (lstm.c; its arguments are documented there). */

@@ -4,8 +4,9 @@
  * elementwise ops on [K, B, H] tensors; in PyTorch every one of those ops pays a dispatch and
  * an allocation that cost more than its arithmetic. Here a step is one loop nest: the matmul
  * h' W_hh^T accumulated row by row in registers, then the gates and the cell update fused.
- * The large matmuls that are not sequential (the input projection, the weight gradient) stay in
- * PyTorch (riskppo/nn/native.py).
+ * The input projection, a large matmul that is not sequential, stays in PyTorch
+ * (riskppo/nn/lstm_kernel.py); the recurrent weights' gradient is one product over all steps
+ * after the backward recursion (weight_grad).
  *
  * Same equations, gate layout [i, f, g, o] and saved quantities as the PyTorch kernel:
  *   h', c' = keep_t h_{t-1}, keep_t c_{t-1}
@@ -95,14 +96,44 @@ static void cell_backward(int H, const float *restrict z, const float *restrict 
     }
 }
 
+/* The recurrent weights' gradient dw_hh [K, 4H, H] = sum over t, b of dz[t, k, b]^T h'[t, k, b],
+ * h' the state entering step t after the mask (h0 at t = 0): per k, the masked h' of every step
+ * [T * B, H] in scratch and one product with dz's rows (evenly spaced: dz_t = B * dz_b) read as a
+ * transposed A (gemm_strided), summed in (t, b) order. */
+static int weight_grad(int T, int K, int B, int H, const float *h0, const float *keep,
+                       const float *hs, const float *dz, ptrdiff_t dz_k, ptrdiff_t dz_b,
+                       float *dw_hh) {
+    const int G = 4 * H;
+    const ptrdiff_t BH = (ptrdiff_t)B * H, KBH = K * BH;
+    float *hp = malloc(sizeof(float) * (T * BH > 0 ? T * BH : 1));
+    if (!hp) return -1;
+    memset(dw_hh, 0, sizeof(float) * K * G * H);
+    for (int k = 0; k < K; ++k) {
+        for (int t = 0; t < T; ++t) {
+            const float *h = (t ? hs + (t - 1) * KBH : h0) + k * BH;
+            for (int b = 0; b < B; ++b) {
+                const float kp = keep[(ptrdiff_t)t * B + b];
+                for (int j = 0; j < H; ++j) hp[t * BH + b * H + j] = h[b * H + j] * kp;
+            }
+        }
+        gemm_strided(G, H, T * B, dz + k * dz_k, 1, dz_b, hp, H, dw_hh + (ptrdiff_t)k * G * H, H);
+    }
+    free(hp);
+    return 0;
+}
+
 /* Backward of riskppo_lstm_forward. d_hs / d_cs: [T, K, B, H] output gradients or NULL.
- * Writes dz (the gradient of the gate pre-activations z, g unscaled) and the gradients of
- * the inputs h0, c0 (dh0, dc0: the step-0 mask is applied to them). */
-void riskppo_lstm_backward(int T, int K, int B, int H, const float *w_hh, const float *c0,
-                           const float *keep, const float *cs, const float *acts,
-                           const float *tanh_c, const float *d_hs, const float *d_cs,
-                           float *dz_out, ptrdiff_t dz_t, ptrdiff_t dz_k, ptrdiff_t dz_b,
-                           float *dh0, float *dc0) {
+ * Writes dz (the gradient of the gate pre-activations z, g unscaled), the gradients of the
+ * inputs h0, c0 (dh0, dc0: the step-0 mask is applied to them) and of the recurrent weights
+ * (dw_hh [K, 4H, H], weight_grad). Returns 0; -1 if the scratch memory of dw_hh could not be
+ * allocated (dz, dh0 and dc0 are written); -2, with nothing written, if dz's rows are not evenly
+ * spaced (dz_t != B * dz_b). */
+int riskppo_lstm_backward(int T, int K, int B, int H, const float *w_hh, const float *h0,
+                          const float *c0, const float *keep, const float *hs, const float *cs,
+                          const float *acts, const float *tanh_c, const float *d_hs,
+                          const float *d_cs, float *dz_out, ptrdiff_t dz_t, ptrdiff_t dz_k,
+                          ptrdiff_t dz_b, float *dh0, float *dc0, float *dw_hh) {
+    if (dz_t != B * dz_b) return -2;
     const int G = 4 * H;
     const ptrdiff_t BH = (ptrdiff_t)B * H, KBH = K * BH, KBG = (ptrdiff_t)K * B * G;
     /* dh0, dc0 hold the running gradients of the states leaving step t */
@@ -131,4 +162,5 @@ void riskppo_lstm_backward(int T, int K, int B, int H, const float *w_hh, const 
         if (d_hs && t > 0)
             for (ptrdiff_t j = 0; j < KBH; ++j) dh0[j] += d_hs[(t - 1) * KBH + j];
     }
+    return weight_grad(T, K, B, H, h0, keep, hs, dz_out, dz_k, dz_b, dw_hh);
 }

@@ -208,6 +208,23 @@ def test_the_c_backward_writes_its_state_gradients_into_dense_tensors():
     assert all(x.is_contiguous() for x in got[1:])
 
 
+def test_the_c_backward_refuses_unevenly_spaced_gradient_rows():
+    """The weight gradient reads ``dz``'s rows as one evenly spaced ``[T·B, 4H]`` matrix: C
+    refuses other strides (-2) before it writes anything."""
+    saved, d_hs, d_cs = saved_and_grads()
+    inputs = [saved.w_hh, saved.h0, saved.c0, saved.keep, saved.hs, saved.cs, saved.acts,
+              saved.tanh_c, d_hs, d_cs]  # fmt: skip
+    dz = torch.full((T, K, B, 4 * H), 7.0)  # [T, K, B] order: dz_t = K·B·4H, dz_b = 4H
+    dh0, dc0, dw = torch.zeros(K, B, H), torch.zeros(K, B, H), torch.zeros(K, 4 * H, H)
+    lib = native.kernel()
+    status = lib.riskppo_lstm_backward(
+        T, K, B, H, *(x.data_ptr() for x in inputs), dz.data_ptr(), *dz.stride()[:3],
+        dh0.data_ptr(), dc0.data_ptr(), dw.data_ptr(),
+    )  # fmt: skip
+    assert status == -2
+    assert bool((dz == 7.0).all()) and not dh0.any() and not dw.any()
+
+
 def actor_linears(policy):
     """The actor's linear layers as ``CActorStep`` takes them: ``(weight [in, out], bias)``."""
     layers = [*policy.actor_mlp[0::2], policy.action_head.net]
