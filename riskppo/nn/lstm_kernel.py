@@ -41,6 +41,13 @@ def _gate_scale(like: Tensor, H: int) -> Tensor:
     return scale
 
 
+def doubled_t(w: Tensor) -> Tensor:
+    """Gate weights ``[K, 4H, n]`` as the C kernel reads them: ``[K, n, 4H]``, transposed and
+    contiguous, the ``g`` gate doubled (:func:`_gate_scale`)."""
+    G = w.shape[1]
+    return (w * _gate_scale(w, G // 4).view(1, G, 1)).transpose(1, 2).contiguous()
+
+
 def _resets(keep: Tensor) -> list[bool]:
     """``[T]``: whether any state is reset entering step ``t`` (masking is skipped otherwise)."""
     resets: list[bool] = (keep < 1).any(dim=1).tolist()
@@ -142,7 +149,7 @@ def _native_forward(
         xproj = xproj.contiguous()
     where = "the C LSTM forward"
     check(where, "w_hh", w_hh, "[K, 4H, H]", (K, 4 * H, H), layout="any")
-    w_t = (w_hh * _gate_scale(xproj, H).view(1, G, 1)).transpose(1, 2).contiguous()
+    w_t = doubled_t(w_hh)
     # Bound to names until the call returns: C reads these copies.
     h0, c0, keep = h0.contiguous(), c0.contiguous(), keep.contiguous()
     check(where, "xproj", xproj, "[T, K, B, 4H]", (T, K, B, 4 * H), layout="rows")

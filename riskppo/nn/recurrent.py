@@ -23,6 +23,7 @@ from riskppo.nn.lstm_kernel import (
     native_applies,
     native_step,
 )
+from riskppo.nn.lstm_layer import lstm_layer
 
 
 class LSTMState(NamedTuple):
@@ -199,21 +200,18 @@ def run_lstms(
     hs_layers, cs_layers = [], []
     for layer in range(lstms[0].n_layers):
         w_ih, w_hh, bias = zip(*(m.layer_params(layer) for m in lstms))
-        if layer_in is None:  # shared input: one matmul for all K LSTMs
-            # W_ihᵀ as a contiguous [in, K·4H] (not a transposed view): autograd then forms its
-            # gradient as xᵀ·dz, not (dzᵀ·x)ᵀ — the latter is a skinny matmul with an output of
-            # width ``in`` that the CPU BLAS runs several times slower (benchmarks/lstm_kernel.py).
-            w_in = torch.cat([w.T for w in w_ih], dim=1)
-            proj = torch.addmm(torch.cat(bias), x.reshape(T * B, -1), w_in)
-            xproj = proj.view(T, B, K, -1).transpose(1, 2)  # a view; the kernel copes
+        h0 = torch.stack([s.h[layer] for s in states])
+        c0 = torch.stack([s.c[layer] for s in states])
+        if layer_in is None:  # a shared input: its projection inside the kernel (lstm_layer)
+            hs, cs = lstm_layer(
+                x, torch.stack(w_ih), torch.stack(bias), torch.stack(w_hh), h0, c0, keep
+            )
         else:
             xproj = torch.matmul(
                 layer_in.transpose(0, 1), torch.stack(w_ih).transpose(1, 2).unsqueeze(1)
             )
             xproj = (xproj + torch.stack(bias).view(K, 1, 1, -1)).transpose(0, 1).contiguous()
-        h0 = torch.stack([s.h[layer] for s in states])
-        c0 = torch.stack([s.c[layer] for s in states])
-        hs, cs = masked_lstm_recurrence(xproj, torch.stack(w_hh), h0, c0, keep)
+            hs, cs = masked_lstm_recurrence(xproj, torch.stack(w_hh), h0, c0, keep)
         hs_layers.append(hs)
         cs_layers.append(cs)
         layer_in = hs

@@ -259,7 +259,14 @@ def _load() -> tuple[ctypes.CDLL | None, str | None]:
     lib.riskppo_lstm_forward.argtypes = sizes + strided + pointers * 8 + [ctypes.c_int]
     lib.riskppo_lstm_forward.restype = ctypes.c_int  # 0, or -1: out of memory
     lib.riskppo_lstm_backward.argtypes = sizes + pointers * 10 + strided + pointers * 3
-    lib.riskppo_lstm_backward.restype = ctypes.c_int  # 0, or -1: out of memory
+    lib.riskppo_lstm_backward.restype = ctypes.c_int  # 0; -1: out of memory; -2: dz's strides
+    # T, K, B, H, D; x, w_ih_t, bias, w_t, h0, c0, keep, hs, cs, acts, tanh_c
+    lib.riskppo_lstm_layer_forward.argtypes = [ctypes.c_int] * 5 + pointers * 11
+    lib.riskppo_lstm_layer_forward.restype = ctypes.c_int  # 0, or -1: out of memory
+    # T, K, B, H, D; x, dz, dz's strides of k and b; dw_ih, db
+    lib.riskppo_lstm_input_grad.argtypes = [ctypes.c_int] * 5 + pointers * 2
+    lib.riskppo_lstm_input_grad.argtypes += [ctypes.c_ssize_t] * 2 + pointers * 2
+    lib.riskppo_lstm_input_grad.restype = ctypes.c_int  # 0, or -1: out of memory
     # B, D, H; x, the LSTM step's weights, h0, c0, keep, hc; the MLP: n_layers, dims, ws, bs, act
     actor: list[Any] = [ctypes.c_int] * 3 + pointers * 8 + [ctypes.c_int] + pointers * 3
     actor += [ctypes.c_int]

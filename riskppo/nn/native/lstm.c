@@ -44,6 +44,23 @@ static void cell(int H, float *restrict z, const float *restrict c_prev, float k
     }
 }
 
+/* One step of one LSTM from the gates' input part already in z [B, 4H]: z += (keep_t h_prev) w_t
+ * (w_t [H, 4H]; keep_t [B] or NULL: no reset), then the gates and the cell update into c, tc,
+ * h ([B, H] each). hp [B, H] is scratch. */
+static void recur_step(int B, int H, const float *h_prev, const float *c_prev,
+                       const float *keep_t, const float *w_t, float *hp, float *z, float *c,
+                       float *tc, float *h) {
+    const int G = 4 * H;
+    for (int b = 0; b < B; ++b) {
+        const float kp = keep_t ? keep_t[b] : 1.0f;
+        for (int j = 0; j < H; ++j) hp[b * H + j] = h_prev[b * H + j] * kp;
+    }
+    gemm_acc(B, G, H, hp, H, w_t, G, z, G);
+    for (int b = 0; b < B; ++b)
+        cell(H, z + b * G, c_prev + b * H, keep_t ? keep_t[b] : 1.0f, c + b * H, tc + b * H,
+             h + b * H);
+}
+
 int riskppo_lstm_forward(int T, int K, int B, int H, const float *xproj, ptrdiff_t xs_t,
                           ptrdiff_t xs_k, ptrdiff_t xs_b, const float *w_t, const float *h0,
                           const float *c0, const float *keep, float *hs, float *cs, float *acts,
@@ -54,26 +71,77 @@ int riskppo_lstm_forward(int T, int K, int B, int H, const float *xproj, ptrdiff
     if (!hp) return -1;
     for (int t = 0; t < T; ++t) {
         for (int k = 0; k < K; ++k) {
-            const float *h_prev = t ? hs + (t - 1) * KBH + k * BH : h0 + k * BH;
-            const float *c_prev = t ? cs + (t - 1) * KBH + k * BH : c0 + k * BH;
             float *z = acts + t * KBG + (ptrdiff_t)k * B * G;
             for (int b = 0; b < B; ++b) {
-                const float kp = keep ? keep[(ptrdiff_t)t * B + b] : 1.0f;
                 const float *x = xproj + t * xs_t + k * xs_k + b * xs_b;
-                for (int j = 0; j < H; ++j) hp[b * H + j] = h_prev[b * H + j] * kp;
                 for (int j = 0; j < G; ++j) z[b * G + j] = x[j];
                 if (!g_doubled)
                     for (int j = 2 * H; j < 3 * H; ++j) z[b * G + j] += x[j];
             }
-            gemm_acc(B, G, H, hp, H, w_t + (ptrdiff_t)k * H * G, G, z, G);
-            for (int b = 0; b < B; ++b) {
-                const ptrdiff_t row = k * BH + b * H;
-                cell(H, z + b * G, c_prev + b * H, keep ? keep[(ptrdiff_t)t * B + b] : 1.0f,
-                     cs + t * KBH + row, tanh_c + t * KBH + row, hs + t * KBH + row);
-            }
+            const ptrdiff_t prev = (t - 1) * KBH + k * BH, out = t * KBH + k * BH;
+            recur_step(B, H, t ? hs + prev : h0 + k * BH, t ? cs + prev : c0 + k * BH,
+                       keep ? keep + (ptrdiff_t)t * B : NULL, w_t + (ptrdiff_t)k * H * G, hp, z,
+                       cs + out, tanh_c + out, hs + out);
         }
     }
     free(hp);
+    return 0;
+}
+
+/* The first layer of K LSTMs that read one input x [T, B, D] (riskppo.nn.lstm_layer): as
+ * riskppo_lstm_forward, with the input projection done here, step by step, into the gates:
+ * z = bias + x_t w_ih_t, w_ih_t [K, D, 4H] (W_ih^T) and bias [K, 4H] (b_ih + b_hh), both with the
+ * g gate doubled. x, keep and the outputs contiguous; returns 0, or -1 if scratch memory could
+ * not be allocated. */
+int riskppo_lstm_layer_forward(int T, int K, int B, int H, int D, const float *x,
+                               const float *w_ih_t, const float *bias, const float *w_t,
+                               const float *h0, const float *c0, const float *keep, float *hs,
+                               float *cs, float *acts, float *tanh_c) {
+    const int G = 4 * H;
+    const ptrdiff_t BH = (ptrdiff_t)B * H, KBH = K * BH, KBG = (ptrdiff_t)K * B * G;
+    float *hp = malloc(sizeof(float) * (BH > 0 ? BH : 1));
+    if (!hp) return -1;
+    for (int t = 0; t < T; ++t) {
+        for (int k = 0; k < K; ++k) {
+            float *z = acts + t * KBG + (ptrdiff_t)k * B * G;
+            for (int b = 0; b < B; ++b)
+                memcpy(z + b * G, bias + (ptrdiff_t)k * G, sizeof(float) * G);
+            gemm_acc(B, G, D, x + (ptrdiff_t)t * B * D, D, w_ih_t + (ptrdiff_t)k * D * G, G, z, G);
+            const ptrdiff_t prev = (t - 1) * KBH + k * BH, out = t * KBH + k * BH;
+            recur_step(B, H, t ? hs + prev : h0 + k * BH, t ? cs + prev : c0 + k * BH,
+                       keep + (ptrdiff_t)t * B, w_t + (ptrdiff_t)k * H * G, hp, z, cs + out,
+                       tanh_c + out, hs + out);
+        }
+    }
+    free(hp);
+    return 0;
+}
+
+/* The input projection's gradients for riskppo_lstm_layer_forward from dz as
+ * riskppo_lstm_backward writes it (rows evenly spaced, strides dz_k, dz_b): dw_ih [K, 4H, D] =
+ * sum over t, b of dz[t, k, b]^T x[t, b] and db [K, 4H] = sum of dz[t, k, b], in (t, b) order:
+ * per k one product [x^T; 1] [D + 1, T B] dz_k [T B, 4H], then transposed. Returns 0, or -1 if
+ * scratch memory could not be allocated. */
+int riskppo_lstm_input_grad(int T, int K, int B, int H, int D, const float *x, const float *dz,
+                            ptrdiff_t dz_k, ptrdiff_t dz_b, float *dw_ih, float *db) {
+    const int G = 4 * H;
+    const ptrdiff_t TB = (ptrdiff_t)T * B, D1 = D + 1;
+    float *a = malloc(sizeof(float) * (D1 * TB + D1 * G));
+    if (!a) return -1;
+    float *out = a + D1 * TB;
+    for (ptrdiff_t r = 0; r < TB; ++r) {
+        for (int d = 0; d < D; ++d) a[d * TB + r] = x[r * D + d];
+        a[D * TB + r] = 1.0f;
+    }
+    for (int k = 0; k < K; ++k) {
+        memset(out, 0, sizeof(float) * D1 * G);
+        gemm_acc((int)D1, G, (int)TB, a, TB, dz + k * dz_k, dz_b, out, G);
+        for (int g = 0; g < G; ++g) {
+            for (int d = 0; d < D; ++d) dw_ih[((ptrdiff_t)k * G + g) * D + d] = out[d * G + g];
+            db[(ptrdiff_t)k * G + g] = out[D * G + g];
+        }
+    }
+    free(a);
     return 0;
 }
 
