@@ -6,8 +6,11 @@ minibatch tail (norms, clipping, Adam: ``riskppo.optim.step.adam_step``, C tail 
 Shapes are those of design §10 training (LSTM 64, actor + shared critic LSTM: K = 2): an update
 minibatch (16 chunks of 16 steps, forward + backward) and the estimate pass over a rollout
 (128 steps of 8 envs, forward only); a rollout step of 8 CartPole envs; the tail of a minibatch
-of the design §10 model. Also the input projection's backward with ``W_ihᵀ`` as a transposed view
-(the old form) and as a contiguous matrix (``run_lstms`` now).
+of the design §10 model. Also: the recurrence in a kernel built without AVX-512 (its matrix
+product in 4 x 16 tiles of 256-bit vectors instead of 8 x 32 of 512-bit ones, where the CPU has
+AVX-512); the first layer with its input projection inside the C kernel (``lstm_layer``) and as
+a PyTorch ``addmm`` before it (``projected_recurrence``); the input projection's backward with
+``W_ihᵀ`` as a transposed view and as a contiguous matrix (what ``projected_recurrence`` does).
 
     python benchmarks/lstm_kernel.py
     python benchmarks/lstm_kernel.py --hidden 128 --repeats 500
@@ -16,7 +19,9 @@ of the design §10 model. Also the input projection's backward with ``W_ihᵀ`` 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import tempfile
 import time
 from collections.abc import Callable
 
@@ -26,7 +31,7 @@ from _common import machine, table
 
 from riskppo import DistributionalPPO
 from riskppo.algo import update
-from riskppo.nn import lstm_kernel, native
+from riskppo.nn import lstm_kernel, lstm_layer, native
 from riskppo.optim import step
 
 
@@ -135,6 +140,52 @@ def projection_cases(T: int, K: int, B: int, H: int, D: int) -> dict[str, Callab
     }
 
 
+def layer_cases(T: int, K: int, B: int, H: int, D: int) -> dict[str, Callable[[], object]]:
+    """The first layer (input projection and recurrence) forward + backward: the projection
+    inside the C kernel (``lstm_layer``, now) and as a PyTorch ``addmm`` before the C recurrence
+    (``projected_recurrence``, before)."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(T, B, D, generator=g)
+    w_ih = torch.randn(K, 4 * H, D, generator=g).requires_grad_()
+    bias = torch.zeros(K, 4 * H).requires_grad_()
+    w_hh = (torch.randn(K, 4 * H, H, generator=g) / H**0.5).requires_grad_()
+    h0, c0 = (torch.zeros(K, B, H) for _ in range(2))
+    keep = (torch.rand(T, B, generator=g) > 0.05).float()
+
+    def run(layer: Callable[..., tuple[torch.Tensor, torch.Tensor]]) -> Callable[[], object]:
+        def call() -> object:
+            hs, _ = layer(x, w_ih, bias, w_hh, h0, c0, keep)
+            hs.sum().backward()
+            return hs
+
+        return call
+
+    return {
+        "projection in C": run(lstm_layer.lstm_layer),
+        "projection in PyTorch": run(lstm_layer.projected_recurrence),
+    }
+
+
+def narrow_tiles_kernel() -> object:
+    """The C kernel built without AVX-512 (``-mno-avx512f``: the 4 x 16 tiles of 256-bit vectors
+    instead of 8 x 32 of 512-bit ones) into a cache of its own; None where the CPU has no
+    AVX-512 (both builds would be the same) or the build fails."""
+    if "avx512f" not in native._cpu_features().split():
+        return None
+    saved = {k: os.environ.get(k) for k in ("RISKPPO_CACHE", "RISKPPO_NATIVE_CFLAGS")}
+    state = dict(native._state)
+    try:
+        os.environ["RISKPPO_CACHE"] = tempfile.mkdtemp(prefix="riskppo-narrow-")
+        os.environ["RISKPPO_NATIVE_CFLAGS"] = "-mno-avx512f"
+        native._state.clear()
+        return native.kernel()
+    finally:
+        for k, v in saved.items():
+            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+        native._state.clear()
+        native._state.update(state)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--hidden", type=int, default=64)
@@ -151,14 +202,22 @@ def main() -> None:
         ("update minibatch, forward + backward", (16, 2, 16, H, True)),
         ("estimate pass, forward", (128, 2, 8, H, False)),
     ]
+    narrow = narrow_tiles_kernel()
     for label, shape in cases:
-        us = median_us(recurrence_cases(lib, *shape), a.repeats)
-        ratio = us["PyTorch kernel"] / us["C kernel"]
+        fns = recurrence_cases(lib, *shape)
+        if narrow is not None:
+            fns["C kernel, 256-bit tiles"] = recurrence_cases(narrow, *shape)["C kernel"]
+        us = median_us(fns, a.repeats)
         rows += [
-            [label, name, f"{t:,.0f}", f"{ratio:.2f}×" if name == "C kernel" else "1.00×"]
-            for name, t in us.items()
+            [label, name, f"{t:,.0f}", f"{us['PyTorch kernel'] / t:.2f}×"] for name, t in us.items()
         ]
     native._state.update(lib=lib)  # the recurrence cases left it switched
+    us = median_us(layer_cases(16, 2, 16, H, a.obs_dim), a.repeats)
+    rows += [
+        ["first layer, update minibatch, forward + backward", name, f"{t:,.0f}",
+         f"{us['projection in PyTorch'] / t:.2f}×"]
+        for name, t in us.items()
+    ]  # fmt: skip
     model = spec_model()
     for label, fns in [
         ("rollout actor step, 8 envs", actor_cases(model)),

@@ -95,10 +95,12 @@ def gae(
     deltas = rewards + gamma * (1.0 - term) * next_values - values
     carry = gamma * lam * (1.0 - done)  # [T, N] factor multiplying A_{t+1}
     advantages = torch.empty_like(deltas)
+    # One op per step, written in place: A_t = δ_t + carry_t · A_{t+1} (A_T = 0); the per-step
+    # views are made once up front (a view costs about as much as a small op).
+    adv_t, delta_t, carry_t = (x.unbind(0) for x in (advantages, deltas, carry))
     last = torch.zeros_like(deltas[0])
     for t in range(deltas.shape[0] - 1, -1, -1):
-        last = deltas[t] + carry[t] * last
-        advantages[t] = last
+        last = torch.addcmul(delta_t[t], carry_t[t], last, out=adv_t[t])
     return advantages, advantages + values
 
 

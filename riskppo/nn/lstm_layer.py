@@ -35,7 +35,7 @@ from riskppo.nn.lstm_kernel import (
     native_applies,
 )
 
-__all__ = ["lstm_layer"]
+__all__ = ["lstm_layer", "projected_recurrence"]
 
 _WHERE = "the C LSTM layer"
 
@@ -55,7 +55,7 @@ def lstm_layer(
     Returns:
         ``(hs, cs)``: ``[T, K, B, H]`` hidden and cell states after every step.
     """
-    T, B, D = x.shape
+    D = x.shape[-1]
     K, G, _ = w_hh.shape
     keep = keep.to(x.dtype)
     if native_applies(x):
@@ -70,12 +70,23 @@ def lstm_layer(
             return out
         hs, cs, _, _ = _forward(x, w_ih, bias, w_hh, h0, c0, keep)
         return hs, cs
+    return projected_recurrence(x, w_ih, bias, w_hh, h0, c0, keep)
+
+
+def projected_recurrence(
+    x: Tensor, w_ih: Tensor, bias: Tensor, w_hh: Tensor, h0: Tensor, c0: Tensor, keep: Tensor
+) -> tuple[Tensor, Tensor]:
+    """:func:`lstm_layer` with the input projection in PyTorch, then
+    :func:`~riskppo.nn.lstm_kernel.masked_lstm_recurrence`: the path where the C layer does not
+    apply (float64, CUDA, no compiler), and what it replaced (``benchmarks/lstm_kernel.py``)."""
+    T, B, D = x.shape
+    K, G, _ = w_hh.shape
     # W_ihᵀ as a contiguous [D, K·4H] (not a transposed view): autograd then forms its gradient
     # as xᵀ·dz, not (dzᵀ·x)ᵀ, a skinny matmul that the CPU BLAS runs several times slower.
     w_in = w_ih.reshape(K * G, D).T.contiguous()
     proj = torch.addmm(bias.reshape(-1), x.reshape(T * B, D), w_in)
     xproj = proj.view(T, B, K, G).transpose(1, 2)  # a view; the kernel copes
-    return masked_lstm_recurrence(xproj, w_hh, h0, c0, keep)
+    return masked_lstm_recurrence(xproj, w_hh, h0, c0, keep.to(x.dtype))
 
 
 def _forward(
