@@ -184,8 +184,8 @@ def _layer_op(
 
 
 @_layer_op.register_fake
-def _(x: Tensor, w_ih: Tensor, bias: Tensor, w_hh: Tensor, *_: Tensor) -> tuple[Tensor, ...]:
-    T, B, _ = x.shape
+def _(x: Tensor, w_ih: Tensor, bias: Tensor, w_hh: Tensor, *rest: Tensor) -> tuple[Tensor, ...]:
+    T, B = x.shape[:2]
     K, G, H = w_hh.shape
     hs, cs, tanh_c = (x.new_empty(T, K, B, H) for _ in range(3))
     return hs, cs, x.new_empty(T, K, B, G), tanh_c
