@@ -276,14 +276,17 @@ def _accumulate(ctx: UpdateContext, mb: ChunkBatch) -> tuple[Tensor | None, list
     stats_sum: Tensor | None = None
     names: list[str] = []
     loss_fn = ctx.loss_fn or minibatch_loss
-    for micro in split_micro(mb, ctx.cfg.ppo.grad_accum_steps):
+    micros = split_micro(mb, ctx.cfg.ppo.grad_accum_steps)
+    for micro in micros:
         loss, stats, n_bad = loss_fn(ctx, micro)
         if n_bad:
             return None, names
-        share = micro.n_samples / mb.n_samples  # R-ALG-13: weight by the share of samples
-        (loss * share).backward()
         names = list(stats)
-        vec = torch.stack([loss.detach(), *stats.values()]) * share
+        vec = torch.stack([loss.detach(), *stats.values()])
+        if len(micros) > 1:  # R-ALG-13: weight by the share of samples
+            share = micro.n_samples / mb.n_samples
+            loss, vec = loss * share, vec * share
+        loss.backward()
         stats_sum = vec if stats_sum is None else stats_sum + vec
     return stats_sum, names
 

@@ -67,9 +67,10 @@ def cvar_from_quantiles(quantiles: Tensor, alpha: float) -> Tensor:
     _check_quantiles(fn, quantiles)
     n = quantiles.shape[-1]
     mass = _alpha_mass(alpha, n)  # tail mass in units of one atom
-    idx = torch.arange(n, dtype=torch.float64, device=quantiles.device)
-    weights = (mass - idx).clamp(0.0, 1.0).to(quantiles.dtype)  # [N]
-    ordered = torch.sort(quantiles, dim=-1).values
+    k = min(n, math.ceil(mass))  # the atoms with w_i > 0: only they are ordered (a partial sort)
+    idx = torch.arange(k, dtype=torch.float64, device=quantiles.device)
+    weights = (mass - idx).clamp(0.0, 1.0).to(quantiles.dtype)  # [k]
+    ordered = torch.topk(quantiles, k, dim=-1, largest=False, sorted=True).values
     return (ordered * weights).sum(dim=-1) / mass
 
 

@@ -278,7 +278,8 @@ def clip_adam_in_c(
     if not all(map(_c_readable, grads)):
         return None
     for i, (q, g) in enumerate(zip(c.lists.params, grads)):
-        check(_IN_C, f"the gradient of parameter {i}", g, _PARAM_SHAPE, tuple(q.shape))
+        if g.shape != q.shape:  # dtype, device and layout: _c_readable; the sizes C reads: q's
+            check(_IN_C, f"the gradient of parameter {i}", g, _PARAM_SHAPE, tuple(q.shape))
     group = c.lists.group
     sizes, p_ptrs, m_ptrs, v_ptrs, s_ptrs, owner, clip_owner = c.arrays
     g_ptrs = (ctypes.c_void_p * len(grads))(*(g.data_ptr() for g in grads))
