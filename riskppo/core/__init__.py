@@ -37,6 +37,7 @@ from riskppo.core.risk import (
     cvar_from_categorical,
     cvar_from_quantiles,
     empirical_cvar,
+    sort_last,
     var_from_categorical,
     var_from_quantiles,
 )
@@ -99,6 +100,7 @@ __all__ = [
     "quantile_value_loss",
     "scalar_to_categorical",
     "segment_returns",
+    "sort_last",
     "twin_categorical_value_loss",
     "twin_quantile_value_loss",
     "twin_value_loss",

