@@ -61,13 +61,14 @@ class _Buffers:
     """What one rollout stores step by step, time-major ``[T, N, ...]``."""
 
     obs: torch.Tensor  # [T, N, D]
-    log_probs: torch.Tensor  # [T, N]
+    obs_np: np.ndarray | None  # ``obs`` as a NumPy array on the CPU (None on another device)
     starts: np.ndarray  # [T, N] bool
     rewards: np.ndarray  # [T, N]
     dones: np.ndarray  # [T, N] bool
     truncs: np.ndarray  # [T, N] bool
     costs: np.ndarray  # [T, N] info["reward_costs_fraction"]; NaN: not reported or invalid
     actions: list[torch.Tensor] = field(default_factory=list)
+    log_probs: list[torch.Tensor] = field(default_factory=list)  # T of [N]
     critic_inputs: list[torch.Tensor] = field(default_factory=list)  # ActStep.critic_input
     final_obs: list[np.ndarray] = field(default_factory=list)  # true final obs of truncations
     final_idx: list[tuple[int, int]] = field(default_factory=list)
@@ -79,15 +80,24 @@ class _Buffers:
     @classmethod
     def allocate(cls, n_steps: int, n: int, d: int, device: torch.device) -> _Buffers:
         shape = (n_steps, n)
+        obs = torch.empty(n_steps, n, d, device=device)
         return cls(
-            obs=torch.empty(n_steps, n, d, device=device),
-            log_probs=torch.empty(n_steps, n, device=device),
+            obs=obs,
+            obs_np=obs.numpy() if obs.device.type == "cpu" else None,
             starts=np.empty(shape, dtype=bool),
             rewards=np.empty(shape, dtype=np.float32),
             dones=np.empty(shape, dtype=bool),
             truncs=np.zeros(shape, dtype=bool),
             costs=np.full(shape, np.nan, dtype=np.float32),
         )
+
+    def write_obs(self, t: int, obs: Any) -> None:
+        """The VecEnv's observations of step ``t`` into ``obs[t]``: on the CPU one NumPy
+        assignment into the tensor's memory (the float32 cast included), else a copy."""
+        if self.obs_np is not None:
+            self.obs_np[t] = np.reshape(obs, self.obs_np.shape[1:])
+        else:
+            self.obs[t] = obs_tensor(obs, self.obs.device)
 
     def record_infos(
         self, t: int, done: np.ndarray, infos: list[dict[str, Any]], pi_state: LSTMState
@@ -129,7 +139,7 @@ class _Buffers:
         return Rollout(
             obs=self.obs,
             actions=torch.stack(self.actions),
-            log_probs=self.log_probs,
+            log_probs=torch.stack(self.log_probs),
             rewards=torch.as_tensor(self.rewards, device=device),
             terminated=done_t & ~trunc_t,
             truncated=trunc_t,
@@ -180,7 +190,7 @@ def collect_rollout(
             actions = env_actions(step.actions, space)
             next_obs, rew, done, infos = venv.step(actions)
             buf.actions.append(step.actions)
-            buf.log_probs[t] = step.log_prob
+            buf.log_probs.append(step.log_prob)
             buf.starts[t] = ep_start
             buf.rewards[t] = rew
             buf.dones[t] = done
@@ -192,7 +202,7 @@ def collect_rollout(
                 if not hooks.step({**data, "actions": actions, "n_steps": t + 1}):
                     raise StopRollout
             if t + 1 < n_steps:  # the next observation straight into the buffer
-                buf.obs[t + 1] = torch.as_tensor(np.asarray(next_obs, np.float32).reshape(N, D))
+                buf.write_obs(t + 1, next_obs)
                 obs = buf.obs[t + 1]
             else:
                 obs = obs_tensor(next_obs, device)

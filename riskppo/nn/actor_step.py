@@ -138,6 +138,9 @@ class CActorStep:
         self._bs = (ctypes.c_void_p * len(bs))(*(t.data_ptr() for t in bs))
         self.act = act
         self.gaussian = gauss is not None
+        lib = native.kernel()
+        assert lib is not None  # the step is built only where native_applies
+        self._c_step = lib.riskppo_actor_step_gauss if self.gaussian else lib.riskppo_actor_step
 
     @staticmethod
     def build(
@@ -180,10 +183,7 @@ class CActorStep:
         log_prob = x.new_empty(B)
         actions = x.new_empty(B, self.A) if self.gaussian else torch.empty(B, dtype=torch.int64)
         draws = None if deterministic else self._draws(B, generator)
-        lib = native.kernel()
-        assert lib is not None  # the step is built only where native_applies
-        c_step = lib.riskppo_actor_step_gauss if self.gaussian else lib.riskppo_actor_step
-        status = c_step(
+        status = self._c_step(
             B, self.D, self.H, x.data_ptr(), *self._lstm, h.data_ptr(), c.data_ptr(),
             None if keep is None else keep.data_ptr(), hc.data_ptr(), self.n_layers, self._dims,
             self._ws, self._bs, self.act, *self._head,
@@ -191,7 +191,7 @@ class CActorStep:
         )  # fmt: skip
         if status != 0:
             raise MemoryError("the C actor step could not allocate its scratch memory")
-        return actions, log_prob, LSTMState(hc[0], hc[1])
+        return actions, log_prob, LSTMState(*hc.unbind(0))
 
     def _draws(self, B: int, generator: torch.Generator | None) -> Tensor:
         """The random numbers the PyTorch step draws for ``B`` rows, in its order: for the
