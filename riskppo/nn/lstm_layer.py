@@ -30,7 +30,6 @@ from riskppo.nn.lstm_kernel import (
     _native_backward,
     _ptr,
     _Saved,
-    doubled_t,
     masked_lstm_recurrence,
     native_applies,
 )
@@ -55,12 +54,8 @@ def lstm_layer(
     Returns:
         ``(hs, cs)``: ``[T, K, B, H]`` hidden and cell states after every step.
     """
-    D = x.shape[-1]
-    K, G, _ = w_hh.shape
     keep = keep.to(x.dtype)
     if native_applies(x):
-        check("lstm_layer", "w_ih", w_ih, "[K, 4H, D]", (K, G, D), layout="any")
-        check("lstm_layer", "bias", bias, "[K, 4H]", (K, G), layout="any")
         if torch.compiler.is_compiling():  # under torch.compile (riskppo.algo.compiled)
             hs, cs, _, _ = _layer_op(x, w_ih, bias, w_hh, h0, c0, keep)
             return hs, cs
@@ -96,15 +91,15 @@ def _forward(
     :func:`~riskppo.nn.lstm_kernel._native_forward` returns them."""
     T, B, D = x.shape
     K, G, H = w_hh.shape
-    # Bound to names until the call returns: C reads these copies.
-    w_ih_t, w_t = doubled_t(w_ih), doubled_t(w_hh)
-    b = (bias * lstm_kernel._gate_scale(bias, H)).contiguous()
-    x, h0, c0, keep = (t.contiguous() for t in (x, h0, c0, keep))
+    # Bound to names until the call returns: C reads these (copies where not contiguous).
+    x, w_ih, bias, w_hh, h0, c0, keep = (
+        t.contiguous() for t in (x, w_ih, bias, w_hh, h0, c0, keep)
+    )
     for name, t, dims, shape in (
         ("x", x, "[T, B, D]", (T, B, D)),
-        ("w_ih_t", w_ih_t, "[K, D, 4H]", (K, D, G)),
-        ("bias", b, "[K, 4H]", (K, G)),
-        ("w_t", w_t, "[K, H, 4H]", (K, H, G)),
+        ("w_ih", w_ih, "[K, 4H, D]", (K, G, D)),
+        ("bias", bias, "[K, 4H]", (K, G)),
+        ("w_hh", w_hh, "[K, 4H, H]", (K, G, H)),
         ("h0", h0, "[K, B, H]", (K, B, H)),
         ("c0", c0, "[K, B, H]", (K, B, H)),
         ("keep", keep, "[T, B]", (T, B)),
@@ -112,7 +107,7 @@ def _forward(
         check(_WHERE, name, t, dims, shape)
     hs, cs, tanh_c = (x.new_empty(T, K, B, H) for _ in range(3))
     acts = x.new_empty(T, K, B, G)
-    pointers = map(_ptr, (x, w_ih_t, b, w_t, h0, c0, keep, hs, cs, acts, tanh_c))
+    pointers = map(_ptr, (x, w_ih, bias, w_hh, h0, c0, keep, hs, cs, acts, tanh_c))
     lib = native.kernel()
     assert lib is not None
     _check(lib.riskppo_lstm_layer_forward(T, K, B, H, D, *pointers))

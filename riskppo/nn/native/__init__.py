@@ -260,7 +260,7 @@ def _load() -> tuple[ctypes.CDLL | None, str | None]:
     lib.riskppo_lstm_forward.restype = ctypes.c_int  # 0, or -1: out of memory
     lib.riskppo_lstm_backward.argtypes = sizes + pointers * 10 + strided + pointers * 3
     lib.riskppo_lstm_backward.restype = ctypes.c_int  # 0; -1: out of memory; -2: dz's strides
-    # T, K, B, H, D; x, w_ih_t, bias, w_t, h0, c0, keep, hs, cs, acts, tanh_c
+    # T, K, B, H, D; x, w_ih, bias, w_hh, h0, c0, keep, hs, cs, acts, tanh_c
     lib.riskppo_lstm_layer_forward.argtypes = [ctypes.c_int] * 5 + pointers * 11
     lib.riskppo_lstm_layer_forward.restype = ctypes.c_int  # 0, or -1: out of memory
     # T, K, B, H, D; x, dz, dz's strides of k and b; dw_ih, db

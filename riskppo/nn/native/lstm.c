@@ -28,6 +28,17 @@
 
 static inline float sigmoid_f(float x) { return 1.0f / (1.0f + exp_f(-x)); }
 
+/* out [n, 4H] = w^T for gate weights w [4H, n], the g gate's columns doubled (tanh(z) =
+ * 2 sig(2z) - 1: one sigmoid for all four gates). Rows written in order, w read with a stride. */
+static void transpose_doubled(int H, const float *w, int n, float *out) {
+    const int G = 4 * H;
+    for (int j = 0; j < n; ++j) {
+        float *row = out + (ptrdiff_t)j * G;
+        for (int g = 0; g < G; ++g) row[g] = w[(ptrdiff_t)g * n + j];
+        for (int g = 2 * H; g < 3 * H; ++g) row[g] *= 2.0f;
+    }
+}
+
 /* The gates from their pre-activations z (in place: z becomes [i, f, s, o]) and the cell update
  * from the state c_prev entering the step (masked by kp here). */
 static void cell(int H, float *restrict z, const float *restrict c_prev, float kp,
@@ -90,22 +101,30 @@ int riskppo_lstm_forward(int T, int K, int B, int H, const float *xproj, ptrdiff
 
 /* The first layer of K LSTMs that read one input x [T, B, D] (riskppo.nn.lstm_layer): as
  * riskppo_lstm_forward, with the input projection done here, step by step, into the gates:
- * z = bias + x_t w_ih_t, w_ih_t [K, D, 4H] (W_ih^T) and bias [K, 4H] (b_ih + b_hh), both with the
- * g gate doubled. x, keep and the outputs contiguous; returns 0, or -1 if scratch memory could
- * not be allocated. */
+ * z = b + x_t W_ih^T + h' W_hh^T, from the parameters as nn.LSTM holds them, w_ih [K, 4H, D],
+ * bias [K, 4H] (b_ih + b_hh), w_hh [K, 4H, H]; they are transposed, and their g gate doubled,
+ * once per call in scratch memory. All arrays contiguous; returns 0, or -1 if scratch memory
+ * could not be allocated. */
 int riskppo_lstm_layer_forward(int T, int K, int B, int H, int D, const float *x,
-                               const float *w_ih_t, const float *bias, const float *w_t,
+                               const float *w_ih, const float *bias, const float *w_hh,
                                const float *h0, const float *c0, const float *keep, float *hs,
                                float *cs, float *acts, float *tanh_c) {
     const int G = 4 * H;
     const ptrdiff_t BH = (ptrdiff_t)B * H, KBH = K * BH, KBG = (ptrdiff_t)K * B * G;
-    float *hp = malloc(sizeof(float) * (BH > 0 ? BH : 1));
+    const ptrdiff_t KG = (ptrdiff_t)K * G;
+    float *hp = malloc(sizeof(float) * (BH + KG * (D + 1 + H) + 1));
     if (!hp) return -1;
+    /* W_ih^T [K, D, 4H], the bias [K, 4H] and W_hh^T [K, H, 4H], the g gate doubled */
+    float *w_ih_t = hp + BH, *b = w_ih_t + KG * D, *w_t = b + KG;
+    for (int k = 0; k < K; ++k) {
+        transpose_doubled(H, w_ih + (ptrdiff_t)k * G * D, D, w_ih_t + (ptrdiff_t)k * D * G);
+        transpose_doubled(H, w_hh + (ptrdiff_t)k * G * H, H, w_t + (ptrdiff_t)k * H * G);
+        transpose_doubled(H, bias + (ptrdiff_t)k * G, 1, b + (ptrdiff_t)k * G);
+    }
     for (int t = 0; t < T; ++t) {
         for (int k = 0; k < K; ++k) {
             float *z = acts + t * KBG + (ptrdiff_t)k * B * G;
-            for (int b = 0; b < B; ++b)
-                memcpy(z + b * G, bias + (ptrdiff_t)k * G, sizeof(float) * G);
+            for (int r = 0; r < B; ++r) memcpy(z + r * G, b + (ptrdiff_t)k * G, sizeof(float) * G);
             gemm_acc(B, G, D, x + (ptrdiff_t)t * B * D, D, w_ih_t + (ptrdiff_t)k * D * G, G, z, G);
             const ptrdiff_t prev = (t - 1) * KBH + k * BH, out = t * KBH + k * BH;
             recur_step(B, H, t ? hs + prev : h0 + k * BH, t ? cs + prev : c0 + k * BH,

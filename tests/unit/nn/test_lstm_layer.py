@@ -111,8 +111,8 @@ def test_under_torch_compile_the_layer_is_one_op_with_its_backward():
 @pytest.mark.parametrize(
     "name,shape,message",
     [
-        ("w_ih", (2, 32, 6), "lstm_layer: w_ih has shape [2, 32, 6], expected [K, 4H, D]"),
-        ("bias", (2, 33), "lstm_layer: bias has shape [2, 33], expected [K, 4H]"),
+        ("w_ih", (2, 32, 6), "the C LSTM layer: w_ih has shape [2, 32, 6], expected [K, 4H, D]"),
+        ("bias", (2, 33), "the C LSTM layer: bias has shape [2, 33], expected [K, 4H]"),
     ],
 )
 def test_the_c_layer_refuses_mismatched_weights(name, shape, message):
