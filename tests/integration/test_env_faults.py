@@ -126,9 +126,9 @@ def test_bad_observation_at_reset_episode_end_or_in_integer_space(
 
 
 def test_one_element_array_reward_is_accepted() -> None:
-    from riskppo.envs.vec.build import RewardCheck
+    from riskppo.envs.vec.build import OutputCheck
 
-    env = RewardCheck(bad_env("none")())
+    env = OutputCheck(bad_env("none")())
     env.reset(seed=5)
     info: dict[str, Any] = {}
     assert env._check_reward(np.array([2.5]), info) == 2.5 and not info

@@ -4,8 +4,8 @@ Order of wrappers: ``VecEnv (Monitor per env) → VecFiniteGuard → VecNormaliz
 NaN/inf from an env is caught before it can reach the normaliser statistics (R-REL-5).
 
 A reward that is not a number (``None``, an array, a string) or an observation of the wrong kind
-(``None``, a string, the wrong shape, not numeric) is found inside each env (:class:`RewardCheck`,
-:class:`ObservationCheck`, also in ``SubprocVecEnv`` workers), passed on as NaN with a note in
+(``None``, a string, the wrong shape, not numeric) is found inside each env (:class:`OutputCheck`,
+also in ``SubprocVecEnv`` workers), passed on as NaN with a note in
 the step's (or reset's) info, and raised by :class:`VecFiniteGuard` as an :class:`EnvOutputError`
 naming the env index, the step and the field, whatever ``nonfinite_policy`` says. With
 ``vec_env: subproc``, ``env.step_timeout`` bounds how long one ``step()`` may take
@@ -62,7 +62,7 @@ class ObservationError(EnvOutputError, ValueError):
     index and step)."""
 
 
-# Info key under which RewardCheck / ObservationCheck note a bad output: (what, what to do).
+# Info key under which OutputCheck notes a bad output: (what, what to do).
 BAD_OUTPUT_KEY = "riskppo/bad_output"
 
 
@@ -86,7 +86,7 @@ class VecFiniteGuard(VecEnvWrapper):
         self.n_skipped = 0
 
         # A bad observation is marked by NaN only in a float space; otherwise notes are read
-        # on every step (RewardCheck / ObservationCheck).
+        # on every step (OutputCheck).
         dtype = getattr(venv.observation_space, "dtype", None)
         self._read_notes = dtype is not None and np.dtype(dtype).kind != "f"
 
@@ -105,7 +105,7 @@ class VecFiniteGuard(VecEnvWrapper):
         obs = self._check_obs(obs, "observation", infos, dones)
         bad = ~np.isfinite(rewards)
         if bad.any():
-            # RewardCheck turned a reward that is no number into NaN with a note: only then are
+            # OutputCheck turned a reward that is no number into NaN with a note: only then are
             # the infos read (not on every step). Never skipped: such a reward is a bug.
             self._raise_noted(infos, dones)
             if self.policy == "raise":
@@ -124,7 +124,7 @@ class VecFiniteGuard(VecEnvWrapper):
         return obs, rewards, dones, infos
 
     def _raise_noted(self, infos: Sequence[dict[str, Any]], dones: Any = None) -> None:
-        """Raise the first bad output noted by RewardCheck / ObservationCheck in ``infos`` (or,
+        """Raise the first bad output noted by OutputCheck in ``infos`` (or,
         for an env that was just reset, in its reset info)."""
         reset_infos = getattr(self.venv, "reset_infos", None)
         for k, info in enumerate(infos):
@@ -232,12 +232,15 @@ class TimeoutSubprocVecEnv(SubprocVecEnv):
         self.closed = True
 
 
-class ObservationCheck(gym.Wrapper):
-    """Catch observations that do not fit the declared Box (R-REL-5): ``None``, a string, the
-    wrong shape, not numeric. Such an observation is passed on as NaN (zeros in an integer
-    space) with a note in the step's or reset's info, raised by :class:`VecFiniteGuard` naming
-    the env index and the step (raising here would kill a ``SubprocVecEnv`` worker without a
-    message, and a numpy error deep inside the VecEnv names nothing).
+class OutputCheck(gym.Wrapper):
+    """Catch outputs of the user's env that are not what its spaces declare (R-REL-5), directly
+    around it (below SB3's ``Monitor``, which would fail on a reward that is no number with a
+    bare ``TypeError``): a reward that is not a number, an observation that does not fit the
+    declared Box (``None``, a string, the wrong shape, not numeric). Such an output is passed
+    on as NaN (an observation in an integer space: zeros) with a note in the step's or reset's
+    info, raised by :class:`VecFiniteGuard` naming the env index and the step (raising here
+    would kill a ``SubprocVecEnv`` worker without a message, and a numpy error deep inside the
+    VecEnv names nothing). One wrapper for both: a layer less on every env step.
     """
 
     def __init__(self, env: gym.Env) -> None:
@@ -251,7 +254,21 @@ class ObservationCheck(gym.Wrapper):
         self._dtype = np.dtype(space.dtype)
         self._steps = 0  # steps since the last reset
 
-    def _check(self, obs: Any, info: dict[str, Any], where: str) -> Any:
+    def reset(self, **kwargs: Any) -> Any:
+        obs, info = self.env.reset(**kwargs)
+        self._steps = 0
+        return self._check_obs(obs, info, "reset()"), info
+
+    def step(self, action: Any) -> Any:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self._steps += 1
+        if not isinstance(reward, float | int | np.floating | np.integer) or isinstance(
+            reward, bool | np.bool_
+        ):
+            reward = self._check_reward(reward, info)
+        return self._check_obs(obs, info, "step()"), reward, terminated, truncated, info
+
+    def _check_obs(self, obs: Any, info: dict[str, Any], where: str) -> Any:
         # the common case first and cheaply: a numeric ndarray of the declared shape
         if isinstance(obs, np.ndarray) and obs.shape == self._shape and obs.dtype.kind in "fiub":
             return obs
@@ -276,42 +293,9 @@ class ObservationCheck(gym.Wrapper):
         )
         return np.full(self._shape, np.nan if self._dtype.kind == "f" else 0, self._dtype)
 
-    def reset(self, **kwargs: Any) -> Any:
-        obs, info = self.env.reset(**kwargs)
-        self._steps = 0
-        return self._check(obs, info, "reset()"), info
-
-    def step(self, action: Any) -> Any:
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        self._steps += 1
-        return self._check(obs, info, "step()"), reward, terminated, truncated, info
-
-
-class RewardCheck(gym.Wrapper):
-    """Catch a reward that is not a number (R-REL-5), directly around the user's env (below
-    SB3's ``Monitor``, which would fail on it with a bare ``TypeError``)."""
-
-    def __init__(self, env: gym.Env) -> None:
-        super().__init__(env)
-        self._steps = 0  # steps since the last reset
-
-    def reset(self, **kwargs: Any) -> Any:
-        self._steps = 0
-        return self.env.reset(**kwargs)
-
-    def step(self, action: Any) -> Any:
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        self._steps += 1
-        if not isinstance(reward, float | int | np.floating | np.integer) or isinstance(
-            reward, bool | np.bool_
-        ):
-            reward = self._check_reward(reward, info)
-        return obs, reward, terminated, truncated, info
-
     def _check_reward(self, reward: Any, info: dict[str, Any]) -> float:
         """A reward that is not a plain number: a one-element numeric array is taken as its
-        value; anything else becomes NaN with a note in ``info`` for :class:`VecFiniteGuard`
-        (raising here would kill a ``SubprocVecEnv`` worker without a message)."""
+        value; anything else becomes NaN with a note in ``info``."""
         arr = np.asarray(reward) if isinstance(reward, np.ndarray | np.generic) else None
         if arr is not None and arr.size == 1 and arr.dtype.kind in "fiu":
             return float(arr.reshape(()))
@@ -323,15 +307,15 @@ class RewardCheck(gym.Wrapper):
         return math.nan
 
 
-class RewardChecked:
-    """An env factory whose envs are wrapped in :class:`RewardCheck` (picklable for
+class OutputChecked:
+    """An env factory whose envs are wrapped in :class:`OutputCheck` (picklable for
     ``SubprocVecEnv``)."""
 
     def __init__(self, factory: Callable[..., gym.Env]) -> None:
         self.factory = factory
 
     def __call__(self, **kwargs: Any) -> gym.Env:
-        return RewardCheck(self.factory(**kwargs))
+        return OutputCheck(self.factory(**kwargs))
 
 
 class WorkerIgnoresCtrlC:
@@ -454,7 +438,7 @@ def build_vec_env(
         vec_kwargs: dict[str, Any] | None = None
         if cfg.vec_env == "subproc" and cfg.step_timeout is not None:
             vec_cls, vec_kwargs = TimeoutSubprocVecEnv, {"step_timeout": cfg.step_timeout}
-        factory: Callable[..., gym.Env] = RewardChecked(env_factory(env, n))
+        factory: Callable[..., gym.Env] = OutputChecked(env_factory(env, n))
         if cfg.vec_env == "subproc":
             factory = WorkerIgnoresCtrlC(factory)
         venv = make_vec_env(
@@ -464,7 +448,6 @@ def build_vec_env(
             vec_env_cls=vec_cls,
             vec_env_kwargs=vec_kwargs,
             env_kwargs=env_kwargs(env, cfg, data, part, risk) or None,
-            wrapper_class=ObservationCheck,
         )
     venv = VecFiniteGuard(venv, cfg.nonfinite_policy)
     if cfg.normalize_obs:
