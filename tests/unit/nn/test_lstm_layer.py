@@ -14,6 +14,7 @@ from riskppo.nn import native
 from riskppo.nn.lstm_kernel import unrolled_recurrence
 from riskppo.nn.lstm_layer import _input_grads, lstm_layer
 from tests.compilers import needs_c_kernel
+from tests.unit.nn.test_native_lstm import graph_of_compiled_equal_to_eager
 
 pytestmark = needs_c_kernel()
 
@@ -88,21 +89,7 @@ def test_under_torch_compile_the_layer_is_one_op_with_its_backward():
         hs, cs = lstm_layer(x, w_ih, bias, w_hh, h0, c0, keep)
         return (hs * hs).sum() + cs[-1].sum()
 
-    graphs = []
-
-    def backend(gm, example_inputs):
-        graphs.append(gm)
-        return gm.forward
-
-    results = []
-    for fn in (loss, torch.compile(loss, backend=backend, dynamic=False)):
-        leaves = [a.float().requires_grad_() for a in args]
-        fn(*leaves).backward()
-        results.append([a.grad for a in leaves])
-    for a, b in zip(*results):
-        assert torch.equal(a, b)
-    (gm,) = graphs
-    targets = [str(n.target) for n in gm.graph.nodes if n.op == "call_function"]
+    targets = graph_of_compiled_equal_to_eager(loss, args)
     op = f"riskppo.lstm_layer_{layer_module._OPS_VERSION}.default"
     assert targets.count(op) == 1, targets
     assert not any(re.search(r"\b(addmm|mm|baddbmm|sigmoid)\b", t) for t in targets), targets

@@ -203,17 +203,9 @@ def test_the_build_is_cached_and_reused(monkeypatch, fresh):
     assert sorted(fresh.iterdir()) == files and [f.stat().st_mtime_ns for f in files] == stamps
 
 
-def test_under_torch_compile_the_c_kernel_is_one_op_with_its_backward(fresh):
-    """``torch.compile`` sees the C kernel as a custom op with a registered backward (not the
-    unrolled recurrence): the same outputs and gradients as eager, bit for bit, and no step of
-    the recurrence in the graph."""
-    args, keep = inputs(6, 2, 5, 16)
-    keep = keep.float()
-
-    def loss(x, w, h0, c0):
-        hs, cs = masked_lstm_recurrence(x, w, h0, c0, keep)
-        return (hs * hs).sum() + cs[-1].sum()
-
+def graph_of_compiled_equal_to_eager(loss, args) -> list[str]:
+    """Gradients of ``loss`` (float32 leaves from ``args``) eager and under ``torch.compile``,
+    asserted equal bit for bit; returns the targets of the one compiled graph's calls."""
     graphs = []
 
     def backend(gm, example_inputs):
@@ -228,7 +220,21 @@ def test_under_torch_compile_the_c_kernel_is_one_op_with_its_backward(fresh):
     for a, b in zip(*results):
         assert torch.equal(a, b)
     (gm,) = graphs
-    targets = [str(n.target) for n in gm.graph.nodes if n.op == "call_function"]
+    return [str(n.target) for n in gm.graph.nodes if n.op == "call_function"]
+
+
+def test_under_torch_compile_the_c_kernel_is_one_op_with_its_backward(fresh):
+    """``torch.compile`` sees the C kernel as a custom op with a registered backward (not the
+    unrolled recurrence): the same outputs and gradients as eager, bit for bit, and no step of
+    the recurrence in the graph."""
+    args, keep = inputs(6, 2, 5, 16)
+    keep = keep.float()
+
+    def loss(x, w, h0, c0):
+        hs, cs = masked_lstm_recurrence(x, w, h0, c0, keep)
+        return (hs * hs).sum() + cs[-1].sum()
+
+    targets = graph_of_compiled_equal_to_eager(loss, args)
     assert targets.count(f"riskppo.lstm_recurrence_{lstm_kernel._OPS_VERSION}.default") == 1, (
         targets
     )
