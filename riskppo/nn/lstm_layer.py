@@ -8,9 +8,10 @@ sum over that buffer. In C (``riskppo_lstm_layer_forward``, ``riskppo_lstm_input
 gradients of ``W_ih`` and ``b`` are one product over the backward's ``dz``.
 
 :func:`lstm_layer` is the entry point: the C kernel for float32 on the CPU (as an autograd
-function in eager mode, as custom ops under ``torch.compile``), else the projection in PyTorch
-followed by :func:`~riskppo.nn.lstm_kernel.masked_lstm_recurrence` — the reference it is tested
-against. Same equations and results to float rounding.
+function in eager mode, as custom ops under ``torch.compile``), else :func:`projected_recurrence`
+(the projection in PyTorch, then :func:`~riskppo.nn.lstm_kernel.masked_lstm_recurrence`). Same
+equations and results to float rounding; both are tested against a float64 reference
+(``tests/unit/nn/test_lstm_layer.py``).
 """
 
 from __future__ import annotations

@@ -4,9 +4,11 @@
  * elementwise ops on [K, B, H] tensors; in PyTorch every one of those ops pays a dispatch and
  * an allocation that cost more than its arithmetic. Here a step is one loop nest: the matmul
  * h' W_hh^T accumulated row by row in registers, then the gates and the cell update fused.
- * The input projection, a large matmul that is not sequential, stays in PyTorch
- * (riskppo/nn/lstm_kernel.py); the recurrent weights' gradient is one product over all steps
- * after the backward recursion (weight_grad).
+ * riskppo_lstm_forward reads the input projection made before it (in PyTorch: the layers above
+ * the first, riskppo/nn/lstm_kernel.py; the rollout step's own); riskppo_lstm_layer_forward
+ * makes the first layer's itself, step by step into the gates (riskppo/nn/lstm_layer.py). The
+ * weights' gradients are one product each over all steps, after the backward recursion
+ * (weight_grad, riskppo_lstm_input_grad).
  *
  * Same equations, gate layout [i, f, g, o] and saved quantities as the PyTorch kernel:
  *   h', c' = keep_t h_{t-1}, keep_t c_{t-1}
@@ -124,7 +126,8 @@ int riskppo_lstm_layer_forward(int T, int K, int B, int H, int D, const float *x
     for (int t = 0; t < T; ++t) {
         for (int k = 0; k < K; ++k) {
             float *z = acts + t * KBG + (ptrdiff_t)k * B * G;
-            for (int r = 0; r < B; ++r) memcpy(z + r * G, b + (ptrdiff_t)k * G, sizeof(float) * G);
+            for (int r = 0; r < B; ++r)
+                memcpy(z + r * G, b + (ptrdiff_t)k * G, sizeof(float) * G);
             gemm_acc(B, G, D, x + (ptrdiff_t)t * B * D, D, w_ih_t + (ptrdiff_t)k * D * G, G, z, G);
             const ptrdiff_t prev = (t - 1) * KBH + k * BH, out = t * KBH + k * BH;
             recur_step(B, H, t ? hs + prev : h0 + k * BH, t ? cs + prev : c0 + k * BH,
