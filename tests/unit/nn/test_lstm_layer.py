@@ -59,11 +59,13 @@ def test_outputs_and_all_gradients_match_the_float64_reference(T, K, B, H, D):
     d_hs, d_cs = (torch.randn(T, K, B, H, generator=g, dtype=torch.float64) for _ in range(2))
     ref = outputs_and_grads(reference, args, keep, torch.float64, d_hs, d_cs)
     got = outputs_and_grads(lstm_layer, args, keep, torch.float32, d_hs, d_cs)
+    f64 = outputs_and_grads(lstm_layer, args, keep, torch.float64, d_hs, d_cs)  # PyTorch path
     names = ["hs", "cs", "d_x", "d_w_ih", "d_bias", "d_w_hh", "d_h0", "d_c0"]
-    for name, r, a in zip(names, ref, got):
+    for name, r, a, b in zip(names, ref, got, f64):
         scale = float(r.abs().max())
         err = float((a.double() - r).abs().max())
         assert err <= 2e-6 * max(scale, 1.0) * max(T, 4), f"{name}: {err:.2e} (scale {scale})"
+        torch.testing.assert_close(b, r, rtol=0, atol=1e-12 * max(scale, 1.0), msg=name)
 
 
 def test_float32_on_the_cpu_runs_in_c_and_float64_in_pytorch(monkeypatch):
