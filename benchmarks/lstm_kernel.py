@@ -19,7 +19,9 @@ a PyTorch ``addmm`` before it (``projected_recurrence``); the input projection's
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
+import shutil
 import statistics
 import tempfile
 import time
@@ -175,7 +177,9 @@ def narrow_tiles_kernel() -> object:
     saved = {k: os.environ.get(k) for k in ("RISKPPO_CACHE", "RISKPPO_NATIVE_CFLAGS")}
     state = dict(native._state)
     try:
-        os.environ["RISKPPO_CACHE"] = tempfile.mkdtemp(prefix="riskppo-narrow-")
+        cache = tempfile.mkdtemp(prefix="riskppo-narrow-")
+        atexit.register(shutil.rmtree, cache, True)  # the loaded library outlives its file
+        os.environ["RISKPPO_CACHE"] = cache
         os.environ["RISKPPO_NATIVE_CFLAGS"] = "-mno-avx512f"
         native._state.clear()
         return native.kernel()
