@@ -123,6 +123,7 @@ def _input_grads(x: Tensor, dz: Tensor) -> tuple[Tensor, Tensor]:
     D = x.shape[-1]
     x = x.contiguous()
     check(_WHERE, "x", x, "[T, B, D]", (T, B, D))
+    check(_WHERE, "dz", dz, "[T, K, B, 4H]", (T, K, B, G), layout="any")  # its strides: next
     if dz.stride() != (B * K * G, G, K * G, 1):
         raise ValueError(
             f"{_WHERE}: dz has strides {list(dz.stride())}, expected [T, B, K, 4H] memory"

@@ -119,4 +119,7 @@ def test_the_input_gradients_refuse_a_gradient_in_another_memory_layout():
     message = "dz has strides [256, 128, 32, 1], expected [T, B, K, 4H] memory"
     with pytest.raises(ValueError, match=re.escape(message)):
         _input_grads(x, torch.zeros(3, 2, 4, 32))
+    dz = torch.zeros(3, 4, 2, 32).transpose(1, 2)  # the right layout, the wrong dtype
+    with pytest.raises(ValueError, match=re.escape("dz is torch.float64, expected torch.float32")):
+        _input_grads(x, dz.double())
     assert native.kernel() is not None
