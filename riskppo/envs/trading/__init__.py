@@ -15,16 +15,10 @@ env's module, whose features module itself imports the sizing.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from riskppo._aliases import lazy_names
 
 __all__ = ["TradingEnv"]
-
-
-def __getattr__(name: str) -> Any:
-    if name != "TradingEnv":
-        raise AttributeError(f"module 'riskppo.envs.trading' has no attribute {name!r}")
-    return importlib.import_module("riskppo.envs.trading.env").TradingEnv
+__getattr__ = lazy_names(__name__, "riskppo.envs.trading.env", frozenset(__all__))
 
 
 def __dir__() -> list[str]:

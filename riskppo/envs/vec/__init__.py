@@ -18,13 +18,6 @@ trading env's batched form can import the infos without building the vec env's m
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from riskppo._aliases import lazy_names
 
-
-def __getattr__(name: str) -> Any:
-    build = importlib.import_module("riskppo.envs.vec.build")
-    try:
-        return getattr(build, name)
-    except AttributeError:
-        raise AttributeError(f"module 'riskppo.envs.vec' has no attribute {name!r}") from None
+__getattr__ = lazy_names(__name__, "riskppo.envs.vec.build")

@@ -14,15 +14,6 @@ imported on first use (PEP 562).
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from riskppo._aliases import lazy_names
 
-
-def __getattr__(name: str) -> Any:
-    run = importlib.import_module("riskppo.evaluation.walkforward.run")
-    try:
-        return getattr(run, name)
-    except AttributeError:
-        raise AttributeError(
-            f"module 'riskppo.evaluation.walkforward' has no attribute {name!r}"
-        ) from None
+__getattr__ = lazy_names(__name__, "riskppo.evaluation.walkforward.run")
