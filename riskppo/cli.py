@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import re
 import sys
 import time
@@ -21,10 +20,11 @@ from typing import Any
 
 from riskppo import __version__
 from riskppo.cli_bench import cmd_bench
-from riskppo.cli_errors import show_warning, user_error
+from riskppo.cli_errors import user_error
 from riskppo.config import Config, ConfigError, apply_overrides
 from riskppo.config.bundled import bundled_dir
 from riskppo.envs.registration import TRADING_ID
+from riskppo.logs import configure_terminal, show_warning
 
 DEFAULT_CONFIG = "trading_googl.yaml"  # the main job: the GOOGL trading agent
 DEFAULT_PBT_CONFIG = "pbt_trading.yaml"
@@ -518,9 +518,7 @@ def _universe_parser(sub: Any) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     # riskppo's own log at INFO; other libraries' (matplotlib's font cache, ...) only from WARNING
-    level = logging.DEBUG if args.verbose else logging.WARNING
-    logging.basicConfig(level=level, format="%(levelname)s %(message)s")
-    logging.getLogger("riskppo").setLevel(min(level, logging.INFO))
+    configure_terminal(args.verbose)
     with warnings.catch_warnings():  # restored on return: library users keep Python's format
         warnings.showwarning = show_warning
         return run_command(args)

@@ -1,4 +1,5 @@
-"""How the command line reports errors and warnings: one line, what and where, what to do.
+"""How the command line reports errors: one line, what and where, what to do (its warnings and
+log records: :mod:`riskppo.logs`).
 
 An error in the user's input (config, data, run directory, checkpoint, env, a path) is one line
 on stderr and exit code 2 (:func:`user_error` gives the line); anything else is a bug and keeps
@@ -8,23 +9,6 @@ its traceback.
 from __future__ import annotations
 
 import errno
-import sys
-from typing import TextIO
-
-
-def show_warning(
-    message: Warning | str,
-    category: type[Warning],
-    filename: str,
-    lineno: int,
-    file: TextIO | None = None,
-    line: str | None = None,
-) -> None:
-    """``warnings.showwarning`` of the command line: ``riskppo: warning: MESSAGE`` on one line,
-    without Python's ``file:line: Category`` and the echoed source line."""
-    text = " ".join(str(message).split())
-    print(f"riskppo: warning: {text}", file=file if file is not None else sys.stderr)
-
 
 # OS errors that come from the user's paths or machine (a missing or unwritable path, a full
 # disk), with what to do about them; any other OSError is reported as a bug (traceback).

@@ -1,4 +1,5 @@
-"""Skip marks for the tests that need a compiler, each with the reason it is missing.
+"""Skip marks for the tests that need a compiler, each with the reason it is missing; and
+:func:`without_kernel_notice`, for the CLI tests that must pass with or without one.
 
 - :func:`needs_c_compiler`: the C compiler that :mod:`riskppo.nn.native` builds its kernel with
   (``$CC``, else ``cc``, ``gcc`` or ``clang`` on ``PATH``) — for the tests of that loader, which
@@ -38,3 +39,13 @@ def needs_cxx_compiler() -> pytest.MarkDecorator:
     except exc.InvalidCxxCompiler as e:
         why = str(e)
     return pytest.mark.skipif(why is not None, reason=f"torch.compile cannot build: {why}")
+
+
+# The one line a CLI prints where the C kernel is unavailable (no compiler, RISKPPO_NATIVE=0).
+KERNEL_NOTICE = "riskppo: warning: native LSTM kernel unavailable ("
+
+
+def without_kernel_notice(stderr: str) -> list[str]:
+    """A CLI's stderr lines less the C kernel's notice: the lines a test of the CLI's own
+    messages expects, with a compiler or without one."""
+    return [line for line in stderr.splitlines() if not line.startswith(KERNEL_NOTICE)]

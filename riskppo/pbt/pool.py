@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import multiprocessing
-import os
 import signal
 import traceback
 from collections.abc import Callable
@@ -29,7 +28,13 @@ from typing import Any, Literal
 
 from riskppo.pbt.member import IntervalResult, IntervalTask
 from riskppo.pbt.storage import StorageFault, storage_fault
-from riskppo.runs.processes import die_with_parent
+from riskppo.runs.processes import (
+    WorkerSetup,
+    catching_warnings,
+    reissue,
+    start_worker,
+    worker_setup,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,9 +62,9 @@ def describe_exit(exitcode: int | None) -> str:
     return f"exit code {exitcode}"
 
 
-def _worker_main(conn: Connection, fn: TaskFn, parent: int) -> None:
+def _worker_main(conn: Connection, fn: TaskFn, setup: WorkerSetup) -> None:
     """Serve tasks until told to stop (``None``) or the parent goes away."""
-    die_with_parent(parent)
+    start_worker(setup)
     while True:
         try:
             task = conn.recv()
@@ -67,22 +72,23 @@ def _worker_main(conn: Connection, fn: TaskFn, parent: int) -> None:
             return
         if task is None:
             return
-        try:
-            reply: tuple[str, Any] = ("ok", fn(task))
-        except Exception as exc:  # a failing member must not end the worker or the population
-            fault = storage_fault(exc)
-            if fault is not None:
-                reply = ("io", fault)
-            else:
-                reply = ("error", f"{exc!r}\n{traceback.format_exc(limit=8)}")
-        conn.send(reply)
+        with catching_warnings() as caught:  # shown by the parent, once for all workers
+            try:
+                reply: tuple[str, Any] = ("ok", fn(task))
+            except Exception as exc:  # a failing member must not end the worker or the population
+                fault = storage_fault(exc)
+                if fault is not None:
+                    reply = ("io", fault)
+                else:
+                    reply = ("error", f"{exc!r}\n{traceback.format_exc(limit=8)}")
+        conn.send((*reply, caught))
 
 
 class _Worker:
-    def __init__(self, ctx: Any, fn: TaskFn) -> None:
+    def __init__(self, ctx: Any, fn: TaskFn, setup: WorkerSetup) -> None:
         self.conn, child = ctx.Pipe(duplex=True)
         self.proc: BaseProcess = ctx.Process(
-            target=_worker_main, args=(child, fn, os.getpid()), daemon=True
+            target=_worker_main, args=(child, fn, setup), daemon=True
         )
         self.proc.start()
         child.close()  # only the worker holds its end: its death shows as EOF here
@@ -105,6 +111,8 @@ class WorkerPool:
         self.workers = max(1, workers)
         self.fn = fn
         self.ctx = multiprocessing.get_context("spawn")  # fork is unsafe with torch threads
+        self.setup = worker_setup()
+        self.warned: set[tuple[str, type[Warning]]] = set()  # the workers' warnings shown
         self.idle: list[_Worker] = []
         self.replaced = 0  # dead workers replaced so far
 
@@ -125,7 +133,7 @@ class WorkerPool:
         busy: list[_Worker] = []
         while queue or busy:
             while queue and len(busy) < self.workers:
-                worker = self.idle.pop() if self.idle else _Worker(self.ctx, self.fn)
+                worker = self.idle.pop() if self.idle else _Worker(self.ctx, self.fn, self.setup)
                 worker.slot = queue.pop(0)
                 worker.conn.send(tasks[worker.slot])
                 busy.append(worker)
@@ -139,7 +147,7 @@ class WorkerPool:
     def _collect(self, worker: _Worker, task: IntervalTask) -> IntervalResult | MemberFailure:
         """The worker's answer; a dead worker is reaped (and replaced at the next task)."""
         try:
-            status, payload = worker.conn.recv()
+            status, payload, caught = worker.conn.recv()
         except (EOFError, OSError):  # the worker died without answering
             worker.proc.join()
             worker.conn.close()
@@ -147,6 +155,7 @@ class WorkerPool:
             reason = f"worker process died ({describe_exit(worker.proc.exitcode)})"
             return MemberFailure(task.member, "died", reason)
         self.idle.append(worker)
+        reissue(caught, self.warned)
         if status == "ok":
             return payload
         if status == "io":

@@ -4,16 +4,36 @@ A pool worker blocks on its task queue or trains a cell; if its parent is killed
 scheduler, SIGKILL, a closed terminal) nothing tells it to stop, and it would train on,
 orphaned, writing into a run directory that a ``--resume`` may already be using.
 :func:`die_with_parent`, run first in every worker, asks the kernel to end it with its parent.
+
+:func:`worker_setup` (in the parent) and :func:`start_worker` (first thing in each worker) do that
+and give the worker the parent's terminal logging, so that its log records read like the parent's.
+A task's warnings are caught in the worker (:func:`catching_warnings`) and shown by the parent
+(:func:`reissue`), once however many workers raise them, in the parent's format.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
 import sys
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
 
-__all__ = ["PR_SET_PDEATHSIG", "die_with_parent"]
+from riskppo import logs
+
+__all__ = [
+    "PR_SET_PDEATHSIG",
+    "CaughtWarning",
+    "WorkerSetup",
+    "catching_warnings",
+    "die_with_parent",
+    "reissue",
+    "start_worker",
+    "worker_setup",
+]
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
@@ -27,3 +47,64 @@ def die_with_parent(parent: int) -> None:
     libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
     if os.getppid() != parent:
         os._exit(1)
+
+
+@dataclass(frozen=True)
+class WorkerSetup:
+    """What a spawned worker takes from the process that starts it: that process's pid (the
+    worker dies with it) and its terminal logging (None: Python's defaults)."""
+
+    parent: int
+    logging: logs.LogSetup | None
+
+
+def worker_setup() -> WorkerSetup:
+    """This process's :class:`WorkerSetup`, for the workers it is about to spawn.
+
+    The native kernel is loaded here first: where it is unavailable, its notice is then shown
+    once, by this process, rather than once by every worker."""
+    from riskppo.nn import native
+
+    native.kernel()
+    return WorkerSetup(parent=os.getpid(), logging=logs.current_setup())
+
+
+def start_worker(setup: WorkerSetup) -> None:
+    """First thing in a spawned worker: die with the parent, log as the parent does."""
+    die_with_parent(setup.parent)
+    logs.apply(setup.logging)
+
+
+@dataclass(frozen=True)
+class CaughtWarning:
+    """A warning raised in a worker, as the parent shows it: text, category, where it was raised."""
+
+    text: str
+    category: type[Warning]
+    filename: str
+    lineno: int
+
+
+@contextlib.contextmanager
+def catching_warnings() -> Iterator[list[CaughtWarning]]:
+    """In a worker: collect the block's warnings (after the worker's own filters, which its
+    parent's ``-W`` options reach) into the list it yields, filled when the block ends, however
+    it ends."""
+    caught: list[CaughtWarning] = []
+    with warnings.catch_warnings(record=True) as records:
+        try:
+            yield caught
+        finally:
+            caught += [
+                CaughtWarning(str(r.message), r.category, r.filename, r.lineno) for r in records
+            ]
+
+
+def reissue(caught: list[CaughtWarning], shown: set[tuple[str, type[Warning]]]) -> None:
+    """In the parent: show a worker's warnings through this process's filters and display, each
+    text once: ``shown`` (one per pool) holds the texts and categories already shown, raised by
+    another worker, an earlier task or another line."""
+    for w in caught:
+        if (w.text, w.category) not in shown:
+            shown.add((w.text, w.category))
+            warnings.warn_explicit(w.text, w.category, w.filename, w.lineno)

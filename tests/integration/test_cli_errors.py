@@ -25,6 +25,7 @@ import pytest
 
 from riskppo import cli
 from riskppo.persist.files import sha256
+from tests.compilers import without_kernel_notice
 
 TINY = """\
 seed: 0
@@ -83,7 +84,7 @@ def test_eval_falls_back_to_an_older_good_checkpoint_with_one_warning_line(run: 
     (newest / "model.safetensors").write_bytes(os.urandom(100))  # corrupt the latest
     proc = run_cli("eval", str(run), "--episodes", "1")
     assert proc.returncode == 0, proc.stderr
-    assert proc.stderr.splitlines() == [
+    assert without_kernel_notice(proc.stderr) == [
         f"riskppo: warning: skipping bad checkpoint: {newest}: model.safetensors is corrupted "
         "(SHA-256 mismatch)"
     ]
@@ -241,7 +242,7 @@ def test_warnings_are_one_clean_line_in_the_cli_only(tmp_path: Path) -> None:
     args = ["--config", str(tmp_path / "c.yaml"), "--set", "risk.cvar_alpha=0.001"]
     proc = run_cli("train", *args, "--run-dir", str(tmp_path / "r"), "--no-progress")
     assert proc.returncode == 0, proc.stderr
-    assert proc.stderr.splitlines() == [
+    assert without_kernel_notice(proc.stderr) == [
         "riskppo: warning: risk.cvar_alpha=0.001 < 1/32: the critic's 32 quantiles cannot "
         "resolve a tail that small; the predicted CVaR is then the lowest quantile. Use more "
         "quantiles/atoms or a larger alpha."
@@ -330,3 +331,25 @@ def test_an_unbuildable_value_in_a_checkpoint_config_is_one_line(run: Path, caps
     assert cli.main(["eval", str(run), "--episodes", "1"]) == 2
     line = one_line_error(capsys.readouterr().err, "riskppo: checkpoint error: ")
     assert "config/state unreadable: invalid configuration: policy.net_arch: every width" in line
+
+
+def test_workers_warnings_and_the_kernel_notice_are_one_line_each(tmp_path: Path) -> None:
+    """Without the C kernel (RISKPPO_NATIVE=0, as with no compiler), ``riskppo pbt`` on two
+    workers says so once, in the CLI's form; a warning every member raises (in worker
+    processes, at building and at resuming the member: two source lines) is one line too."""
+    from tests.integration.test_pbt_faults import tiny
+
+    tiny(rounds=2, population=2).to_yaml(tmp_path / "pbt.yaml")
+    env = {k: v for k, v in os.environ.items() if k != "_RISKPPO_NATIVE_REPORTED"}
+    cmd = ["pbt", "--config", str(tmp_path / "pbt.yaml"), "--run-dir", str(tmp_path / "r")]
+    proc = run_cli(
+        *cmd, "--set", "risk.cvar_alpha=0.01", "--no-progress", env={**env, "RISKPPO_NATIVE": "0"}
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.splitlines() == [
+        "riskppo: warning: native LSTM kernel unavailable (RISKPPO_NATIVE=0); using the PyTorch "
+        "kernel (slower)",
+        "riskppo: warning: risk.cvar_alpha=0.01 < 1/8: the critic's 8 quantiles cannot resolve a "
+        "tail that small; the predicted CVaR is then the lowest quantile. Use more "
+        "quantiles/atoms or a larger alpha.",
+    ]

@@ -25,6 +25,7 @@ from riskppo.cli import main
 from riskppo.config import Config
 from riskppo.pbt.local import PBTRun, run_pbt_local
 from riskppo.pbt.state import STATE
+from tests.compilers import without_kernel_notice
 from tests.integration.test_pbt_faults import tiny
 
 ROUNDS = 3
@@ -128,7 +129,7 @@ def test_a_full_disk_stops_the_population_with_one_line(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=300, preexec_fn=limit_file_size,
     )  # fmt: skip
     assert proc.returncode == 2, proc.stderr[-3000:]
-    err = [x for x in proc.stderr.splitlines() if x.strip()]
+    err = [x for x in without_kernel_notice(proc.stderr) if x.strip()]
     assert len(err) == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert err[0].startswith(f"riskppo: PBT stopped: {run}/members/m")
     assert ".safetensors: File too large (EFBIG)" in err[0]

@@ -273,3 +273,28 @@ def test_the_training_binding_share_replays_the_trained_agent(tmp_path: Path) ->
         model.close()
     assert replayed is not None and summary["overlay_train"] == replayed
     assert 0 < replayed["binding_share"] < 1  # the clip took some of its positions, not all
+
+
+def test_cells_warnings_and_the_kernel_notice_are_one_line_each(tmp_path: Path) -> None:
+    """Four cells on two worker processes without the C kernel (RISKPPO_NATIVE=0, as with no
+    compiler): the notice once, in the CLI's form, and a warning every cell raises once."""
+    env = {k: v for k, v in os.environ.items() if k != "_RISKPPO_NATIVE_REPORTED"}
+    sets = [*SMALL, f"data.path={_market(tmp_path / 'm.csv')}", "risk.cvar_alpha=0.001"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "riskppo.cli", "walkforward", *SETTINGS, "--seeds", "0", "1"]
+        + ["--workers", "2", "--no-progress", "--run-dir", str(tmp_path / "r")]
+        + [arg for s in sets for arg in ("--set", s)],
+        env={**env, "OMP_NUM_THREADS": "1", "RISKPPO_NATIVE": "0"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert lines[0] == (
+        "riskppo: warning: native LSTM kernel unavailable (RISKPPO_NATIVE=0); using the PyTorch "
+        "kernel (slower)"
+    ), proc.stderr
+    assert len(lines) == 2 and lines[1].startswith(
+        "riskppo: warning: risk.cvar_alpha=0.001 < 1/"
+    ), proc.stderr

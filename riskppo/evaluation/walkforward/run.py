@@ -47,7 +47,13 @@ from riskppo.evaluation.walkforward.plan import (
     stitch,
 )
 from riskppo.monitor.progress import ProgressBar, wall_time_line
-from riskppo.runs.processes import die_with_parent
+from riskppo.runs.processes import (
+    CaughtWarning,
+    catching_warnings,
+    reissue,
+    start_worker,
+    worker_setup,
+)
 from riskppo.safefs import ensure_real_dir, remove_entry, write_text_atomic
 
 if TYPE_CHECKING:
@@ -192,7 +198,7 @@ class WalkForwardRun:
         )
         workers = min(workers, max(len(todo), 1))
         # a worker dies with this process, however it is killed: no orphan trains on
-        pool = cf.ProcessPoolExecutor(workers, ctx, die_with_parent, (os.getpid(),))
+        pool = cf.ProcessPoolExecutor(workers, ctx, start_worker, (worker_setup(),))
         with bar, pool:
             bar.update(completed=total - len(todo))
             _schedule(pool, todo, bar, warm=self.settings.warm_start)
@@ -228,18 +234,20 @@ def _schedule(
 ) -> None:
     """Submit the cells whose predecessor (warm start) has finished; wait; repeat."""
     waiting = list(todo)
-    running: dict[cf.Future[dict[str, Any]], CellJob] = {}
+    running: dict[cf.Future[tuple[dict[str, Any], list[CaughtWarning]]], CellJob] = {}
+    warned: set[tuple[str, type[Warning]]] = set()  # the cells' warnings shown so far
     try:
         while waiting or running:
             for job in [j for j in waiting if not warm or _ready(j)]:
                 waiting.remove(job)
-                running[pool.submit(run_cell, job)] = job
+                running[pool.submit(_run_cell_catching, job)] = job
             if not running:
                 raise RuntimeError("walk-forward: no cell can start (a predecessor is missing)")
             done, _ = cf.wait(running, return_when=cf.FIRST_COMPLETED)
             for fut in done:
                 job = running.pop(fut)
-                summary = fut.result()  # a failed cell stops the run; --resume retries it
+                summary, caught = fut.result()  # a failed cell stops the run; --resume retries it
+                reissue(caught, warned)
                 sharpe = summary["metrics"]["agent"].get("sharpe")
                 bar.update(
                     advance=1, last=job.name, sharpe="-" if sharpe is None else f"{sharpe:.2f}"
@@ -248,6 +256,13 @@ def _schedule(
         for fut in running:
             fut.cancel()
         raise
+
+
+def _run_cell_catching(job: CellJob) -> tuple[dict[str, Any], list[CaughtWarning]]:
+    """:func:`run_cell` in a worker, with the warnings it raised (for the parent to show)."""
+    with catching_warnings() as caught:
+        summary = run_cell(job)
+    return summary, caught
 
 
 def _ready(job: CellJob) -> bool:

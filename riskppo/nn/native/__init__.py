@@ -84,6 +84,9 @@ _NATIVE_ARCH = {"x86_64": "-march=native", "AMD64": "-march=native", "aarch64": 
 _SUFFIX = ".dll" if sys.platform == "win32" else ".so"
 _RECORD = re.compile(r"([0-9a-f]{64})  (\S+)\n")
 
+# set to the reason once the unavailable kernel has been reported in this process or its parent
+_NOTICE = "_RISKPPO_NATIVE_REPORTED"
+
 _state: dict[str, object] = {}  # "lib": ctypes.CDLL | None, "reason": str | None, "fd": int
 
 
@@ -287,7 +290,9 @@ def kernel() -> ctypes.CDLL | None:
     if "lib" not in _state:
         lib, reason = _load()
         _state.update(lib=lib, reason=reason)
-        if reason is not None:
+        # told once per process tree: the workers a process spawns inherit its environment
+        if reason is not None and os.environ.get(_NOTICE) != reason:
+            os.environ[_NOTICE] = reason
             log.warning(
                 "native LSTM kernel unavailable (%s); using the PyTorch kernel (slower)", reason
             )
