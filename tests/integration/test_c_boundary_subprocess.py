@@ -7,6 +7,8 @@ import subprocess
 import sys
 import textwrap
 
+from tests.compilers import needs_c_compiler
+
 HINT = "; pass state=None to start fresh or the state returned for these observations"
 
 
@@ -44,6 +46,7 @@ for path in ("C", "PyTorch"):
 """
 
 
+@needs_c_compiler()  # the child builds the kernel (the test's RISKPPO_NATIVE=0 aside)
 def test_what_would_crash_without_the_checks_raises_instead(tmp_path):
     """In a child process, so that a crash fails this test instead of killing pytest: a state of
     1 env for 400,000 observations (C reads and writes far past the state) through ``predict``

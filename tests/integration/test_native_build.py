@@ -14,6 +14,7 @@ import riskppo
 from tests.compilers import needs_c_compiler, needs_cxx_compiler
 
 
+@needs_c_compiler()
 def test_concurrent_first_builds_leave_one_library_and_all_work(tmp_path):
     """Four processes build into one empty cache at once (PBT workers starting together)."""
     code = textwrap.dedent(
