@@ -70,6 +70,7 @@ def root(monkeypatch, tmp_path) -> Path:
     monkeypatch.setenv("RISKPPO_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("RISKPPO_TEST_MARKER", str(tmp_path / "PLANTED_CODE_RAN"))
     monkeypatch.delenv("RISKPPO_NATIVE", raising=False)
+    monkeypatch.setenv(native._NOTICE, "")  # nothing told yet; restored (unset) after the test
     return tmp_path / "cache"
 
 

@@ -31,6 +31,7 @@ def fresh(monkeypatch, tmp_path):
     monkeypatch.setattr(native, "_state", {})
     monkeypatch.setenv("RISKPPO_CACHE", str(tmp_path / "cache"))
     monkeypatch.delenv("RISKPPO_NATIVE", raising=False)
+    monkeypatch.setenv(native._NOTICE, "")  # nothing told yet; restored (unset) after the test
     return tmp_path / "cache" / "native"
 
 
