@@ -43,6 +43,10 @@ def show_warning(
     print(f"riskppo: warning: {text}", file=file if file is not None else sys.stderr)
 
 
+# a riskppo record's label after "riskppo: ", by its level (none below WARNING)
+_LABELS = ((logging.ERROR, "error: "), (logging.WARNING, "warning: "))
+
+
 def _is_riskppo(record: logging.LogRecord) -> bool:
     return record.name == "riskppo" or record.name.startswith("riskppo.")
 
@@ -55,14 +59,7 @@ class TerminalFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         message = record.getMessage()
         if _is_riskppo(record):
-            level = record.levelno
-            label = (
-                "error: "
-                if level >= logging.ERROR
-                else "warning: "
-                if level >= logging.WARNING
-                else ""
-            )
+            label = next((text for lv, text in _LABELS if record.levelno >= lv), "")
             line = f"riskppo: {label}{' '.join(message.split())}"
         else:
             line = f"{record.levelname} {record.name}: {message}"
