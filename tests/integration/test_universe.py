@@ -58,6 +58,11 @@ def test_universe_survives_sigkill_and_resumes(tmp_path: Path) -> None:
     os.killpg(proc.pid, signal.SIGKILL)  # the parent and every cell process
     proc.wait()
     assert not (run / "universe.json").exists()
+    # what the kill left (a cell may have finished between the check above and the kill)
+    dirs = sorted(d for d in cells.glob("*") if d.is_dir())
+    done = [d for d in dirs if finished(d)]
+    started = [d for d in dirs if not finished(d) and (d / "checkpoints" / "latest").is_file()]
+    assert done and started, "the kill did not leave a finished and an interrupted cell"
     before = {d.name: snapshot(d) for d in done}
 
     resumed = universe("--resume", str(run), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
