@@ -112,7 +112,7 @@ class WorkerPool:
         self.fn = fn
         self.ctx = multiprocessing.get_context("spawn")  # fork is unsafe with torch threads
         self.setup = worker_setup()
-        self.warned: set[tuple[str, type[Warning]]] = set()  # the workers' warnings shown
+        self.warned: set[tuple[str, str, str]] = set()  # the workers' warnings shown
         self.idle: list[_Worker] = []
         self.replaced = 0  # dead workers replaced so far
 

@@ -21,6 +21,7 @@ import sys
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from riskppo import logs
 
@@ -77,12 +78,23 @@ def start_worker(setup: WorkerSetup) -> None:
 
 @dataclass(frozen=True)
 class CaughtWarning:
-    """A warning raised in a worker, as the parent shows it: text, category, where it was raised."""
+    """A warning raised in a worker, as the parent shows it: text, category (by module and
+    qualified name: a class the parent has not imported, or a local one, must not break the
+    pipe), where it was raised."""
 
     text: str
-    category: type[Warning]
+    module: str
+    qualname: str
     filename: str
     lineno: int
+
+    def category(self) -> type[Warning]:
+        """The warning's class in this process, where its module is already imported here
+        (nothing is imported for it); else ``UserWarning``."""
+        found: Any = sys.modules.get(self.module)
+        for part in self.qualname.split("."):
+            found = getattr(found, part, None)
+        return found if isinstance(found, type) and issubclass(found, Warning) else UserWarning
 
 
 @contextlib.contextmanager
@@ -96,15 +108,23 @@ def catching_warnings() -> Iterator[list[CaughtWarning]]:
             yield caught
         finally:
             caught += [
-                CaughtWarning(str(r.message), r.category, r.filename, r.lineno) for r in records
+                CaughtWarning(
+                    str(r.message),
+                    r.category.__module__,
+                    r.category.__qualname__,
+                    r.filename,
+                    r.lineno,
+                )
+                for r in records
             ]
 
 
-def reissue(caught: list[CaughtWarning], shown: set[tuple[str, type[Warning]]]) -> None:
+def reissue(caught: list[CaughtWarning], shown: set[tuple[str, str, str]]) -> None:
     """In the parent: show a worker's warnings through this process's filters and display, each
     text once: ``shown`` (one per pool) holds the texts and categories already shown, raised by
     another worker, an earlier task or another line."""
     for w in caught:
-        if (w.text, w.category) not in shown:
-            shown.add((w.text, w.category))
-            warnings.warn_explicit(w.text, w.category, w.filename, w.lineno)
+        key = (w.text, w.module, w.qualname)
+        if key not in shown:
+            shown.add(key)
+            warnings.warn_explicit(w.text, w.category(), w.filename, w.lineno)

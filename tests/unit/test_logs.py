@@ -4,6 +4,7 @@ parent (``riskppo.logs``, ``riskppo.runs.processes``)."""
 from __future__ import annotations
 
 import logging
+import pickle
 import subprocess
 import sys
 import warnings
@@ -59,7 +60,7 @@ def _worker_task(tag: str) -> list[CaughtWarning]:
 
 
 def test_warnings_from_many_workers_are_shown_once_each_through_the_parents_filters() -> None:
-    shown: set[tuple[str, type[Warning]]] = set()
+    shown: set[tuple[str, str, str]] = set()
     a, b = _worker_task("a"), _worker_task("b")
     assert len(a) == 3 and a[0].filename == __file__
     with warnings.catch_warnings(record=True) as seen:
@@ -77,6 +78,30 @@ def test_warnings_from_many_workers_are_shown_once_each_through_the_parents_filt
         warnings.simplefilter("always", UserWarning)
         reissue(_worker_task("c"), set())
     assert [str(w.message) for w in seen] == ["same text"]
+
+
+def test_a_warning_class_the_parent_lacks_crosses_the_pipe_and_shows_as_a_userwarning() -> None:
+    """A local class (it cannot be pickled) and one of a module the parent never imported (its
+    unpickling would fail there) would break the worker's answer; they arrive by name."""
+
+    class LocalWarning(UserWarning):
+        pass
+
+    Foreign = type("ForeignWarning", (RuntimeWarning,), {"__module__": "a_users_env_module"})
+    with catching_warnings() as caught:
+        warnings.warn("local", LocalWarning, stacklevel=1)
+        warnings.warn("foreign", Foreign, stacklevel=1)
+        warnings.warn("known", DeprecationWarning, stacklevel=1)
+    arrived = pickle.loads(pickle.dumps(caught))
+    assert [w.category() for w in arrived] == [UserWarning, UserWarning, DeprecationWarning]
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        reissue(arrived, set())
+    assert [(str(w.message), w.category) for w in seen] == [
+        ("local", UserWarning),
+        ("foreign", UserWarning),
+        ("known", DeprecationWarning),
+    ]
 
 
 def test_a_worker_tasks_warnings_are_kept_when_it_fails() -> None:

@@ -235,7 +235,7 @@ def _schedule(
     """Submit the cells whose predecessor (warm start) has finished; wait; repeat."""
     waiting = list(todo)
     running: dict[cf.Future[tuple[dict[str, Any], list[CaughtWarning]]], CellJob] = {}
-    warned: set[tuple[str, type[Warning]]] = set()  # the cells' warnings shown so far
+    warned: set[tuple[str, str, str]] = set()  # the cells' warnings shown so far
     try:
         while waiting or running:
             for job in [j for j in waiting if not warm or _ready(j)]:
