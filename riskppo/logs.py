@@ -39,12 +39,16 @@ def show_warning(
 ) -> None:
     """``warnings.showwarning`` of the command line: ``riskppo: warning: MESSAGE`` on one line,
     without Python's ``file:line: Category`` and the echoed source line."""
-    text = " ".join(str(message).split())
-    print(f"riskppo: warning: {text}", file=file if file is not None else sys.stderr)
+    print(f"riskppo: warning: {_one_line(str(message))}", file=file or sys.stderr)
 
 
 # a riskppo record's label after "riskppo: ", by its level (none below WARNING)
 _LABELS = ((logging.ERROR, "error: "), (logging.WARNING, "warning: "))
+
+
+def _one_line(text: str) -> str:
+    """``text`` with every run of whitespace (newlines included) as one space."""
+    return " ".join(text.split())
 
 
 def _is_riskppo(record: logging.LogRecord) -> bool:
@@ -60,7 +64,7 @@ class TerminalFormatter(logging.Formatter):
         message = record.getMessage()
         if _is_riskppo(record):
             label = next((text for lv, text in _LABELS if record.levelno >= lv), "")
-            line = f"riskppo: {label}{' '.join(message.split())}"
+            line = f"riskppo: {label}{_one_line(message)}"
         else:
             line = f"{record.levelname} {record.name}: {message}"
         if record.exc_info:

@@ -1,5 +1,6 @@
 """Skip marks for the tests that need a compiler, each with the reason it is missing; and
-:func:`without_kernel_notice`, for the CLI tests that must pass with or without one.
+:func:`without_kernel_notice` and :func:`env_without_kernel`, for the CLI tests that must pass
+with or without one.
 
 - :func:`needs_c_compiler`: the C compiler that :mod:`riskppo.nn.native` builds its kernel with
   (``$CC``, else ``cc``, ``gcc`` or ``clang`` on ``PATH``) — for the tests of that loader, which
@@ -11,6 +12,8 @@
 """
 
 from __future__ import annotations
+
+import os
 
 import pytest
 
@@ -49,3 +52,10 @@ def without_kernel_notice(stderr: str) -> list[str]:
     """A CLI's stderr lines less the C kernel's notice: the lines a test of the CLI's own
     messages expects, with a compiler or without one."""
     return [line for line in stderr.splitlines() if not line.startswith(KERNEL_NOTICE)]
+
+
+def env_without_kernel() -> dict[str, str]:
+    """This process's environment for a child that runs without the C kernel
+    (``RISKPPO_NATIVE=0``) and has told the user nothing yet (its notice not marked as shown)."""
+    env = {k: v for k, v in os.environ.items() if k != native._NOTICE}
+    return {**env, "RISKPPO_NATIVE": "0"}

@@ -25,7 +25,7 @@ import pytest
 
 from riskppo import cli
 from riskppo.persist.files import sha256
-from tests.compilers import without_kernel_notice
+from tests.compilers import env_without_kernel, without_kernel_notice
 
 TINY = """\
 seed: 0
@@ -340,11 +340,8 @@ def test_workers_warnings_and_the_kernel_notice_are_one_line_each(tmp_path: Path
     from tests.integration.test_pbt_faults import tiny
 
     tiny(rounds=2, population=2).to_yaml(tmp_path / "pbt.yaml")
-    env = {k: v for k, v in os.environ.items() if k != "_RISKPPO_NATIVE_REPORTED"}
     cmd = ["pbt", "--config", str(tmp_path / "pbt.yaml"), "--run-dir", str(tmp_path / "r")]
-    proc = run_cli(
-        *cmd, "--set", "risk.cvar_alpha=0.01", "--no-progress", env={**env, "RISKPPO_NATIVE": "0"}
-    )
+    proc = run_cli(*cmd, "--set", "risk.cvar_alpha=0.01", "--no-progress", env=env_without_kernel())
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.splitlines() == [
         "riskppo: warning: native LSTM kernel unavailable (RISKPPO_NATIVE=0); using the PyTorch "

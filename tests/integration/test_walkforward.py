@@ -19,6 +19,7 @@ from riskppo.cli import load_config
 from riskppo.envs.market.synthetic import gbm
 from riskppo.evaluation.walkforward.plan import WalkForwardSettings
 from riskppo.evaluation.walkforward.run import CELL_DONE, prepare, run_cell
+from tests.compilers import env_without_kernel
 
 SMALL = [
     "env.n_envs=2",
@@ -278,13 +279,12 @@ def test_the_training_binding_share_replays_the_trained_agent(tmp_path: Path) ->
 def test_cells_warnings_and_the_kernel_notice_are_one_line_each(tmp_path: Path) -> None:
     """Four cells on two worker processes without the C kernel (RISKPPO_NATIVE=0, as with no
     compiler): the notice once, in the CLI's form, and a warning every cell raises once."""
-    env = {k: v for k, v in os.environ.items() if k != "_RISKPPO_NATIVE_REPORTED"}
     sets = [*SMALL, f"data.path={_market(tmp_path / 'm.csv')}", "risk.cvar_alpha=0.001"]
     proc = subprocess.run(
         [sys.executable, "-m", "riskppo.cli", "walkforward", *SETTINGS, "--seeds", "0", "1"]
         + ["--workers", "2", "--no-progress", "--run-dir", str(tmp_path / "r")]
         + [arg for s in sets for arg in ("--set", s)],
-        env={**env, "OMP_NUM_THREADS": "1", "RISKPPO_NATIVE": "0"},
+        env={**env_without_kernel(), "OMP_NUM_THREADS": "1"},
         capture_output=True,
         text=True,
         timeout=600,
