@@ -50,7 +50,8 @@ TRADING_KWARGS = {
     "random_start": "training episodes start at a random bar; false: at the part's first bar "
     "and run to its end (evaluation)",
     "bars_per_year": "bars in a year, for annualised volatility (sizing), the borrow cost and "
-    "annualised metrics: 252 daily, 6240 hourly FX, 1638 hourly US equities; > 0",
+    "annualised metrics: 252 daily, 6240 hourly FX, 1638 hourly US equities; unset for a "
+    "data.path file: counted from its timestamps (daily bars: 252); > 0",
     "features": "observation features, names from riskppo.envs.features: ret_k, vol_k, "
     "zscore_k, rsi_k, volz_k, hl_range, ewmvol_k, vret_k, macd_f_s (k, f, s: windows in bars)",
     "obs_drawdown": "add the current drawdown of equity to the observation",
@@ -198,8 +199,9 @@ def _trading_table() -> list[str]:
         "",
         "Passed to `riskppo.envs.TradingEnv` (its docstring has the exact timing, reward and "
         "observation); the data comes from the `data` section. The trading env sets "
-        "`bars_per_year` from a bundled dataset (6240 for eurusd) and `random_start: false` on "
-        "the validation and test parts unless you set them.",
+        "`bars_per_year` from a bundled dataset (6240 for eurusd) or from the timestamps of "
+        "`data.path` (252 for daily bars, else the file's bars a year, with a warning) and "
+        "`random_start: false` on the validation and test parts unless you set them.",
         "",
         "| key | default | description |",
         "|---|---|---|",

@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 import pandas as pd
 
 from riskppo.config import ConfigError
+from riskppo.envs.market.calendar import file_bars_per_year
 from riskppo.envs.market.datasets import DATASETS, load_dataset
 from riskppo.envs.market.ohlcv import DataError, NanPolicy, default_split, index_range, load_ohlcv
 from riskppo.envs.registration import data_label
@@ -128,7 +129,13 @@ def make_trading_env(
     )
     label = data_label(dataset, path, symbol)
     env_kwargs.setdefault("data_label", label)
-    if dataset is not None and path is None:
+    if path is not None:  # the whole file's count, whatever part or segment this env trades
+        options = FileOptions(nan_policy, ffill_limit, sort, timestamp_format, dayfirst)
+        whole = _frame(dataset, path, options, symbol)  # cached: the frame trading_range read
+        env_kwargs["bars_per_year"] = file_bars_per_year(
+            whole.index, label, env_kwargs.get("bars_per_year")
+        )
+    elif dataset is not None:
         env_kwargs.setdefault("bars_per_year", DATASETS[dataset].bars_per_year)
     if part != "train":
         env_kwargs.setdefault("random_start", False)

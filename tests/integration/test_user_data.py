@@ -123,3 +123,24 @@ def test_too_little_data_for_the_config_is_one_line_and_exit_code_2(tmp_path: Pa
         proc.stderr
     )
     assert "use a shorter episode_length" in proc.stderr
+
+
+def test_an_hourly_24_7_file_is_annualised_by_its_bars_with_one_warning(tmp_path: Path) -> None:
+    """3,000 hourly bars of a market that never closes: sized and scored with 8,766 bars a year
+    (not as 3,000 trading days), said once however many envs read the file."""
+    rng = np.random.default_rng(3)
+    idx = pd.date_range("2023-01-01", periods=3000, freq="h", tz="UTC")
+    close = 20_000 * np.exp(np.cumsum(rng.normal(0.0, 0.004, 3000)))
+    path = tmp_path / "btc_1h.csv"
+    pd.DataFrame({"open_time": idx.asi8 // 10**6, "close": close}).to_csv(path, index=False)
+    run = tmp_path / "r"
+    sets = [a for s in [f"data.path={path}", *SMALL] for a in ("--set", s)]
+    proc = cli("train", *sets, "--run-dir", str(run))
+    assert proc.returncode == 0, proc.stderr
+    notes = [line for line in proc.stderr.splitlines() if "bars a year" in line]
+    assert notes == [
+        "riskppo: warning: btc_1h.csv has about 8,766 bars a year (3,000 bars over 125 days), "
+        "not daily bars: annualising with env.kwargs.bars_per_year=8766 (set it to override)"
+    ]
+    info = json.loads((run / "backtest_test" / "run_info.json").read_text())
+    assert info["bars_per_year"] == 8766.0

@@ -14,6 +14,7 @@ from typing import Any
 
 from riskppo.config import ConfigError
 from riskppo.envs.factory import SPLIT_PARTS, _bar_range
+from riskppo.envs.market.calendar import file_bars_per_year
 from riskppo.envs.market.datasets import DATASETS
 from riskppo.envs.market.ohlcv import DataError, NanPolicy, default_split, index_range
 from riskppo.envs.portfolio.data import PortfolioData, load_portfolio
@@ -105,9 +106,13 @@ def make_portfolio_env(
         align,
         file_options,
     )
-    data, lo, hi = portfolio_range(data, split, part, bars)
     if dataset and dataset in DATASETS:
         env_kwargs.setdefault("bars_per_year", DATASETS[dataset].bars_per_year)
+    else:  # files: the whole aligned history's count, whatever part or segment this env trades
+        env_kwargs["bars_per_year"] = file_bars_per_year(
+            data.index, data.label, env_kwargs.get("bars_per_year")
+        )
+    data, lo, hi = portfolio_range(data, split, part, bars)
     if part != "train":
         env_kwargs.setdefault("random_start", False)
     try:
