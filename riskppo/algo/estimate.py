@@ -149,8 +149,6 @@ def estimate(
     states = RecurrentState(cat_states(rollout.pi_chunk_states), vf_states)
     targets = new_scaling.to_norm(returns)
     data = _chunks(rollout, cfg, states, adv_norm, adv, targets, old_pred, risk)
-    var_ret = returns.var()
-    ev = float(1 - (returns - values).var() / var_ret) if var_ret > 0 else float("nan")
     return Estimates(
         data=data,
         values=values,
@@ -162,10 +160,17 @@ def estimate(
         adv_stats=adv_stats,
         scaling=new_scaling,
         uncapped_scale=uncapped,
-        explained_variance=ev,
+        explained_variance=_explained_variance(returns, values),
         risk=risk,
         rescales=tuple(rescales),
     )
+
+
+def _explained_variance(returns: Tensor, values: Tensor) -> float:
+    """``1 − Var(returns − values) / Var(returns)`` over the rollout; NaN where the returns do not
+    vary."""
+    var_ret = returns.var()
+    return float(1 - (returns - values).var() / var_ret) if var_ret > 0 else float("nan")
 
 
 def _normalized(adv: Tensor, cfg: Config) -> tuple[Tensor, core.AdvantageStats]:

@@ -154,15 +154,7 @@ def backtest(
     frames = {"agent": agent_frame, **_run_baselines(baseline_envs, close, first_bar, sma)}
     _check_same_bars(frames, agent_frame)
     start = pd.Timestamp(env.df.index[first_bar])
-    decision_index = pd.DatetimeIndex([start, *agent_frame.index[:-1]], name="timestamp")
-    critic = _critic_forecast(
-        model,
-        obs_seq,
-        bootstrap,
-        agent_frame["log_return"].to_numpy(),
-        decision_index,
-        reward_scale=env.reward_scale,
-    )
+    critic = _critic_forecast(model, obs_seq, bootstrap, agent_frame, start, env.reward_scale)
     return BacktestResult(
         part=part,
         dataset=data_label(cfg.data.dataset, cfg.data.path, cfg.data.symbol),
@@ -401,12 +393,14 @@ def _critic_forecast(
     model: DistributionalPPO,
     obs_seq: np.ndarray,
     bootstrap: np.ndarray | None,
-    log_returns: np.ndarray,
-    index: pd.DatetimeIndex,
-    *,
+    agent_frame: pd.DataFrame,
+    start: pd.Timestamp,
     reward_scale: float,
 ) -> pd.DataFrame:
-    """Critic-predicted return-to-go quantiles along the agent's observation sequence."""
+    """Critic-predicted return-to-go quantiles along the agent's observation sequence, indexed
+    by decision bar (``start``, then every bar of ``agent_frame`` but its last)."""
+    log_returns = agent_frame["log_return"].to_numpy()
+    index = pd.DatetimeIndex([start, *agent_frame.index[:-1]], name="timestamp")
     seq = obs_seq if bootstrap is None else np.concatenate([obs_seq, bootstrap[None]])
     episode_start = np.zeros((len(seq), 1), dtype=np.float32)
     episode_start[0] = 1.0
