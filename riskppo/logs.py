@@ -39,7 +39,9 @@ def show_warning(
 ) -> None:
     """``warnings.showwarning`` of the command line: ``riskppo: warning: MESSAGE`` on one line,
     without Python's ``file:line: Category`` and the echoed source line."""
-    print(f"riskppo: warning: {_one_line(str(message))}", file=file or sys.stderr)
+    cli_text = getattr(message, "cli_text", None)  # a remedy spelled as --set options
+    text = cli_text() if callable(cli_text) else str(message)
+    print(f"riskppo: warning: {_one_line(text)}", file=file or sys.stderr)
 
 
 # a riskppo record's label after "riskppo: ", by its level (none below WARNING)

@@ -68,6 +68,12 @@ class DataConfig(_Section):
         description="data.path only: read 01/02/2017 as 1 February (true) or 2 January (false); "
         "default: the order under which the timestamps increase",
     )
+    adjusted: bool = Field(
+        False,
+        description="data.path (and portfolio paths) only: trade the file's Adj Close, adjusted "
+        "for splits and dividends, with open/high/low scaled by the same factor; the file must "
+        "have an Adj Close column",
+    )
     bars: tuple[int, int, int, int] | None = Field(
         None,
         description="[start, train_end, val_end, end] row positions (0-based, ends exclusive) "

@@ -11,6 +11,7 @@ import pandas as pd
 from riskppo.config import ConfigError
 from riskppo.envs.market.calendar import file_bars_per_year
 from riskppo.envs.market.datasets import DATASETS, load_dataset
+from riskppo.envs.market.errors import data_warnings_in
 from riskppo.envs.market.ohlcv import DataError, NanPolicy, default_split, index_range, load_ohlcv
 from riskppo.envs.registration import data_label
 from riskppo.envs.trading.env import TradingEnv
@@ -27,6 +28,7 @@ class FileOptions(NamedTuple):
     sort: bool = False
     timestamp_format: str | None = None
     dayfirst: bool | None = None
+    adjusted: bool = False
 
 
 @lru_cache(maxsize=8)
@@ -35,7 +37,8 @@ def _frame(
 ) -> pd.DataFrame:
     if path is not None:
         try:
-            return load_ohlcv(path, **options._asdict())
+            with data_warnings_in("data"):
+                return load_ohlcv(path, **options._asdict())
         except DataError as exc:  # its remedy spelled as the config keys that set it
             raise exc.in_section("data") from None
     if dataset is None:
@@ -55,13 +58,14 @@ def trading_range(
     sort: bool = False,
     timestamp_format: str | None = None,
     dayfirst: bool | None = None,
+    adjusted: bool = False,
     symbol: str | None = None,
     bars: Sequence[int] | None = None,
 ) -> tuple[pd.DataFrame, int, int]:
     """The full frame and the ``[lo, hi)`` bar range of ``part`` of the time split.
 
-    ``nan_policy``, ``ffill_limit``, ``sort``, ``timestamp_format`` and ``dayfirst``
-    (``data.*`` in the config, :class:`FileOptions`) go to
+    ``nan_policy``, ``ffill_limit``, ``sort``, ``timestamp_format``, ``dayfirst`` and
+    ``adjusted`` (``data.*`` in the config, :class:`FileOptions`) go to
     :func:`~riskppo.envs.market.ohlcv.load_ohlcv` for a ``path``; bundled datasets ignore them. A
     :class:`~riskppo.envs.market.ohlcv.DataError` from the file names its remedy as ``data.*`` keys.
     ``symbol`` picks the stock of a multi-asset dataset (``sp500``).
@@ -70,7 +74,7 @@ def trading_range(
     env (a walk-forward segment sees only its own past)."""
     if part not in SPLIT_PARTS:
         raise ValueError(f"trading env: part must be one of {SPLIT_PARTS}, got {part!r}")
-    options = FileOptions(nan_policy, ffill_limit, sort, timestamp_format, dayfirst)
+    options = FileOptions(nan_policy, ffill_limit, sort, timestamp_format, dayfirst, adjusted)
     df = _frame(dataset, path, options, symbol)
     if bars is not None:
         return _bar_range(df, tuple(bars), part, path or str(dataset))
@@ -108,6 +112,7 @@ def make_trading_env(
     sort: bool = False,
     timestamp_format: str | None = None,
     dayfirst: bool | None = None,
+    adjusted: bool = False,
     symbol: str | None = None,
     bars: Sequence[int] | None = None,
     **env_kwargs: Any,
@@ -124,13 +129,14 @@ def make_trading_env(
         sort=sort,
         timestamp_format=timestamp_format,
         dayfirst=dayfirst,
+        adjusted=adjusted,
         symbol=symbol,
         bars=bars,
     )
     label = data_label(dataset, path, symbol)
     env_kwargs.setdefault("data_label", label)
     if path is not None:  # the whole file's count, whatever part or segment this env trades
-        options = FileOptions(nan_policy, ffill_limit, sort, timestamp_format, dayfirst)
+        options = FileOptions(nan_policy, ffill_limit, sort, timestamp_format, dayfirst, adjusted)
         whole = _frame(dataset, path, options, symbol)  # cached: the frame trading_range read
         env_kwargs["bars_per_year"] = file_bars_per_year(
             whole.index, label, env_kwargs.get("bars_per_year")

@@ -60,6 +60,7 @@ def data_kwargs(data: DataConfig) -> dict[str, Any]:
         "sort": data.sort,
         "timestamp_format": data.timestamp_format,
         "dayfirst": data.dayfirst,
+        "adjusted": data.adjusted,
         "bars": data.bars,
     }
 

@@ -144,3 +144,24 @@ def test_an_hourly_24_7_file_is_annualised_by_its_bars_with_one_warning(tmp_path
     ]
     info = json.loads((run / "backtest_test" / "run_info.json").read_text())
     assert info["bars_per_year"] == 8766.0
+
+
+def test_an_unadjusted_split_is_named_once_and_data_adjusted_trades_the_adj_close(
+    tmp_path: Path,
+) -> None:
+    """A broker's file: the traded Close falls 75% on a 4-for-1 split, the Adj Close does not."""
+    path = write_prices(tmp_path / "broker.csv", 1000)
+    raw = pd.read_csv(path)
+    raw["Adj Close"] = raw["Close"]
+    raw.loc[:599, ["Open", "High", "Low", "Close"]] *= 4
+    raw.to_csv(path, index=False)
+    sets = [a for s in [f"data.path={path}", *SMALL] for a in ("--set", s)]
+    proc = cli("train", *sets, "--run-dir", str(tmp_path / "r"))
+    assert proc.returncode == 0, proc.stderr
+    notes = [line for line in proc.stderr.splitlines() if "split" in line]
+    assert len(notes) == 1 and notes[0].startswith(f"riskppo: warning: {path}: data row 601 (")
+    assert notes[0].endswith("; add --set data.adjusted=true to trade the Adj Close (splits and "
+                             "dividends adjusted)")  # fmt: skip
+    proc = cli("train", *sets, "--set", "data.adjusted=true", "--run-dir", str(tmp_path / "a"))
+    assert proc.returncode == 0, proc.stderr
+    assert "split" not in proc.stderr

@@ -11,6 +11,9 @@ A :class:`DataError` may carry a :class:`Remedy`: settings of :func:`~riskppo.en
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import NamedTuple
 
 
@@ -98,3 +101,32 @@ class DataError(ValueError):
             remedy=self.remedy,
             section=section,
         )
+
+
+class DataWarning(UserWarning):
+    """Data that loads but is probably not what was meant. Its :attr:`detail` has the parts of a
+    :class:`DataError` (source, row, problem, remedy) and spells them the same way."""
+
+    def __init__(self, detail: DataError) -> None:
+        self.detail = detail
+        super().__init__(detail.render())
+
+    def in_section(self, section: str) -> DataWarning:
+        """The same warning with its remedy spelled as keys of config section ``section``."""
+        return DataWarning(self.detail.in_section(section))
+
+    def cli_text(self) -> str:
+        """The message with its remedy as ``--set`` options (the command line shows this)."""
+        return self.detail.render(cli=True)
+
+
+@contextmanager
+def data_warnings_in(section: str) -> Iterator[None]:
+    """Load data inside: each :class:`DataWarning` it raises is raised again (on leaving) with
+    its remedy spelled as keys of config section ``section``; other warnings pass unchanged."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    for w in caught:
+        message = w.message.in_section(section) if isinstance(w.message, DataWarning) else w.message
+        warnings.warn_explicit(message, w.category, w.filename, w.lineno)

@@ -69,6 +69,7 @@ import numpy as np
 import pandas as pd
 
 from riskppo.config.yaml_io import short
+from riskppo.envs.market.adjustment import adjust_prices, warn_unadjusted_splits
 from riskppo.envs.market.errors import DataError, Remedy
 from riskppo.envs.market.limits import (
     DataTooLarge,
@@ -344,16 +345,20 @@ def _canonical_frame(
     values = {c: _numeric(raw[columns[c]], c, ts, source) for c in OHLCV_COLUMNS if c in columns}
     if adjusted:
         adj = _numeric(raw[columns["adj_close"]], "adj_close", ts, source)
-        _adjust_prices(values, adj)
+        adjust_prices(values, adj)
+    unused_adj = None if adjusted else _unused_adj_close(raw, columns, ts, source)
 
     # Order: timestamps (sort / duplicates / order) -> NaN policy -> value checks.
     if times.sort:
         order = np.argsort(ts, kind="stable")
         ts, rows = ts[order], rows[order]
         values = {c: v[order] for c, v in values.items()}
+        unused_adj = None if unused_adj is None else unused_adj[order]
     _check_time_order(ts, rows, source, times.sort)
     _apply_nan_policy(values, ts, rows, source, nan_policy, ffill_limit)
     _check_values(values, ts, rows, source)
+    if unused_adj is not None:
+        warn_unadjusted_splits(values["close"], unused_adj, ts, rows, source)
 
     index = pd.DatetimeIndex(ts, name="timestamp")
     return pd.DataFrame(values, index=index)
@@ -399,15 +404,18 @@ def _check_required(
     raise DataError(source, f"missing required columns {missing}; found columns {found}{hint}")
 
 
-def _adjust_prices(values: dict[str, np.ndarray], adj: np.ndarray) -> None:
-    """In place: ``close`` becomes ``adj`` and open/high/low (those present) scale by
-    ``adj / close``."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        factor = adj / values["close"]
-    for c in ("open", "high", "low"):
-        if c in values:
-            values[c] = values[c] * factor
-    values["close"] = adj
+def _unused_adj_close(
+    raw: pd.DataFrame, columns: dict[str, str], ts: np.ndarray, source: str
+) -> np.ndarray | None:
+    """The Adj Close column next to the Close that is read (None where there is none, or where
+    it is the close itself or holds anything but numbers: it is only compared, never read)."""
+    name = columns.get("adj_close")
+    if name is None or name == columns["close"]:
+        return None
+    try:
+        return _numeric(raw[name], "adj_close", ts, source)
+    except DataError:
+        return None
 
 
 def _map_columns(raw: pd.DataFrame, source: str) -> dict[str, str]:

@@ -80,12 +80,13 @@ def load_portfolio(
     sort: bool = False,
     timestamp_format: str | None = None,
     dayfirst: bool | None = None,
+    adjusted: bool = False,
 ) -> PortfolioData:
     """Load and align the assets of one source (module docstring).
 
     ``nan_policy``, ``ffill_limit``, ``sort``, ``timestamp_format`` and ``dayfirst`` apply to
-    ``paths`` / ``table`` as in :func:`~riskppo.envs.load_ohlcv`. ``symbols`` selects assets
-    of ``dataset`` or ``table`` (in that order; default: all).
+    ``paths`` / ``table`` as in :func:`~riskppo.envs.load_ohlcv`, ``adjusted`` to ``paths``.
+    ``symbols`` selects assets of ``dataset`` or ``table`` (in that order; default: all).
 
     Raises:
         ValueError: not exactly one source, an unknown symbol, fewer than two assets, a bad
@@ -108,6 +109,7 @@ def load_portfolio(
                 sort=sort,
                 timestamp_format=timestamp_format,
                 dayfirst=dayfirst,
+                adjusted=adjusted,
             )
             for p in paths
         }

@@ -16,6 +16,7 @@ from riskppo.config import ConfigError
 from riskppo.envs.factory import SPLIT_PARTS, _bar_range
 from riskppo.envs.market.calendar import file_bars_per_year
 from riskppo.envs.market.datasets import DATASETS
+from riskppo.envs.market.errors import data_warnings_in
 from riskppo.envs.market.ohlcv import DataError, NanPolicy, default_split, index_range
 from riskppo.envs.portfolio.data import PortfolioData, load_portfolio
 from riskppo.envs.portfolio.env import PortfolioEnv
@@ -32,20 +33,22 @@ def _data(
     align: str,
     file_options: tuple[Any, ...],
 ) -> PortfolioData:
-    nan_policy, ffill_limit, sort, timestamp_format, dayfirst = file_options
+    nan_policy, ffill_limit, sort, timestamp_format, dayfirst, adjusted = file_options
     try:
-        return load_portfolio(
-            dataset=dataset,
-            symbols=symbols,
-            paths=paths,
-            table=table,
-            align=align,
-            nan_policy=nan_policy,
-            ffill_limit=ffill_limit,
-            sort=sort,
-            timestamp_format=timestamp_format,
-            dayfirst=dayfirst,
-        )
+        with data_warnings_in("data"):
+            return load_portfolio(
+                dataset=dataset,
+                symbols=symbols,
+                paths=paths,
+                table=table,
+                align=align,
+                nan_policy=nan_policy,
+                ffill_limit=ffill_limit,
+                sort=sort,
+                timestamp_format=timestamp_format,
+                dayfirst=dayfirst,
+                adjusted=adjusted,
+            )
     except DataError as exc:  # its remedy (align=...) spelled as the config key that sets it
         raise exc.in_section("env.kwargs") from None
     except ValueError as exc:
@@ -88,6 +91,7 @@ def make_portfolio_env(
     sort: bool = False,
     timestamp_format: str | None = None,
     dayfirst: bool | None = None,
+    adjusted: bool = False,
     **env_kwargs: Any,
 ) -> PortfolioEnv:
     """A :class:`PortfolioEnv` trading only inside ``part``; evaluation parts run start to end."""
@@ -97,7 +101,7 @@ def make_portfolio_env(
             "portfolio env: set env.kwargs.dataset (sp500, with optional env.kwargs.symbols), "
             "env.kwargs.paths (one file per asset) or env.kwargs.table (one long or wide file)"
         )
-    file_options = (nan_policy, ffill_limit, sort, timestamp_format, dayfirst)
+    file_options = (nan_policy, ffill_limit, sort, timestamp_format, dayfirst, adjusted)
     data = _data(
         dataset,
         None if symbols is None else tuple(symbols),
