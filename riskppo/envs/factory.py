@@ -72,9 +72,22 @@ def trading_range(
     ``bars`` (``data.bars``: ``[start, train_end, val_end, end]`` row positions) replaces the
     fractional ``split``; the frame is then cut at ``end``, so nothing after it can reach the
     env (a walk-forward segment sees only its own past)."""
+    options = FileOptions(nan_policy, ffill_limit, sort, timestamp_format, dayfirst, adjusted)
+    return _range(dataset, path, split, part, options, symbol, bars)
+
+
+def _range(
+    dataset: str | None,
+    path: str | None,
+    split: Sequence[float],
+    part: str,
+    options: FileOptions,
+    symbol: str | None,
+    bars: Sequence[int] | None,
+) -> tuple[pd.DataFrame, int, int]:
+    """:func:`trading_range` with the file options as one :class:`FileOptions`."""
     if part not in SPLIT_PARTS:
         raise ValueError(f"trading env: part must be one of {SPLIT_PARTS}, got {part!r}")
-    options = FileOptions(nan_policy, ffill_limit, sort, timestamp_format, dayfirst, adjusted)
     df = _frame(dataset, path, options, symbol)
     if bars is not None:
         return _bar_range(df, tuple(bars), part, path or str(dataset))
@@ -119,24 +132,11 @@ def make_trading_env(
 ) -> TradingEnv:
     """A :class:`TradingEnv` trading only inside ``part``; evaluation parts run start to end."""
     env_kwargs.pop("render_mode", None)  # SB3's make_vec_env asks for rgb_array; nothing to render
-    df, lo, hi = trading_range(
-        dataset,
-        path,
-        split,
-        part,
-        nan_policy=nan_policy,
-        ffill_limit=ffill_limit,
-        sort=sort,
-        timestamp_format=timestamp_format,
-        dayfirst=dayfirst,
-        adjusted=adjusted,
-        symbol=symbol,
-        bars=bars,
-    )
+    options = FileOptions(nan_policy, ffill_limit, sort, timestamp_format, dayfirst, adjusted)
+    df, lo, hi = _range(dataset, path, split, part, options, symbol, bars)
     label = data_label(dataset, path, symbol)
     env_kwargs.setdefault("data_label", label)
     if path is not None:  # the whole file's count, whatever part or segment this env trades
-        options = FileOptions(nan_policy, ffill_limit, sort, timestamp_format, dayfirst, adjusted)
         whole = _frame(dataset, path, options, symbol)  # cached: the frame trading_range read
         env_kwargs["bars_per_year"] = file_bars_per_year(
             whole.index, label, env_kwargs.get("bars_per_year")

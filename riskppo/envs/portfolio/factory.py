@@ -13,7 +13,7 @@ from functools import lru_cache
 from typing import Any
 
 from riskppo.config import ConfigError
-from riskppo.envs.factory import SPLIT_PARTS, _bar_range
+from riskppo.envs.factory import SPLIT_PARTS, FileOptions, _bar_range
 from riskppo.envs.market.calendar import file_bars_per_year
 from riskppo.envs.market.datasets import DATASETS
 from riskppo.envs.market.errors import data_warnings_in
@@ -31,9 +31,8 @@ def _data(
     paths: tuple[str, ...] | None,
     table: str | None,
     align: str,
-    file_options: tuple[Any, ...],
+    file_options: FileOptions,
 ) -> PortfolioData:
-    nan_policy, ffill_limit, sort, timestamp_format, dayfirst, adjusted = file_options
     try:
         with data_warnings_in("data"):
             return load_portfolio(
@@ -42,12 +41,7 @@ def _data(
                 paths=paths,
                 table=table,
                 align=align,
-                nan_policy=nan_policy,
-                ffill_limit=ffill_limit,
-                sort=sort,
-                timestamp_format=timestamp_format,
-                dayfirst=dayfirst,
-                adjusted=adjusted,
+                **file_options._asdict(),
             )
     except DataError as exc:  # its remedy (align=...) spelled as the config key that sets it
         raise exc.in_section("env.kwargs") from None
@@ -101,7 +95,7 @@ def make_portfolio_env(
             "portfolio env: set env.kwargs.dataset (sp500, with optional env.kwargs.symbols), "
             "env.kwargs.paths (one file per asset) or env.kwargs.table (one long or wide file)"
         )
-    file_options = (nan_policy, ffill_limit, sort, timestamp_format, dayfirst, adjusted)
+    file_options = FileOptions(nan_policy, ffill_limit, sort, timestamp_format, dayfirst, adjusted)
     data = _data(
         dataset,
         None if symbols is None else tuple(symbols),
