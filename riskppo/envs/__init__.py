@@ -15,6 +15,7 @@ _LAZY: dict[str, str] = {
     "DEFAULT_REGIMES": "riskppo.envs.market.synthetic",
     "DEFAULT_TRANSITIONS": "riskppo.envs.market.synthetic",
     "DataError": "riskppo.envs.market.ohlcv",
+    "DataWarning": "riskppo.envs.market.errors",
     "DatasetInfo": "riskppo.envs.market.datasets",
     "FeatureMatrix": "riskppo.envs.features",
     "Fold": "riskppo.envs.market.ohlcv",

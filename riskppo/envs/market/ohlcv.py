@@ -21,7 +21,9 @@ result when the file lacks them. Without a ``close`` column (and without open/hi
 close is the first of ``adj close``, ``price``, ``value``; failing those, a file of a time column
 and exactly one other column (a FRED export: ``DATE,SP500``) reads that column as the close.
 Empty cells, ``"."`` (FRED), ``"NA"``, ``"N/A"``, ``"-"`` and the other spellings of
-:data:`_MISSING_TEXT` are missing values (``nan_policy``).
+:data:`_MISSING_TEXT` are missing values (``nan_policy``). An ``Adj Close`` next to the close is
+read only with ``adjusted=True``; otherwise a split the close is not adjusted for is named in a
+:class:`~riskppo.envs.market.errors.DataWarning` (:mod:`riskppo.envs.market.adjustment`).
 
 **Timestamps.** Without ``timestamp_col`` the time column is the first of ``timestamp,
 datetime, Gmt time, Local time, Open time, Date, Time, dt`` (a separate ``Date`` and ``Time``
