@@ -25,6 +25,7 @@ from riskppo.config import Config, ConfigError, apply_overrides
 from riskppo.config.bundled import bundled_dir
 from riskppo.envs.registration import TRADING_ID
 from riskppo.logs import configure_terminal, show_warning
+from riskppo.runs.processes import die_with_parent_if_asked
 
 DEFAULT_CONFIG = "trading_googl.yaml"  # the main job: the GOOGL trading agent
 DEFAULT_PBT_CONFIG = "pbt_trading.yaml"
@@ -243,6 +244,18 @@ def _finish_pbt(cfg: Config, run_dir: Path, args: argparse.Namespace) -> int:
 
 def cmd_universe(args: argparse.Namespace) -> int:
     """``riskppo universe``: the agent on each sp500 stock (and seed); exit 1 if a cell failed."""
+    from riskppo.runner import Interrupted
+
+    try:
+        results = _run_universe(args)
+    except Interrupted as stopped:  # Ctrl-C or SIGTERM: its cells stopped at a checkpoint
+        print(stopped, file=sys.stderr)
+        return stopped.exit_code
+    return 1 if any(r.error is not None for r in results) else 0
+
+
+def _run_universe(args: argparse.Namespace) -> list[Any]:
+    """The universe ``args`` name: resumed, or started in a new run directory."""
     from riskppo.universe import resume_universe, run_universe
 
     if args.resume:
@@ -265,7 +278,7 @@ def cmd_universe(args: argparse.Namespace) -> int:
             workers=args.workers,
             progress_bar=not args.no_progress,
         )
-    return 1 if any(r.error is not None for r in results) else 0
+    return results
 
 
 def non_negative_int(text: str) -> int:
@@ -516,6 +529,7 @@ def _universe_parser(sub: Any) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    die_with_parent_if_asked()  # a cell of `riskppo universe` dies with the universe
     args = build_parser().parse_args(argv)
     # riskppo's own log at INFO; other libraries' (matplotlib's font cache, ...) only from WARNING
     configure_terminal(args.verbose)

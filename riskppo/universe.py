@@ -21,6 +21,11 @@ checkpoint every :data:`CELL_CHECKPOINT_EVERY` updates unless the config sets
 ``checkpoint.every_updates``, so a killed universe loses at most that much training per cell
 (checkpoints re-seed the envs, so a cell's result is deterministic but differs from a
 ``riskppo train`` run of the same config without periodic checkpoints).
+
+Stopping: Ctrl-C or SIGTERM to the universe stops each running cell once (the cells run in
+sessions of their own, so a terminal's Ctrl-C reaches the universe only); each trains on to its
+next checkpoint, saves and exits, and the universe says how to continue. A cell dies with a
+killed universe (Linux), so no cell trains on, orphaned, holding its run directory's lock.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import json
 import logging
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -43,7 +49,9 @@ from riskppo.envs.features import left_out_line, split_features
 from riskppo.envs.registration import TRADING_ID
 from riskppo.evaluation.universe import CellResult, cell_result, count_cells, format_table
 from riskppo.monitor.progress import ProgressBar, wall_time_line
-from riskppo.runner import run_finished
+from riskppo.runner import Interrupted, run_finished
+from riskppo.runs.interrupt import interrupt_signal, signal_name, sigterm_as_interrupt
+from riskppo.runs.processes import child_env
 from riskppo.runs.rundir import checkpoint_dir
 from riskppo.safefs import write_text_atomic
 
@@ -52,6 +60,7 @@ __all__ = ["CELL_CHECKPOINT_EVERY", "SPEC_FILE", "Cell", "resume_universe", "run
 SPEC_FILE = "universe_spec.json"
 CELL_CHECKPOINT_EVERY = 10  # updates between a cell's checkpoints, unless the config sets it
 POLL_S = 0.2
+STOP_WAIT_S = 300.0  # how long a stopped universe waits for a cell to reach its checkpoint
 log = logging.getLogger("riskppo")
 
 
@@ -198,19 +207,44 @@ def _run_cells(
         fields={"running": "running", "failed": "failed"},
         enabled=progress_bar,
     )
-    with bar:
+    with bar, sigterm_as_interrupt():
         bar.update(completed=len(cells) - len(todo), running="0", failed="0")
-        while todo or running:
-            while todo and len(running) < workers:
-                running.append(_start(base, todo.pop(0), run_dir))
-            time.sleep(POLL_S)
-            for r in [r for r in running if r.proc.poll() is not None]:
-                running.remove(r)
-                r.log.close()
-                if r.proc.returncode != 0:
-                    errors[r.cell] = _failure(r, _cell_log(run_dir, r.cell))
-                bar.update(advance=1, running=str(len(running)), failed=str(len(errors)))
+        try:
+            while todo or running:
+                while todo and len(running) < workers:
+                    running.append(_start(base, todo.pop(0), run_dir))
+                time.sleep(POLL_S)
+                for r in [r for r in running if r.proc.poll() is not None]:
+                    running.remove(r)
+                    r.log.close()
+                    if r.proc.returncode != 0:
+                        errors[r.cell] = _failure(r, _cell_log(run_dir, r.cell))
+                    bar.update(advance=1, running=str(len(running)), failed=str(len(errors)))
+        except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: the cells stop at a checkpoint
+            raise _stop_cells(running, run_dir, interrupt_signal(exc)) from None
     return errors, n_todo
+
+
+def _stop_cells(running: list[_Running], run_dir: Path, signum: int) -> Interrupted:
+    """Ask every running cell to stop (``riskppo train`` trains on to its next checkpoint and
+    exits), wait for them (a cell still running after :data:`STOP_WAIT_S` is killed: it resumes
+    from its previous checkpoint), and say how to continue."""
+    for r in running:
+        r.proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + STOP_WAIT_S
+    for r in running:
+        try:
+            r.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            r.proc.kill()
+            r.proc.wait()
+        r.log.close()
+    return Interrupted(
+        f"riskppo universe: stopped by {signal_name(signum)}; finished cells are kept and "
+        f"running ones stopped at a checkpoint — continue with "
+        f"`riskppo universe --resume {run_dir}`",
+        128 + signum,
+    )
 
 
 def _finished(base: Config, cell: Cell, run_dir: Path) -> bool:
@@ -222,7 +256,11 @@ def _start(base: Config, cell: Cell, run_dir: Path) -> _Running:
     cmd = _command(base, cell, cell_dir)
     out = open(_cell_log(run_dir, cell), "ab")  # noqa: SIM115 (closed when the process ends)
     env = os.environ | {"OMP_NUM_THREADS": "1"}  # one core per cell; the cells run in parallel
-    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
+    # A session of its own: Ctrl-C reaches the universe only, which stops each cell once
+    # (_stop_cells); a cell dies with the universe if that is killed (child_env).
+    proc = subprocess.Popen(
+        cmd, stdout=out, stderr=subprocess.STDOUT, env=child_env(env), start_new_session=True
+    )
     return _Running(cell, proc, out)
 
 

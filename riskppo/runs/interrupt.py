@@ -20,7 +20,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from types import FrameType
 
-__all__ = ["HANDLED_SIGNALS", "StopRequest", "signal_name", "stop_on_signals"]
+__all__ = [
+    "HANDLED_SIGNALS",
+    "StopRequest",
+    "Terminated",
+    "interrupt_signal",
+    "signal_name",
+    "sigterm_as_interrupt",
+    "stop_on_signals",
+]
 
 HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -71,3 +79,34 @@ def stop_on_signals(notice: str) -> Iterator[StopRequest]:
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM raised as Ctrl-C raises ``KeyboardInterrupt`` (:func:`sigterm_as_interrupt`)."""
+
+    signum = signal.SIGTERM
+
+
+def interrupt_signal(exc: KeyboardInterrupt) -> int:
+    """The signal behind a ``KeyboardInterrupt``: SIGTERM for :class:`Terminated`, else SIGINT."""
+    return int(getattr(exc, "signum", signal.SIGINT))
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """While inside, SIGTERM (a scheduler's stop, ``kill``, ``timeout``) raises
+    :class:`Terminated` in the main thread, so code that stops its workers on Ctrl-C does the
+    same on SIGTERM. Outside the main thread nothing is installed. The previous handler comes
+    back on exit."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(_signum: int, _frame: FrameType | None) -> None:
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

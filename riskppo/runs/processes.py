@@ -19,18 +19,21 @@ import os
 import signal
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from riskppo import logs
 
 __all__ = [
+    "PARENT_ENV",
     "PR_SET_PDEATHSIG",
     "CaughtWarning",
     "WorkerSetup",
     "catching_warnings",
+    "child_env",
     "die_with_parent",
+    "die_with_parent_if_asked",
     "reissue",
     "start_worker",
     "worker_setup",
@@ -48,6 +51,26 @@ def die_with_parent(parent: int) -> None:
     libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
     if os.getppid() != parent:
         os._exit(1)
+
+
+# Set by a process for the riskppo commands it starts (riskppo universe's cells): the pid they
+# die with. The command's CLI reads and removes it first thing (die_with_parent_if_asked).
+PARENT_ENV = "RISKPPO_DIE_WITH_PARENT"
+
+
+def child_env(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` for a riskppo command this process starts as a subprocess: the command dies with
+    this process (Linux), so a killed coordinator leaves no command training on, orphaned."""
+    return {**env, PARENT_ENV: str(os.getpid())}
+
+
+def die_with_parent_if_asked() -> None:
+    """First thing in a riskppo command: die with the process that started it, where that
+    process asked (:func:`child_env`). The variable is removed, so what this command starts in
+    turn does not inherit it."""
+    parent = os.environ.pop(PARENT_ENV, "")
+    if parent.isdigit():
+        die_with_parent(int(parent))
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """``riskppo universe`` end to end with a tiny budget: two stocks, two seeds, two workers; the
 whole process group is SIGKILLed while a cell trains, and ``--resume`` leaves the finished cells
-alone and completes the rest from their checkpoints."""
+alone and completes the rest from their checkpoints. Stopped by Ctrl-C or SIGTERM, a universe
+stops its cells at a checkpoint and says how to continue; killed, it takes its cells along."""
 
 from __future__ import annotations
 
@@ -86,3 +87,65 @@ def test_universe_survives_sigkill_and_resumes(tmp_path: Path) -> None:
     table = (run / "universe.md").read_text()
     assert "| KO | 1 |" in table and "CVaR20 limit met:" in table and table in out
     assert "close-only data (sp500): features hl_range left out (need high/low)" in out
+
+
+def started_cells(tmp_path: Path) -> tuple[subprocess.Popen[str], list[int]]:
+    """A universe of two long cells (AAPL, KO) in a session of its own (as a shell starts a
+    command), once both cells have saved a checkpoint: the coordinator and its two cells."""
+    run = tmp_path / "uni"
+    sets = [a for s in [*TINY, "total_timesteps=2000000"] for a in ("--set", s)]
+    args = ["--symbols", "AAPL", "KO", "--workers", "2", "--run-dir", str(run), *sets]
+    proc = universe(*args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    deadline = time.monotonic() + 300
+    while len(list(run.glob("cells/*/checkpoints/latest"))) < 2:
+        assert proc.poll() is None and time.monotonic() < deadline, "no cell saved a checkpoint"
+        time.sleep(0.1)
+    children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+    assert len(children) == 2
+    return proc, [int(c) for c in children]
+
+
+def alive(pid: int) -> bool:
+    """Running (not a zombie waiting for its new parent to reap it)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
+def test_a_stopped_universe_stops_its_cells_at_a_checkpoint(sig: int, tmp_path: Path) -> None:
+    """SIGTERM to the coordinator (a scheduler's stop), or Ctrl-C to the terminal's process
+    group (here: the coordinator's session): each cell is stopped once (a second signal would
+    make it stop without saving), saves and exits, then one line says how to continue."""
+    proc, cells = started_cells(tmp_path)
+    if sig == signal.SIGTERM:
+        proc.send_signal(sig)
+    else:
+        os.killpg(proc.pid, sig)
+    _, err = proc.communicate(timeout=300)
+    name = "SIGTERM" if sig == signal.SIGTERM else "Ctrl-C"
+    assert proc.returncode == 128 + sig, err
+    assert err.splitlines()[-1] == (
+        f"riskppo universe: stopped by {name}; finished cells are kept and running ones stopped "
+        f"at a checkpoint — continue with `riskppo universe --resume {tmp_path / 'uni'}`"
+    )
+    assert not [c for c in cells if alive(c)]
+    for log in sorted((tmp_path / "uni" / "cells").glob("*.log")):
+        assert "riskppo: stopped by SIGTERM at step " in log.read_text(), log.read_text()[-2000:]
+    assert not (tmp_path / "uni" / "universe.json").exists()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_the_cells_die_with_a_killed_universe(tmp_path: Path) -> None:
+    """SIGKILL to the coordinator alone: no cell trains on, orphaned (a later --resume would
+    find every running cell's directory locked)."""
+    proc, cells = started_cells(tmp_path)
+    proc.kill()
+    proc.communicate(timeout=60)
+    deadline = time.monotonic() + 10
+    while any(alive(c) for c in cells) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [c for c in cells if alive(c)], "cells outlived their universe"

@@ -13,7 +13,12 @@ import pytest
 
 from riskppo.config import Config
 from riskppo.runner import Interrupted, train_run
-from riskppo.runs.interrupt import stop_on_signals
+from riskppo.runs.interrupt import (
+    Terminated,
+    interrupt_signal,
+    sigterm_as_interrupt,
+    stop_on_signals,
+)
 from riskppo.runs.rundir import latest_checkpoint
 
 
@@ -28,6 +33,15 @@ def test_the_first_signal_is_recorded_and_the_second_interrupts(signum: int, cap
     name = "Ctrl-C" if signum == signal.SIGINT else "SIGTERM"
     assert capfd.readouterr().err == f"stopping on {name}\n"
     assert {s: signal.getsignal(s) for s in before} == before  # handlers restored
+
+
+def test_sigterm_raises_as_ctrl_c_does_while_asked() -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    with sigterm_as_interrupt(), pytest.raises(KeyboardInterrupt) as caught:
+        signal.raise_signal(signal.SIGTERM)
+    assert isinstance(caught.value, Terminated) and interrupt_signal(caught.value) == 15
+    assert interrupt_signal(KeyboardInterrupt()) == signal.SIGINT  # Ctrl-C's own
+    assert signal.getsignal(signal.SIGTERM) == before  # restored
 
 
 def test_no_handlers_outside_the_main_thread() -> None:
