@@ -25,6 +25,7 @@ from riskppo.config import Config, ConfigError, apply_overrides
 from riskppo.config.bundled import bundled_dir
 from riskppo.envs.registration import TRADING_ID
 from riskppo.logs import configure_terminal, show_warning
+from riskppo.runs.interrupt import interrupt_signal, signal_name
 from riskppo.runs.processes import die_with_parent_if_asked
 
 DEFAULT_CONFIG = "trading_googl.yaml"  # the main job: the GOOGL trading agent
@@ -414,12 +415,14 @@ def cmd_walkforward(args: argparse.Namespace) -> int:
             progress_bar=not args.no_progress,
             n_trials=args.trials,
         )
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        signum = interrupt_signal(exc)
         print(
-            "riskppo walkforward: interrupted; finished cells are kept — continue with "
-            f"`riskppo walkforward --resume {run_dir}`"
+            f"riskppo walkforward: stopped by {signal_name(signum)}; finished cells are kept — "
+            f"continue with `riskppo walkforward --resume {run_dir}`",
+            file=sys.stderr,
         )
-        return 130
+        return 128 + signum
     return 0
 
 

@@ -232,7 +232,8 @@ def _alive(pid: int) -> bool:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 def test_workers_die_with_a_killed_coordinator(tmp_path: Path) -> None:
     """SIGTERM to the coordinator alone (a scheduler's stop): no worker trains on, orphaned,
-    into the run directory."""
+    into the run directory; the coordinator ends its workers itself, at once, and says in one
+    line how to continue."""
     data = _market(tmp_path / "m.csv")
     sets = [
         arg for s in [*SMALL, "total_timesteps=100000", f"data.path={data}"] for arg in ("--set", s)
@@ -250,7 +251,12 @@ def test_workers_die_with_a_killed_coordinator(tmp_path: Path) -> None:
         ]
     assert len(workers) == 2, "the workers never started"
     run.send_signal(signal.SIGTERM)
-    run.wait(timeout=60)
+    out, _ = run.communicate(timeout=60)
+    assert run.returncode == 128 + signal.SIGTERM, out
+    assert out.splitlines() == [
+        "riskppo walkforward: stopped by SIGTERM; finished cells are kept — continue with "
+        f"`riskppo walkforward --resume {tmp_path / 'wf'}`"
+    ]  # and no multiprocessing warning about what the workers left behind
     deadline = time.monotonic() + 10
     while any(_alive(p) for p in workers) and time.monotonic() < deadline:
         time.sleep(0.1)

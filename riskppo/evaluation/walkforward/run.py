@@ -47,6 +47,7 @@ from riskppo.evaluation.walkforward.plan import (
     stitch,
 )
 from riskppo.monitor.progress import ProgressBar, wall_time_line
+from riskppo.runs.interrupt import sigterm_as_interrupt
 from riskppo.runs.processes import (
     CaughtWarning,
     catching_warnings,
@@ -199,9 +200,13 @@ class WalkForwardRun:
         workers = min(workers, max(len(todo), 1))
         # a worker dies with this process, however it is killed: no orphan trains on
         pool = cf.ProcessPoolExecutor(workers, ctx, start_worker, (worker_setup(),))
-        with bar, pool:
+        with bar, pool, sigterm_as_interrupt():
             bar.update(completed=total - len(todo))
-            _schedule(pool, todo, bar, warm=self.settings.warm_start)
+            try:
+                _schedule(pool, todo, bar, warm=self.settings.warm_start)
+            except KeyboardInterrupt:  # Ctrl-C or SIGTERM: finished cells are on disk
+                _kill_workers(pool)
+                raise
         if not todo:
             return None
         return wall_time_line("riskppo walkforward", len(todo), workers, time.monotonic() - t0)
@@ -229,6 +234,15 @@ class WalkForwardRun:
         return out
 
 
+def _kill_workers(pool: cf.ProcessPoolExecutor) -> None:
+    """End the pool's workers now: a running cell is retrained on ``--resume`` anyway, and
+    leaving the pool would wait for it to finish. ``_processes`` is the executor's own table of
+    its workers (no public handle exists)."""
+    for process in list(getattr(pool, "_processes", {}).values()):
+        if process.is_alive():
+            process.kill()
+
+
 def _schedule(
     pool: cf.ProcessPoolExecutor, todo: list[CellJob], bar: ProgressBar, *, warm: bool
 ) -> None:
@@ -252,6 +266,10 @@ def _schedule(
                 bar.update(
                     advance=1, last=job.name, sharpe="-" if sharpe is None else f"{sharpe:.2f}"
                 )
+    # Ctrl-C or SIGTERM: the caller ends the workers. Cancelling the futures first would make the
+    # executor's thread fail on them when the workers die (Python 3.11).
+    except KeyboardInterrupt:
+        raise
     except BaseException:
         for fut in running:
             fut.cancel()
