@@ -218,7 +218,10 @@ def cmd_pbt(args: argparse.Namespace) -> int:
         cfg = load_config(args.config, overrides, default=DEFAULT_PBT_CONFIG)
         run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(cfg, prefix="pbt")
     with lock_run(run_dir, "riskppo pbt"):
-        return _finish_pbt(cfg, run_dir, args)
+        try:
+            return _finish_pbt(cfg, run_dir, args)
+        except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: the workers are ended
+            return _stopped(exc, "pbt", "the finished rounds are kept", run_dir)
 
 
 def _finish_pbt(cfg: Config, run_dir: Path, args: argparse.Namespace) -> int:
@@ -415,15 +418,21 @@ def cmd_walkforward(args: argparse.Namespace) -> int:
             progress_bar=not args.no_progress,
             n_trials=args.trials,
         )
-    except KeyboardInterrupt as exc:
-        signum = interrupt_signal(exc)
-        print(
-            f"riskppo walkforward: stopped by {signal_name(signum)}; finished cells are kept — "
-            f"continue with `riskppo walkforward --resume {run_dir}`",
-            file=sys.stderr,
-        )
-        return 128 + signum
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: the workers are ended
+        return _stopped(exc, "walkforward", "finished cells are kept", run_dir)
     return 0
+
+
+def _stopped(exc: KeyboardInterrupt, command: str, kept: str, run_dir: Path) -> int:
+    """Say on stderr that ``riskppo COMMAND`` was stopped, what is ``kept`` and how to continue;
+    return the shell's status for the signal (130 for Ctrl-C, 143 for SIGTERM)."""
+    signum = interrupt_signal(exc)
+    print(
+        f"riskppo {command}: stopped by {signal_name(signum)}; {kept} — continue with "
+        f"`riskppo {command} --resume {run_dir}`",
+        file=sys.stderr,
+    )
+    return 128 + signum
 
 
 def _walkforward_parser(sub: Any) -> None:

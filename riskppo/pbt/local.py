@@ -64,6 +64,7 @@ from riskppo.pbt.state import (
 )
 from riskppo.pbt.storage import PopulationStopped, StorageFault, storage_fault
 from riskppo.persist.checkpoint import CheckpointError
+from riskppo.runs.interrupt import sigterm_as_interrupt
 
 __all__ = ["PBTRun", "append_jsonl", "initial_members", "json_safe", "n_rounds", "run_pbt_local"]
 
@@ -416,6 +417,7 @@ def run_rounds(pbt: PBTRun, rounds: int, workers: int, progress_bar: bool) -> No
     """Train, score, select round after round up to ``rounds``, saving the scheduler's state
     after each; a member's storage fault stops at once (nothing of that round is recorded)."""
     with (
+        sigterm_as_interrupt(),  # a scheduler's stop ends the workers as Ctrl-C does
         WorkerPool(workers, run_interval) as pool,
         ProgressBar(
             rounds,

@@ -94,6 +94,11 @@ class _Worker:
         child.close()  # only the worker holds its end: its death shows as EOF here
         self.slot: int | None = None  # index of the task it is running
 
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.join()
+        self.conn.close()
+
     def stop(self) -> None:
         with contextlib.suppress(OSError):
             self.conn.send(None)
@@ -131,18 +136,28 @@ class WorkerPool:
         out: list[IntervalResult | MemberFailure | None] = [None] * len(tasks)
         queue = list(range(len(tasks)))
         busy: list[_Worker] = []
-        while queue or busy:
-            while queue and len(busy) < self.workers:
-                worker = self.idle.pop() if self.idle else _Worker(self.ctx, self.fn, self.setup)
-                worker.slot = queue.pop(0)
-                worker.conn.send(tasks[worker.slot])
-                busy.append(worker)
-            ready = set(wait([w.conn for w in busy] + [w.proc.sentinel for w in busy]))
-            for worker in [w for w in busy if w.conn in ready or w.proc.sentinel in ready]:
-                busy.remove(worker)
-                assert worker.slot is not None
-                out[worker.slot] = self._collect(worker, tasks[worker.slot])
+        try:
+            while queue or busy:
+                while queue and len(busy) < self.workers:
+                    slot = queue.pop(0)
+                    busy.append(self._start(slot, tasks[slot]))
+                ready = set(wait([w.conn for w in busy] + [w.proc.sentinel for w in busy]))
+                for worker in [w for w in busy if w.conn in ready or w.proc.sentinel in ready]:
+                    busy.remove(worker)
+                    assert worker.slot is not None
+                    out[worker.slot] = self._collect(worker, tasks[worker.slot])
+        except BaseException:  # Ctrl-C, SIGTERM: what the busy workers train is not collected
+            for worker in busy:
+                worker.kill()
+            raise
         return [r for r in out if r is not None]
+
+    def _start(self, slot: int, task: IntervalTask) -> _Worker:
+        """An idle worker (or a new one) running ``task``, the ``slot``-th of this batch."""
+        worker = self.idle.pop() if self.idle else _Worker(self.ctx, self.fn, self.setup)
+        worker.slot = slot
+        worker.conn.send(task)
+        return worker
 
     def _collect(self, worker: _Worker, task: IntervalTask) -> IntervalResult | MemberFailure:
         """The worker's answer; a dead worker is reaped (and replaced at the next task)."""

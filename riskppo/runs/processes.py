@@ -94,8 +94,11 @@ def worker_setup() -> WorkerSetup:
 
 
 def start_worker(setup: WorkerSetup) -> None:
-    """First thing in a spawned worker: die with the parent, log as the parent does."""
+    """First thing in a spawned worker: die with the parent, log as the parent does, and leave
+    Ctrl-C to the parent (a terminal sends it to the whole process group; the parent ends its
+    workers itself, and a worker's ``KeyboardInterrupt`` would only print a traceback)."""
     die_with_parent(setup.parent)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     logs.apply(setup.logging)
 
 

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+import os
 import resource
 import signal
 import subprocess
@@ -172,3 +173,67 @@ def test_runs_that_cannot_be_resumed_are_refused_in_one_line(
     cfg.to_yaml(tmp_path / "x.yaml")
     assert main(["pbt", "--config", str(tmp_path / "x.yaml"), "--run-dir", str(run)]) == 2
     assert "already holds a PBT run; continue it with" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
+def test_a_stopped_population_ends_its_workers_and_says_how_to_continue(
+    sig: int, tmp_path: Path
+) -> None:
+    """SIGTERM to the coordinator (a scheduler's stop), or Ctrl-C to the terminal's process
+    group (here: the run's session): one line, the shell's status, no worker left and no
+    worker's traceback. The finished rounds stay for ``--resume`` (resumed in the test above)."""
+    tiny(rounds=200, population=2, quantile=0.5).to_yaml(tmp_path / "pbt.yaml")
+    run = tmp_path / "run"
+    proc = subprocess.Popen(
+        pbt_cmd("--config", str(tmp_path / "pbt.yaml"), "--run-dir", str(run)),
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 300
+    while completed_rounds(run) < 1 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+    workers = [int(p) for p in children if "spawn_main" in Path(f"/proc/{p}/cmdline").read_text()]
+    assert len(workers) == 2, "the workers never started"
+    if sig == signal.SIGTERM:
+        proc.send_signal(sig)
+    else:
+        os.killpg(proc.pid, sig)
+    _, err = proc.communicate(timeout=60)
+    name = "SIGTERM" if sig == signal.SIGTERM else "Ctrl-C"
+    assert proc.returncode == 128 + sig, err
+    assert without_kernel_notice(err) == [
+        f"riskppo pbt: stopped by {name}; the finished rounds are kept — continue with "
+        f"`riskppo pbt --resume {run}`"
+    ]
+    assert not [p for p in workers if _running(p)]
+    assert completed_rounds(run) >= 1
+
+
+def _running(pid: int) -> bool:
+    """Not a zombie waiting to be reaped."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_stopped_population_leaves_no_worker_in_the_calling_process(tmp_path: Path) -> None:
+    """A library user's process that catches the stop goes on without a worker training on."""
+    import multiprocessing
+    import threading
+
+    from riskppo.runs.interrupt import Terminated
+
+    run = tmp_path / "run"
+
+    def stop_after_a_round() -> None:
+        deadline = time.monotonic() + 300
+        while completed_rounds(run) < 1 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=stop_after_a_round, daemon=True).start()
+    with pytest.raises(Terminated):
+        run_pbt_local(tiny(rounds=200, population=2), run, progress_bar=False)
+    assert multiprocessing.active_children() == []
