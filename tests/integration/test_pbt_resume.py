@@ -28,6 +28,7 @@ from riskppo.pbt.local import PBTRun, run_pbt_local
 from riskppo.pbt.state import STATE
 from tests.compilers import without_kernel_notice
 from tests.integration.test_pbt_faults import tiny
+from tests.processes import alive, spawned_workers, stop_as_users_do
 
 ROUNDS = 3
 TENSORS = ("model", "optimizer", "normalizer", "training")
@@ -192,30 +193,16 @@ def test_a_stopped_population_ends_its_workers_and_says_how_to_continue(
     deadline = time.monotonic() + 300
     while completed_rounds(run) < 1 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
-    children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
-    workers = [int(p) for p in children if "spawn_main" in Path(f"/proc/{p}/cmdline").read_text()]
+    workers = spawned_workers(proc.pid)
     assert len(workers) == 2, "the workers never started"
-    if sig == signal.SIGTERM:
-        proc.send_signal(sig)
-    else:
-        os.killpg(proc.pid, sig)
-    _, err = proc.communicate(timeout=60)
-    name = "SIGTERM" if sig == signal.SIGTERM else "Ctrl-C"
+    err, name = stop_as_users_do(proc, sig, timeout=60)
     assert proc.returncode == 128 + sig, err
     assert without_kernel_notice(err) == [
         f"riskppo pbt: stopped by {name}; the finished rounds are kept — continue with "
         f"`riskppo pbt --resume {run}`"
     ]
-    assert not [p for p in workers if _running(p)]
+    assert not [p for p in workers if alive(p)]
     assert completed_rounds(run) >= 1
-
-
-def _running(pid: int) -> bool:
-    """Not a zombie waiting to be reaped."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def test_a_stopped_population_leaves_no_worker_in_the_calling_process(tmp_path: Path) -> None:

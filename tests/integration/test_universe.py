@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.processes import alive, children, stop_as_users_do
+
 ROOT = Path(__file__).parents[2]
 TINY = [
     "total_timesteps=512",
@@ -100,18 +102,9 @@ def started_cells(tmp_path: Path) -> tuple[subprocess.Popen[str], list[int]]:
     while len(list(run.glob("cells/*/checkpoints/latest"))) < 2:
         assert proc.poll() is None and time.monotonic() < deadline, "no cell saved a checkpoint"
         time.sleep(0.1)
-    children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
-    assert len(children) == 2
-    return proc, [int(c) for c in children]
-
-
-def alive(pid: int) -> bool:
-    """Running (not a zombie waiting for its new parent to reap it)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
+    cells = children(proc.pid)
+    assert len(cells) == 2
+    return proc, cells
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
@@ -121,12 +114,7 @@ def test_a_stopped_universe_stops_its_cells_at_a_checkpoint(sig: int, tmp_path: 
     group (here: the coordinator's session): each cell is stopped once (a second signal would
     make it stop without saving), saves and exits, then one line says how to continue."""
     proc, cells = started_cells(tmp_path)
-    if sig == signal.SIGTERM:
-        proc.send_signal(sig)
-    else:
-        os.killpg(proc.pid, sig)
-    _, err = proc.communicate(timeout=300)
-    name = "SIGTERM" if sig == signal.SIGTERM else "Ctrl-C"
+    err, name = stop_as_users_do(proc, sig, timeout=300)
     assert proc.returncode == 128 + sig, err
     assert err.splitlines()[-1] == (
         f"riskppo universe: stopped by {name}; finished cells are kept and running ones stopped "

@@ -20,6 +20,7 @@ from riskppo.envs.market.synthetic import gbm
 from riskppo.evaluation.walkforward.plan import WalkForwardSettings
 from riskppo.evaluation.walkforward.run import CELL_DONE, prepare, run_cell
 from tests.compilers import env_without_kernel
+from tests.processes import alive, spawned_workers
 
 SMALL = [
     "env.n_envs=2",
@@ -207,28 +208,6 @@ def test_a_warm_started_segment_predicts_what_its_source_predicted(tmp_path: Pat
         target.close()
 
 
-def _children(pid: int) -> list[int]:
-    """Pids whose parent is ``pid`` (Linux /proc)."""
-    out = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == pid:
-                out.append(int(entry.name))
-    return out
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 def test_workers_die_with_a_killed_coordinator(tmp_path: Path) -> None:
     """SIGTERM to the coordinator alone (a scheduler's stop): no worker trains on, orphaned,
@@ -246,9 +225,7 @@ def test_workers_die_with_a_killed_coordinator(tmp_path: Path) -> None:
     workers: list[int] = []
     while len(workers) < 2 and time.monotonic() < deadline:
         time.sleep(0.2)
-        workers = [
-            p for p in _children(run.pid) if "spawn_main" in Path(f"/proc/{p}/cmdline").read_text()
-        ]
+        workers = spawned_workers(run.pid)
     assert len(workers) == 2, "the workers never started"
     run.send_signal(signal.SIGTERM)
     out, _ = run.communicate(timeout=60)
@@ -258,9 +235,9 @@ def test_workers_die_with_a_killed_coordinator(tmp_path: Path) -> None:
         f"`riskppo walkforward --resume {tmp_path / 'wf'}`"
     ]  # and no multiprocessing warning about what the workers left behind
     deadline = time.monotonic() + 10
-    while any(_alive(p) for p in workers) and time.monotonic() < deadline:
+    while any(alive(p) for p in workers) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not [p for p in workers if _alive(p)], "workers outlived their coordinator"
+    assert not [p for p in workers if alive(p)], "workers outlived their coordinator"
 
 
 def test_the_training_binding_share_replays_the_trained_agent(tmp_path: Path) -> None:

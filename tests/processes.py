@@ -1,0 +1,56 @@
+"""Processes as Linux's /proc shows them, for the tests that stop or kill a command and check
+what it leaves running."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+
+def children(pid: int) -> list[int]:
+    """Pids whose parent is ``pid``."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                out.append(int(entry.name))
+    return out
+
+
+def spawned_workers(pid: int) -> list[int]:
+    """``pid``'s children that are multiprocessing ``spawn`` workers."""
+    out = []
+    for child in children(pid):
+        try:
+            if "spawn_main" in Path(f"/proc/{child}/cmdline").read_text():
+                out.append(child)
+        except OSError:
+            continue
+    return out
+
+
+def alive(pid: int) -> bool:
+    """Running: neither gone nor a zombie waiting for its parent to reap it."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def stop_as_users_do(proc: subprocess.Popen[str], sig: int, timeout: float) -> tuple[str, str]:
+    """SIGTERM to ``proc`` alone (a scheduler's stop, ``kill``) or SIGINT to its process group
+    (a terminal's Ctrl-C; ``proc`` must lead a session of its own), then wait for it. Returns
+    its stderr and the signal's name as riskppo prints it."""
+    if sig == signal.SIGINT:
+        os.killpg(proc.pid, sig)
+    else:
+        proc.send_signal(sig)
+    _, err = proc.communicate(timeout=timeout)
+    return err, "Ctrl-C" if sig == signal.SIGINT else signal.Signals(sig).name
