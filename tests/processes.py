@@ -54,3 +54,10 @@ def stop_as_users_do(proc: subprocess.Popen[str], sig: int, timeout: float) -> t
         proc.send_signal(sig)
     _, err = proc.communicate(timeout=timeout)
     return err, "Ctrl-C" if sig == signal.SIGINT else signal.Signals(sig).name
+
+
+def as_a_terminal_starts_it() -> None:
+    """``preexec_fn``: the child takes Ctrl-C as a command started in a terminal does. A test
+    run started in the background (``cmd &`` in a script, as CI may be) has SIGINT ignored,
+    and an ignored signal stays ignored across ``exec``: the child would never see it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -28,7 +28,12 @@ from riskppo.pbt.local import PBTRun, run_pbt_local
 from riskppo.pbt.state import STATE
 from tests.compilers import without_kernel_notice
 from tests.integration.test_pbt_faults import tiny
-from tests.processes import alive, spawned_workers, stop_as_users_do
+from tests.processes import (
+    alive,
+    as_a_terminal_starts_it,
+    spawned_workers,
+    stop_as_users_do,
+)
 
 ROUNDS = 3
 TENSORS = ("model", "optimizer", "normalizer", "training")
@@ -189,6 +194,7 @@ def test_a_stopped_population_ends_its_workers_and_says_how_to_continue(
     proc = subprocess.Popen(
         pbt_cmd("--config", str(tmp_path / "pbt.yaml"), "--run-dir", str(run)),
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        preexec_fn=as_a_terminal_starts_it,
     )  # fmt: skip
     deadline = time.monotonic() + 300
     while completed_rounds(run) < 1 and proc.poll() is None and time.monotonic() < deadline:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.processes import alive, children, stop_as_users_do
+from tests.processes import alive, as_a_terminal_starts_it, children, stop_as_users_do
 
 ROOT = Path(__file__).parents[2]
 TINY = [
@@ -97,7 +97,13 @@ def started_cells(tmp_path: Path) -> tuple[subprocess.Popen[str], list[int]]:
     run = tmp_path / "uni"
     sets = [a for s in [*TINY, "total_timesteps=2000000"] for a in ("--set", s)]
     args = ["--symbols", "AAPL", "KO", "--workers", "2", "--run-dir", str(run), *sets]
-    proc = universe(*args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    proc = universe(
+        *args,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        preexec_fn=as_a_terminal_starts_it,
+    )
     deadline = time.monotonic() + 300
     while len(list(run.glob("cells/*/checkpoints/latest"))) < 2:
         assert proc.poll() is None and time.monotonic() < deadline, "no cell saved a checkpoint"
