@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -61,3 +63,15 @@ def as_a_terminal_starts_it() -> None:
     run started in the background (``cmd &`` in a script, as CI may be) has SIGINT ignored,
     and an ignored signal stays ignored across ``exec``: the child would never see it."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@contextmanager
+def reaped(proc: subprocess.Popen[str]) -> Iterator[subprocess.Popen[str]]:
+    """``proc`` (leading a session of its own), SIGKILLed with its process group if it is still
+    running when the block is left: a failing test must leave no command training on."""
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()

@@ -31,6 +31,7 @@ from tests.integration.test_pbt_faults import tiny
 from tests.processes import (
     alive,
     as_a_terminal_starts_it,
+    reaped,
     spawned_workers,
     stop_as_users_do,
 )
@@ -191,17 +192,18 @@ def test_a_stopped_population_ends_its_workers_and_says_how_to_continue(
     worker's traceback. The finished rounds stay for ``--resume`` (resumed in the test above)."""
     tiny(rounds=200, population=2, quantile=0.5).to_yaml(tmp_path / "pbt.yaml")
     run = tmp_path / "run"
-    proc = subprocess.Popen(
+    started = subprocess.Popen(
         pbt_cmd("--config", str(tmp_path / "pbt.yaml"), "--run-dir", str(run)),
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
         preexec_fn=as_a_terminal_starts_it,
     )  # fmt: skip
-    deadline = time.monotonic() + 300
-    while completed_rounds(run) < 1 and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.02)
-    workers = spawned_workers(proc.pid)
-    assert len(workers) == 2, "the workers never started"
-    err, name = stop_as_users_do(proc, sig, timeout=60)
+    with reaped(started) as proc:
+        deadline = time.monotonic() + 300
+        while completed_rounds(run) < 1 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        workers = spawned_workers(proc.pid)
+        assert len(workers) == 2, "the workers never started"
+        err, name = stop_as_users_do(proc, sig, timeout=60)
     assert proc.returncode == 128 + sig, err
     assert without_kernel_notice(err) == [
         f"riskppo pbt: stopped by {name}; the finished rounds are kept — continue with "

@@ -11,11 +11,19 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-from tests.processes import alive, as_a_terminal_starts_it, children, stop_as_users_do
+from tests.processes import (
+    alive,
+    as_a_terminal_starts_it,
+    children,
+    reaped,
+    stop_as_users_do,
+)
 
 ROOT = Path(__file__).parents[2]
 TINY = [
@@ -91,26 +99,33 @@ def test_universe_survives_sigkill_and_resumes(tmp_path: Path) -> None:
     assert "close-only data (sp500): features hl_range left out (need high/low)" in out
 
 
-def started_cells(tmp_path: Path) -> tuple[subprocess.Popen[str], list[int]]:
+@contextmanager
+def started_cells(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], list[int]]]:
     """A universe of two long cells (AAPL, KO) in a session of its own (as a shell starts a
-    command), once both cells have saved a checkpoint: the coordinator and its two cells."""
+    command), once both cells have saved a checkpoint: the coordinator and its two cells;
+    killed on leaving if still running."""
     run = tmp_path / "uni"
     sets = [a for s in [*TINY, "total_timesteps=2000000"] for a in ("--set", s)]
     args = ["--symbols", "AAPL", "KO", "--workers", "2", "--run-dir", str(run), *sets]
-    proc = universe(
+    started = universe(
         *args,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
         preexec_fn=as_a_terminal_starts_it,
     )
-    deadline = time.monotonic() + 300
-    while len(list(run.glob("cells/*/checkpoints/latest"))) < 2:
-        assert proc.poll() is None and time.monotonic() < deadline, "no cell saved a checkpoint"
-        time.sleep(0.1)
-    cells = children(proc.pid)
-    assert len(cells) == 2
-    return proc, cells
+    with reaped(started) as proc:
+        deadline = time.monotonic() + 300
+        while len(list(run.glob("cells/*/checkpoints/latest"))) < 2:
+            assert proc.poll() is None and time.monotonic() < deadline, "no checkpoint saved"
+            time.sleep(0.1)
+        cells = children(proc.pid)
+        assert len(cells) == 2
+        try:
+            yield proc, cells
+        finally:  # the cells run in sessions of their own: killing the group leaves them
+            for cell in [c for c in cells if alive(c)]:
+                os.kill(cell, signal.SIGKILL)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
@@ -119,14 +134,14 @@ def test_a_stopped_universe_stops_its_cells_at_a_checkpoint(sig: int, tmp_path: 
     """SIGTERM to the coordinator (a scheduler's stop), or Ctrl-C to the terminal's process
     group (here: the coordinator's session): each cell is stopped once (a second signal would
     make it stop without saving), saves and exits, then one line says how to continue."""
-    proc, cells = started_cells(tmp_path)
-    err, name = stop_as_users_do(proc, sig, timeout=300)
+    with started_cells(tmp_path) as (proc, cells):
+        err, name = stop_as_users_do(proc, sig, timeout=300)
+        assert not [c for c in cells if alive(c)]
     assert proc.returncode == 128 + sig, err
     assert err.splitlines()[-1] == (
         f"riskppo universe: stopped by {name}; finished cells are kept and running ones stopped "
         f"at a checkpoint — continue with `riskppo universe --resume {tmp_path / 'uni'}`"
     )
-    assert not [c for c in cells if alive(c)]
     for log in sorted((tmp_path / "uni" / "cells").glob("*.log")):
         assert "riskppo: stopped by SIGTERM at step " in log.read_text(), log.read_text()[-2000:]
     assert not (tmp_path / "uni" / "universe.json").exists()
@@ -136,10 +151,10 @@ def test_a_stopped_universe_stops_its_cells_at_a_checkpoint(sig: int, tmp_path: 
 def test_the_cells_die_with_a_killed_universe(tmp_path: Path) -> None:
     """SIGKILL to the coordinator alone: no cell trains on, orphaned (a later --resume would
     find every running cell's directory locked)."""
-    proc, cells = started_cells(tmp_path)
-    proc.kill()
-    proc.communicate(timeout=60)
-    deadline = time.monotonic() + 10
-    while any(alive(c) for c in cells) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not [c for c in cells if alive(c)], "cells outlived their universe"
+    with started_cells(tmp_path) as (proc, cells):
+        proc.kill()
+        proc.communicate(timeout=60)
+        deadline = time.monotonic() + 10
+        while any(alive(c) for c in cells) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [c for c in cells if alive(c)], "cells outlived their universe"

@@ -20,7 +20,7 @@ from riskppo.envs.market.synthetic import gbm
 from riskppo.evaluation.walkforward.plan import WalkForwardSettings
 from riskppo.evaluation.walkforward.run import CELL_DONE, prepare, run_cell
 from tests.compilers import env_without_kernel
-from tests.processes import alive, spawned_workers
+from tests.processes import alive, reaped, spawned_workers
 
 SMALL = [
     "env.n_envs=2",
@@ -217,18 +217,19 @@ def test_workers_die_with_a_killed_coordinator(tmp_path: Path) -> None:
     sets = [
         arg for s in [*SMALL, "total_timesteps=100000", f"data.path={data}"] for arg in ("--set", s)
     ]
-    run = _cli(
+    started = _cli(
         *SETTINGS, "--seeds", "0", "1", "--workers", "2", "--no-progress",
         "--run-dir", str(tmp_path / "wf"), *sets,
     )  # fmt: skip
-    deadline = time.monotonic() + 120
-    workers: list[int] = []
-    while len(workers) < 2 and time.monotonic() < deadline:
-        time.sleep(0.2)
-        workers = spawned_workers(run.pid)
-    assert len(workers) == 2, "the workers never started"
-    run.send_signal(signal.SIGTERM)
-    out, _ = run.communicate(timeout=60)
+    with reaped(started) as run:
+        deadline = time.monotonic() + 120
+        workers: list[int] = []
+        while len(workers) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+            workers = spawned_workers(run.pid)
+        assert len(workers) == 2, "the workers never started"
+        run.send_signal(signal.SIGTERM)
+        out, _ = run.communicate(timeout=60)
     assert run.returncode == 128 + signal.SIGTERM, out
     assert out.splitlines() == [
         "riskppo walkforward: stopped by SIGTERM; finished cells are kept — continue with "
