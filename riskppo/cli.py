@@ -248,18 +248,18 @@ def _finish_pbt(cfg: Config, run_dir: Path, args: argparse.Namespace) -> int:
 
 def cmd_universe(args: argparse.Namespace) -> int:
     """``riskppo universe``: the agent on each sp500 stock (and seed); exit 1 if a cell failed."""
-    from riskppo.runner import Interrupted
-
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    run_dir = Path(args.resume or args.run_dir or Path("runs") / f"{stamp}-universe")
     try:
-        results = _run_universe(args)
-    except Interrupted as stopped:  # Ctrl-C or SIGTERM: its cells stopped at a checkpoint
-        print(stopped, file=sys.stderr)
-        return stopped.exit_code
+        results = _run_universe(args, run_dir)
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: its cells stopped at a checkpoint
+        kept = "finished cells are kept and running ones stopped at a checkpoint"
+        return _stopped(exc, "universe", kept, run_dir)
     return 1 if any(r.error is not None for r in results) else 0
 
 
-def _run_universe(args: argparse.Namespace) -> list[Any]:
-    """The universe ``args`` name: resumed, or started in a new run directory."""
+def _run_universe(args: argparse.Namespace, run_dir: Path) -> list[Any]:
+    """The universe ``args`` name in ``run_dir``: resumed, or started there."""
     from riskppo.universe import resume_universe, run_universe
 
     if args.resume:
@@ -267,15 +267,10 @@ def _run_universe(args: argparse.Namespace) -> list[Any]:
         if given:
             flags = "/".join(f"--{f.replace('_', '-')}" for f in given)
             raise ConfigError(f"--resume continues a universe as it was started; drop {flags}")
-        results = resume_universe(
-            Path(args.resume), workers=args.workers, progress_bar=not args.no_progress
-        )
+        results = resume_universe(run_dir, workers=args.workers, progress_bar=not args.no_progress)
     else:
-        cfg = load_config(args.config, args.set or [])
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        run_dir = Path(args.run_dir) if args.run_dir else Path("runs") / f"{stamp}-universe"
         results = run_universe(
-            cfg,
+            load_config(args.config, args.set or []),
             run_dir,
             **({"symbols": args.symbols} if args.symbols else {}),
             seeds=args.seeds or [0],

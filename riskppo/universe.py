@@ -49,8 +49,8 @@ from riskppo.envs.features import left_out_line, split_features
 from riskppo.envs.registration import TRADING_ID
 from riskppo.evaluation.universe import CellResult, cell_result, count_cells, format_table
 from riskppo.monitor.progress import ProgressBar, wall_time_line
-from riskppo.runner import Interrupted, run_finished
-from riskppo.runs.interrupt import interrupt_signal, signal_name, sigterm_as_interrupt
+from riskppo.runner import run_finished
+from riskppo.runs.interrupt import sigterm_as_interrupt
 from riskppo.runs.processes import child_env
 from riskppo.runs.rundir import checkpoint_dir
 from riskppo.safefs import write_text_atomic
@@ -220,15 +220,16 @@ def _run_cells(
                     if r.proc.returncode != 0:
                         errors[r.cell] = _failure(r, _cell_log(run_dir, r.cell))
                     bar.update(advance=1, running=str(len(running)), failed=str(len(errors)))
-        except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: the cells stop at a checkpoint
-            raise _stop_cells(running, run_dir, interrupt_signal(exc)) from None
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the cells stop at a checkpoint
+            _stop_cells(running)
+            raise
     return errors, n_todo
 
 
-def _stop_cells(running: list[_Running], run_dir: Path, signum: int) -> Interrupted:
+def _stop_cells(running: list[_Running]) -> None:
     """Ask every running cell to stop (``riskppo train`` trains on to its next checkpoint and
-    exits), wait for them (a cell still running after :data:`STOP_WAIT_S` is killed: it resumes
-    from its previous checkpoint), and say how to continue."""
+    exits) and wait for them (a cell still running after :data:`STOP_WAIT_S` is killed: it
+    resumes from its previous checkpoint)."""
     for r in running:
         r.proc.send_signal(signal.SIGTERM)
     deadline = time.monotonic() + STOP_WAIT_S
@@ -239,12 +240,6 @@ def _stop_cells(running: list[_Running], run_dir: Path, signum: int) -> Interrup
             r.proc.kill()
             r.proc.wait()
         r.log.close()
-    return Interrupted(
-        f"riskppo universe: stopped by {signal_name(signum)}; finished cells are kept and "
-        f"running ones stopped at a checkpoint — continue with "
-        f"`riskppo universe --resume {run_dir}`",
-        128 + signum,
-    )
 
 
 def _finished(base: Config, cell: Cell, run_dir: Path) -> bool:
