@@ -119,6 +119,7 @@ class WorkerPool:
         self.setup = worker_setup()
         self.warned: set[tuple[str, str, str]] = set()  # the workers' warnings shown
         self.idle: list[_Worker] = []
+        self.started: list[_Worker] = []  # every worker this pool started
         self.replaced = 0  # dead workers replaced so far
 
     def __enter__(self) -> WorkerPool:
@@ -146,15 +147,21 @@ class WorkerPool:
                     busy.remove(worker)
                     assert worker.slot is not None
                     out[worker.slot] = self._collect(worker, tasks[worker.slot])
-        except BaseException:  # Ctrl-C, SIGTERM: what the busy workers train is not collected
-            for worker in busy:
-                worker.kill()
+        except BaseException:  # Ctrl-C, SIGTERM: what the workers train is not collected
+            # every worker not idle, also one started or collected as the signal came
+            for worker in self.started:
+                if worker not in self.idle and worker.proc.is_alive():
+                    worker.kill()
             raise
         return [r for r in out if r is not None]
 
     def _start(self, slot: int, task: IntervalTask) -> _Worker:
         """An idle worker (or a new one) running ``task``, the ``slot``-th of this batch."""
-        worker = self.idle.pop() if self.idle else _Worker(self.ctx, self.fn, self.setup)
+        if self.idle:
+            worker = self.idle.pop()
+        else:
+            worker = _Worker(self.ctx, self.fn, self.setup)
+            self.started.append(worker)
         worker.slot = slot
         worker.conn.send(task)
         return worker
