@@ -42,6 +42,9 @@ class Rollout:
     last_pi_state: LSTMState  # actor state after the last step
     costs_fraction: Tensor  # [T, N] info["reward_costs_fraction"] (NaN where absent/invalid)
     costs_nonfinite: int  # entries that were reported but not a finite number
+    # [T, N] ∂(return)/∂(action) of each decision from the env's reward slopes (None: the env
+    # reports none); see riskppo.algo.collect
+    reward_slopes: Tensor | None = None
 
 
 def chunk_critic(x: Tensor, chunk_len: int) -> Tensor:
@@ -68,6 +71,8 @@ class ChunkBatch:
     state: RecurrentState  # state entering each chunk (pre-mask), batch B
     raw_advantages: Tensor  # [L, B] advantages before normalisation (AWR weights)
     risk_targets: Tensor | None = None  # [L, B] segment return-to-go targets (NaN: unfinished)
+    # [L, B] ∂return/∂action of each decision, unit RMS over the rollout (the pathwise term)
+    slopes: Tensor | None = None
 
     @property
     def n_samples(self) -> int:
@@ -97,6 +102,7 @@ class ChunkBatch:
             state=self.state.select(idx),
             raw_advantages=pick(self.raw_advantages),
             risk_targets=None if self.risk_targets is None else pick(self.risk_targets),
+            slopes=None if self.slopes is None else pick(self.slopes),
         )
 
     def minibatches(

@@ -67,6 +67,7 @@ class _Buffers:
     dones: np.ndarray  # [T, N] bool
     truncs: np.ndarray  # [T, N] bool
     costs: np.ndarray  # [T, N] info["reward_costs_fraction"]; NaN: not reported or invalid
+    slopes: np.ndarray  # [2, T, N] info["reward_slope"], info["reward_slope_prev"]; NaN: none
     actions: list[torch.Tensor] = field(default_factory=list)
     log_probs: list[torch.Tensor] = field(default_factory=list)  # T of [N]
     critic_inputs: list[torch.Tensor] = field(default_factory=list)  # ActStep.critic_input
@@ -89,6 +90,7 @@ class _Buffers:
             dones=np.empty(shape, dtype=bool),
             truncs=np.zeros(shape, dtype=bool),
             costs=np.full(shape, np.nan, dtype=np.float32),
+            slopes=np.full((2, *shape), np.nan, dtype=np.float64),
         )
 
     def write_obs(self, t: int, obs: Any) -> None:
@@ -119,6 +121,23 @@ class _Buffers:
             if c is not None:
                 self.costs[t, i] = _finite_or_nan(c)
                 self.n_bad_costs += int(math.isnan(self.costs[t, i]))
+            g = info.get("reward_slope")
+            if g is not None:
+                self.slopes[0, t, i] = _finite_or_nan(g)
+                self.slopes[1, t, i] = _finite_or_nan(info.get("reward_slope_prev", 0.0))
+
+    def reward_slopes(self, device: torch.device) -> torch.Tensor | None:
+        """``[T, N]`` ``∂(return)/∂a_t`` of each decision: this step's slope plus the next step's
+        slope with respect to it (``reward_slope_prev``, 0 where a new episode starts) — the whole
+        derivative of the episode's return for an env whose reward depends on the last two
+        actions. The rollout's last step has only its own part (the next one is not seen yet).
+        None where the env reports none; a missing or non-finite report counts as 0."""
+        now, prev = self.slopes
+        if np.isnan(now).all():
+            return None
+        g = np.nan_to_num(now, nan=0.0)
+        g[:-1] += np.nan_to_num(prev[1:], nan=0.0)
+        return torch.as_tensor(g, dtype=torch.float32, device=device)
 
     def rollout(
         self,
@@ -155,6 +174,7 @@ class _Buffers:
             last_pi_state=last_pi,
             costs_fraction=torch.as_tensor(self.costs, device=device),
             costs_nonfinite=self.n_bad_costs,
+            reward_slopes=self.reward_slopes(device),
         )
 
 

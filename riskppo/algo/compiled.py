@@ -43,6 +43,7 @@ from riskppo.algo.losses import (
     other_terms_size,
     ppo_terms,
     total,
+    with_pathwise,
     with_risk_head,
 )
 from riskppo.algo.update import minibatch_loss
@@ -84,8 +85,8 @@ def traced_minibatch_loss(
     as 0-dim tensors so that their schedules do not recompile."""
     t = ppo_terms(cfg, policy, critic, mb)
     # the risk head's loss as a masked mean (0 when no segment ended): no host sync
-    terms = with_risk_head(cfg, policy, t, mb, masked=True)
-    weights = LossWeights(cfg.ppo.vf_coef, ent_coef)
+    terms = with_pathwise(with_risk_head(cfg, policy, t, mb, masked=True), t, mb)
+    weights = LossWeights(cfg.ppo.vf_coef, ent_coef, pathwise_coef=cfg.ppo.pathwise_coef)
     stats = base_stats(t, terms)
     if bc_coef is not None:  # R-ALG-12, rollout source (AWR): see riskppo.algo.bc.bc_term
         others = other_terms_size(terms, weights)
@@ -113,12 +114,13 @@ def _flat(mb: ChunkBatch) -> list[Tensor | None]:
         s.pi.c,
         mb.raw_advantages,
         mb.risk_targets,
+        mb.slopes,
         *(t for v in s.vf for t in (v.h, v.c)),
     ]
 
 
 def _unflat(xs: tuple[Tensor | None, ...]) -> ChunkBatch:
-    vf = tuple(LSTMState(xs[i], xs[i + 1]) for i in range(11, len(xs), 2))  # type: ignore[arg-type]
+    vf = tuple(LSTMState(xs[i], xs[i + 1]) for i in range(12, len(xs), 2))  # type: ignore[arg-type]
     return ChunkBatch(
         obs=xs[0],  # type: ignore[arg-type]
         actions=xs[1],  # type: ignore[arg-type]
@@ -130,6 +132,7 @@ def _unflat(xs: tuple[Tensor | None, ...]) -> ChunkBatch:
         state=RecurrentState(LSTMState(xs[7], xs[8]), vf),  # type: ignore[arg-type]
         raw_advantages=xs[9],  # type: ignore[arg-type]
         risk_targets=xs[10],
+        slopes=xs[11],
     )
 
 

@@ -148,7 +148,10 @@ def estimate(
     vf_states = tuple(cat_states([c[k] for c in vf_chunks]) for k in range(len(final)))
     states = RecurrentState(cat_states(rollout.pi_chunk_states), vf_states)
     targets = new_scaling.to_norm(returns)
-    data = _chunks(rollout, cfg, states, adv_norm, adv, targets, old_pred, risk)
+    one_dim = rollout.actions.dim() == 3 and rollout.actions.shape[-1] == 1
+    continuous = one_dim and rollout.actions.is_floating_point()
+    slopes = _unit_slopes(rollout.reward_slopes if continuous else None, cfg, risk)
+    data = _chunks(rollout, cfg, states, adv_norm, adv, targets, old_pred, risk, slopes)
     return Estimates(
         data=data,
         values=values,
@@ -182,6 +185,18 @@ def _normalized(adv: Tensor, cfg: Config) -> tuple[Tensor, core.AdvantageStats]:
     return adv, stats
 
 
+def _unit_slopes(slopes: Tensor | None, cfg: Config, risk: RiskEstimate | None) -> Tensor | None:
+    """The pathwise term's slopes ``[T, N]`` at unit RMS over the rollout (so ``pathwise_coef``
+    weighs them as normalised advantages are weighed), divided by ``1 + λ`` under a CVaR
+    constraint as the return's part of the advantage is; None when the term is off (and for
+    any action space but a one-dimensional Box: the term follows one action mean)."""
+    if slopes is None or cfg.ppo.pathwise_coef == 0:
+        return None
+    rms = slopes.pow(2).mean().sqrt()
+    unit = slopes / rms if rms > 0 else torch.zeros_like(slopes)
+    return unit if risk is None else unit / (1.0 + risk.lam)
+
+
 def _chunks(
     rollout: Rollout,
     cfg: Config,
@@ -191,6 +206,7 @@ def _chunks(
     targets: Tensor,
     old_pred: Tensor,
     risk: RiskEstimate | None,
+    slopes: Tensor | None,
 ) -> ChunkBatch:
     """The training chunks ``[L, n_chunks·N, ...]`` (:mod:`riskppo.algo.buffer`) entering
     with ``states``."""
@@ -206,4 +222,5 @@ def _chunks(
         state=states,
         raw_advantages=to_chunks(adv, L),
         risk_targets=None if risk is None else to_chunks(risk.targets, L),
+        slopes=None if slopes is None else to_chunks(slopes, L),
     )

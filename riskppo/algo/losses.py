@@ -30,7 +30,9 @@ __all__ = [
     "other_terms_size",
     "ppo_terms",
     "risk_head_loss",
+    "pathwise_loss",
     "total",
+    "with_pathwise",
     "with_risk_head",
 ]
 
@@ -82,6 +84,7 @@ class LossTerms(NamedTuple):
     risk_head: Tensor | None = None  # the risk head's quantile loss (docs/risk.md)
     sa_kl: Tensor | None = None  # SA-PPO regulariser max_δ KL(π(s) ‖ π(s+δ)) (Zhang et al. 2020)
     bc: Tensor | None = None  # the BC term, already times its scheduled coefficient
+    pathwise: Tensor | None = None  # −mean(∂R/∂a · μ(s)): the reward's own gradient (below)
 
     @property
     def critic(self) -> Tensor:
@@ -95,17 +98,47 @@ class LossWeights(NamedTuple):
     vf_coef: float  # c_v
     ent_coef: float | Tensor  # c_e (a 0-dim tensor in the compiled loss, so it never recompiles)
     sa_kappa: float = 0.0  # κ of the SA-PPO regulariser
+    pathwise_coef: float = 0.0  # c_p of the pathwise term
 
 
 def total(t: LossTerms, w: LossWeights) -> Tensor:
-    """``L = L_clip + c_v·(L_V + L_risk) − c_e·H + κ·KL_SA + BC``, summed left to right in this
-    order (which fixes the float rounding: the eager and compiled paths add alike)."""
+    """``L = L_clip + c_v·(L_V + L_risk) − c_e·H + κ·KL_SA + BC + c_p·L_path``, summed left to
+    right in this order (which fixes the float rounding: the eager and compiled paths add
+    alike)."""
     loss = t.policy + w.vf_coef * t.critic - w.ent_coef * t.entropy
     if t.sa_kl is not None:
         loss = loss + w.sa_kappa * t.sa_kl
     if t.bc is not None:
         loss = loss + t.bc
+    if t.pathwise is not None:
+        loss = loss + w.pathwise_coef * t.pathwise
     return loss
+
+
+def pathwise_loss(mean: Tensor, slopes: Tensor) -> Tensor:
+    """The pathwise (reparameterised) policy-gradient term ``−mean(g · μ(s))`` of the policy's
+    action means ``mean`` ``[N, 1]`` and the slopes ``g`` ``[N]`` (``∂return/∂action`` of each
+    decision, constants): its gradient moves every mean the way the realised return rises.
+
+    Where the environment's reward is a known function of the action and its inputs do not
+    depend on the actions — a price taker's trades — ``g`` is exact and the term is an unbiased
+    estimate of the gradient of the immediate return without the score function's sampling
+    noise: direct reinforcement (Moody & Saffell 2001), as in deterministic policy gradients
+    (Silver et al. 2014) with the model's derivative instead of a learned critic's."""
+    if mean.dim() != 2 or mean.shape[1] != 1 or slopes.reshape(-1).shape[0] != mean.shape[0]:
+        raise ValueError(
+            f"pathwise_loss: means [N, 1] and slopes [N] expected, got {tuple(mean.shape)} and "
+            f"{tuple(slopes.shape)}"
+        )
+    return -(slopes.reshape(-1) * mean[:, 0]).mean()
+
+
+def with_pathwise(terms: LossTerms, t: PPOTerms, mb: ChunkBatch) -> LossTerms:
+    """``terms`` with the pathwise term when the batch has reward slopes (else unchanged)."""
+    if mb.slopes is None:
+        return terms
+    mean = t.dist.mode()  # the Gaussian's mean [N, 1]
+    return terms._replace(pathwise=pathwise_loss(mean, mb.slopes))
 
 
 def with_risk_head(
@@ -123,7 +156,7 @@ def with_risk_head(
 def base_stats(t: PPOTerms, terms: LossTerms) -> dict[str, Tensor]:
     """The minibatch's logged numbers (``value_loss``: with the risk head's part, when there is
     one), as tensors: nothing is synchronised with the host here."""
-    return {
+    stats = {
         "policy_loss": t.pg_loss.detach(),
         "value_loss": terms.critic.detach(),
         "entropy": t.entropy.detach(),
@@ -134,6 +167,9 @@ def base_stats(t: PPOTerms, terms: LossTerms) -> dict[str, Tensor]:
         "approx_kl_k3": t.pg.approx_kl_k3,
         "vf_clip_fraction": t.vf_clip.detach(),
     }
+    if terms.pathwise is not None:
+        stats["pathwise_loss"] = terms.pathwise.detach()
+    return stats
 
 
 def risk_head_loss(q: Tensor, targets: Tensor, kappa: float, *, masked: bool = False) -> Tensor:

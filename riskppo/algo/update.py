@@ -31,6 +31,7 @@ from riskppo.algo.losses import (
     other_terms_size,
     ppo_terms,
     total,
+    with_pathwise,
     with_risk_head,
 )
 from riskppo.config import Config
@@ -164,8 +165,8 @@ def minibatch_loss(ctx: UpdateContext, mb: ChunkBatch) -> tuple[Tensor, dict[str
     cfg, policy = ctx.cfg, ctx.policy
     sa = cfg.adversarial
     t = ppo_terms(cfg, policy, ctx.critic, mb)
-    terms = with_risk_head(cfg, policy, t, mb, masked=False)
-    weights = LossWeights(cfg.ppo.vf_coef, ctx.ent_coef, sa.kappa)
+    terms = with_pathwise(with_risk_head(cfg, policy, t, mb, masked=False), t, mb)
+    weights = LossWeights(cfg.ppo.vf_coef, ctx.ent_coef, sa.kappa, cfg.ppo.pathwise_coef)
     if sa.kappa > 0 and ctx.sa_eps > 0:  # R-ADV: SA-PPO, κ · max_δ KL(π(s) ‖ π(s+δ))
         sa_kl = sa_regularizer(
             policy,

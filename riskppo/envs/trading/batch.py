@@ -23,8 +23,11 @@ from riskppo.envs.trading.env import TradingEnv
 __all__ = ["BatchStep", "TradingBatch"]
 
 # rows of TradingBatch.state: the per-episode state of TradingEnv (its _new_episode_state)
-_STATE = ("position", "signal", "log_equity", "log_peak", "turnover", "sum_abs_gross", "costs")
+_STATE = (
+    "position", "signal", "log_equity", "log_peak", "turnover", "sum_abs_gross", "costs", "dpda"
+)  # fmt: skip
 _POS, _LOG_EQ, _PEAK = (_STATE.index(name) for name in ("position", "log_equity", "log_peak"))
+_FLOWS = 6  # the last step's gross return, costs, fee, borrow cost, reward slopes (now, prev)
 
 
 class BatchStep(NamedTuple):
@@ -54,11 +57,13 @@ class TradingBatch:
         self._ret_new = np.asarray(env._ret_new, dtype=np.float64)  # [T]
         self._positions = np.asarray(env.positions, dtype=np.float64)  # [K] discrete targets
         self._rngs: list[np.random.Generator | None] = [None] * n
-        # [11, n] float64: the episode state (rows _STATE), then the last step's flows (gross
-        # return, costs, fee, borrow cost); one array, so one tolist() gives the info rows
-        self._rows = np.zeros((len(_STATE) + 4, n))
-        self.state = self._rows[: len(_STATE)]  # [7, n]
-        self._flows = self._rows[len(_STATE) :]  # [4, n]
+        # [14, n] float64: the episode state (rows _STATE), then the last step's flows (gross
+        # return, costs, fee, borrow cost, reward slopes); one array, so one tolist() gives the
+        # info rows
+        self._rows = np.zeros((len(_STATE) + _FLOWS, n))
+        self.state = self._rows[: len(_STATE)]  # [8, n]
+        self._flows = self._rows[len(_STATE) :]  # [6, n]
+        self._slope_factor = env._signal_slope(np.zeros(1)) if env.continuous else 0.0
         self.t = np.zeros(n, np.int64)  # [n] bar observed
         self.start = np.zeros(n, np.int64)  # [n] first bar of the episode
         self.end_bar = np.zeros(n, np.int64)  # [n] bar that ends the episode (truncation)
@@ -89,11 +94,14 @@ class TradingBatch:
                 f"env {self._ended[0]}: call reset() before step() (and after an episode ends)"
             )
         env, flows = self.env, self._flows
-        pos, sig, log_eq, peak, turnover, abs_gross, sum_costs = self.state  # [n] row views
-        signal = self._signals(actions)
+        pos, sig, log_eq, peak, turnover, abs_gross, sum_costs, dpda = self.state  # [n] rows
+        signal, inside = self._signals(actions)
         t, old = self.t, pos
         cap = self._cap[t]
-        target = np.clip(signal * self._scale[t], -cap, cap)  # exposure decided at t
+        uncapped = signal * self._scale[t]
+        target = np.clip(uncapped, -cap, cap)  # exposure decided at t
+        new_dpda = np.where(inside & (np.abs(uncapped) < cap), self._slope_factor, 0.0)
+        new_dpda *= self._scale[t]
         dpos = np.abs(target - old)
         gross = np.add(old * self._ret_old[t], target * self._ret_new[t], out=flows[0])
         fee_cost = np.multiply(env.fee, dpos, out=flows[2])
@@ -102,12 +110,13 @@ class TradingBatch:
         np.maximum(held * -env._borrow_per_bar, 0.0, out=flows[3])
         costs = np.add(fee_cost, flows[3], out=flows[1])
         net = gross - costs
+        self._slopes(t, old, target, new_dpda, dpda)
         np.add(log_eq, net, out=log_eq)
         np.maximum(peak, log_eq, out=peak)
         np.add(turnover, dpos, out=turnover)
         np.add(abs_gross, np.abs(gross), out=abs_gross)
         np.add(sum_costs, costs, out=sum_costs)
-        sig[:], pos[:] = signal, target  # (old, a view of pos, is not read after this)
+        sig[:], pos[:], dpda[:] = signal, target, new_dpda  # (old, a view of pos, not read after)
         t += 1
         truncated = t >= self.end_bar
         ruin = env.ruin_equity
@@ -127,8 +136,22 @@ class TradingBatch:
             self._infos(self._rows, t, self.start),
         )
 
-    def _signals(self, actions: np.ndarray) -> np.ndarray:
-        """Actions → ``[n]`` float64 signals (targets before sizing), as TradingEnv's."""
+    def _slopes(
+        self, t: np.ndarray, old: np.ndarray, new: np.ndarray, dpda: np.ndarray, prev: np.ndarray
+    ) -> None:
+        """The reward slopes (``TradingEnv._slopes``) into the flow rows 4 and 5: ``dpda`` and
+        ``prev`` ``[n]`` are ``∂p/∂a`` of this step's and the previous decision."""
+        env = self.env
+        turn = env.fee * (np.greater(new, old).astype(np.float64) - np.less(new, old))
+        held_short = env._borrow_per_bar * ((old if env._delayed else new) < 0.0)
+        d_new = self._ret_new[t] - turn + (0.0 if env._delayed else held_short)
+        d_old = self._ret_old[t] + turn + (held_short if env._delayed else 0.0)
+        np.multiply(env.reward_scale * d_new, dpda, out=self._flows[4])
+        np.multiply(env.reward_scale * d_old, prev, out=self._flows[5])
+
+    def _signals(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Actions → ``[n]`` float64 signals (targets before sizing), as TradingEnv's, and
+        ``[n]`` bool: the continuous action was strictly inside its bounds."""
         env = self.env
         a = actions if isinstance(actions, np.ndarray) else np.asarray(actions)
         if a.size != self.n or a.shape[0] != self.n:
@@ -142,11 +165,12 @@ class TradingBatch:
             if bad.any():
                 i = int(np.flatnonzero(bad)[0])
                 raise ValueError(f"env {i}: action {int(a[i])} is outside [0, {k})")
-            return self._positions[a]
+            return self._positions[a], np.zeros(self.n, dtype=bool)
         x = a.astype(np.float64)  # a new array: the steps below work in place
         if not math.isfinite(float(x @ x)) and not (finite := np.isfinite(x)).all():
             i = int(np.flatnonzero(~finite)[0])
             raise ValueError(f"env {i}: continuous action is not finite: {a[i]!r}")
+        inside = (x > -1.0) & (x < 1.0)
         np.minimum(np.maximum(x, -1.0, out=x), 1.0, out=x)
         if env.long_only:  # [-1, 1] -> signal m + (1 - m) * (0.5 * (x + 1)) in [m, 1]
             m = env.min_signal
@@ -154,11 +178,11 @@ class TradingBatch:
             np.multiply(x, 0.5, out=x)
             np.multiply(x, 1.0 - m, out=x)
             np.add(x, m, out=x)
-        return x
+        return x, inside
 
     def _observe(self, t: np.ndarray, state: np.ndarray) -> np.ndarray:
         """Observations ``[m, D]`` float32 at bars ``t`` ``[m]`` of episodes in ``state``
-        ``[7, m]``."""
+        ``[8, m]``."""
         env = self.env
         n_win = env._n_win
         if env._table is not None:
@@ -173,8 +197,9 @@ class TradingBatch:
         return obs
 
     def _infos(self, rows: np.ndarray, t: np.ndarray, start: np.ndarray) -> list[dict[str, Any]]:
-        """The info dicts of ``m`` episodes: ``rows`` ``[11, m]`` (state, then this step's
-        gross return, costs, fee, borrow cost), bars ``t`` and first bars ``start`` ``[m]``."""
+        """The info dicts of ``m`` episodes: ``rows`` ``[14, m]`` (state, then this step's
+        gross return, costs, fee, borrow cost, reward slopes), bars ``t`` and first bars
+        ``start`` ``[m]``."""
         ts = self.env._ts_ns
         fill = self.env.fill
         return [
@@ -194,8 +219,10 @@ class TradingBatch:
                 "timestamp": ts[bar],
                 "episode_step": bar - t0,
                 "fill": fill,
+                "reward_slope": d,
+                "reward_slope_prev": dp,
             }
-            for (p, s, le, pk, to, sg, sc, g, c, f, b), bar, t0 in zip(
+            for (p, s, le, pk, to, sg, sc, _, g, c, f, b, d, dp), bar, t0 in zip(
                 rows.T.tolist(), t.tolist(), start.tolist(), strict=True
             )
         ]

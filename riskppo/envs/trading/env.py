@@ -138,7 +138,18 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
     ``Σ costs / (Σ |gross| + Σ costs)`` in ``[0, 1]``, 0 when both are 0), ``gross_return``,
     ``costs``, ``fee_cost``, ``borrow_cost`` (this step, unscaled), ``bar`` (position in ``df``
     of the observed bar), ``timestamp`` (its time, int nanoseconds since the epoch),
-    ``episode_step``, ``fill`` (the fill mode in use).
+    ``episode_step``, ``fill`` (the fill mode in use), ``reward_slope`` and
+    ``reward_slope_prev`` (below).
+
+    **Reward slopes** (continuous actions; 0 with discrete ones). The market does not move with
+    the agent's orders, so the reward is a known, piecewise-linear function of the actions and its
+    derivative is exact: ``reward_slope = ∂reward_t/∂a_t`` (the session return the new exposure
+    earns, the fee's and borrow's side) and ``reward_slope_prev = ∂reward_t/∂a_{t-1}`` (the
+    previous exposure's part: its overnight gap, or the whole bar with ``next_close``, and the
+    fee paid to leave it), each times ``∂p/∂a`` of that decision — 0 where the action was at or
+    beyond its bound or the overlay's cap clipped the position. Their sum over consecutive steps
+    is the derivative of the episode's return with respect to one decision, which the trainer's
+    pathwise term (``ppo.pathwise_coef``) follows (direct reinforcement, Moody & Saffell 2001).
 
     ``step`` uses no pandas; it allocates a fresh observation array per step (safe to store).
     The env never touches global RNGs or warning filters.
@@ -151,6 +162,7 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
     _end_bar: int
     _pos: float
     _signal: float
+    _dpda: float
     _log_equity: float
     _log_peak: float
     _turnover: float
@@ -470,6 +482,7 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
         if target > cap or target < -cap:  # the overlay clips the position held
             target = math.copysign(cap, target)
         self._signal = signal
+        dpda = self._signal_slope(action) * self._scale[t] if abs(target) < cap else 0.0
         dpos = abs(target - old)
         gross = old * self._ret_old[t] + target * self._ret_new[t]
         fee_cost = self.fee * dpos
@@ -477,6 +490,7 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
         borrow_cost = -held * self._borrow_per_bar if held < 0.0 else 0.0
         costs = fee_cost + borrow_cost
         net = gross - costs
+        slope, slope_prev = self._slopes(t, old, target, dpda)
 
         log_eq = self._log_equity + net
         self._log_equity = log_eq
@@ -486,6 +500,7 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
         self._sum_abs_gross += abs(gross)
         self._sum_costs += costs
         self._pos = target
+        self._dpda = dpda
         t += 1
         self._t = t
         self._steps += 1
@@ -499,11 +514,32 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
             net * self.reward_scale,
             terminated,
             truncated,
-            self._info(gross, costs, fee_cost, borrow_cost),
+            self._info(gross, costs, fee_cost, borrow_cost, slope, slope_prev),
         )
 
     def render(self) -> None:
         return None
+
+    def _slopes(self, t: int, old: float, new: float, dpda: float) -> tuple[float, float]:
+        """``(∂r/∂a_t, ∂r/∂a_{t-1})`` of this step's reward (see **Reward slopes**): the
+        exposure's own return and fee side, times ``∂p/∂a`` of each decision."""
+        turn = self.fee * ((new > old) - (new < old))  # fee side: sign(p_t - p_{t-1})
+        b = self._borrow_per_bar
+        held_short = b * ((old if self._delayed else new) < 0.0)
+        d_new = self._ret_new[t] - turn + (0.0 if self._delayed else held_short)
+        d_old = self._ret_old[t] + turn + (held_short if self._delayed else 0.0)
+        k = self.reward_scale
+        return k * d_new * dpda, k * d_old * self._dpda
+
+    def _signal_slope(self, action: Any) -> float:
+        """``∂signal/∂a`` of a continuous action: 0 at or beyond the action bound (an action
+        clipped there earns the same whatever its value), else 1, or ``(1 - m) / 2`` long-only."""
+        if not self.continuous:
+            return 0.0
+        x = float(np.asarray(action, dtype=np.float64).reshape(-1)[0])
+        if not -1.0 < x < 1.0:
+            return 0.0
+        return 0.5 * (1.0 - self.min_signal) if self.long_only else 1.0
 
     # ------------------------------------------------------------------ internals
 
@@ -512,6 +548,7 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
         self._end_bar = end_bar
         self._pos = 0.0
         self._signal = 0.0
+        self._dpda = 0.0  # ∂p/∂a of the last decision (0: flat, no decision yet)
         self._log_equity = 0.0
         self._log_peak = 0.0
         self._turnover = 0.0
@@ -533,7 +570,13 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
         return obs
 
     def _info(
-        self, gross: float, costs: float, fee_cost: float, borrow_cost: float
+        self,
+        gross: float,
+        costs: float,
+        fee_cost: float,
+        borrow_cost: float,
+        slope: float = 0.0,
+        slope_prev: float = 0.0,
     ) -> dict[str, Any]:
         total = self._sum_abs_gross + self._sum_costs
         t = self._t
@@ -554,6 +597,8 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
             "timestamp": self._ts_ns[t],
             "episode_step": self._steps,
             "fill": self.fill,
+            "reward_slope": slope,
+            "reward_slope_prev": slope_prev,
         }
 
     def _discrete_target(self, action: Any) -> float:

@@ -29,6 +29,8 @@ INFO_KEYS = {
     "turnover",
     "drawdown",
     "reward_costs_fraction",
+    "reward_slope",
+    "reward_slope_prev",
     "gross_return",
     "costs",
     "fee_cost",
