@@ -209,11 +209,13 @@ class PPOConfig(_Section):
         0.0, ge=0, description="entropy bonus coefficient (the schedule's start value)"
     )
     pathwise_coef: float = Field(
-        1.0,
+        0.0,
         ge=0,
         description="weight of the pathwise term: where the env reports its reward's slope in "
         "the action (info reward_slope, as the trading env does) each action mean also follows "
-        "d(return)/d(action), scaled to unit RMS per rollout; 0 = off (no effect elsewhere)",
+        "d(return)/d(action), scaled to unit RMS per rollout; 0 = off. Finds planted edges the "
+        "score function misses, and over-fits the training bars as readily "
+        "(docs/learnability.md)",
     )
     ent_coef_min: float = Field(
         0.0,

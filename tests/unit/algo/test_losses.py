@@ -80,3 +80,22 @@ def test_the_loss_is_every_named_term_with_its_coefficient(tiny_policy, random_c
     torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-12)
     without = total(LossTerms(t.pg_loss, t.vf_loss, t.entropy), LossWeights(0.5, 0.01))
     assert torch.equal(without, t.pg_loss + 0.5 * t.vf_loss - 0.01 * t.entropy)
+
+
+def test_pathwise_loss_moves_each_mean_by_its_slope():
+    """∂L/∂μ_i = −g_i / N: the mean of a decision whose return rises with the action goes up."""
+    from riskppo.algo.losses import pathwise_loss
+
+    mean = torch.tensor([[0.2], [-0.5], [0.9], [0.0]], requires_grad=True)
+    g = torch.tensor([1.0, -2.0, 0.0, 0.5])
+    pathwise_loss(mean, g).backward()
+    assert torch.equal(mean.grad[:, 0], -g / 4)
+    with pytest.raises(ValueError, match=r"means \[N, 1\] and slopes \[N\]"):
+        pathwise_loss(torch.zeros(4, 2), g)
+
+
+def test_total_adds_the_pathwise_term_with_its_weight():
+    terms = LossTerms(torch.tensor(1.0), torch.tensor(2.0), torch.tensor(0.5))
+    base = total(terms, LossWeights(0.5, 0.1, pathwise_coef=3.0))
+    with_term = total(terms._replace(pathwise=torch.tensor(-0.25)), LossWeights(0.5, 0.1, 0, 3.0))
+    assert float(with_term - base) == pytest.approx(-0.75)

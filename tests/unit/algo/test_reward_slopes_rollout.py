@@ -1,0 +1,50 @@
+"""A rollout's reward slopes: each decision's own slope plus the next step's slope with respect
+to it, at unit RMS for the loss, and none where the env reports none or the term is off."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from riskppo.algo.collect import _Buffers
+from riskppo.algo.estimate import _unit_slopes
+from riskppo.config import Config
+
+
+def _buffers(now: np.ndarray, prev: np.ndarray) -> _Buffers:
+    T, N = now.shape
+    buf = _Buffers.allocate(T, N, 3, torch.device("cpu"))
+    for t in range(T):
+        infos = [{"reward_slope": now[t, i], "reward_slope_prev": prev[t, i]} for i in range(N)]
+        buf.record_infos(t, np.zeros(N, dtype=bool), infos, None)  # type: ignore[arg-type]
+    return buf
+
+
+def test_each_decision_gets_its_own_and_the_next_steps_slope():
+    rng = np.random.default_rng(0)
+    now, prev = rng.normal(size=(5, 2)), rng.normal(size=(5, 2))
+    got = _buffers(now, prev).reward_slopes(torch.device("cpu"))
+    assert got is not None
+    for t in range(5):
+        for i in range(2):
+            want = now[t, i] + (prev[t + 1, i] if t + 1 < 5 else 0.0)
+            assert float(got[t, i]) == pytest.approx(want, rel=1e-6)
+
+
+def test_no_slopes_without_reports_and_bad_reports_count_as_zero():
+    buf = _Buffers.allocate(2, 1, 3, torch.device("cpu"))
+    buf.record_infos(0, np.zeros(1, dtype=bool), [{}], None)  # type: ignore[arg-type]
+    buf.record_infos(1, np.zeros(1, dtype=bool), [{}], None)  # type: ignore[arg-type]
+    assert buf.reward_slopes(torch.device("cpu")) is None
+    bad = _buffers(np.array([[float("nan")], [2.0]]), np.array([[0.0], [float("inf")]]))
+    assert bad.reward_slopes(torch.device("cpu")).tolist() == [[0.0], [2.0]]
+
+
+def test_unit_slopes_have_unit_rms_and_are_off_at_zero_weight():
+    cfg = Config(ppo={"pathwise_coef": 1.0})
+    g = torch.tensor([[3.0, -1.0], [0.0, 2.0]])
+    unit = _unit_slopes(g, cfg, None)
+    assert unit is not None and float(unit.pow(2).mean()) == pytest.approx(1.0)
+    assert torch.allclose(unit * g.pow(2).mean().sqrt(), g)
+    assert _unit_slopes(g, Config(ppo={"pathwise_coef": 0.0}), None) is None
