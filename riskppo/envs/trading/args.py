@@ -1,9 +1,10 @@
-"""Argument checks of :class:`~riskppo.envs.TradingEnv`: each raises one ``ValueError`` naming the
-argument, its value and what it must be."""
+"""Argument checks of :class:`~riskppo.envs.TradingEnv` and its actions: each raises one
+``ValueError`` naming the argument, its value and what it must be."""
 
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,7 +12,14 @@ import numpy as np
 
 from riskppo.envs.trading.sizing import SIZINGS, check_sizing
 
-__all__ = ["action_positions", "validate_min_signal", "validate_scalars", "validate_sizing"]
+__all__ = [
+    "action_positions",
+    "continuous_signal",
+    "discrete_signal",
+    "validate_min_signal",
+    "validate_scalars",
+    "validate_sizing",
+]
 
 DEFAULT_POSITIONS: tuple[float, ...] = (-1.0, 0.0, 1.0)
 
@@ -101,3 +109,42 @@ def _finite(v: Any) -> bool:
 def _require(ok: bool, name: str, value: Any, allowed: str) -> None:
     if not ok:
         raise ValueError(f"{name}={value!r} is invalid: must be {allowed}")
+
+
+def discrete_signal(action: Any, positions: Sequence[float]) -> float:
+    """The target position of discrete ``action`` (an index into ``positions``); ValueError for
+    anything else."""
+    a = action.item() if isinstance(action, np.ndarray) and action.size == 1 else action
+    try:
+        i = operator.index(a)
+    except TypeError:
+        raise ValueError(
+            f"discrete action must be an integer in [0, {len(positions)}), got {action!r}"
+        ) from None
+    if not 0 <= i < len(positions):
+        raise ValueError(f"action {i} is outside [0, {len(positions)})")
+    return positions[i]
+
+
+def continuous_signal(action: Any, long_only: bool, min_signal: float) -> tuple[float, bool]:
+    """``(signal, inside)`` of a continuous ``action`` (one number): clipped to ``[-1, 1]``, and
+    mapped to ``[m, 1]`` long-only (``m + (1 - m)(a + 1)/2``, ``m = min_signal``); ``inside``:
+    the action was strictly inside ``(-1, 1)`` (not clipped). ValueError for anything else."""
+    try:
+        if isinstance(action, np.ndarray):
+            x = float(action.item())
+        elif isinstance(action, list | tuple):
+            (x,) = (float(v) for v in action)
+        else:
+            x = float(action)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"continuous action must be one number (shape (1,)), got {action!r}"
+        ) from None
+    if not math.isfinite(x):
+        raise ValueError(f"continuous action is not finite: {action!r}")
+    inside = -1.0 < x < 1.0
+    x = 1.0 if x > 1.0 else (-1.0 if x < -1.0 else x)
+    if not long_only:
+        return x, inside
+    return min_signal + (1.0 - min_signal) * (0.5 * (x + 1.0)), inside

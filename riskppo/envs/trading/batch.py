@@ -19,6 +19,7 @@ import numpy as np
 from gymnasium.utils import seeding
 
 from riskppo.envs.trading.env import TradingEnv
+from riskppo.envs.trading.slopes import reward_slopes
 
 __all__ = ["BatchStep", "TradingBatch"]
 
@@ -63,7 +64,6 @@ class TradingBatch:
         self._rows = np.zeros((len(_STATE) + _FLOWS, n))
         self.state = self._rows[: len(_STATE)]  # [8, n]
         self._flows = self._rows[len(_STATE) :]  # [6, n]
-        self._slope_factor = env._signal_slope(np.zeros(1)) if env.continuous else 0.0
         self.t = np.zeros(n, np.int64)  # [n] bar observed
         self.start = np.zeros(n, np.int64)  # [n] first bar of the episode
         self.end_bar = np.zeros(n, np.int64)  # [n] bar that ends the episode (truncation)
@@ -100,7 +100,7 @@ class TradingBatch:
         cap = self._cap[t]
         uncapped = signal * self._scale[t]
         target = np.clip(uncapped, -cap, cap)  # exposure decided at t
-        new_dpda = np.where(inside & (np.abs(uncapped) < cap), self._slope_factor, 0.0)
+        new_dpda = np.where(inside & (np.abs(uncapped) < cap), env._slope_factor, 0.0)
         new_dpda *= self._scale[t]
         dpos = np.abs(target - old)
         gross = np.add(old * self._ret_old[t], target * self._ret_new[t], out=flows[0])
@@ -110,7 +110,9 @@ class TradingBatch:
         np.maximum(held * -env._borrow_per_bar, 0.0, out=flows[3])
         costs = np.add(fee_cost, flows[3], out=flows[1])
         net = gross - costs
-        self._slopes(t, old, target, new_dpda, dpda)
+        flows[4], flows[5] = reward_slopes(
+            old, target, self._ret_old[t], self._ret_new[t], new_dpda, dpda, env.slope_settings
+        )
         np.add(log_eq, net, out=log_eq)
         np.maximum(peak, log_eq, out=peak)
         np.add(turnover, dpos, out=turnover)
@@ -135,19 +137,6 @@ class TradingBatch:
             list(self._ended),
             self._infos(self._rows, t, self.start),
         )
-
-    def _slopes(
-        self, t: np.ndarray, old: np.ndarray, new: np.ndarray, dpda: np.ndarray, prev: np.ndarray
-    ) -> None:
-        """The reward slopes (``TradingEnv._slopes``) into the flow rows 4 and 5: ``dpda`` and
-        ``prev`` ``[n]`` are ``∂p/∂a`` of this step's and the previous decision."""
-        env = self.env
-        turn = env.fee * (np.greater(new, old).astype(np.float64) - np.less(new, old))
-        held_short = env._borrow_per_bar * ((old if env._delayed else new) < 0.0)
-        d_new = self._ret_new[t] - turn + (0.0 if env._delayed else held_short)
-        d_old = self._ret_old[t] + turn + (held_short if env._delayed else 0.0)
-        np.multiply(env.reward_scale * d_new, dpda, out=self._flows[4])
-        np.multiply(env.reward_scale * d_old, prev, out=self._flows[5])
 
     def _signals(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Actions → ``[n]`` float64 signals (targets before sizing), as TradingEnv's, and

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import math
-import operator
 from collections.abc import Sequence
 from typing import Any, SupportsFloat
 
@@ -24,6 +23,8 @@ from riskppo.envs.features import (
 from riskppo.envs.market.ohlcv import validate_ohlcv
 from riskppo.envs.trading.args import (
     action_positions,
+    continuous_signal,
+    discrete_signal,
     validate_min_signal,
     validate_scalars,
     validate_sizing,
@@ -31,6 +32,7 @@ from riskppo.envs.trading.args import (
 from riskppo.envs.trading.fills import fill_returns, resolve_fill
 from riskppo.envs.trading.overlay import RiskOverlay, binding_stats, overlay_table
 from riskppo.envs.trading.sizing import vol_target_scale
+from riskppo.envs.trading.slopes import SlopeSettings, reward_slopes, signal_slope
 
 __all__ = ["TradingEnv"]
 
@@ -138,18 +140,8 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
     ``Σ costs / (Σ |gross| + Σ costs)`` in ``[0, 1]``, 0 when both are 0), ``gross_return``,
     ``costs``, ``fee_cost``, ``borrow_cost`` (this step, unscaled), ``bar`` (position in ``df``
     of the observed bar), ``timestamp`` (its time, int nanoseconds since the epoch),
-    ``episode_step``, ``fill`` (the fill mode in use), ``reward_slope`` and
-    ``reward_slope_prev`` (below).
-
-    **Reward slopes** (continuous actions; 0 with discrete ones). The market does not move with
-    the agent's orders, so the reward is a known, piecewise-linear function of the actions and its
-    derivative is exact: ``reward_slope = ∂reward_t/∂a_t`` (the session return the new exposure
-    earns, the fee's and borrow's side) and ``reward_slope_prev = ∂reward_t/∂a_{t-1}`` (the
-    previous exposure's part: its overnight gap, or the whole bar with ``next_close``, and the
-    fee paid to leave it), each times ``∂p/∂a`` of that decision — 0 where the action was at or
-    beyond its bound or the overlay's cap clipped the position. Their sum over consecutive steps
-    is the derivative of the episode's return with respect to one decision, which the trainer's
-    pathwise term (``ppo.pathwise_coef``) follows (direct reinforcement, Moody & Saffell 2001).
+    ``episode_step``, ``fill`` (the fill mode in use), ``reward_slope`` and ``reward_slope_prev``
+    (``∂reward_t/∂a_t``, ``∂reward_t/∂a_{t-1}``: exact, :mod:`riskppo.envs.trading.slopes`).
 
     ``step`` uses no pandas; it allocates a fresh observation array per step (safe to store).
     The env never touches global RNGs or warning filters.
@@ -359,6 +351,10 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
             self._table = table
         self._windows = windows  # row t - window + 1 = bars t-window+1..t (a view)
         self._borrow_per_bar = self.borrow_rate / self.bars_per_year
+        self._slope_factor = signal_slope(self.long_only, self.min_signal)
+        self.slope_settings = SlopeSettings(
+            self.fee, self._borrow_per_bar, self._delayed, self.reward_scale
+        )
 
     def _init_spaces(self) -> None:
         """Observation and action spaces; they depend on the configuration only."""
@@ -472,9 +468,10 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
     def step(self, action: Any) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
         if self._needs_reset:
             raise RuntimeError("call reset() before step() (and after an episode ends)")
-        signal = (
-            self._continuous_target(action) if self.continuous else self._discrete_target(action)
-        )
+        if self.continuous:
+            signal, inside = continuous_signal(action, self.long_only, self.min_signal)
+        else:
+            signal, inside = discrete_signal(action, self._positions), False
         t = self._t
         old = self._pos
         target = signal * self._scale[t]  # exposure decided at t (sizing; 1.0 without)
@@ -482,7 +479,7 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
         if target > cap or target < -cap:  # the overlay clips the position held
             target = math.copysign(cap, target)
         self._signal = signal
-        dpda = self._signal_slope(action) * self._scale[t] if abs(target) < cap else 0.0
+        dpda = self._slope_factor * self._scale[t] if inside and abs(target) < cap else 0.0
         dpos = abs(target - old)
         gross = old * self._ret_old[t] + target * self._ret_new[t]
         fee_cost = self.fee * dpos
@@ -490,7 +487,8 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
         borrow_cost = -held * self._borrow_per_bar if held < 0.0 else 0.0
         costs = fee_cost + borrow_cost
         net = gross - costs
-        slope, slope_prev = self._slopes(t, old, target, dpda)
+        slopes = reward_slopes(old, target, self._ret_old[t], self._ret_new[t], dpda, self._dpda,
+                               self.slope_settings)  # fmt: skip
 
         log_eq = self._log_equity + net
         self._log_equity = log_eq
@@ -514,32 +512,11 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
             net * self.reward_scale,
             terminated,
             truncated,
-            self._info(gross, costs, fee_cost, borrow_cost, slope, slope_prev),
+            self._info(gross, costs, fee_cost, borrow_cost, slopes),
         )
 
     def render(self) -> None:
         return None
-
-    def _slopes(self, t: int, old: float, new: float, dpda: float) -> tuple[float, float]:
-        """``(∂r/∂a_t, ∂r/∂a_{t-1})`` of this step's reward (see **Reward slopes**): the
-        exposure's own return and fee side, times ``∂p/∂a`` of each decision."""
-        turn = self.fee * ((new > old) - (new < old))  # fee side: sign(p_t - p_{t-1})
-        b = self._borrow_per_bar
-        held_short = b * ((old if self._delayed else new) < 0.0)
-        d_new = self._ret_new[t] - turn + (0.0 if self._delayed else held_short)
-        d_old = self._ret_old[t] + turn + (held_short if self._delayed else 0.0)
-        k = self.reward_scale
-        return k * d_new * dpda, k * d_old * self._dpda
-
-    def _signal_slope(self, action: Any) -> float:
-        """``∂signal/∂a`` of a continuous action: 0 at or beyond the action bound (an action
-        clipped there earns the same whatever its value), else 1, or ``(1 - m) / 2`` long-only."""
-        if not self.continuous:
-            return 0.0
-        x = float(np.asarray(action, dtype=np.float64).reshape(-1)[0])
-        if not -1.0 < x < 1.0:
-            return 0.0
-        return 0.5 * (1.0 - self.min_signal) if self.long_only else 1.0
 
     # ------------------------------------------------------------------ internals
 
@@ -570,13 +547,7 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
         return obs
 
     def _info(
-        self,
-        gross: float,
-        costs: float,
-        fee_cost: float,
-        borrow_cost: float,
-        slope: float = 0.0,
-        slope_prev: float = 0.0,
+        self, gross: float, costs: float, fee: float, borrow: float, slopes: Any = (0.0, 0.0)
     ) -> dict[str, Any]:
         total = self._sum_abs_gross + self._sum_costs
         t = self._t
@@ -591,47 +562,15 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
             "reward_costs_fraction": self._sum_costs / total if total > 0.0 else 0.0,
             "gross_return": gross,
             "costs": costs,
-            "fee_cost": fee_cost,
-            "borrow_cost": borrow_cost,
+            "fee_cost": fee,
+            "borrow_cost": borrow,
             "bar": t,
             "timestamp": self._ts_ns[t],
             "episode_step": self._steps,
             "fill": self.fill,
-            "reward_slope": slope,
-            "reward_slope_prev": slope_prev,
+            "reward_slope": slopes[0],
+            "reward_slope_prev": slopes[1],
         }
-
-    def _discrete_target(self, action: Any) -> float:
-        a = action.item() if isinstance(action, np.ndarray) and action.size == 1 else action
-        try:
-            i = operator.index(a)
-        except TypeError:
-            raise ValueError(
-                f"discrete action must be an integer in [0, {len(self._positions)}), got {action!r}"
-            ) from None
-        if not 0 <= i < len(self._positions):
-            raise ValueError(f"action {i} is outside [0, {len(self._positions)})")
-        return self._positions[i]
-
-    def _continuous_target(self, action: Any) -> float:
-        try:
-            if isinstance(action, np.ndarray):
-                x = float(action.item())
-            elif isinstance(action, list | tuple):
-                (x,) = (float(v) for v in action)
-            else:
-                x = float(action)
-        except (TypeError, ValueError):
-            raise ValueError(
-                f"continuous action must be one number (shape (1,)), got {action!r}"
-            ) from None
-        if not math.isfinite(x):
-            raise ValueError(f"continuous action is not finite: {action!r}")
-        x = 1.0 if x > 1.0 else (-1.0 if x < -1.0 else x)
-        if not self.long_only:
-            return x
-        m = self.min_signal  # long_only: [-1, 1] -> signal [m, 1]
-        return m + (1.0 - m) * (0.5 * (x + 1.0))
 
 
 def _opens(df: pd.DataFrame) -> np.ndarray | None:

@@ -53,7 +53,7 @@ def test_slopes_are_the_episode_returns_derivative(bars, kwargs):
                      **kwargs)  # fmt: skip
     rng = np.random.default_rng(0)
     actions = rng.uniform(-0.9, 0.9, size=60).astype(np.float32).astype(np.float64)
-    base, infos = _episode(env, actions)
+    _, infos = _episode(env, actions)
     slopes = _total_slopes(infos)
     h = 1e-4
     for k in range(0, 59, 7):  # the last decision's next step is not in the episode
