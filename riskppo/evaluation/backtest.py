@@ -81,6 +81,7 @@ from riskppo.evaluation.metrics import (
 )
 from riskppo.evaluation.plots import save_plots
 from riskppo.evaluation.report import STRATEGY_LABELS, format_value, metric_rows, write_report
+from riskppo.evaluation.supervised import supervised_signals
 from riskppo.evaluation.verdict import statistics_block
 from riskppo.jsonable import jsonable
 from riskppo.persist.checkpoint import CheckpointError
@@ -133,7 +134,8 @@ def backtest(
     flat_threshold: float = FLAT_MARKET_SHARE,
 ) -> BacktestResult:
     """Backtest ``model`` on ``part`` of its data split against buy-and-hold, vol-targeted
-    buy-and-hold and SMA crossover.
+    buy-and-hold, SMA crossover and the supervised baseline (a ridge forecast from the agent's
+    features, fitted on the training rows, as a position in the agent's band).
 
     ``agent`` (default: ``model``) is what acts: anything with ``model.predict``'s signature,
     e.g. the model under an observation attack (R-ADV). A strategy in the market on fewer than
@@ -152,6 +154,7 @@ def backtest(
     sma = {"fast": sma_fast, "slow": sma_slow, "allow_short": sma_allow_short}
     baseline_envs = {s: factory(**_with_sizing(cfg.env.kwargs, s)) for s in ("none", "vol_target")}
     frames = {"agent": agent_frame, **_run_baselines(baseline_envs, close, first_bar, sma)}
+    frames["supervised"] = _supervised_frame(cfg, factory, first_bar)
     _check_same_bars(frames, agent_frame)
     start = pd.Timestamp(env.df.index[first_bar])
     critic = _critic_forecast(model, obs_seq, bootstrap, agent_frame, start, env.reward_scale)
@@ -227,6 +230,21 @@ def _run_baselines(
         name: _run_baseline(baseline_envs[BASELINE_SIZING[name]], policy, first_bar)
         for name, policy in policies.items()
     }
+
+
+def _supervised_frame(
+    cfg: Config, factory: Callable[..., TradingEnv], first_bar: int
+) -> pd.DataFrame:
+    """The supervised baseline (:mod:`riskppo.evaluation.supervised`) fitted on the run's
+    training rows, traded in the agent's own env (its band, sizing and overlay) from
+    ``first_bar``."""
+    own = resolve_overlay(cfg.env.kwargs, cfg.risk)
+    train_env = _eval_env_factory(cfg, "train")(**own)
+    env = factory(**own)
+    if len(train_env.df) != len(env.df):
+        raise RuntimeError("the training and backtest envs hold different frames")
+    signals, _ = supervised_signals(train_env, env)
+    return _run_baseline(env, lambda bar: float(signals[bar]), first_bar)
 
 
 def _check_same_bars(frames: dict[str, pd.DataFrame], agent_frame: pd.DataFrame) -> None:
@@ -505,6 +523,10 @@ def _portfolio_backtest(run_dir: str | Path, split: str) -> int:
     return 0
 
 
+# the console table's headers, short enough for five strategies in 80 columns
+_CONSOLE_LABELS = {"vol_target_buy_and_hold": "VT B&H", "sma_crossover": "SMA"}
+
+
 def print_metrics_table(result: BacktestResult) -> None:
     """A compact metrics table (rich) of all strategies on stdout."""
     from rich.console import Console
@@ -513,12 +535,14 @@ def print_metrics_table(result: BacktestResult) -> None:
     r = result
     table = Table(
         title=f"{r.dataset} · {r.part} · {r.start:%Y-%m-%d} → {r.end:%Y-%m-%d} "
-        f"({len(r.frames['agent'])} bars, after costs)"
+        f"({len(r.frames['agent'])} bars, after costs)",
+        show_edge=False,
+        pad_edge=False,
     )
-    table.add_column("metric")
+    table.add_column("metric", no_wrap=True)
     for name in STRATEGIES:
         flat = " (FLAT)" if r.metrics[name].flat else ""
-        table.add_column(STRATEGY_LABELS[name] + flat, justify="right")
+        table.add_column(_CONSOLE_LABELS.get(name, STRATEGY_LABELS[name]) + flat, justify="right")
     metrics = r.metrics_dict()
     for row in metric_rows(r):
         table.add_row(row.label, *(format_value(metrics[s][row.key], row.fmt) for s in STRATEGIES))

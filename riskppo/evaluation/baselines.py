@@ -43,7 +43,9 @@ __all__ = [
     "strategy_frame",
 ]
 
-STRATEGIES: tuple[str, ...] = ("agent", "buy_and_hold", "vol_target_buy_and_hold", "sma_crossover")
+STRATEGIES: tuple[str, ...] = (
+    "agent", "buy_and_hold", "vol_target_buy_and_hold", "sma_crossover", "supervised"
+)  # fmt: skip
 """Every strategy of a backtest, in table order: the agent, then the baselines."""
 
 Policy = Callable[[int], float]

@@ -41,6 +41,7 @@ COLORS: dict[str, str] = {
     "buy_and_hold": "#7a7a7a",
     "vol_target_buy_and_hold": "#7b4fa0",
     "sma_crossover": "#e07b00",
+    "supervised": "#2a9d8f",
 }
 _RED, _GREEN = "#c0392b", "#2e8b57"
 REALISED_COLOR = "#111111"  # critic chart: the realised discounted return-to-go
@@ -54,7 +55,8 @@ def _label(result: BacktestResult, name: str) -> str:
     if name == "vol_target_buy_and_hold":
         vt = result.env_settings.get("vol_target")
         return f"Vol-targeted B&H ({vt:.0%}/yr)" if vt is not None else "Vol-targeted B&H"
-    return {"agent": "Agent", "buy_and_hold": "Buy & hold"}.get(name, name)
+    names = {"agent": "Agent", "buy_and_hold": "Buy & hold", "supervised": "Supervised (ridge)"}
+    return names.get(name, name)
 
 
 def _new_figure(width: float, height: float) -> Figure:

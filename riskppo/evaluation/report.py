@@ -88,6 +88,7 @@ STRATEGY_LABELS: dict[str, str] = {
     "buy_and_hold": "Buy & hold",
     "vol_target_buy_and_hold": "Vol-targeted B&H",
     "sma_crossover": "SMA crossover",
+    "supervised": "Supervised",
 }
 
 _PLOT_CAPTIONS: dict[str, tuple[str, str]] = {

@@ -73,14 +73,16 @@ def run(tmp_path_factory):
     return backtest_run(run_dir, "test")
 
 
-def test_metrics_json_has_four_strategies_with_spec_keys(run):
+def test_metrics_json_has_five_strategies_with_spec_keys(run):
     def reject(token):
         raise AssertionError(f"metrics.json holds {token}")
 
     data = json.loads(run.metrics.read_text(), parse_constant=reject)
     assert run.metrics == run.out_dir / "metrics.json"
     assert run.out_dir.name == "backtest_test"
-    assert set(data) == {"agent", "buy_and_hold", "vol_target_buy_and_hold", "sma_crossover"}
+    assert set(data) == {
+        "agent", "buy_and_hold", "vol_target_buy_and_hold", "sma_crossover", "supervised"
+    }  # fmt: skip
     extras = ("market_share", "mean_abs_exposure", "cvar_horizon", "cvar_limit", "flat")
     for name, entry in data.items():
         assert set(SPEC_METRIC_KEYS) <= set(entry), name

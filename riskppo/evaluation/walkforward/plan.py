@@ -19,12 +19,13 @@ from typing import Any, Literal
 import pandas as pd
 
 from riskppo.config import Config
+from riskppo.evaluation.baselines import STRATEGIES
 
 Window = Literal["expanding", "rolling"]
 
 # Per-bar columns a segment keeps of each strategy's backtest frame, and the strategies.
 RECORD_COLUMNS = ("position", "signal", "log_return", "gross_return", "costs")
-RECORD_STRATEGIES = ("agent", "buy_and_hold", "vol_target_buy_and_hold", "sma_crossover")
+RECORD_STRATEGIES = STRATEGIES
 MEAN_LABEL = "mean of seeds"  # the label of :func:`mean_record`'s record
 
 
