@@ -417,7 +417,7 @@ def statistics_section(block: Mapping[str, Any] | None, title: str = "Statistics
     )
     timing = block["random_timing"]
     null = (
-        f"Random-timing null: the agent's Sharpe beats {timing['percentile']:.0%} of "
+        f"Random-timing null: the agent's Sharpe beats {timing['percentile']:.0f}% of "
         f"{timing['n']} smooth random signals in its band (p = {timing['p_value']:.2g})."
         if timing.get("percentile") is not None
         else "Random-timing null: not applicable (the agent's signal never moved)."

@@ -72,3 +72,13 @@ def test_a_random_agent_ranks_in_the_middle_of_its_null() -> None:
     timing = statistics_block(frames, 252, fee=0.01)["random_timing"]
     assert 200 < timing["smoothness"] < 450
     assert 0.05 < timing["p_value"] < 0.95
+
+
+def test_the_report_states_the_random_timing_percentile_in_percent() -> None:
+    """The null's percentile is already in percent: 40.1 is "beats 40% of", never "4010%"."""
+    from riskppo.evaluation.report import statistics_section
+
+    block = statistics_block(_frames(0.0), 252, fee=0.0005)
+    block["random_timing"] = {**block["random_timing"], "percentile": 40.1, "p_value": 0.6}
+    html_text = statistics_section(block)
+    assert "beats 40% of 2000 smooth random signals" in html_text
