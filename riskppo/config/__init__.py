@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -381,5 +382,19 @@ def apply_overrides(cfg: Config, overrides: list[str]) -> Config:
         except YAMLProblem as exc:
             raise ConfigError(f"--set {short(key, 60)}: {exc}") from None
         _check_expansion(value, f"--set {key}")
-        set_by_path(data, key, value)
+        set_by_path(data, key, _plain_scalar(value))
     return Config.build(data)
+
+
+_E_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)[eE][+-]?\d+")
+
+
+def _plain_scalar(value: Any) -> Any:
+    """What a command-line user means by a value YAML 1.1 leaves a string: ``None``/``none``
+    (Python's null) → None; ``1e5``, ``3e-4`` (e-notation without a dot) → a float (an
+    integral one is accepted where an int is expected)."""
+    if not isinstance(value, str):
+        return value
+    if value in ("None", "none"):
+        return None
+    return float(value) if _E_NUMBER.fullmatch(value) else value

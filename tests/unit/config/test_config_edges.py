@@ -176,3 +176,21 @@ def test_a_huge_value_is_quoted_short():
     with pytest.raises(ConfigError) as info:
         apply_overrides(Config(), ["seed=" + "x" * 1_000_000])
     assert len(str(info.value)) < 300 and "xxx…" in str(info.value)
+
+
+def test_set_takes_none_and_e_notation_as_a_command_line_user_means_them():
+    """``None``/``none`` are null and ``1e5``/``3e-4`` numbers (YAML 1.1 reads all of them as
+    strings); an integral e-number fills an int, a fractional one is refused by name."""
+    from riskppo.config import Config, ConfigError, apply_overrides
+
+    cfg = apply_overrides(
+        Config(),
+        ["total_timesteps=1e5", "ppo.learning_rate=3e-4", "env.kwargs.episode_length=None",
+         "env.kwargs.vol_span=none", "env.kwargs.name=1e5x"],
+    )  # fmt: skip
+    assert cfg.total_timesteps == 100_000 and isinstance(cfg.total_timesteps, int)
+    assert cfg.ppo.learning_rate == 3e-4
+    assert cfg.env.kwargs["episode_length"] is None and cfg.env.kwargs["vol_span"] is None
+    assert cfg.env.kwargs["name"] == "1e5x"
+    with pytest.raises(ConfigError, match="total_timesteps"):
+        apply_overrides(Config(), ["total_timesteps=1.5e0"])
