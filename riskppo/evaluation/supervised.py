@@ -109,7 +109,7 @@ def supervised_signals(train_env: TradingEnv, env: TradingEnv) -> tuple[np.ndarr
     lo, hi = train_env.trading_range
     feats = compute_features(train_env.df, train_env.feature_names).values
     y = targets(train_env)
-    rows = np.arange(lo, hi)
+    rows = np.arange(lo, hi - 1)  # the last decision's target reaches past the range's end
     rows = rows[np.isfinite(y[rows]) & np.isfinite(feats[rows]).all(1)]
     model = fit_ridge(feats[rows], y[rows])
     x = compute_features(env.df, env.feature_names).values
