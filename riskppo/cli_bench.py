@@ -60,6 +60,8 @@ BENCHMARKS: dict[str, str] = {
     "trading_rollout": "How much faster the C actor step makes the trading agent's rollout and "
     "training than the PyTorch step",
     "vec_env_speed": "How much faster the batched trading env steps n envs than n separate envs",
+    "learnability": "Does the agent find an edge planted in synthetic markets? Against the best "
+    "simple rule, an oracle and a supervised forecast on the same bars",
 }
 
 
