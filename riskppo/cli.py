@@ -75,12 +75,30 @@ def cmd_train(args: argparse.Namespace) -> int:
         else:
             cfg = with_periodic_checkpoints(load_config(args.config, args.set or []))
             run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(cfg)
-            train_run(cfg, run_dir, progress_bar=progress_bar, force=args.force)
+            try:
+                train_run(cfg, run_dir, progress_bar=progress_bar, force=args.force)
+            except Exception:
+                if not args.run_dir:  # a directory riskppo named, left with nothing in it
+                    _drop_if_empty(run_dir)
+                raise
     except Interrupted as stopped:
         print(stopped, file=sys.stderr)
         return stopped.exit_code
     print_flat_warning(run_dir / "backtest_test")
     return 0
+
+
+def _drop_if_empty(run_dir: Path) -> None:
+    """Remove ``run_dir`` if it holds nothing but its (released) lock file: a run that failed
+    before writing anything leaves no empty ``runs/<time>-…/`` behind."""
+    from riskppo.runs.lock import LOCK_NAME
+
+    try:
+        if {p.name for p in run_dir.iterdir()} <= {LOCK_NAME}:
+            (run_dir / LOCK_NAME).unlink(missing_ok=True)
+            run_dir.rmdir()
+    except OSError:
+        pass  # gone already, or not ours to clean: leave it
 
 
 def check_resume_args(args: argparse.Namespace, run_dir: Path) -> None:

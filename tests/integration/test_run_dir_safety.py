@@ -282,3 +282,18 @@ def test_a_full_disk_is_one_line_and_the_resume_after_it_is_exact(
         a = load_file(str(full / "checkpoints" / ckpt(256) / name))
         b = load_file(str(run / "checkpoints" / ckpt(256) / name))
         assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), name
+
+
+def test_a_train_that_fails_before_it_starts_leaves_no_run_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """Without --run-dir a failed start leaves no ``runs/<time>-…/`` holding only ``.lock``; a
+    directory the user named is theirs and stays."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bad.csv").write_text("date,close\n2020-01-01,abc\n2020-01-02,def\n")
+    assert cli.main(["train", "--set", "data.path=bad.csv", "--no-progress"]) == 2
+    assert "non-numeric value 'abc'" in capsys.readouterr().err
+    assert not any((tmp_path / "runs").iterdir())
+    mine = tmp_path / "mine"
+    assert cli.main(["train", "--set", "data.path=bad.csv", "--run-dir", str(mine)]) == 2
+    assert mine.is_dir()
