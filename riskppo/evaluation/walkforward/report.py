@@ -95,6 +95,8 @@ def summary_text(metrics: dict[str, Any]) -> str:
         f"{metrics['end'][:10]}, {len(metrics['settings']['seeds'])} seed(s)",
         f"verdict: {h['verdict']['text']}",
     ]
+    # the columns of the HTML report's statistics table
+    lines.append(f"  {'':<34} {'agent':>10}  {'VT B&H':>10}  {'VT scaled':>10}")
     for label, agent, bench, scaled, note in h["stats_rows"]:
         lines.append(f"  {label:<34} {agent:>10}  {bench:>10}  {scaled:>10}  {note}")
     if metrics["cells_with_limit"]:
