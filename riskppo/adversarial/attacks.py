@@ -65,7 +65,8 @@ def pgd(
 
 def actor_dist(inp: StepInput, obs: Tensor) -> ActionDistribution:
     """The policy's action distribution for ``obs`` ``[B, D]`` from the step's actor state."""
-    latent, _ = inp.policy.actor_lstm.step(obs, inp.state.pi, inp.episode_start)
+    start = inp.policy.starts(inp.episode_start)
+    latent, _ = inp.policy.actor_lstm.step(obs, inp.state.pi, start)
     return inp.policy.action_head(inp.policy.actor_mlp(latent))
 
 

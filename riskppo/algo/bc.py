@@ -295,7 +295,7 @@ def chunk_states(policy: RecurrentActorCritic, obs: Tensor, starts: Tensor, L: i
         for t0 in range(0, T, block):
             t1 = min(T, t0 + block)
             _, state, captured = lstm(
-                obs[t0:t1], state, starts[t0:t1], capture=range(0, t1 - t0, L)
+                obs[t0:t1], state, policy.starts(starts[t0:t1]), capture=range(0, t1 - t0, L)
             )
             for t, s in captured.items():  # copied out at once: no small tensors pile up
                 col = (t0 + t) // L * N

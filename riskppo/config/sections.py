@@ -330,6 +330,13 @@ class PolicyConfig(_Section):
     activation: Literal["tanh", "relu", "gelu"] = Field(
         "tanh", description="activation function of the MLP layers"
     )
+    memory: bool = Field(
+        True,
+        description="false: the LSTMs start from a zero state at every step, so the actor and "
+        "the critics are feed-forward functions of the current observation (a trading agent "
+        "then cannot tell the bars of its training period apart by their history: "
+        "docs/learnability.md)",
+    )
     log_std_init: float = Field(
         0.0,
         ge=-MAX_LOG_STD,

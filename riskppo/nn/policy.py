@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from typing import NamedTuple, cast
+from typing import NamedTuple, cast, overload
 
 import numpy as np
 import torch
@@ -72,6 +72,7 @@ class RolloutActor:
         self.head = policy.action_head
         self.net = (self.head.net.weight.t(), self.head.net.bias)
         self.critics_read_actor = policy._critics_read_actor
+        self.starts = policy.starts
         # the whole step in one C call where it applies (riskppo.nn.actor_step)
         self.c_step = CActorStep.build(self.lstm, policy.actor_mlp, self.head)
 
@@ -86,6 +87,7 @@ class RolloutActor:
     ) -> ActStep:
         """One step for ``B`` envs (:meth:`RecurrentActorCritic.act`); a NumPy ``episode_start``
         decides the reset without a tensor op."""
+        episode_start = self.starts(episode_start)
         # the C step: float32 CPU observations, no gradient asked for (it has no backward)
         c_ok = obs.dtype == torch.float32 and obs.device.type == "cpu"
         if self.c_step is not None and c_ok and not torch.is_grad_enabled():
@@ -170,6 +172,7 @@ class RecurrentActorCritic(nn.Module):
         obs_dim = flat_obs_dim(observation_space)
         hidden = cfg.lstm_hidden_size
         self._critics_read_actor = cfg.lstm_sharing == "all"
+        self.memory = cfg.memory
         self.n_critics = n_critics
         self.has_risk_head = risk_head
         self.actor_lstm = MaskedLSTM(obs_dim, hidden, cfg.n_lstm_layers)
@@ -236,6 +239,20 @@ class RecurrentActorCritic(nn.Module):
         vf = tuple(lstm.initial_state(batch, device) for lstm in self.critic_lstm_list)
         return RecurrentState(self.actor_lstm.initial_state(batch, device), vf)
 
+    @overload
+    def starts(self, episode_starts: Tensor) -> Tensor: ...
+    @overload
+    def starts(self, episode_starts: np.ndarray) -> np.ndarray: ...
+    def starts(self, episode_starts: Tensor | np.ndarray) -> Tensor | np.ndarray:
+        """The reset mask the LSTMs use: ``episode_starts`` itself, or all ones without
+        ``memory`` (every step then starts from the zero state: a feed-forward network). Any
+        shape; a NumPy array or a tensor, returned as the same kind."""
+        if self.memory:
+            return episode_starts
+        if isinstance(episode_starts, np.ndarray):
+            return np.ones_like(episode_starts)
+        return torch.ones_like(episode_starts)
+
     # ---- actor ---------------------------------------------------------------------------
     def act(
         self,
@@ -259,7 +276,7 @@ class RecurrentActorCritic(nn.Module):
         self, obs: Tensor, episode_starts: Tensor, pi_state: LSTMState
     ) -> tuple[ActionDistribution, Tensor, LSTMState]:
         """Replay ``[T, B, D]`` sequences; the distribution is over the flattened ``T*B`` steps."""
-        latent, final, _ = self.actor_lstm(obs, pi_state, episode_starts)
+        latent, final, _ = self.actor_lstm(obs, pi_state, self.starts(episode_starts))
         dist = self.action_head(self.actor_mlp(latent.reshape(-1, latent.shape[-1])))
         return dist, latent, final
 
@@ -297,6 +314,7 @@ class RecurrentActorCritic(nn.Module):
         (``lstm_sharing='all'``) its output is ``actor_latent`` ``[T, B, H]`` (the stacked
         ``ActStep.critic_input`` of a rollout) or, if not given, computed from ``state.pi``.
         """
+        episode_starts = self.starts(episode_starts)
         if not self.critic_lstms:
             if actor_latent is None:
                 actor_latent, _, _ = self.actor_lstm(obs, state.pi, episode_starts)
@@ -314,7 +332,7 @@ class RecurrentActorCritic(nn.Module):
         recurrence. Returns the action distribution over the ``T*B`` steps and critic outputs
         ``[C, T, B, K]``."""
         lstms = [self.actor_lstm, *self.critic_lstm_list]
-        results = run_lstms(lstms, obs, [state.pi, *state.vf], episode_starts)
+        results = run_lstms(lstms, obs, [state.pi, *state.vf], self.starts(episode_starts))
         latent = results[0][0]
         dist = self.action_head(self.actor_mlp(latent.reshape(-1, latent.shape[-1])))
         critic_latents = [r[0] for r in results[1:]] or [latent]
@@ -330,6 +348,7 @@ class RecurrentActorCritic(nn.Module):
         """One critic step from ``state``: ``obs`` ``[B, D]`` → outputs ``[C, B, K]`` and new
         critic states. ``actor_latent``: the step's ``ActStep.critic_input`` if at hand (else
         computed from ``state.pi`` when the critics read the actor's LSTM)."""
+        episode_start = self.starts(episode_start)
         if not self.critic_lstms:
             if actor_latent is None:
                 actor_latent, _ = self.actor_lstm.step(obs, state.pi, episode_start)
