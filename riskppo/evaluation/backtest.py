@@ -154,7 +154,7 @@ def backtest(
     sma = {"fast": sma_fast, "slow": sma_slow, "allow_short": sma_allow_short}
     baseline_envs = {s: factory(**_with_sizing(cfg.env.kwargs, s)) for s in ("none", "vol_target")}
     frames = {"agent": agent_frame, **_run_baselines(baseline_envs, close, first_bar, sma)}
-    frames["supervised"] = _supervised_frame(cfg, factory, first_bar)
+    frames["supervised"] = _supervised_frame(cfg, env, first_bar)
     _check_same_bars(frames, agent_frame)
     start = pd.Timestamp(env.df.index[first_bar])
     critic = _critic_forecast(model, obs_seq, bootstrap, agent_frame, start, env.reward_scale)
@@ -232,15 +232,11 @@ def _run_baselines(
     }
 
 
-def _supervised_frame(
-    cfg: Config, factory: Callable[..., TradingEnv], first_bar: int
-) -> pd.DataFrame:
+def _supervised_frame(cfg: Config, env: TradingEnv, first_bar: int) -> pd.DataFrame:
     """The supervised baseline (:mod:`riskppo.evaluation.supervised`) fitted on the run's
-    training rows, traded in the agent's own env (its band, sizing and overlay) from
+    training rows, traded in the agent's own env ``env`` (its band, sizing and overlay) from
     ``first_bar``."""
-    own = resolve_overlay(cfg.env.kwargs, cfg.risk)
-    train_env = _eval_env_factory(cfg, "train")(**own)
-    env = factory(**own)
+    train_env = _eval_env_factory(cfg, "train")(**resolve_overlay(cfg.env.kwargs, cfg.risk))
     if len(train_env.df) != len(env.df):
         raise RuntimeError("the training and backtest envs hold different frames")
     signals, _ = supervised_signals(train_env, env)
