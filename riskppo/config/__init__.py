@@ -336,7 +336,31 @@ def unknown_key_message(loc: tuple[int | str, ...]) -> str:
         if not (isinstance(inner, type) and issubclass(inner, _Section)):
             return "unknown key"
         model = inner
-    return "unknown key; " + suggest(str(loc[-1]), list(model.model_fields), loc[:-1])
+    name, section = str(loc[-1]), loc[:-1]
+    elsewhere = [key for key in dotted_keys() if key.rsplit(".", 1)[-1] == name]
+    if elsewhere:  # the right name in the wrong section (``learning_rate`` for ppo's)
+        return f"unknown key; did you mean {' or '.join(elsewhere)}?"
+    valid = list(model.model_fields)
+    if not difflib.get_close_matches(name, valid, n=1, cutoff=0.6):
+        dotted = ".".join(str(part) for part in loc)
+        close = difflib.get_close_matches(dotted, dotted_keys(), n=1, cutoff=0.75)
+        if close:  # a close spelling in another section (``learnig_rate``)
+            return f"unknown key; did you mean {close[0]}?"
+    return "unknown key; " + suggest(name, valid, section)
+
+
+def dotted_keys(model: type[_Section] = Config, prefix: str = "") -> list[str]:
+    """Every key of ``model`` as the user writes it (``seed``, ``ppo.learning_rate``), sections
+    followed into but not listed themselves; the keys of a free mapping (``env.kwargs``) are not
+    known here."""
+    keys: list[str] = []
+    for name, field in model.model_fields.items():
+        inner = field.annotation
+        if isinstance(inner, type) and issubclass(inner, _Section):
+            keys += dotted_keys(inner, f"{prefix}{name}.")
+        else:
+            keys.append(prefix + name)
+    return keys
 
 
 def suggest(name: str, valid: list[str], section: tuple[int | str, ...] = ()) -> str:

@@ -29,12 +29,25 @@ def one_line(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
         ("sed", "sed: unknown key; did you mean seed?"),
         ("pp.gamma", "pp: unknown key; did you mean ppo?"),
         ("risk.zzz", "risk.zzz: unknown key; valid keys of risk: cvar_alpha, "),
+        # the right name in the wrong section, or a close spelling of another section's key
+        ("learning_rate", "learning_rate: unknown key; did you mean ppo.learning_rate?"),
+        ("risk.learning_rate", "risk.learning_rate: unknown key; did you mean ppo.learning_rate?"),
+        ("learnig_rate", "learnig_rate: unknown key; did you mean ppo.learning_rate?"),
+        ("n_envs", "n_envs: unknown key; did you mean env.n_envs?"),
     ],
 )
 def test_a_mistyped_key_suggests_the_valid_one(key: str, hint: str) -> None:
     with pytest.raises(ConfigError) as ei:
         apply_overrides(Config(), [f"{key}=1"])
     assert hint in str(ei.value)
+
+
+def test_a_top_level_set_of_a_section_key_names_the_section(capsys) -> None:
+    line = one_line(["train", "--set", "learning_rate=1e-4"], capsys)
+    assert line == (
+        "riskppo: configuration error: invalid configuration: learning_rate: unknown key; "
+        "did you mean ppo.learning_rate? (got 0.0001)"
+    )
 
 
 def test_a_mistyped_yaml_key_suggests_the_valid_one(tmp_path: Path) -> None:
