@@ -157,7 +157,8 @@ def multiplier_step(
             lam_max=r.lambda_max,
             i_max=r.pid_i_max,
         )
-    return core.lagrange_step(lam, violation, r.lambda_lr, r.lambda_max), pid
+    cap = core.dual_cap(r.lambda_max, r.dual_lambda_max)  # anti wind-up, as pid_i_max
+    return core.lagrange_step(lam, violation, r.lambda_lr, cap), pid
 
 
 RiskHead = Callable[[], Tensor]

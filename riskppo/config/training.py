@@ -63,6 +63,13 @@ class RiskConfig(_Section):
     lambda_max: float | None = Field(
         100.0, gt=0, description="upper bound of lambda; None = unbounded"
     )
+    dual_lambda_max: float | None = Field(
+        19.0,
+        gt=0,
+        description="dual: cap on lambda (anti wind-up, as pid_i_max for pid): 19 is where the "
+        "CVaR weight lambda/(1+lambda) reaches 0.95, so after a long violation lambda returns "
+        "within about dual_lambda_max/(lambda_lr*|violation|) updates; None: lambda_max",
+    )
     pid_kp: float = Field(0.5, ge=0, description="pid: proportional gain")
     pid_ki: float = Field(0.05, ge=0, description="pid: integral gain")
     pid_kd: float = Field(

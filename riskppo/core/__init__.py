@@ -28,6 +28,7 @@ from riskppo.core.distributional import (
 from riskppo.core.lagrange import (
     PIDLagrangeState,
     cvar_violation,
+    dual_cap,
     lagrange_step,
     lagrangian_advantage,
     pid_lagrange_step,
@@ -81,6 +82,7 @@ __all__ = [
     "cvar_from_categorical",
     "cvar_from_quantiles",
     "cvar_violation",
+    "dual_cap",
     "empirical_cvar",
     "entropy_coef_step",
     "entropy_floor_step",

@@ -12,6 +12,7 @@ from torch import Tensor
 __all__ = [
     "PIDLagrangeState",
     "cvar_violation",
+    "dual_cap",
     "lagrange_step",
     "lagrangian_advantage",
     "pid_lagrange_step",
@@ -53,6 +54,20 @@ def lagrange_step(lam: float, violation: float, lr: float, lam_max: float | None
         raise ValueError(f"{fn}: lam_max must be >= 0 or None, got {lam_max}")
     new = max(lam + lr * violation, 0.0)
     return new if lam_max is None else min(new, lam_max)
+
+
+def dual_cap(lam_max: float | None, dual_max: float | None) -> float | None:
+    """The cap on λ of :func:`lagrange_step` in training: ``min(dual_max, lam_max)`` (``None``
+    without either), projected dual ascent's anti wind-up, as :func:`_integral_cap` is the PID
+    Lagrangian's.
+
+    Dual ascent's λ is the integral of the violations (``lr·Σv``), so it winds up as the PID
+    integral did: after a long violation it returns from its cap only by ``lr·|v|`` per update,
+    ``cap/(lr·|v|)`` updates (from ``lam_max = 100``: thousands). Above λ ≈ 19 the CVaR part's
+    weight ``λ/(1+λ)`` (:func:`lagrangian_advantage`) is past 0.95 and barely changes, so
+    ``dual_max`` (``risk.dual_lambda_max``, 19 by default) caps λ where it stops mattering."""
+    caps = [c for c in (lam_max, dual_max) if c is not None]
+    return min(caps) if caps else None
 
 
 @dataclass(frozen=True)

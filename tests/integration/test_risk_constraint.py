@@ -139,6 +139,31 @@ def test_pid_defaults_recover_from_a_long_violation_in_a_bounded_number_of_updat
     assert r.pid_i_max / (1.0 + r.pid_i_max) >= 0.95  # the CVaR weight had saturated
 
 
+def test_dual_ascent_is_capped_and_recovers_from_a_long_violation_in_a_bounded_time():
+    """Dual ascent with the defaults: 10,000 violated updates (v = +1) leave λ at
+    ``dual_lambda_max`` (19, not lambda_max = 100), and once the constraint holds (v = −0.669)
+    λ falls at once and is below 1 within (dual_lambda_max − 1)/(lambda_lr·|v|) + 1 updates
+    (≈ 540; from λ = 100 it took 2,960)."""
+    r = Config(risk={"lambda_update": "dual"}).risk
+    assert r.dual_lambda_max is not None and r.lambda_max is not None
+    assert r.dual_lambda_max < r.lambda_max
+    lam, pid = 0.0, core.PIDLagrangeState()
+    for _ in range(10_000):
+        lam, pid = multiplier_step(r, lam, pid, 1.0)
+    assert lam == r.dual_lambda_max
+    lam, pid = multiplier_step(r, lam, pid, -0.669)
+    assert lam == pytest.approx(r.dual_lambda_max - r.lambda_lr * 0.669)  # falls at once
+    bound = int((r.dual_lambda_max - 1.0) / (r.lambda_lr * 0.669)) + 1
+    for _ in range(bound):
+        lam, pid = multiplier_step(r, lam, pid, -0.669)
+        if lam < 1.0:
+            break
+    assert lam < 1.0, f"λ = {lam:.2f} after {bound} updates of slack"
+    # None: only lambda_max caps λ (the old behaviour, still available)
+    uncapped = r.model_copy(update={"dual_lambda_max": None})
+    assert multiplier_step(uncapped, 99.0, pid, 100.0)[0] == r.lambda_max
+
+
 def test_no_segment_start_uses_the_accumulated_return():
     """A rollout inside one long segment: the pooled prediction adds acc_t (docs/risk.md)."""
     cfg = _risk_cfg(cvar_horizon=None, cvar_min_segments=10_000)

@@ -11,6 +11,7 @@ import torch
 from riskppo.core import (
     PIDLagrangeState,
     cvar_violation,
+    dual_cap,
     lagrange_step,
     lagrangian_advantage,
     pid_lagrange_step,
@@ -22,6 +23,14 @@ def test_ascent_and_projection() -> None:
     assert lagrange_step(0.1, -10.0, 0.1) == 0.0  # projected to 0
     assert lagrange_step(9.0, 100.0, 1.0, lam_max=10.0) == 10.0  # projected to the cap
     assert lagrange_step(5.0, -1.0, 1.0, lam_max=10.0) == 4.0
+
+
+def test_dual_cap_is_the_smaller_of_the_two_caps() -> None:
+    assert dual_cap(100.0, 19.0) == 19.0
+    assert dual_cap(10.0, 19.0) == 10.0
+    assert dual_cap(None, 19.0) == 19.0
+    assert dual_cap(100.0, None) == 100.0
+    assert dual_cap(None, None) is None
 
 
 def test_violation_sign() -> None:
