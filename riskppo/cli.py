@@ -23,7 +23,7 @@ from riskppo.cli_bench import cmd_bench
 from riskppo.cli_errors import user_error
 from riskppo.config import Config, ConfigError, apply_overrides
 from riskppo.config.bundled import bundled_dir
-from riskppo.envs.registration import TRADING_ID
+from riskppo.config.sections import TRADING_ID
 from riskppo.logs import configure_terminal, show_warning
 from riskppo.runs.interrupt import interrupt_signal, signal_name
 from riskppo.runs.processes import die_with_parent_if_asked
@@ -64,6 +64,8 @@ def default_run_dir(cfg: Config, prefix: str = "") -> Path:
 def cmd_train(args: argparse.Namespace) -> int:
     """``riskppo train``; stopped by Ctrl-C or SIGTERM, it saves a checkpoint, prints what it
     saved and the command that resumes it, and exits 130 / 143 (:func:`riskppo.runner._learn`)."""
+    # the config is read and checked before torch loads: a mistyped key answers at once
+    checked = None if args.resume else load_config(args.config, args.set or [])
     from riskppo.runner import Interrupted, resume_run, train_run, with_periodic_checkpoints
 
     progress_bar = not args.no_progress
@@ -73,7 +75,8 @@ def cmd_train(args: argparse.Namespace) -> int:
             check_resume_args(args, run_dir)
             resume_run(run_dir, progress_bar=progress_bar)
         else:
-            cfg = with_periodic_checkpoints(load_config(args.config, args.set or []))
+            assert checked is not None  # read above whenever there is no --resume
+            cfg = with_periodic_checkpoints(checked)
             run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(cfg)
             try:
                 train_run(cfg, run_dir, progress_bar=progress_bar, force=args.force)
@@ -195,19 +198,20 @@ def cmd_backtest(args: argparse.Namespace) -> int:
 
 def cmd_record(args: argparse.Namespace) -> int:
     """``riskppo record``: a demonstration file for ``bc.source: file`` (R-ALG-12)."""
+    if args.run and (args.config or args.set):
+        raise ConfigError("--run records with the run's own config; drop --config/--set")
+    # the config is read and checked before torch loads: a mistyped key answers at once
+    cfg = None if args.run else load_config(args.config, args.set or [])
     from riskppo.demos.files import check_demonstration_suffix
     from riskppo.runs.record import record_run, record_strategy, write_demonstrations
     from riskppo.runs.rundir import latest_checkpoint
 
     check_demonstration_suffix(args.out)  # before anything is recorded
 
-    if args.run:
-        if args.config or args.set:
-            raise ConfigError("--run records with the run's own config; drop --config/--set")
+    if cfg is None:
         demos = record_run(latest_checkpoint(Path(args.run)), args.steps)
         source = f"run {args.run}"
     else:
-        cfg = load_config(args.config, args.set or [])
         demos = record_strategy(cfg, args.strategy, args.steps)
         source = f"strategy {args.strategy}"
     path = write_demonstrations(Path(args.out), demos, source)
@@ -278,17 +282,20 @@ def cmd_universe(args: argparse.Namespace) -> int:
 
 def _run_universe(args: argparse.Namespace, run_dir: Path) -> list[Any]:
     """The universe ``args`` name in ``run_dir``: resumed, or started there."""
-    from riskppo.universe import resume_universe, run_universe
-
     if args.resume:
         given = [f for f in ("config", "set", "symbols", "seeds", "run_dir") if getattr(args, f)]
         if given:
             flags = "/".join(f"--{f.replace('_', '-')}" for f in given)
             raise ConfigError(f"--resume continues a universe as it was started; drop {flags}")
+    # the config is read and checked before torch loads: a mistyped key answers at once
+    cfg = None if args.resume else load_config(args.config, args.set or [])
+    from riskppo.universe import resume_universe, run_universe
+
+    if cfg is None:
         results = resume_universe(run_dir, workers=args.workers, progress_bar=not args.no_progress)
     else:
         results = run_universe(
-            load_config(args.config, args.set or []),
+            cfg,
             run_dir,
             **({"symbols": args.symbols} if args.symbols else {}),
             seeds=args.seeds or [0],
@@ -399,6 +406,10 @@ def _backtest_parser(sub: Any) -> None:
 
 def cmd_walkforward(args: argparse.Namespace) -> int:
     """``riskppo walkforward``: see :mod:`riskppo.evaluation.walkforward.run`."""
+    if args.resume and (args.config or args.set):
+        raise ConfigError("--resume continues a run with its own config; drop --config/--set")
+    # the config is read and checked before torch and pandas load: a mistyped key answers at once
+    cfg = None if args.resume else load_config(args.config, args.set or [])
     from riskppo.evaluation.walkforward.plan import WalkForwardSettings
     from riskppo.evaluation.walkforward.run import walk_forward
 
@@ -415,12 +426,9 @@ def cmd_walkforward(args: argparse.Namespace) -> int:
         )
     except ValueError as exc:  # a combination argparse cannot check (e.g. repeated seeds)
         raise ConfigError(str(exc)) from None
-    if args.resume:
-        if args.config or args.set:
-            raise ConfigError("--resume continues a run with its own config; drop --config/--set")
-        cfg, run_dir = None, Path(args.resume)
+    if cfg is None:
+        run_dir = Path(args.resume)
     else:
-        cfg = load_config(args.config, args.set or [])
         run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(cfg, prefix="wf")
     try:
         walk_forward(
