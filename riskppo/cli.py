@@ -3,7 +3,8 @@
 ``riskppo train`` with no arguments trains the default agent
 (``riskppo/configs/trading_googl.yaml``)
 and writes everything into one run directory: the resolved config, TensorBoard events,
-``metrics.jsonl``, ``alerts.jsonl``, checkpoints and the final evaluation/report.
+``metrics.jsonl``, checkpoints, ``alerts.jsonl`` (only when a training alert fires) and the
+final evaluation/report.
 """
 
 from __future__ import annotations
@@ -19,6 +20,19 @@ from pathlib import Path
 from typing import Any
 
 from riskppo import __version__
+from riskppo.cli_args import (
+    DEFAULT_CONFIG,
+    DEFAULT_PBT_CONFIG,
+    add_command,
+    add_set,
+    bench_parser,
+    config_help,
+    pbt_parser,
+    positive_int,
+    record_parser,
+    universe_parser,
+    walkforward_parser,
+)
 from riskppo.cli_bench import cmd_bench
 from riskppo.cli_errors import user_error
 from riskppo.config import Config, ConfigError, apply_overrides
@@ -27,9 +41,6 @@ from riskppo.config.sections import TRADING_ID
 from riskppo.logs import configure_terminal, show_warning
 from riskppo.runs.interrupt import interrupt_signal, signal_name
 from riskppo.runs.processes import die_with_parent_if_asked
-
-DEFAULT_CONFIG = "trading_googl.yaml"  # the main job: the GOOGL trading agent
-DEFAULT_PBT_CONFIG = "pbt_trading.yaml"
 
 
 def preset_path(name: str) -> Path:
@@ -305,28 +316,6 @@ def _run_universe(args: argparse.Namespace, run_dir: Path) -> list[Any]:
     return results
 
 
-def non_negative_int(text: str) -> int:
-    """An argparse type: an integer ≥ 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer ≥ 0, got {text!r}")
-    return value
-
-
-def positive_int(text: str) -> int:
-    """An argparse type: an integer ≥ 1 (argparse prints the one-line usage error)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer ≥ 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer ≥ 1, got {value}")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="riskppo", description="Risk-aware recurrent distributional PPO"
@@ -336,33 +325,35 @@ def build_parser() -> argparse.ArgumentParser:
         "--version", action="version", version=f"riskppo {__version__}", help="print the version"
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in (
-        _train_parser,
-        _eval_parser,
-        _backtest_parser,
-        _walkforward_parser,
-        _record_parser,
-        _pbt_parser,
-        _universe_parser,
-    ):
+    for add in (_train_parser, _eval_parser, _backtest_parser):
         add(sub)
-    p = sub.add_parser("bench", help="run a benchmark script from benchmarks/ (no NAME: list them)")
-    p.add_argument("name", nargs="?", help="e.g. throughput, sample_efficiency, robustness")
-    p.add_argument("rest", nargs=argparse.REMAINDER, help="options passed to the script")
-    p.set_defaults(func=cmd_bench)
+    for arguments, command in (
+        (walkforward_parser, cmd_walkforward),
+        (record_parser, cmd_record),
+        (pbt_parser, cmd_pbt),
+        (universe_parser, cmd_universe),
+        (bench_parser, cmd_bench),
+    ):
+        arguments(sub).set_defaults(func=command)
     return parser
 
 
-def _add_set(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--set", action="append", metavar="KEY=VALUE", help="override a config key (repeatable)"
-    )
+RUN_DIR_HELP = "run directory written by `riskppo train`"
+SPLIT_HELP = "trading data period: train, val (validation) or test (default: %(default)s)"
 
 
 def _train_parser(sub: Any) -> None:
-    p = sub.add_parser("train", help="train an agent (default: the bundled default config)")
-    p.add_argument("--config", help="YAML config file (default: the built-in default)")
-    _add_set(p)
+    p = add_command(
+        sub,
+        "train",
+        "train an agent (default: the bundled default config)",
+        "Train an agent and write everything into one run directory: config.yaml, "
+        "metrics.jsonl and TensorBoard events, checkpoints, alerts.jsonl (only when an alert "
+        "fires), eval.json on the validation period and, for a trading run, the backtest of "
+        "the test period (backtest_test/report.html).",
+    )
+    p.add_argument("--config", help=config_help(DEFAULT_CONFIG))
+    add_set(p)
     p.add_argument("--run-dir", help="run directory (default: runs/<time>-<env>-s<seed>)")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its latest checkpoint")
     p.add_argument(
@@ -375,32 +366,60 @@ def _train_parser(sub: Any) -> None:
 
 
 def _eval_parser(sub: Any) -> None:
-    p = sub.add_parser("eval", help="evaluate a trained run")
-    p.add_argument("run_dir")
-    p.add_argument("--episodes", type=positive_int, default=10, help="episodes to evaluate")
+    p = add_command(
+        sub,
+        "eval",
+        "evaluate a trained run",
+        "Evaluate the newest good checkpoint of a run with the deterministic policy: a table "
+        "of episode-return statistics, also written to RUN_DIR/evaluation[_SPLIT].json and "
+        ".txt; with --attack, the return under observation attacks (robustness.json, a plot).",
+    )
+    p.add_argument("run_dir", help=RUN_DIR_HELP)
+    p.add_argument(
+        "--episodes",
+        type=positive_int,
+        default=10,
+        help="episodes to run; a trading period that every episode replays from its first bar "
+        "is run once (default: %(default)s)",
+    )
     p.add_argument(
         "--attack",
         metavar="NAMES",
         help="robustness evaluation under observation attacks: comma-separated from "
         "random, pgd (MAD: max policy KL), critic (min predicted return)",
     )
-    p.add_argument("--eps", default="0.01,0.05,0.1", help="attack radii (L∞, normalised obs)")
-    p.add_argument("--pgd-steps", type=positive_int, default=10, help="PGD steps per attacked step")
+    p.add_argument(
+        "--eps",
+        default="0.01,0.05,0.1",
+        help="attack radii, comma-separated (L∞, normalised obs; default: %(default)s)",
+    )
+    p.add_argument(
+        "--pgd-steps",
+        type=positive_int,
+        default=10,
+        help="PGD steps per attacked step (default: %(default)s)",
+    )
     p.add_argument(
         "--split",
         choices=("train", "val", "test"),
         default="test",
-        help="trading data period (ignored for other envs)",
+        help=SPLIT_HELP.replace(" (default", "; ignored for other envs (default"),
     )
     p.set_defaults(func=cmd_eval)
 
 
 def _backtest_parser(sub: Any) -> None:
-    p = sub.add_parser(
-        "backtest", help="backtest a trained trading agent against buy-and-hold and SMA"
+    p = add_command(
+        sub,
+        "backtest",
+        "backtest a trained trading agent against buy-and-hold and SMA",
+        "Backtest a trading (or portfolio) run on one data period against buy-and-hold, "
+        "vol-targeted buy-and-hold, an SMA crossover and a supervised forecast (a portfolio "
+        "run: skfolio's allocations), after costs: RUN_DIR/backtest_SPLIT/ with report.html, "
+        "metrics.json and plots.",
     )
-    p.add_argument("run_dir")
-    p.add_argument("--split", choices=("train", "val", "test"), default="test")
+    p.add_argument("run_dir", help=RUN_DIR_HELP)
+    p.add_argument("--split", choices=("train", "val", "test"), default="test", help=SPLIT_HELP)
     p.set_defaults(func=cmd_backtest)
 
 
@@ -454,111 +473,6 @@ def _stopped(exc: KeyboardInterrupt, command: str, kept: str, run_dir: Path) -> 
         file=sys.stderr,
     )
     return 128 + signum
-
-
-def _walkforward_parser(sub: Any) -> None:
-    p = sub.add_parser(
-        "walkforward",
-        help="retrain every --step bars, trade the next ones frozen, judge the stitched record",
-    )
-    p.add_argument("--config", help="YAML config (default: the built-in default agent)")
-    _add_set(p)
-    p.add_argument("--run-dir", help="run directory (default: runs/<time>-wf-<env>-<data>-s<seed>)")
-    p.add_argument("--resume", metavar="RUN_DIR", help="continue a walk-forward run")
-    p.add_argument(
-        "--initial",
-        type=positive_int,
-        default=756,
-        help="rows before the first test segment (default: %(default)s, three years of daily bars)",
-    )
-    p.add_argument(
-        "--step",
-        type=positive_int,
-        default=126,
-        help="rows per segment and between retrainings (default: %(default)s, half a year)",
-    )
-    p.add_argument("--window", choices=("expanding", "rolling"), default="expanding")
-    p.add_argument(
-        "--train-bars", type=positive_int, help="rolling window length (default: --initial)"
-    )
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="default: 0 1 2")
-    p.add_argument(
-        "--warm-start",
-        action="store_true",
-        help="start each segment from the previous segment's weights and train --warm-steps",
-    )
-    p.add_argument(
-        "--warm-steps",
-        type=positive_int,
-        help="steps of a warm-started segment (default: a quarter of total_timesteps)",
-    )
-    p.add_argument("--workers", type=positive_int, help="parallel processes (default: all cores)")
-    p.add_argument(
-        "--trials",
-        type=positive_int,
-        default=1,
-        help="configurations tried on this data, this one included: the verdict's p-value is "
-        "adjusted for them (default: 1; with --resume a finished run is judged again)",
-    )
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(func=cmd_walkforward)
-
-
-def _record_parser(sub: Any) -> None:
-    p = sub.add_parser(
-        "record", help="write a demonstration file (bc.source: file) from a strategy or a run"
-    )
-    p.add_argument(
-        "out", help="demonstration file to write (.safetensors, or .parquet for a table)"
-    )
-    p.add_argument(
-        "--strategy",
-        choices=("buy_and_hold", "vol_target_buy_and_hold", "sma_crossover"),
-        default="vol_target_buy_and_hold",
-        help="baseline that acts in the config's trading env, train split (default: %(default)s)",
-    )
-    p.add_argument("--run", help="record this run's latest checkpoint instead of a strategy")
-    p.add_argument("--config", help=f"YAML config (default: {DEFAULT_CONFIG})")
-    _add_set(p)
-    p.add_argument("--steps", type=int, default=1024, help="steps per env (default: 1024)")
-    p.set_defaults(func=cmd_record)
-
-
-def _pbt_parser(sub: Any) -> None:
-    p = sub.add_parser("pbt", help="population-based training (default: the trading PBT config)")
-    p.add_argument(
-        "--config", help=f"YAML config with a pbt section (default: {DEFAULT_PBT_CONFIG})"
-    )
-    _add_set(p)
-    p.add_argument("--run-dir", help="run directory (default: runs/<time>-pbt-<env>-s<seed>)")
-    p.add_argument(
-        "--resume",
-        metavar="RUN_DIR",
-        help="continue a PBT run (local backend) from its last completed round, with its config",
-    )
-    p.add_argument("--backend", choices=("local", "ray"), help="overrides pbt.backend")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(func=cmd_pbt)
-
-
-def _universe_parser(sub: Any) -> None:
-    p = sub.add_parser(
-        "universe",
-        help="train and backtest the agent on each of the 20 sp500 stocks; a verdict table",
-    )
-    p.add_argument("--config", help=f"YAML config (default: {DEFAULT_CONFIG}); data is replaced")
-    _add_set(p)
-    p.add_argument("--symbols", nargs="+", metavar="SYM", help="stocks (default: all 20)")
-    p.add_argument(
-        "--seeds", nargs="+", type=non_negative_int, metavar="N", help="seeds (default: 0)"
-    )
-    p.add_argument(
-        "--workers", type=positive_int, help="cells trained at a time (default: all cores)"
-    )
-    p.add_argument("--run-dir", help="parent directory (default: runs/<time>-universe)")
-    p.add_argument("--resume", metavar="DIR", help="continue a stopped universe")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(func=cmd_universe)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -153,7 +153,7 @@ LAYERS: list[set[str]] = [
     {"pbt"},
     {"runner", "config_doc"},
     {"universe"},
-    {"cli_bench", "cli_errors"},
+    {"cli_args", "cli_bench", "cli_errors"},
     {"cli"},
 ]
 # Rooms that read only a few of the algorithm's modules (its state and log types), or none.

@@ -1,0 +1,226 @@
+"""The arguments of the ``riskppo`` subcommands that start longer jobs (walk-forward, demonstration
+recording, population-based training, the universe, the benchmarks), the argparse types and the
+help texts they share; :mod:`riskppo.cli` binds each parser to its command."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from riskppo.config.bundled import bundled_names
+
+__all__ = [
+    "DEFAULT_CONFIG",
+    "DEFAULT_PBT_CONFIG",
+    "add_command",
+    "add_set",
+    "bench_parser",
+    "config_help",
+    "non_negative_int",
+    "pbt_parser",
+    "positive_int",
+    "record_parser",
+    "universe_parser",
+    "walkforward_parser",
+]
+
+DEFAULT_CONFIG = "trading_googl.yaml"  # the main job: the GOOGL trading agent
+DEFAULT_PBT_CONFIG = "pbt_trading.yaml"
+
+
+def non_negative_int(text: str) -> int:
+    """An argparse type: an integer ≥ 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer ≥ 0, got {text!r}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an integer ≥ 1 (argparse prints the one-line usage error)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer ≥ 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer ≥ 1, got {value}")
+    return value
+
+
+def add_command(sub: Any, name: str, summary: str, description: str) -> argparse.ArgumentParser:
+    """A subcommand with its one-line ``summary`` (``riskppo --help``) and its ``description``
+    (``riskppo NAME --help``)."""
+    parser: argparse.ArgumentParser = sub.add_parser(name, help=summary, description=description)
+    return parser
+
+
+def add_set(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="override a config key, dotted as in the YAML file: ppo.learning_rate=1e-4 "
+        "(repeatable; docs/config.md lists the keys)",
+    )
+
+
+def config_help(default: str, what: str = "YAML config file") -> str:
+    """``--config``'s help: a file, or one of the configs shipped in the package (listed from
+    ``riskppo/configs``, so a new one appears here without an edit)."""
+    names = ", ".join(bundled_names())
+    return f"{what}, or the name of a shipped config ({names}); default: {Path(default).stem}"
+
+
+def walkforward_parser(sub: Any) -> argparse.ArgumentParser:
+    p = add_command(
+        sub,
+        "walkforward",
+        "retrain every --step bars, trade the next ones frozen, judge the stitched record",
+        "Walk-forward test of a trading config: train on the rows before each test segment, "
+        "trade the segment with the frozen agent, move on by --step rows. The stitched "
+        "out-of-sample record is judged against the baselines: report.html, metrics.json and "
+        "segments.csv in the run directory.",
+    )
+    p.add_argument("--config", help=config_help(DEFAULT_CONFIG))
+    add_set(p)
+    p.add_argument("--run-dir", help="run directory (default: runs/<time>-wf-<env>-<data>-s<seed>)")
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue a walk-forward run")
+    p.add_argument(
+        "--initial",
+        type=positive_int,
+        default=756,
+        help="rows before the first test segment (default: %(default)s, three years of daily bars)",
+    )
+    p.add_argument(
+        "--step",
+        type=positive_int,
+        default=126,
+        help="rows per segment and between retrainings (default: %(default)s, half a year)",
+    )
+    p.add_argument(
+        "--window",
+        choices=("expanding", "rolling"),
+        default="expanding",
+        help="rows each segment trains on: expanding = every row before it, rolling = the last "
+        "--train-bars rows (default: %(default)s)",
+    )
+    p.add_argument(
+        "--train-bars", type=positive_int, help="rolling window length (default: --initial)"
+    )
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="default: 0 1 2")
+    p.add_argument(
+        "--warm-start",
+        action="store_true",
+        help="start each segment from the previous segment's weights and train --warm-steps",
+    )
+    p.add_argument(
+        "--warm-steps",
+        type=positive_int,
+        help="steps of a warm-started segment (default: a quarter of total_timesteps)",
+    )
+    p.add_argument("--workers", type=positive_int, help="parallel processes (default: all cores)")
+    p.add_argument(
+        "--trials",
+        type=positive_int,
+        default=1,
+        help="configurations tried on this data, this one included: the verdict's p-value is "
+        "adjusted for them (default: 1; with --resume a finished run is judged again)",
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return p
+
+
+def record_parser(sub: Any) -> argparse.ArgumentParser:
+    p = add_command(
+        sub,
+        "record",
+        "write a demonstration file (bc.source: file) from a strategy or a run",
+        "Write a demonstration file for behaviour cloning (bc.source: file, bc.path): the "
+        "actions of a baseline strategy (or of a trained run's latest checkpoint) in the "
+        "config's trading env on its train split.",
+    )
+    p.add_argument(
+        "out", help="demonstration file to write (.safetensors, or .parquet for a table)"
+    )
+    p.add_argument(
+        "--strategy",
+        choices=("buy_and_hold", "vol_target_buy_and_hold", "sma_crossover"),
+        default="vol_target_buy_and_hold",
+        help="baseline that acts in the config's trading env, train split (default: %(default)s)",
+    )
+    p.add_argument("--run", help="record this run's latest checkpoint instead of a strategy")
+    p.add_argument("--config", help=config_help(DEFAULT_CONFIG))
+    add_set(p)
+    p.add_argument("--steps", type=int, default=1024, help="steps per env (default: %(default)s)")
+    return p
+
+
+def pbt_parser(sub: Any) -> argparse.ArgumentParser:
+    p = add_command(
+        sub,
+        "pbt",
+        "population-based training (default: the trading PBT config)",
+        "Population-based training (docs/pbt.md): the members of a population train side by "
+        "side; every pbt.ready_updates updates the bottom pbt.quantile copy a top member's "
+        "weights and go on with perturbed hyperparameters. Writes pbt_history.jsonl and "
+        "pbt_summary.json and, for a trading config, backtests the best member on the test "
+        "period.",
+    )
+    p.add_argument(
+        "--config", help=config_help(DEFAULT_PBT_CONFIG, "YAML config file with a pbt section")
+    )
+    add_set(p)
+    p.add_argument("--run-dir", help="run directory (default: runs/<time>-pbt-<env>-s<seed>)")
+    p.add_argument(
+        "--resume",
+        metavar="RUN_DIR",
+        help="continue a PBT run (local backend) from its last completed round, with its config",
+    )
+    p.add_argument("--backend", choices=("local", "ray"), help="overrides pbt.backend")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return p
+
+
+def universe_parser(sub: Any) -> argparse.ArgumentParser:
+    p = add_command(
+        sub,
+        "universe",
+        "train and backtest the agent on each of the 20 sp500 stocks; a verdict table",
+        "Train and backtest the agent on each stock of the bundled sp500 dataset (and each "
+        "seed), several at a time; writes and prints a per-stock verdict table (universe.md, "
+        "numbers in universe.json).",
+    )
+    p.add_argument("--config", help=config_help(DEFAULT_CONFIG) + "; its data is replaced")
+    add_set(p)
+    p.add_argument("--symbols", nargs="+", metavar="SYM", help="stocks (default: all 20)")
+    p.add_argument(
+        "--seeds", nargs="+", type=non_negative_int, metavar="N", help="seeds (default: 0)"
+    )
+    p.add_argument(
+        "--workers", type=positive_int, help="cells trained at a time (default: all cores)"
+    )
+    p.add_argument("--run-dir", help="parent directory (default: runs/<time>-universe)")
+    p.add_argument("--resume", metavar="DIR", help="continue a stopped universe")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return p
+
+
+def bench_parser(sub: Any) -> argparse.ArgumentParser:
+    p = add_command(
+        sub,
+        "bench",
+        "run a benchmark script from benchmarks/ (no NAME: list them)",
+        "Run one of the source repository's benchmark scripts (benchmarks/NAME.py) in the "
+        "current directory; without NAME, list them with what each measures.",
+    )
+    p.add_argument("name", nargs="?", help="e.g. throughput, sample_efficiency, robustness")
+    p.add_argument(
+        "rest",
+        nargs=argparse.REMAINDER,
+        help="options passed to the script (riskppo bench NAME --help lists them)",
+    )
+    return p
