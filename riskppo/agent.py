@@ -33,7 +33,13 @@ from riskppo.algo.loop import (
     set_learning_rate,
     train_iteration,
 )
-from riskppo.algo.sb3_compat import LearnCallbacks, checkpoint_dir, next_run_dir
+from riskppo.algo.sb3_compat import (
+    LearnCallbacks,
+    checkpoint_dir,
+    next_run_dir,
+    policy_and_env,
+    set_env_mismatch,
+)
 from riskppo.algo.settings import (
     apply_num_threads,
     build_vgs,
@@ -52,7 +58,7 @@ from riskppo.monitor.writer import Monitor, check_steps_continue, log_update
 from riskppo.nn.critics import Critic, build_critic
 from riskppo.nn.outputs import check_finite_outputs
 from riskppo.nn.policy import RecurrentActorCritic, RecurrentState
-from riskppo.nn.predict_args import check_state, episode_starts
+from riskppo.nn.predict_args import check_state, episode_starts, obs_array
 from riskppo.optim import build_optimizer
 from riskppo.persist.checkpoint import load_checkpoint, save_checkpoint
 from riskppo.persist.snapshot import Snapshot
@@ -65,22 +71,27 @@ class DistributionalPPO:
     kind, the optimizer, the env — and one :class:`~riskppo.algo.state.TrainingState`; the loop
     itself is :func:`riskppo.algo.loop.train_iteration`.
 
-    ``env``: an env id (``"CartPole-v1"``, ``"module:Name-v1"``), a factory, a ``VecEnv``, a
-    Gymnasium vector env (``gymnasium.make_vec``; :mod:`riskppo.envs.vec.gym_vector`) or one
-    ``gym.Env`` instance (with ``n_envs=1``). ``config``: a :class:`Config`, a dict or the path of
-    a YAML file; keywords set single fields. What SB3's keywords and methods become here:
+    ``DistributionalPPO(env, ...)`` or, as RecurrentPPO, ``DistributionalPPO("MlpLstmPolicy",
+    env, ...)`` (``args``: :func:`~riskppo.algo.sb3_compat.policy_and_env`). ``env``: an env id
+    (``"CartPole-v1"``, ``"module:Name-v1"``), a factory, a ``VecEnv``, a Gymnasium vector env
+    (``gymnasium.make_vec``; :mod:`riskppo.envs.vec.gym_vector`) or one ``gym.Env`` instance (with
+    ``n_envs=1``); none: the config's ``env.id``. ``config``: a :class:`Config`, a dict or the
+    path of a YAML file; keywords set single fields. What SB3's keywords and methods become here:
     :mod:`riskppo.algo.sb3_compat` and ``docs/sb3.md``.
     """
 
     def __init__(
         self,
+        *args: Any,
         env: EnvSpec | gym.Env | None = None,
-        *,
         config: Config | dict[str, Any] | str | Path | None = None,
         run_dir: str | Path | None = None,
         _spaces: tuple[spaces.Space, spaces.Space] | None = None,
         **kwargs: Any,
     ) -> None:
+        env, section = policy_and_env(args, env, kwargs.pop("policy", None))
+        if section is not None:  # policy={...}: the config's policy section
+            kwargs["policy"] = section
         self.config = config_from_keywords(config, **kwargs)
         cfg = self.config
         if env is None and _spaces is None:
@@ -181,18 +192,11 @@ class DistributionalPPO:
         ``old = model.get_env()`` first, then ``old.close()``."""
         old_spec, old_is_id = self._env_spec, self.env_is_id
         venv = self._build_env(env)
-        if (venv.observation_space, venv.action_space, venv.num_envs) != (
-            self.observation_space,
-            self.action_space,
-            self.n_envs,
-        ):
-            found = f"{venv.observation_space}/{venv.action_space} x {venv.num_envs}"
+        spaces_ = self.observation_space, self.action_space
+        if (problem := set_env_mismatch(venv, *spaces_, self.n_envs)) is not None:
             self._env_spec, self.env_is_id = old_spec, old_is_id
             venv.close()
-            raise ValueError(
-                f"set_env: the env has {found} env(s); this model needs "
-                f"{self.observation_space}/{self.action_space} x {self.n_envs}"
-            )
+            raise ValueError(problem)
         source, target = self.get_vec_normalize_env(), find_normalizer(venv)
         if source is not None and target is not None:
             target.obs_rms = source.obs_rms.copy()
@@ -395,7 +399,7 @@ class DistributionalPPO:
         dtype or device, or an ``episode_start`` of another length, raises ``ValueError``
         (:mod:`riskppo.nn.predict_args`).
         """
-        obs, lead = self._obs_array(observation, max_lead=1)
+        obs, lead = obs_array(observation, self.observation_space, max_lead=1)
         single = lead == 0
         if single:
             obs = obs[None]
@@ -431,7 +435,7 @@ class DistributionalPPO:
         a categorical critic is converted by its inverse CDF at the same levels). ``state`` and
         ``episode_start`` are checked as in :meth:`predict` (``ValueError``).
         """
-        arr, lead = self._obs_array(obs, max_lead=2)
+        arr, lead = obs_array(obs, self.observation_space, max_lead=2)
         x = torch.as_tensor(arr, device=self.device).reshape(*arr.shape[:lead], -1)
         for _ in range(2 - lead):
             x = x.unsqueeze(0)  # → [T, B, D]
@@ -453,23 +457,6 @@ class DistributionalPPO:
         check_finite_outputs(self.loaded_from, value_quantiles=q)
         values = q.cpu().numpy()
         return taus.cpu().numpy(), values.reshape(*values.shape[2 - lead :])
-
-    def _obs_array(self, observation: Any, max_lead: int) -> tuple[np.ndarray, int]:
-        """``observation`` as float32 and its number of leading axes before the observation
-        space's shape: 0 (one observation), 1 (a batch ``[B, ...]``), 2 (a sequence
-        ``[T, B, ...]``), at most ``max_lead``; any other shape raises ``ValueError``."""
-        obs = np.asarray(observation, dtype=np.float32)
-        shape = tuple(self.observation_space.shape or ())
-        lead = obs.ndim - len(shape)
-        if not 0 <= lead <= max_lead or obs.shape[lead:] != shape:
-            allowed = ["one observation " + str(list(shape)), "a batch " + str(["B", *shape])]
-            if max_lead == 2:
-                allowed.append("a sequence " + str(["T", "B", *shape]))
-            raise ValueError(
-                f"observation of shape {list(obs.shape)} does not fit the observation space "
-                f"{list(shape)}: pass " + ", ".join(allowed)
-            )
-        return obs, lead
 
     def make_eval_env(
         self, part: str = "test", n_envs: int = 1, env: EnvSpec | None = None

@@ -3,10 +3,12 @@
 
 What an SB3 user writes, and what riskppo does with it:
 
-* ``DistributionalPPO(env, ...)``: ``env`` is an id (``"CartPole-v1"``, ``"module:Name-v1"``),
-  a factory (``lambda: gym.make(...)``, called ``env.n_envs`` times), a ready ``VecEnv``, or one
-  ``gym.Env`` instance — one environment, so only with ``n_envs=1`` (a single instance cannot be
-  copied; pass the factory or the id for more).
+* ``DistributionalPPO(env, ...)`` or, as sb3-contrib's ``RecurrentPPO(policy, env, ...)``,
+  ``DistributionalPPO("MlpLstmPolicy", env, ...)`` (:func:`policy_and_env`): ``env`` is an id
+  (``"CartPole-v1"``, ``"module:Name-v1"``), a factory (``lambda: gym.make(...)``, called
+  ``env.n_envs`` times), a ready ``VecEnv``, or one ``gym.Env`` instance — one environment, so
+  only with ``n_envs=1`` (a single instance cannot be copied; pass the factory or the id for
+  more). RecurrentPPO's other policy names are refused with what to write (:data:`POLICIES`).
 * SB3 keywords (``learning_rate``, ``n_steps``, ``batch_size``, ``gamma``, ``ent_coef``,
   ``target_kl``, ``seed``, ``device``, ...) are riskppo config fields of the same name;
   :data:`KEYWORDS` names the ones that differ, :data:`UNSUPPORTED` the ones riskppo has no
@@ -30,6 +32,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import torch
 
 from riskppo.algo.collect import RolloutHooks
@@ -59,6 +62,95 @@ UNSUPPORTED: dict[str, str] = {
     "rollout_buffer_kwargs": "the recurrent rollout buffer is riskppo's own; drop it",
     "_init_setup_model": "the model is always built in the constructor; drop it",
 }
+
+# SB3's and sb3-contrib's policy names → ``None`` (riskppo's recurrent actor-critic) or why
+# riskppo refuses the name and what to write instead.
+POLICIES: dict[str, str | None] = {
+    "MlpLstmPolicy": None,
+    "CnnLstmPolicy": "riskppo's policy has no convolutional encoder; 'MlpLstmPolicy' takes any "
+    "Box observation (flattened)",
+    "MultiInputLstmPolicy": "Dict observations are not supported; flatten them "
+    "(gymnasium.wrappers.FlattenObservation) and pass 'MlpLstmPolicy'",
+    "MlpPolicy": "riskppo's policy is recurrent, sb3-contrib RecurrentPPO's 'MlpLstmPolicy': pass "
+    "that (policy_kwargs=dict(memory=False) makes its actor and critics feed-forward)",
+    "CnnPolicy": "riskppo's policy is recurrent and has no convolutional encoder; pass "
+    "'MlpLstmPolicy' (it takes any Box observation, flattened)",
+    "MultiInputPolicy": "riskppo's policy is recurrent and takes no Dict observations; flatten "
+    "them (gymnasium.wrappers.FlattenObservation) and pass 'MlpLstmPolicy'",
+}
+_USAGE = "write DistributionalPPO('MlpLstmPolicy', env) or DistributionalPPO(env)"
+
+
+def policy_and_env(args: tuple[Any, ...], env: Any, policy: Any) -> tuple[Any, Any]:
+    """``(env, policy section)`` of ``DistributionalPPO(*args, env=env, policy=policy)``, SB3's
+    way and riskppo's: ``("MlpLstmPolicy", env)``, ``("MlpLstmPolicy", env=...)``,
+    ``(policy="MlpLstmPolicy", env=...)`` and ``(env)`` (one positional argument is the env
+    unless it names a policy). ``policy={...}`` (a dict or :class:`PolicyConfig`) is the config's
+    ``policy`` section. A refused or unknown policy name, a policy class, two envs or more than
+    two positional arguments raise :class:`ConfigError` (one line saying what to write)."""
+    if len(args) > 2:
+        raise ConfigError(
+            f"DistributionalPPO takes at most 2 positional arguments (policy, env), got "
+            f"{len(args)}; everything after the env is a keyword: {_USAGE}"
+        )
+    section = policy if isinstance(policy, dict | PolicyConfig) else None
+    names = [] if policy is None or section is not None else [policy]
+    given = list(args)
+    if len(given) == 2 or (given and _names_a_policy(given[0])):
+        names.insert(0, given.pop(0))
+    envs = [e for e in (*given, env) if e is not None]
+    if len(names) > 1:
+        raise ConfigError(f"DistributionalPPO: the policy is given twice; {_USAGE}")
+    if names and not _names_a_policy(names[0]):
+        envs.insert(0, names[0])  # DistributionalPPO(env, env2)
+    elif names:
+        check_policy(names[0])
+    if len(envs) > 1:
+        raise ConfigError(
+            f"DistributionalPPO({', '.join(map(_short, envs))}): two envs; the first argument is "
+            f"the policy name 'MlpLstmPolicy' (as in RecurrentPPO) or the env: {_USAGE}"
+        )
+    return (envs[0] if envs else None), section
+
+
+def check_policy(policy: Any) -> None:
+    """Accept ``"MlpLstmPolicy"``; refuse any other name or a policy class with one line."""
+    if isinstance(policy, type):
+        raise ConfigError(
+            f"policy {policy.__name__}: riskppo's policy is its own recurrent actor-critic, named "
+            "'MlpLstmPolicy' (policy_kwargs=dict(...) sets its fields); " + _USAGE
+        )
+    why = POLICIES.get(policy, "")
+    if why is None:
+        return
+    if not why:
+        hint = did_you_mean(policy, [*POLICIES])
+        why = f"unknown policy name{hint}; DistributionalPPO's policy is 'MlpLstmPolicy'"
+    raise ConfigError(f"policy {policy!r}: {why}")
+
+
+def _names_a_policy(value: Any) -> bool:
+    """A policy name (:func:`_is_policy_name`) or a policy class (a ``torch.nn.Module``)."""
+    return _is_policy_name(value) or (
+        isinstance(value, type) and issubclass(value, torch.nn.Module)
+    )
+
+
+def _is_policy_name(value: Any) -> bool:
+    """Whether ``value`` names a policy rather than an env: one of :data:`POLICIES` or a word
+    with ``polic`` in it (``MlpLstmPolicyy``, ``lstmpolicy``) that is no registered env id (env
+    ids have a version, ``-v1``)."""
+    if not isinstance(value, str):
+        return False
+    return value in POLICIES or bool(
+        re.fullmatch(r"\w*polic\w*", value, re.IGNORECASE) and value not in gym.registry
+    )
+
+
+def _short(value: Any) -> str:
+    """An id as written, anything else by its type (a VecEnv's repr is no help)."""
+    return repr(value) if isinstance(value, str) else type(value).__name__
+
 
 # torch.nn activation classes (SB3's ``activation_fn``) → ``policy.activation``.
 _ACTIVATIONS = {torch.nn.Tanh: "tanh", torch.nn.ReLU: "relu", torch.nn.GELU: "gelu"}
@@ -108,6 +200,44 @@ def unknown_keyword(key: str, names: Sequence[str]) -> ConfigError:
         "fields (learning_rate, n_steps, lstm_hidden_size, ...) or SB3's names (docs/sb3.md); "
         "policy_kwargs=dict(...) sets policy.*, config={'section': {...}} anything"
     )
+
+
+def set_env_mismatch(
+    venv: Any, observation_space: gym.Space[Any], action_space: gym.Space[Any], n_envs: int
+) -> str | None:
+    """Why ``set_env`` cannot take ``venv`` for a model of these spaces and number of envs, as
+    one line naming what differs first; ``None`` when it fits."""
+    found = [
+        _space_difference("observation", venv.observation_space, observation_space),
+        _space_difference("action", venv.action_space, action_space),
+    ]
+    if venv.num_envs != n_envs:
+        found.append(
+            f"the new env has {venv.num_envs} envs, the model was built for {n_envs} (make it "
+            f"with n_envs={n_envs})"
+        )
+    problems = [f for f in found if f]
+    if not problems:
+        return None
+    return (
+        f"set_env: {'; '.join(problems)}; a model's spaces and number of envs are fixed when it "
+        "is built (for another env, build a new model)"
+    )
+
+
+def _space_difference(kind: str, new: gym.Space[Any], old: gym.Space[Any]) -> str:
+    """What differs between the new env's space and the model's (``""``: nothing), shortest
+    first: the kind of space, the shape, the dtype, else the whole spaces."""
+    if new == old:
+        return ""
+    what = f"the new env's {kind} space"
+    if type(new) is not type(old):
+        return f"{what} is {new}, the model's {old}"
+    if new.shape != old.shape:
+        return f"{what} has shape {new.shape}, the model's {old.shape}"
+    if new.dtype != old.dtype:
+        return f"{what} has dtype {new.dtype}, the model's {old.dtype}"
+    return f"{what} is {new}, the model's {old}"
 
 
 def checkpoint_dir(path: str | Path) -> Path:

@@ -14,12 +14,13 @@ from typing import Any
 
 import numpy as np
 import torch
+from gymnasium import spaces
 from torch import Tensor
 
 from riskppo.nn.c_args import check
 from riskppo.nn.policy import RecurrentActorCritic, RecurrentState
 
-__all__ = ["check_state", "episode_starts"]
+__all__ = ["check_state", "episode_starts", "obs_array"]
 
 _HINT = "pass state=None to start fresh or the state returned for these observations"
 
@@ -65,3 +66,21 @@ def episode_starts(
             "(one flag per env of the observations)"
         )
     return torch.as_tensor(arr, device=device).reshape(shape)
+
+
+def obs_array(observation: Any, space: spaces.Space, max_lead: int) -> tuple[np.ndarray, int]:
+    """``observation`` as float32 and its number of leading axes before ``space``'s shape: 0
+    (one observation), 1 (a batch ``[B, ...]``), 2 (a sequence ``[T, B, ...]``), at most
+    ``max_lead``; any other shape raises ``ValueError``."""
+    obs = np.asarray(observation, dtype=np.float32)
+    shape = tuple(space.shape or ())
+    lead = obs.ndim - len(shape)
+    if not 0 <= lead <= max_lead or obs.shape[lead:] != shape:
+        allowed = ["one observation " + str(list(shape)), "a batch " + str(["B", *shape])]
+        if max_lead == 2:
+            allowed.append("a sequence " + str(["T", "B", *shape]))
+        raise ValueError(
+            f"observation of shape {list(obs.shape)} does not fit the observation space "
+            f"{list(shape)}: pass " + ", ".join(allowed)
+        )
+    return obs, lead

@@ -19,6 +19,7 @@ from stable_baselines3.common.callbacks import (
     CheckpointCallback,
     EvalCallback,
 )
+from stable_baselines3.common.env_util import make_vec_env
 
 from riskppo import DistributionalPPO
 from riskppo.config import Config, ConfigError
@@ -147,9 +148,22 @@ def test_set_env_swaps_an_env_of_the_same_spaces_and_refuses_others() -> None:
     np.testing.assert_array_equal(model.get_vec_normalize_env().obs_rms.mean, stats)
     model.learn(32, reset_num_timesteps=False)
     assert model.num_timesteps == 64
-    with pytest.raises(ValueError, match=r"set_env: the env has .* this model needs"):
+    with pytest.raises(ValueError, match=r"set_env: the new env's observation space has shape"):
         model.set_env("Pendulum-v1")
     old.close()
+    model.close()
+
+
+def test_set_env_with_another_number_of_envs_says_so_first_in_one_line() -> None:
+    """Before: both whole ``Box(...)`` reprs, the number of envs at the end of each."""
+    model = DistributionalPPO("CartPole-v1", **TINY)
+    with pytest.raises(ValueError) as info:
+        model.set_env(make_vec_env("CartPole-v1", n_envs=4))
+    message = str(info.value)
+    assert message.startswith(
+        "set_env: the new env has 4 envs, the model was built for 2 (make it with n_envs=2)"
+    )
+    assert "\n" not in message and "Box(" not in message
     model.close()
 
 
