@@ -22,6 +22,13 @@ test rows are 450 bars, where one Sharpe ratio has a sampling error of about 0.7
 diagnostic, not a verdict (``riskppo walkforward`` gives that). ``--out`` keeps the CSVs, a JSON
 of every figure and a plot.
 
+Because the planted conditional mean is known, each strategy also gets an **expected Sharpe
+ratio** that the noise of 450 bars does not blur: the mean of ``position_t · E[r_t | past] −
+costs_t`` over its standard deviation of realised returns, annualised — what the same positions
+would earn on average over every path of the market. ``e_capture`` is the agent's share of the
+best reference's expected advantage over ``vt_bh``; on a random walk every timing strategy's
+expected advantage is its cost and lost drift (≤ 0).
+
     python benchmarks/learnability.py --steps 150000 --set ppo.pathwise_coef=1
 """
 
@@ -39,55 +46,15 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine, run_worker
+from _planted_refs import best_rule, make_market, run_signals, scores
 
 MARKETS = ("ar0.05", "ar0.1", "ar0.15", "ar0.2", "ar-0.1", "regime60", "regime120", "ar0")
 REFERENCES = ("vt_bh", "rule", "oracle", "supervised")
 
 
-def make_market(name: str, bars: int, seed: int) -> tuple[Any, Any]:
-    from riskppo.envs.market.planted import ar_market, regime_market
-
-    if name.startswith("regime"):
-        return regime_market(bars, duration=float(name[6:]), seed=seed)
-    return ar_market(bars, phi=float(name[2:]), seed=seed)
-
-
-def sharpe(r: np.ndarray) -> float:
-    """Annualised Sharpe ratio of daily log returns (the verdict's own statistic)."""
-    from riskppo.stats.core import sharpe as annualised
-
-    return annualised(r, 252)
-
-
-def _run_signals(env: Any, signals: np.ndarray) -> np.ndarray:
-    from riskppo.evaluation.baselines import run_policy
-
-    return run_policy(env, lambda bar: float(signals[bar]))["log_return"].to_numpy()
-
-
-def _rule_signals(close: np.ndarray, k: int, sign: int, band: tuple[float, float]) -> np.ndarray:
-    logc = np.log(close)
-    move = np.full(len(close), np.nan)
-    move[k:] = logc[k:] - logc[:-k]
-    return np.where(sign * np.nan_to_num(move) > 0, band[1], band[0])
-
-
-def best_rule(train_env: Any) -> tuple[str, np.ndarray]:
-    """The rule with the best Sharpe on the training rows, and its signals over the frame."""
-    close = train_env.df["close"].to_numpy(np.float64)
-    best: tuple[float, str, np.ndarray] | None = None
-    for k in (1, 5, 20, 60):
-        for sign, label in ((1, "mom"), (-1, "rev")):
-            sig = _rule_signals(close, k, sign, train_env.signal_range)
-            s = sharpe(_run_signals(train_env, sig))
-            if best is None or s > best[0]:
-                best = (s, f"{label}{k}", sig)
-    assert best is not None
-    return best[1], best[2]
-
-
-def references(cfg: Any, planted: Any) -> dict[str, Any]:
-    """Test-row Sharpe ratios of the references (and the rule's name)."""
+def references(cfg: Any, planted: Any, expected_return: Any) -> dict[str, Any]:
+    """Test-row realised and expected (``e_``) Sharpe ratios of the references (and the rule's
+    name)."""
     from riskppo.evaluation.backtest import _agent_env
     from riskppo.evaluation.supervised import forecast_signals, supervised_signals
 
@@ -99,13 +66,11 @@ def references(cfg: Any, planted: Any) -> dict[str, Any]:
     oracle = forecast_signals(z, float(np.std(z[lo:hi])), test_env.signal_range)
     supervised, _ = supervised_signals(train_env, test_env)
     full = np.full(len(test_env.df), test_env.signal_range[1])
-    out = {
-        "vt_bh": sharpe(_run_signals(test_env, full)),
-        "rule": sharpe(_run_signals(test_env, rule_sig)),
-        "oracle": sharpe(_run_signals(test_env, oracle)),
-        "supervised": sharpe(_run_signals(test_env, supervised)),
-    }
-    return {**out, "rule_name": rule}
+    out: dict[str, Any] = {"rule_name": rule}
+    for name, signals in (("vt_bh", full), ("rule", rule_sig), ("oracle", oracle),
+                          ("supervised", supervised)):  # fmt: skip
+        out[name], out[f"e_{name}"] = scores(run_signals(test_env, signals), expected_return)
+    return out
 
 
 def worker(market: str, bars: int, seed: int, steps: int, sets: list[str], out: Path) -> None:
@@ -126,7 +91,8 @@ def worker(market: str, bars: int, seed: int, steps: int, sets: list[str], out: 
         [f"data.path={path}", "data.dataset=null", f"total_timesteps={max(steps, 1)}",
          f"seed={seed}", *sets],
     )  # fmt: skip
-    row: dict[str, Any] = {"market": market, "seed": seed, **references(cfg, planted)}
+    expected = pd.Series(planted.cond_mean, index=df.index).shift(1)  # E[r_t | past], bar t
+    row: dict[str, Any] = {"market": market, "seed": seed, **references(cfg, planted, expected)}
     if steps > 0:
         model = DistributionalPPO(config=cfg)
         model.learn(steps)
@@ -135,30 +101,32 @@ def worker(market: str, bars: int, seed: int, steps: int, sets: list[str], out: 
             frame = backtest(model, part).frames["agent"]
             row[f"corr_{part}"] = float(frame["signal"].corr(info.reindex(frame.index)))
             if part == "test":
-                row["agent"] = sharpe(frame["log_return"].to_numpy())
+                row["agent"], row["e_agent"] = scores(frame, expected)
                 row["signal_sd"] = float(frame["signal"].std())
     print(json.dumps(row))
 
 
-def capture(row: dict[str, Any]) -> float | None:
-    best = max(row[k] for k in ("rule", "oracle", "supervised"))
-    gain = best - row["vt_bh"]
-    return (row["agent"] - row["vt_bh"]) / gain if "agent" in row and gain > 0 else None
+def capture(row: dict[str, Any], prefix: str = "") -> float | None:
+    """The agent's share of the best reference's advantage over ``vt_bh`` (``prefix="e_"``: of
+    the expected Sharpe ratios); None without an agent or where no reference beats ``vt_bh``."""
+    best = max(row[prefix + k] for k in ("rule", "oracle", "supervised"))
+    gain = best - row[prefix + "vt_bh"]
+    agent = row.get(prefix + "agent")
+    return (agent - row[prefix + "vt_bh"]) / gain if agent is not None and gain > 0 else None
 
 
-def table(rows: list[dict[str, Any]]) -> str:
+def table(rows: list[dict[str, Any]], prefix: str = "") -> str:
+    """A markdown table of realised (``prefix=""``) or expected (``"e_"``) Sharpe ratios."""
     cols = ["market", "seed", *REFERENCES, "agent", "capture", "corr train", "corr test"]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
-        cap = capture(r)
-        cells = [r["market"], str(r["seed"]), *(f"{r[k]:.2f}" for k in REFERENCES)]
+        cap = capture(r, prefix)
+        cells = [r["market"], str(r["seed"]), *(f"{r[prefix + k]:.2f}" for k in REFERENCES)]
         cells[3] += f" ({r['rule_name']})"
-        agent = (
-            [f"{r['agent']:.2f}", "–" if cap is None else f"{cap:.0%}"]
-            if "agent" in r
-            else ["–", "–"]
-        )
-        corr = [f"{r[k]:.2f}" for k in ("corr_train", "corr_test")] if "agent" in r else ["–", "–"]
+        agent, corr = ["–", "–"], ["–", "–"]
+        if "agent" in r:
+            agent = [f"{r[prefix + 'agent']:.2f}", "–" if cap is None else f"{cap:.0%}"]
+            corr = [f"{r[k]:.2f}" for k in ("corr_train", "corr_test")]
         lines.append("| " + " | ".join([*cells, *agent, *corr]) + " |")
     return "\n".join(lines)
 
@@ -195,6 +163,18 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], dest="sets", metavar="KEY=VALUE")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument(
+        "--walkforward", action="store_true",
+        help="judge each file by `riskppo walkforward` (out-of-sample record, verdict) instead "
+        "of one split",
+    )  # fmt: skip
+    ap.add_argument(
+        "--initial", type=int, default=756, help="walk-forward: rows before the first test"
+    )
+    ap.add_argument("--step", type=int, default=374, help="walk-forward: rows per test segment")
+    ap.add_argument(
+        "--agent-seeds", type=int, nargs="+", default=[0, 1, 2], help="walk-forward seeds"
+    )
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--market", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -202,6 +182,9 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     if args.worker:
         worker(args.market, args.bars, args.seeds[0], args.steps, args.sets, out)
+        return
+    if args.walkforward:
+        walkforward_main(args, out)
         return
     jobs = [(m, s) for m in args.markets for s in args.seeds]
 
@@ -214,11 +197,34 @@ def main() -> None:
     with cf.ThreadPoolExecutor(args.workers) as pool:
         rows = list(pool.map(run, jobs))
     print(f"# learnability: {args.bars} bars, {args.steps} agent steps, {machine()}")
-    print(f"# agent settings: {args.sets or 'the shipped GOOGL config'}; test rows' Sharpe")
+    print(f"# agent settings: {args.sets or 'the shipped GOOGL config'}")
+    print("# realised Sharpe ratio, test rows")
     print(table(rows))
+    print("# expected Sharpe ratio, test rows (the planted conditional mean; no realised noise)")
+    print(table(rows, "e_"))
     (out / "learnability.json").write_text(json.dumps(rows, indent=1))
     plot(rows, out / "learnability.png")
     print(f"# figures and plot: {out}")
+
+
+def walkforward_main(args: argparse.Namespace, out: Path) -> None:
+    """The suite judged by ``riskppo walkforward``: one run per file (continued if ``--out``
+    holds an unfinished one), its table, JSON and plot."""
+    from _learnability_walkforward import walkforward_row, walkforward_table
+
+    keys = ("steps", "initial", "step", "agent_seeds", "workers", "bars")
+    options = {k: getattr(args, k) for k in keys}
+    rows = [
+        walkforward_row(m, s, out, args.sets, options) for m in args.markets for s in args.seeds
+    ]
+    print(f"# learnability, walk-forward: {args.bars} bars, first test row {args.initial}, "
+          f"retrained every {args.step}, agent seeds {args.agent_seeds} (their mean record), "
+          f"{args.steps} steps per cell; {machine()}")  # fmt: skip
+    print(f"# agent settings: {args.sets or 'the shipped GOOGL config'}")
+    print(walkforward_table(rows, capture))
+    (out / "learnability_walkforward.json").write_text(json.dumps(rows, indent=1))
+    plot(rows, out / "learnability_walkforward.png")
+    print(f"# runs, figures and plot: {out}")
 
 
 if __name__ == "__main__":

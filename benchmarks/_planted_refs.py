@@ -1,0 +1,61 @@
+"""Planted markets and the reference strategies the learnability suite measures the agent
+against (``benchmarks/learnability.py``): the markets, the best simple rule, and realised and
+expected Sharpe ratios of a strategy frame."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+def make_market(name: str, bars: int, seed: int) -> tuple[Any, Any]:
+    from riskppo.envs.market.planted import ar_market, regime_market
+
+    if name.startswith("regime"):
+        return regime_market(bars, duration=float(name[6:]), seed=seed)
+    return ar_market(bars, phi=float(name[2:]), seed=seed)
+
+
+def sharpe(r: np.ndarray) -> float:
+    """Annualised Sharpe ratio of daily log returns (the verdict's own statistic)."""
+    from riskppo.stats.core import sharpe as annualised
+
+    return annualised(r, 252)
+
+
+def run_signals(env: Any, signals: np.ndarray) -> Any:
+    """The per-bar strategy frame of holding ``signals[bar]`` at each decision bar."""
+    from riskppo.evaluation.baselines import run_policy
+
+    return run_policy(env, lambda bar: float(signals[bar]))
+
+
+def scores(frame: Any, expected_return: Any) -> tuple[float, float]:
+    """(realised, expected) annualised Sharpe ratio of a strategy frame. ``expected_return``:
+    the planted ``E[r_t | past]`` per bar of the file (a Series on its index); the expected one
+    is ``mean(position_t · E[r_t | past] − costs_t) / sd(realised net log return)``."""
+    r = frame["log_return"].to_numpy()
+    edge = frame["position"] * expected_return.reindex(frame.index) - frame["costs"]
+    return sharpe(r), float(edge.mean() / np.std(r, ddof=1) * np.sqrt(252))
+
+
+def _rule_signals(close: np.ndarray, k: int, sign: int, band: tuple[float, float]) -> np.ndarray:
+    logc = np.log(close)
+    move = np.full(len(close), np.nan)
+    move[k:] = logc[k:] - logc[:-k]
+    return np.where(sign * np.nan_to_num(move) > 0, band[1], band[0])
+
+
+def best_rule(train_env: Any) -> tuple[str, np.ndarray]:
+    """The rule with the best Sharpe on the training rows, and its signals over the frame."""
+    close = train_env.df["close"].to_numpy(np.float64)
+    best: tuple[float, str, np.ndarray] | None = None
+    for k in (1, 5, 20, 60):
+        for sign, label in ((1, "mom"), (-1, "rev")):
+            sig = _rule_signals(close, k, sign, train_env.signal_range)
+            s = sharpe(run_signals(train_env, sig)["log_return"].to_numpy())
+            if best is None or s > best[0]:
+                best = (s, f"{label}{k}", sig)
+    assert best is not None
+    return best[1], best[2]
