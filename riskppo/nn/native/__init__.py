@@ -270,6 +270,9 @@ def _load() -> tuple[ctypes.CDLL | None, str | None]:
     lib.riskppo_lstm_input_grad.argtypes = [ctypes.c_int] * 5 + pointers * 2
     lib.riskppo_lstm_input_grad.argtypes += [ctypes.c_ssize_t] * 2 + pointers * 2
     lib.riskppo_lstm_input_grad.restype = ctypes.c_int  # 0, or -1: out of memory
+    # B, H -> (B - 1) * 4H + 4H - 1 in the kernels' index type (a test of its width)
+    lib.riskppo_lstm_last_gate_offset.argtypes = [ctypes.c_int] * 2
+    lib.riskppo_lstm_last_gate_offset.restype = ctypes.c_ssize_t
     # B, D, H; x, the LSTM step's weights, h0, c0, keep, hc; the MLP: n_layers, dims, ws, bs, act
     actor: list[Any] = [ctypes.c_int] * 3 + pointers * 8 + [ctypes.c_int] + pointers * 3
     actor += [ctypes.c_int]

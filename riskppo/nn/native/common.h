@@ -10,6 +10,10 @@
 #include <stdint.h>
 #include <string.h>
 
+/* The type of every size product, offset and loop counter in the kernels: 64 bits, since a
+ * product of sizes below 2^31 each (B * 4H, T * B) need not fit an int (lstm.c). */
+typedef ptrdiff_t idx_t;
+
 static inline float exp_f(float x) {
     x = x > 88.0f ? 88.0f : x; /* NaN compares false and passes through */
     x = x < -87.0f ? -87.0f : x;
@@ -60,7 +64,7 @@ typedef float v16u __attribute__((vector_size(64), aligned(4)));
 
 /* Columns [n0, n0 + 32) of rows [m, m + R), R <= 8: always inlined and called with a constant
  * R, so that the loops over r unroll and the accumulators stay in registers. */
-static inline __attribute__((always_inline)) void tile32(int R, int m, int n0, int Kd,
+static inline __attribute__((always_inline)) void tile32(int R, idx_t m, idx_t n0, idx_t Kd,
                                                          const float *restrict A, ptrdiff_t a_m,
                                                          ptrdiff_t a_j, const float *restrict W,
                                                          ptrdiff_t ldw, float *restrict C,
@@ -70,7 +74,7 @@ static inline __attribute__((always_inline)) void tile32(int R, int m, int n0, i
         x[r] = LD16(C + (m + r) * ldc + n0);
         y[r] = LD16(C + (m + r) * ldc + n0 + 16);
     }
-    for (int j = 0; j < Kd; ++j) {
+    for (idx_t j = 0; j < Kd; ++j) {
         const v16 w0 = LD16(W + j * ldw + n0), w1 = LD16(W + j * ldw + n0 + 16);
         for (int r = 0; r < R; ++r) {
             const float a = A[(m + r) * a_m + j * a_j];
@@ -86,26 +90,26 @@ static inline __attribute__((always_inline)) void tile32(int R, int m, int n0, i
 
 /* C[M, N] += A[M, Kd] W[Kd, N] with A's element (m, j) at A[m * a_m + j * a_j]: row-major A
  * (a_j = 1) or a transposed one (a_m = 1). */
-static inline void gemm_strided(int M, int N, int Kd, const float *restrict A, ptrdiff_t a_m,
-                                ptrdiff_t a_j, const float *restrict W, ptrdiff_t ldw,
-                                float *restrict C, ptrdiff_t ldc) {
-    int n0 = 0;
+static inline void gemm_strided(idx_t M, idx_t N, idx_t Kd, const float *restrict A,
+                                ptrdiff_t a_m, ptrdiff_t a_j, const float *restrict W,
+                                ptrdiff_t ldw, float *restrict C, ptrdiff_t ldc) {
+    idx_t n0 = 0;
 #if defined(__AVX512F__)
     for (; n0 + 32 <= N; n0 += 32) {
-        int m = 0;
+        idx_t m = 0;
         for (; m + 8 <= M; m += 8) tile32(8, m, n0, Kd, A, a_m, a_j, W, ldw, C, ldc);
         for (; m + 4 <= M; m += 4) tile32(4, m, n0, Kd, A, a_m, a_j, W, ldw, C, ldc);
         for (; m < M; ++m) tile32(1, m, n0, Kd, A, a_m, a_j, W, ldw, C, ldc);
     }
 #endif
     for (; n0 + 16 <= N; n0 += 16) {
-        int m = 0;
+        idx_t m = 0;
         for (; m + 4 <= M; m += 4) {
             float *c0 = C + m * ldc + n0, *c1 = c0 + ldc, *c2 = c1 + ldc, *c3 = c2 + ldc;
             const float *a0 = A + m * a_m, *a1 = a0 + a_m, *a2 = a1 + a_m, *a3 = a2 + a_m;
             v8 x0 = LD(c0), y0 = LD(c0 + 8), x1 = LD(c1), y1 = LD(c1 + 8);
             v8 x2 = LD(c2), y2 = LD(c2 + 8), x3 = LD(c3), y3 = LD(c3 + 8);
-            for (int j = 0; j < Kd; ++j) {
+            for (idx_t j = 0; j < Kd; ++j) {
                 const v8 w0 = LD(W + j * ldw + n0), w1 = LD(W + j * ldw + n0 + 8);
                 const float b0 = a0[j * a_j], b1 = a1[j * a_j], b2 = a2[j * a_j], b3 = a3[j * a_j];
                 x0 += b0 * w0, y0 += b0 * w1, x1 += b1 * w0, y1 += b1 * w1;
@@ -118,19 +122,19 @@ static inline void gemm_strided(int M, int N, int Kd, const float *restrict A, p
             float *c0 = C + m * ldc + n0;
             const float *a0 = A + m * a_m;
             v8 x0 = LD(c0), y0 = LD(c0 + 8);
-            for (int j = 0; j < Kd; ++j) {
+            for (idx_t j = 0; j < Kd; ++j) {
                 const float a = a0[j * a_j];
                 x0 += a * LD(W + j * ldw + n0), y0 += a * LD(W + j * ldw + n0 + 8);
             }
             ST(c0, x0), ST(c0 + 8, y0);
         }
     }
-    for (int m = 0; m < M; ++m)
-        for (int j = 0; j < Kd; ++j)
-            for (int n = n0; n < N; ++n) C[m * ldc + n] += A[m * a_m + j * a_j] * W[j * ldw + n];
+    for (idx_t m = 0; m < M; ++m)
+        for (idx_t j = 0; j < Kd; ++j)
+            for (idx_t n = n0; n < N; ++n) C[m * ldc + n] += A[m * a_m + j * a_j] * W[j * ldw + n];
 }
 
-static inline void gemm_acc(int M, int N, int Kd, const float *restrict A, ptrdiff_t lda,
+static inline void gemm_acc(idx_t M, idx_t N, idx_t Kd, const float *restrict A, ptrdiff_t lda,
                             const float *restrict W, ptrdiff_t ldw, float *restrict C,
                             ptrdiff_t ldc) {
     gemm_strided(M, N, Kd, A, lda, 1, W, ldw, C, ldc);

@@ -280,3 +280,16 @@ def test_the_rollout_step_reads_non_contiguous_inputs_as_their_values(fresh):
     got = lstm_kernel.native_step(zx, w_t, h0, c0)
     want = lstm_kernel.native_step(zx, w_t.contiguous(), h0.contiguous(), c0.contiguous())
     assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("B,H", [(2**16 + 1, 2**13), (2**31 - 1, 2**29 - 1), (3, 5)])
+def test_offsets_past_2_31_do_not_wrap(B, H, fresh):
+    """Each size is below 2**31 (riskppo/nn/c_args.py) but B * 4H need not be: 65,537 sequences
+    of 8,192 units put the last gate value at offset 2**31 + 32,767, which the kernels' former
+    ``int`` arithmetic wrapped to a negative offset (memory before the array; the sanitizer build,
+    tests/native/run_sanitizers.sh, stops at the overflow). Checked on the index arithmetic
+    itself, since the arrays at this size take gigabytes."""
+    lib = native.kernel()
+    assert lib is not None
+    G = 4 * H
+    assert lib.riskppo_lstm_last_gate_offset(B, H) == (B - 1) * G + G - 1
