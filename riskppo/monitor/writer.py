@@ -18,6 +18,7 @@ from stable_baselines3.common.logger import JSONOutputFormat, KVWriter, Logger
 from riskppo.algo.log import UpdateLog
 from riskppo.config import Config
 from riskppo.monitor.alerts import alerts
+from riskppo.monitor.progress import fmt
 from riskppo.safefs import append_text, open_nofollow
 
 log = logging.getLogger("riskppo")
@@ -122,7 +123,8 @@ class Monitor:
 
 def log_update(mon: Monitor, log: UpdateLog, cfg: Config, fps: float) -> None:
     """Record one iteration's scalars and raise its alerts (:mod:`riskppo.monitor.alerts`);
-    dump every ``monitor.log_interval`` updates."""
+    dump every ``monitor.log_interval`` updates, and with ``monitor.verbose >= 1`` print the
+    :func:`update_line` then (as SB3 prints its table at each dump with ``verbose=1``)."""
     for key, value in log.scalars():
         mon.record(key, value)
     mon.record("time/fps", fps)
@@ -130,3 +132,31 @@ def log_update(mon: Monitor, log: UpdateLog, cfg: Config, fps: float) -> None:
         mon.alert(a.name, a.message)
     if log.n_updates % cfg.monitor.log_interval == 0:
         mon.dump(log.num_timesteps)
+        if cfg.monitor.verbose >= 1:
+            print(update_line(log, fps), flush=True)
+
+
+def update_line(log: UpdateLog, fps: float) -> str:
+    """One update as one line: the update, the steps so far, fps, the rollout's mean episode
+    return and length, and the update's main training scalars (``-``: none this update; the
+    names are those of ``metrics.jsonl`` without their section)::
+
+        update 4  steps 256  fps 1,148  ep_rew_mean 22.73  ep_len_mean 22.7  loss 0.412 ...
+    """
+    losses = log.losses
+    fields: list[tuple[str, float | None, str]] = [
+        ("steps", log.num_timesteps, ","),
+        ("fps", fps, ",.0f"),
+        ("ep_rew_mean", log.ep_rew_mean, ".4g"),
+        ("ep_len_mean", log.ep_len_mean, ".4g"),
+        ("loss", losses.loss if losses else None, ".4g"),
+        ("entropy", losses.entropy if losses else None, ".4g"),
+        ("approx_kl", losses.approx_kl_k3 if losses else None, ".3g"),
+        ("clip_fraction", losses.clip_fraction if losses else None, ".3g"),
+        ("explained_variance", log.estimate.explained_variance, ".3g"),
+    ]
+    if log.risk is not None:
+        fields.append(("cvar_pred", log.risk.cvar_pred, ".4g"))
+    return f"update {log.n_updates}" + "".join(
+        f"  {name} {fmt(value, spec)}" for name, value, spec in fields
+    )
