@@ -402,7 +402,7 @@ def _eval_parser(sub: Any) -> None:
     p.add_argument(
         "--split",
         choices=("train", "val", "test"),
-        default="test",
+        default="val",
         help=SPLIT_HELP.replace(" (default", "; ignored for other envs (default"),
     )
     p.set_defaults(func=cmd_eval)

@@ -15,6 +15,7 @@ from riskppo.agent import DistributionalPPO
 from riskppo.config import Config
 from riskppo.envs.registration import PORTFOLIO_ID, TRADING_ID
 from riskppo.evaluation.backtest import backtest_run
+from riskppo.evaluation.backtest_result import SPLIT_NAMES
 from riskppo.evaluation.robustness import format_rows, robustness_table, write_robustness
 from riskppo.evaluation.summary import (
     distinct_episodes,
@@ -263,6 +264,7 @@ def _finish(model: DistributionalPPO, run_dir: Path, cfg: Config) -> Distributio
     model.close()
     if trading:  # the main job ends with the backtest report (design §1.3)
         artifacts = backtest_run(run_dir, split="test")
+        print(artifacts.verdict())
         print(f"riskppo: backtest report → {artifacts.report}")
     elif cfg.env.id == PORTFOLIO_ID:  # against the baselines, on the test part
         from riskppo.evaluation.portfolio.run import portfolio_backtest_run
@@ -280,10 +282,11 @@ def robustness_run(
     *,
     n_episodes: int = 10,
     steps: int = 10,
-    split: str = "test",
+    split: str = "val",
 ) -> list[dict[str, Any]]:
     """R-ADV: evaluate the run's latest checkpoint under each attack and ε; write
-    ``RUN_DIR/robustness/robustness.{json,png}`` and print the table."""
+    ``RUN_DIR/robustness/robustness.{json,png}`` and print the table (trading: on ``split``,
+    which it names)."""
     with open_run(run_dir) as (cfg, model):
         rows = robustness_table(
             model, attacks, eps_values, n_episodes=n_episodes, steps=steps, part=split
@@ -291,5 +294,6 @@ def robustness_run(
     title = f"{run_label(cfg)} — {run_dir.name}"
     png = write_robustness(rows, run_dir / "robustness", title=title)
     print(format_rows(rows))
-    print(f"riskppo: robustness table and plot → {png.parent}")
+    where = f" ({SPLIT_NAMES[split]} split)" if cfg.env.id == TRADING_ID else ""
+    print(f"riskppo: robustness table and plot{where} → {png.parent}")
     return rows

@@ -61,7 +61,7 @@ from riskppo.envs.registration import (
     resolve_overlay,
 )
 from riskppo.envs.trading.env import TradingEnv
-from riskppo.evaluation.backtest_result import BacktestResult, flat_strategies
+from riskppo.evaluation.backtest_result import SPLIT_NAMES, BacktestResult, flat_strategies
 from riskppo.evaluation.baselines import (
     STRATEGIES,
     Policy,
@@ -82,7 +82,7 @@ from riskppo.evaluation.metrics import (
 from riskppo.evaluation.plots import save_plots
 from riskppo.evaluation.report import STRATEGY_LABELS, format_value, metric_rows, write_report
 from riskppo.evaluation.supervised import supervised_signals
-from riskppo.evaluation.verdict import statistics_block
+from riskppo.evaluation.verdict import statistics_block, verdict_lines
 from riskppo.jsonable import jsonable
 from riskppo.persist.checkpoint import CheckpointError
 from riskppo.runs.rundir import load_for_evaluation
@@ -121,6 +121,14 @@ class BacktestArtifacts:
     equity_csv: Path
     plots: dict[str, Path]
     checkpoint: Path
+    statistics: dict[str, Any]  # :func:`~riskppo.evaluation.verdict.statistics_block`
+
+    def verdict(self) -> str:
+        """The verdict and the figures it rests on, for a terminal
+        (:func:`~riskppo.evaluation.verdict.verdict_lines`)."""
+        bars = len(self.result.frames["agent"])
+        where = f" on the {SPLIT_NAMES[self.result.part]} split ({bars:,} bars)"
+        return "\n".join(verdict_lines(self.statistics, where))
 
 
 def backtest(
@@ -478,7 +486,7 @@ def backtest_run(
     block = statistics_block(result.frames, result.bars_per_year, fee=result.env_settings["fee"])
     write_text_atomic(out / "statistics.json", json.dumps(jsonable(block), indent=2) + "\n")
     report = write_report(result, out / "report.html", images=plots, info=info, statistics=block)
-    return BacktestArtifacts(result, out, metrics_path, report, equity_csv, plots, ckpt)
+    return BacktestArtifacts(result, out, metrics_path, report, equity_csv, plots, ckpt, block)
 
 
 def cmd_backtest(args: argparse.Namespace) -> int:
@@ -499,6 +507,7 @@ def cmd_backtest(args: argparse.Namespace) -> int:
     warning = flat_warning(art.result)
     if warning:
         print(f"riskppo backtest: {warning}")
+    print(art.verdict())
     print(f"report: {art.report}")
     return 0
 

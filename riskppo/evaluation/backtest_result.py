@@ -13,7 +13,10 @@ from riskppo.config import Config
 from riskppo.evaluation.baselines import STRATEGIES
 from riskppo.evaluation.metrics import FLAT_MARKET_SHARE, MetricValue, StrategyMetrics
 
-__all__ = ["BacktestResult", "flat_strategies"]
+__all__ = ["SPLIT_NAMES", "BacktestResult", "flat_strategies"]
+
+SPLIT_NAMES = {"train": "training", "val": "validation", "test": "test"}
+"""Each split part (``--split``) in words."""
 
 
 @dataclass

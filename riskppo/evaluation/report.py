@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from riskppo.evaluation.baselines import STRATEGIES
+from riskppo.evaluation.verdict import random_timing_text
 from riskppo.safefs import write_text_atomic
 
 if TYPE_CHECKING:
@@ -415,13 +416,7 @@ def statistics_section(block: Mapping[str, Any] | None, title: str = "Statistics
         "<tr>" + "".join(f'<td class="num">{html.escape(str(c))}</td>' for c in row) + "</tr>"
         for row in block["stats_rows"]
     )
-    timing = block["random_timing"]
-    null = (
-        f"Random-timing null: the agent's Sharpe beats {timing['percentile']:.0f}% of "
-        f"{timing['n']} smooth random signals in its band (p = {timing['p_value']:.2g})."
-        if timing.get("percentile") is not None
-        else "Random-timing null: not applicable (the agent's signal never moved)."
-    )
+    null = f"Random-timing null: {random_timing_text(block['random_timing'])}."
     return (
         f'<section><h2>{html.escape(title)}</h2><table class="metrics"><tr><td class="{css}">'
         f"{html.escape(verdict['text'])}</td></tr></table>"

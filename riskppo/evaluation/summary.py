@@ -34,6 +34,7 @@ from riskppo.config import Config
 from riskppo.envs.factory import trading_range
 from riskppo.envs.registration import TRADING_ID, data_kwargs, data_label
 from riskppo.evaluation.backtest import BacktestResult, backtest
+from riskppo.evaluation.backtest_result import SPLIT_NAMES
 from riskppo.runs.rundir import latest_good_checkpoint, open_run
 from riskppo.safefs import write_text_atomic
 
@@ -82,7 +83,7 @@ def _period(cfg: Config, split: str) -> dict[str, str]:
     return {"start": df.index[lo].isoformat(), "end": df.index[hi - 1].isoformat()}
 
 
-def evaluation_summary(run_dir: Path, n_episodes: int = 10, split: str = "test") -> dict[str, Any]:
+def evaluation_summary(run_dir: Path, n_episodes: int = 10, split: str = "val") -> dict[str, Any]:
     """Evaluate the newest good checkpoint of ``run_dir`` over ``n_episodes`` episodes with the
     deterministic policy (trading: each episode runs the whole ``split`` period, and the one
     distinct episode is run once: :func:`distinct_episodes`).
@@ -140,7 +141,10 @@ def format_evaluation(ev: dict[str, Any]) -> str:
         ("min / max", f"{r['min']:#.4g} / {r['max']:#.4g}"),
     ]
     width = max(len(label) for label, _ in rows)
-    return "\n".join([f"riskppo eval: {ev['env']}"] + [f"  {k:<{width}}  {v}" for k, v in rows])
+    head = f"riskppo eval: {ev['env']}"
+    if ev["split"] is not None:  # which part of the data, in the title too
+        head += f", {SPLIT_NAMES[ev['split']]} split (--split {ev['split']})"
+    return "\n".join([head] + [f"  {k:<{width}}  {v}" for k, v in rows])
 
 
 def write_evaluation(run_dir: Path, ev: dict[str, Any], table: str) -> tuple[Path, Path]:
@@ -171,7 +175,7 @@ def _num(v: float | None) -> str:
 def format_validation(r: BacktestResult) -> str:
     """:func:`validation_summary`'s lines for the backtest ``r``."""
     a, b = r.metrics["agent"], r.metrics["vol_target_buy_and_hold"]
-    name = {"val": "validation", "test": "test", "train": "training"}[r.part]
+    name = SPLIT_NAMES[r.part]
     limit = a.cvar_limit
     verdict = (
         ""

@@ -63,3 +63,31 @@ def test_eval_runs_one_labelled_episode_over_the_split(trading_run, split: str) 
     assert rows["unit"].strip() == "log return of equity over the episode, net of costs"
     ev = json.loads((run / f"evaluation_{split}.json").read_text())
     assert ev["episodes"] == 1 and ev["same_episode"] is True
+
+
+def test_train_and_backtest_print_the_verdict(trading_run) -> None:
+    """The verdict reaches the terminal after `riskppo train` and `riskppo backtest`, not only
+    the HTML report: the line, the Sharpe ratios it compares and the random-timing null, from
+    the same statistics block the report shows (its statistics.json)."""
+    run, out = trading_run
+    block = json.loads((run / "backtest_test" / "statistics.json").read_text())
+    for text in (out, cli("backtest", str(run)).stdout):
+        lines = text.splitlines()
+        (i,) = [i for i, line in enumerate(lines) if line.startswith("verdict on the test split")]
+        assert lines[i].endswith(f" bars): {block['verdict']['text']}")
+        assert lines[i + 1].startswith("  Sharpe ratio (annual, log returns): agent ")
+        assert ", VT B&H " in lines[i + 1] and ", supervised " in lines[i + 1]
+        assert lines[i + 2].startswith("  random timing: the agent's Sharpe beats ")
+        assert "% of 2000 smooth random signals" in lines[i + 2]
+
+
+def test_eval_defaults_to_the_validation_split_training_evaluated(trading_run) -> None:
+    """`riskppo eval RUN` evaluates the split of training's eval.json (validation) and says so."""
+    run, _ = trading_run
+    proc = cli("eval", str(run))
+    assert proc.returncode == 0, proc.stderr
+    head = proc.stdout.splitlines()[0]
+    assert head == "riskppo eval: riskppo/Trading-v0 on GOOGL, validation split (--split val)"
+    ev = json.loads((run / "evaluation_val.json").read_text())
+    trained = json.loads((run / "eval.json").read_text())
+    assert ev["split"] == "val" and ev["return"]["mean"] == pytest.approx(trained["mean"])

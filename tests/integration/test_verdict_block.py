@@ -82,3 +82,22 @@ def test_the_report_states_the_random_timing_percentile_in_percent() -> None:
     block["random_timing"] = {**block["random_timing"], "percentile": 40.1, "p_value": 0.6}
     html_text = statistics_section(block)
     assert "beats 40% of 2000 smooth random signals" in html_text
+
+
+def test_a_higher_sharpe_between_two_losses_is_not_called_beating() -> None:
+    """In a falling market an agent that loses less than the benchmark, significantly, is said
+    to lose less: "beats" between two negative Sharpe ratios would read as a gain."""
+    frames = _frames(1.6e-4, n=2500, seed=1)
+    for name in ("buy_and_hold", "vol_target_buy_and_hold", "agent"):
+        frame = frames[name]
+        fall = -1e-3 * frame["position"]  # the asset drifts down: both strategies lose
+        frame["log_return"] = frame["log_return"] + fall
+        frame["gross_return"] = frame["gross_return"] + fall
+    block = statistics_block(frames, 252, fee=0.0005)
+    agent, bench = (block["stats"][k]["sharpe"]["estimate"] for k in ("agent", "benchmark"))
+    assert agent < 0 and bench < 0 and agent > bench and block["verdict"]["claim"]
+    assert block["verdict"]["text"].startswith(
+        f"loses less than vol-targeted buy-and-hold (both lose money: Sharpe {agent:.2f} "
+        f"against {bench:.2f}; Sharpe difference +"
+    )
+    assert "beats" not in block["verdict"]["text"]

@@ -25,6 +25,7 @@ from riskppo.evaluation.report import (
     format_value,
     statistics_section,
 )
+from riskppo.evaluation.verdict import verdict_lines
 from riskppo.evaluation.walkforward.analysis import BENCHMARK, CVAR_MATCHED, SCALED
 from riskppo.evaluation.walkforward.plan import MEAN_LABEL, Record, mean_record
 from riskppo.jsonable import jsonable
@@ -93,7 +94,7 @@ def summary_text(metrics: dict[str, Any]) -> str:
     lines = [
         f"walk-forward: {metrics['oos_bars']} out-of-sample bars {metrics['start'][:10]} → "
         f"{metrics['end'][:10]}, {len(metrics['settings']['seeds'])} seed(s)",
-        f"verdict: {h['verdict']['text']}",
+        *verdict_lines(h),
     ]
     # the columns of the HTML report's statistics table
     lines.append(f"  {'':<34} {'agent':>10}  {'VT B&H':>10}  {'VT scaled':>10}")
