@@ -215,12 +215,16 @@ def cmd_record(args: argparse.Namespace) -> int:
     cfg = None if args.run else load_config(args.config, args.set or [])
     from riskppo.demos.files import check_demonstration_suffix
     from riskppo.runs.record import record_run, record_strategy, write_demonstrations
-    from riskppo.runs.rundir import latest_checkpoint
+    from riskppo.runs.rundir import check_belongs, latest_checkpoint
 
     check_demonstration_suffix(args.out)  # before anything is recorded
 
     if cfg is None:
-        demos = record_run(latest_checkpoint(Path(args.run)), args.steps)
+        run = Path(args.run)
+        checkpoint = latest_checkpoint(run)
+        if (run / "config.yaml").exists():  # the run's own checkpoint, not one copied in
+            check_belongs(checkpoint, Config.from_yaml(run / "config.yaml"))
+        demos = record_run(checkpoint, args.steps)
         source = f"run {args.run}"
     else:
         demos = record_strategy(cfg, args.strategy, args.steps)

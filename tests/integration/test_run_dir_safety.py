@@ -187,6 +187,26 @@ def test_a_checkpoint_copied_from_another_run_is_refused(runs: dict[str, Path], 
     assert max(logged_steps(run)) == 256
 
 
+def test_record_refuses_a_checkpoint_copied_from_another_run(
+    runs: dict[str, Path], run: Path, tmp_path: Path
+) -> None:
+    """`riskppo record --run` checks the checkpoint as eval and backtest do: one line, no file;
+    the run's own checkpoint records."""
+    shutil.copytree(runs["other"] / "checkpoints" / ckpt(320), run / "checkpoints" / ckpt(320))
+    (run / "checkpoints" / "latest").write_text(ckpt(320))
+    out = tmp_path / "demos.safetensors"
+    line = error_line(run_cli("record", str(out), "--run", str(run), "--steps", "8"))
+    assert line == (
+        f"riskppo: checkpoint error: checkpoint {ckpt(320)} was written with seed=1 but "
+        "config.yaml says 0 (and ppo.learning_rate, policy.lstm_hidden_size); this checkpoint "
+        "does not belong to this run"
+    ), line
+    assert not out.exists()
+    (run / "checkpoints" / "latest").write_text(ckpt(256))
+    assert cli.main(["record", str(out), "--run", str(run), "--steps", "8"]) == 0
+    assert out.is_file()
+
+
 def test_an_edited_config_yaml_no_longer_matches_its_checkpoints(run: Path) -> None:
     text = (run / "config.yaml").read_text()
     (run / "config.yaml").write_text(text.replace("learning_rate: 0.0003", "learning_rate: 0.001"))
