@@ -51,7 +51,7 @@ from riskppo.algo.settings import (
 from riskppo.algo.state import TrainingState, initial_training_state
 from riskppo.config import Config, ConfigError, check_rollout_memory, set_by_path
 from riskppo.envs.episodes import run_episodes
-from riskppo.envs.vec.build import EnvSpec, build_vec_env, find_normalizer
+from riskppo.envs.vec.build import EnvSpec, build_vec_env, find_normalizer, sb3_view
 from riskppo.envs.vec.tensors import env_actions, obs_tensor
 from riskppo.monitor.progress import fmt, training_progress, whole_rollouts
 from riskppo.monitor.writer import Monitor, check_steps_continue, log_update
@@ -177,8 +177,10 @@ class DistributionalPPO:
 
     # ---- SB3's accessors ----------------------------------------------------------------
     def get_env(self) -> VecEnv | None:
-        """The training VecEnv (``None`` for a model loaded for ``predict`` only)."""
-        return self.env
+        """The training VecEnv as SB3 would have built it, without riskppo's finite-value guard
+        (:func:`~riskppo.envs.vec.build.sb3_view`: SB3's ``EvalCallback`` compares it with its
+        eval env); ``None`` for a model loaded for ``predict`` only."""
+        return sb3_view(self.env) if self.env is not None else None
 
     def get_vec_normalize_env(self) -> VecNormalize | None:
         """The observation normaliser of the training env (``env.normalize_obs``), if any."""

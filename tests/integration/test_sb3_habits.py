@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from stable_baselines3.common.callbacks import (
     EvalCallback,
 )
 from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.vec_env import VecNormalize
 
 from riskppo import DistributionalPPO
 from riskppo.config import Config, ConfigError
@@ -111,6 +113,29 @@ def test_sb3s_own_checkpoint_and_eval_callbacks_run(tmp_path: Path) -> None:
     model.close()
 
 
+@pytest.mark.parametrize("normalize_obs", [False, True])
+def test_sb3s_eval_callback_sees_the_training_env_wrapped_like_its_eval_env(
+    normalize_obs: bool,
+) -> None:
+    """Before: "Training and eval env are not of the same type" (riskppo's VecFiniteGuard
+    outermost); with ``normalize_obs``, SB3's ``sync_envs_normalization`` failed with an
+    AssertionError (the guard between ``VecNormalize`` and the env)."""
+    eval_env = make_vec_env("CartPole-v1", n_envs=1, seed=1)
+    if normalize_obs:
+        eval_env = VecNormalize(eval_env, training=False, norm_reward=False)
+    evaluator = EvalCallback(eval_env, eval_freq=16, n_eval_episodes=2)
+    model = DistributionalPPO("CartPole-v1", normalize_obs=normalize_obs, **TINY)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # any warning fails the test
+        model.learn(64, callback=evaluator)
+    assert np.isfinite(evaluator.last_mean_reward)
+    if normalize_obs:  # the training statistics reached the eval env
+        rms = model.get_vec_normalize_env().obs_rms
+        assert rms.count > 1 and eval_env.obs_rms.count > 1
+        assert eval_env.obs_rms is not rms
+    model.close()
+
+
 def test_a_callback_of_another_kind_is_refused_before_training() -> None:
     model = DistributionalPPO("CartPole-v1", **TINY)
     with pytest.raises(TypeError, match=r"neither a function callback.*nor a stable_baselines3"):
@@ -126,7 +151,7 @@ def test_an_env_instance_trains_as_one_env_and_evaluates() -> None:
     model.learn(32)
     assert model.n_envs == 1 and model.num_timesteps == 32
     assert model.evaluate(n_episodes=2)["n_episodes"] == 2
-    assert model.get_env() is model.env
+    assert model.get_env() is model.env.venv  # as SB3 sees it: below riskppo's finite guard
     model.close()
 
 

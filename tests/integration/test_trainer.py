@@ -459,7 +459,7 @@ def test_skip_policy_keeps_normaliser_and_weights_finite(small_cartpole):
     rms = find_normalizer(model.env).obs_rms
     assert np.isfinite(rms.mean).all() and np.isfinite(rms.var).all()
     assert all(torch.isfinite(p).all() for p in model.policy.parameters())
-    guard = model.env.venv
+    guard = model.env.guard  # held inside the normaliser (FiniteVecNormalize)
     assert isinstance(guard, VecFiniteGuard) and guard.n_skipped > 0
 
 

@@ -1,7 +1,9 @@
 """Building the vectorised environment: SB3 VecEnvs, a finite-input guard, VecNormalize.
 
 Order of wrappers: ``VecEnv (Monitor per env) → VecFiniteGuard → VecNormalize(obs only)``, so a
-NaN/inf from an env is caught before it can reach the normaliser statistics (R-REL-5).
+NaN/inf from an env is caught before it can reach the normaliser statistics (R-REL-5). With
+normalisation the guard is held inside the normaliser (:class:`FiniteVecNormalize`), so the chain
+SB3 walks is its own; :func:`sb3_view` leaves an outer guard out of what ``get_env`` returns.
 
 A reward that is not a number (``None``, an array, a string) or an observation of the wrong kind
 (``None``, a string, the wrong shape, not numeric) is found inside each env (:class:`OutputCheck`,
@@ -156,6 +158,59 @@ class VecFiniteGuard(VecEnvWrapper):
 
     def _fix(self, obs: np.ndarray, field: str) -> np.ndarray:
         return self._check_obs(obs[None], field)[0]
+
+
+class FiniteVecNormalize(VecNormalize):
+    """SB3's ``VecNormalize`` of observations over ``guard``'s env, stepping through ``guard``
+    (a :class:`VecFiniteGuard`) so that a NaN/inf is caught before it reaches the statistics.
+
+    The guard is held, not wrapped: the chain is ``VecNormalize → VecEnv`` as SB3 builds it, so
+    SB3's ``sync_envs_normalization`` (``EvalCallback``) walks it like its own. ``reset`` and
+    ``step_wait`` are SB3's ``VecNormalize.reset`` / ``step_wait`` with ``norm_reward=False``.
+    """
+
+    def __init__(self, guard: VecFiniteGuard, clip_obs: float) -> None:
+        super().__init__(guard.venv, norm_obs=True, norm_reward=False, clip_obs=clip_obs)
+        self.guard = guard
+
+    def reset(self) -> Any:
+        obs = self.guard.reset()
+        self.old_obs = obs
+        self.returns = np.zeros(self.num_envs)
+        if self.training:
+            self.obs_rms.update(obs)
+        return self.normalize_obs(obs)
+
+    def step_wait(self) -> Any:
+        obs, rewards, dones, infos = self.guard.step_wait()
+        self.old_obs, self.old_reward = obs, rewards
+        if self.training:
+            self.obs_rms.update(obs)
+            self._update_reward(rewards)
+        for i in np.flatnonzero(dones):
+            if "terminal_observation" in infos[i]:
+                infos[i]["terminal_observation"] = self.normalize_obs(
+                    infos[i]["terminal_observation"]
+                )
+        self.returns[dones] = 0
+        return self.normalize_obs(obs), rewards, dones, infos
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What ``save`` pickles: SB3's state, without the guard (it holds the env)."""
+        state = super().__getstate__()
+        state["guard_policy"] = state.pop("guard").policy
+        return state
+
+    def set_venv(self, venv: VecEnv) -> None:
+        """After ``VecNormalize.load(path, venv)``: a fresh guard over ``venv``."""
+        super().set_venv(venv)
+        self.guard = VecFiniteGuard(venv, self.__dict__.pop("guard_policy", "raise"))
+
+
+def sb3_view(venv: VecEnv) -> VecEnv:
+    """``venv`` as SB3 would have built it: without an outer :class:`VecFiniteGuard`, so that
+    SB3's comparisons of a model's env (``EvalCallback``) see the user's or SB3's own VecEnv."""
+    return venv.venv if isinstance(venv, VecFiniteGuard) else venv
 
 
 class InProcessVecEnv(DummyVecEnv):
@@ -449,10 +504,10 @@ def build_vec_env(
             vec_env_kwargs=vec_kwargs,
             env_kwargs=env_kwargs(env, cfg, data, part, risk) or None,
         )
-    venv = VecFiniteGuard(venv, cfg.nonfinite_policy)
+    guard = VecFiniteGuard(venv, cfg.nonfinite_policy)
     if cfg.normalize_obs:
-        venv = VecNormalize(venv, norm_obs=True, norm_reward=False, clip_obs=cfg.clip_obs)
-    return venv
+        return FiniteVecNormalize(guard, cfg.clip_obs)
+    return guard
 
 
 def _native_vec_env(
