@@ -222,7 +222,12 @@ def _resume_run(run_dir: Path, *, progress_bar: bool) -> DistributionalPPO:
             print(f"riskppo: nothing to do; its evaluation is in {run_dir / 'eval.json'}")
             model.close()
             return model
-        print("riskppo: writing its missing evaluation")
+        damage = evaluation_damage(run_dir, cfg)
+        print(
+            f"riskppo: {damage}; writing it again"
+            if damage
+            else "riskppo: writing its missing evaluation"
+        )
         return _finish(model, run_dir, cfg)
     dropped = drop_metrics_after(run_dir / "metrics.jsonl", done)
     final = _final_step(model, cfg)
@@ -238,11 +243,36 @@ def _resume_run(run_dir: Path, *, progress_bar: bool) -> DistributionalPPO:
 
 def run_finished(run_dir: Path, cfg: Config) -> bool:
     """Whether :func:`_finish` has written the run's evaluation (and, for trading and
-    portfolios, report)."""
-    if not (run_dir / "eval.json").is_file():
-        return False
-    reported = cfg.env.id not in (TRADING_ID, PORTFOLIO_ID)
-    return reported or (run_dir / "backtest_test" / "report.html").is_file()
+    portfolios, report), and its files read back (:func:`evaluation_damage`)."""
+    written = all(p.is_file() for p in _evaluation_files(run_dir, cfg))
+    return written and evaluation_damage(run_dir, cfg) is None
+
+
+def _evaluation_files(run_dir: Path, cfg: Config) -> list[Path]:
+    """What :func:`_finish` writes: ``eval.json`` and, for trading and portfolios, the test
+    backtest's ``metrics.json`` (trading: and ``run_info.json``) and ``report.html``."""
+    files = [run_dir / "eval.json"]
+    out = run_dir / "backtest_test"
+    if cfg.env.id == TRADING_ID:
+        files.append(out / "run_info.json")
+    if cfg.env.id in (TRADING_ID, PORTFOLIO_ID):
+        files += [out / "metrics.json", out / "report.html"]
+    return files
+
+
+def evaluation_damage(run_dir: Path, cfg: Config) -> str | None:
+    """Why the written evaluation of ``run_dir`` does not read back (a truncated write, a
+    damaged copy): ``"eval.json does not read back (…)"`` for the first of its JSON files that
+    is there but is no JSON object; None when they all read back (or are not written yet)."""
+    for path in _evaluation_files(run_dir, cfg):
+        if path.suffix != ".json" or not path.is_file():
+            continue
+        try:
+            if not isinstance(json.loads(path.read_text()), dict):
+                raise ValueError("not a JSON object")
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            return f"{path.relative_to(run_dir)} does not read back ({exc})"
+    return None
 
 
 def _finish(model: DistributionalPPO, run_dir: Path, cfg: Config) -> DistributionalPPO:

@@ -14,8 +14,9 @@ Layout of the parent run directory::
 
 Each cell is a ``riskppo train`` process (``--resume`` for a cell with a checkpoint), so the run
 lock, checkpoints, resume and the final backtest are those of :mod:`riskppo.runner`. A cell
-is *finished* when its evaluation and test backtest report exist
-(:func:`riskppo.runner.run_finished`): a resumed universe skips it and leaves its files alone;
+is *finished* when its evaluation and test backtest report exist and read back
+(:func:`riskppo.runner.run_finished`, :func:`_finished`): a resumed universe skips it and leaves
+its files alone (one whose files do not read back has its evaluation written again);
 a cell with a checkpoint resumes from it; a cell without one starts again from scratch. Cells
 checkpoint every :data:`CELL_CHECKPOINT_EVERY` updates unless the config sets
 ``checkpoint.every_updates``, so a killed universe loses at most that much training per cell
@@ -49,11 +50,11 @@ from riskppo.envs.features import left_out_line, split_features
 from riskppo.envs.registration import TRADING_ID
 from riskppo.evaluation.universe import CellResult, cell_result, count_cells, format_table
 from riskppo.monitor.progress import ProgressBar, wall_time_line
-from riskppo.runner import run_finished
+from riskppo.runner import evaluation_damage, run_finished
 from riskppo.runs.interrupt import sigterm_as_interrupt
 from riskppo.runs.processes import child_env
 from riskppo.runs.rundir import checkpoint_dir
-from riskppo.safefs import write_text_atomic
+from riskppo.safefs import remove_entry, write_text_atomic
 
 __all__ = ["CELL_CHECKPOINT_EVERY", "SPEC_FILE", "Cell", "resume_universe", "run_universe"]
 
@@ -133,9 +134,7 @@ def resume_universe(
         raise FileNotFoundError(
             f"{spec_path}: no such file; pass a directory written by `riskppo universe`"
         )
-    spec = json.loads(spec_path.read_text())
-    base = Config.build(spec["config"])
-    cells = [Cell(sym, seed) for sym in spec["symbols"] for seed in spec["seeds"]]
+    base, cells = _read_spec(spec_path)
     _note_close_only(base)
     t0 = time.monotonic()
     workers = workers or os.cpu_count() or 1
@@ -146,6 +145,21 @@ def resume_universe(
         workers = min(workers, trained)
         print(wall_time_line("riskppo universe", trained, workers, time.monotonic() - t0))
     return results
+
+
+def _read_spec(path: Path) -> tuple[Config, list[Cell]]:
+    """The base config and the cells of a universe's spec; ``ConfigError`` (one line) if it
+    does not read back: without it the universe's cells are unknown."""
+    try:
+        spec = json.loads(path.read_text())
+        cells = [Cell(str(sym), int(seed)) for sym in spec["symbols"] for seed in spec["seeds"]]
+        config = spec["config"]
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(
+            f"{path} does not read back ({exc}); the universe's cells are unknown: start a new "
+            "one with `riskppo universe --run-dir DIR`"
+        ) from None
+    return Config.build(config), cells
 
 
 def _cell_dir(run_dir: Path, cell: Cell) -> Path:
@@ -243,7 +257,23 @@ def _stop_cells(running: list[_Running]) -> None:
 
 
 def _finished(base: Config, cell: Cell, run_dir: Path) -> bool:
-    return run_finished(_cell_dir(run_dir, cell), cell_config(base, cell))
+    """Whether the cell's run finished (:func:`run_finished`) and its result reads back
+    (:func:`cell_result`). A cell whose files do not read back (a truncated write, a damaged
+    copy) is unfinished: the line naming it is printed and its test backtest removed, so that
+    its ``riskppo train --resume`` writes the evaluation again from its checkpoint."""
+    cell_dir = _cell_dir(run_dir, cell)
+    cfg = cell_config(base, cell)
+    damage = evaluation_damage(cell_dir, cfg)
+    if damage is None:
+        if not run_finished(cell_dir, cfg):
+            return False
+        damage = cell_result(cell.symbol, cell.seed, cell_dir).error
+        if damage is None:
+            return True
+    print(f"riskppo universe: cells/{cell.name}/{damage}; writing its evaluation again")
+    if os.path.lexists(cell_dir / "backtest_test"):
+        remove_entry(cell_dir / "backtest_test")  # a link is removed, never followed
+    return False
 
 
 def _start(base: Config, cell: Cell, run_dir: Path) -> _Running:

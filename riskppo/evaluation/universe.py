@@ -97,6 +97,18 @@ def log_returns(equity_csv: Path, strategy: str) -> np.ndarray:
     return np.diff(np.log(equity.astype(np.float64)))
 
 
+def _returns(equity_csv: Path, n_bars: int) -> tuple[np.ndarray, np.ndarray]:
+    """The agent's and the benchmark's per-bar log returns from ``equity_csv``; ``ValueError``
+    unless each holds the ``n_bars`` finite returns its ``metrics.json`` counts."""
+    agent, bench = log_returns(equity_csv, "agent"), log_returns(equity_csv, BENCHMARK)
+    for r in (agent, bench):
+        if len(r) != n_bars:
+            raise ValueError(f"{len(r)} bars where metrics.json counts {n_bars}")
+        if not np.isfinite(r).all():
+            raise ValueError("missing or non-finite equity values")
+    return agent, bench
+
+
 def paired_p_value(agent: np.ndarray, benchmark: np.ndarray, bars_per_year: float) -> float | None:
     """One-sided p-value that the agent's Sharpe exceeds the benchmark's, from their per-bar log
     returns ``[n_bars]`` over the same bars (the paired test of
@@ -110,17 +122,25 @@ def paired_p_value(agent: np.ndarray, benchmark: np.ndarray, bars_per_year: floa
 
 def cell_result(symbol: str, seed: int, run_dir: Path, error: str | None = None) -> CellResult:
     """The verdict of one finished cell, read from ``run_dir/backtest_test``; a cell whose
-    files are missing (it failed) gets ``error`` (or a default reason) and no numbers."""
+    files are missing (it failed) gets ``error`` (or a default reason) and no numbers, one
+    whose files do not read back (a truncated write, a damaged copy) the error
+    ``"backtest_test/<file> does not read back (…)"``."""
     out = run_dir / "backtest_test"
     if error is not None or not (out / "metrics.json").is_file():
         return CellResult(symbol, seed, str(run_dir), error or "no backtest_test/metrics.json")
-    metrics = json.loads((out / "metrics.json").read_text())
-    info = json.loads((out / "run_info.json").read_text())
-    agent, bench = metrics["agent"], metrics[BENCHMARK]
-    equity = out / "equity.csv"
-    p = paired_p_value(
-        log_returns(equity, "agent"), log_returns(equity, BENCHMARK), info["bars_per_year"]
-    )
+    name = "metrics.json"
+    try:
+        metrics = json.loads((out / name).read_text())
+        agent, bench = metrics["agent"], metrics[BENCHMARK]
+        name = "run_info.json"
+        bars_per_year = json.loads((out / name).read_text())["bars_per_year"]
+        name = "equity.csv"
+        returns = _returns(out / name, int(agent["n_bars"]))
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+        return CellResult(
+            symbol, seed, str(run_dir), f"{out.name}/{name} does not read back ({exc})"
+        )
+    p = paired_p_value(*returns, bars_per_year)
     return CellResult(
         symbol,
         seed,

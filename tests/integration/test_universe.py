@@ -158,3 +158,45 @@ def test_the_cells_die_with_a_killed_universe(tmp_path: Path) -> None:
         while any(alive(c) for c in cells) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not [c for c in cells if alive(c)], "cells outlived their universe"
+
+
+def test_a_cell_whose_files_do_not_read_back_is_evaluated_again(tmp_path: Path) -> None:
+    """A finished cell whose test backtest does not read back (a truncated equity.csv or
+    metrics.json: a torn write, a damaged copy) is unfinished: --resume names it in one line and
+    writes its evaluation again from its checkpoint, to the same numbers; a damaged
+    universe_spec.json is one line too. One stock, one seed, one update."""
+    from riskppo.evaluation.universe import cell_result
+
+    run = tmp_path / "uni"
+    sets = [a for s in [*TINY, "total_timesteps=64"] for a in ("--set", s)]
+    args = ["--symbols", "KO", "--workers", "1", "--run-dir", str(run), *sets]
+    first = universe(*args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    out, _ = first.communicate(timeout=600)
+    assert first.returncode == 0, out
+    before = json.loads((run / "universe.json").read_text())["cells"]
+    assert before[0]["error"] is None
+    cell = run / "cells" / "KO-s0"
+    for name in ("equity.csv", "metrics.json"):  # torn writes
+        path = cell / "backtest_test" / name
+        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+        error = cell_result("KO", 0, cell).error
+        assert error is not None and error.startswith(f"backtest_test/{name} does not read back")
+
+    resumed = universe("--resume", str(run), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    out, _ = resumed.communicate(timeout=600)
+    assert resumed.returncode == 0 and "Traceback" not in out, out
+    (line,) = [line for line in out.splitlines() if "does not read back" in line]
+    assert line.startswith("riskppo universe: cells/KO-s0/backtest_test/metrics.json does not ")
+    assert line.endswith("; writing its evaluation again")
+    assert json.loads((run / "universe.json").read_text())["cells"] == before
+
+    spec = run / "universe_spec.json"
+    spec.write_bytes(spec.read_bytes()[:100])
+    again = universe("--resume", str(run), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    out, _ = again.communicate(timeout=120)
+    assert again.returncode == 2 and "Traceback" not in out, out
+    (line,) = out.strip().splitlines()
+    assert line.startswith(f"riskppo: configuration error: {spec} does not read back (")
+    assert line.endswith(
+        "the universe's cells are unknown: start a new one with `riskppo universe --run-dir DIR`"
+    )

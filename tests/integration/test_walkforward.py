@@ -284,3 +284,63 @@ def test_cells_warnings_and_the_kernel_notice_are_one_line_each(tmp_path: Path) 
     assert len(lines) == 2 and lines[1].startswith(
         "riskppo: warning: risk.cvar_alpha=0.001 < 1/"
     ), proc.stderr
+
+
+def _cut(path: Path, keep: float = 0.5) -> None:
+    """Truncate ``path`` to ``keep`` of its bytes, as an interrupted write or copy leaves it."""
+    data = path.read_bytes()
+    path.write_bytes(data[: int(len(data) * keep)])
+
+
+def test_a_cell_whose_files_do_not_read_back_is_trained_again(tmp_path: Path) -> None:
+    """A damaged cell (a truncated cell.json or record.csv: a copied run, a torn write) is
+    unfinished: --resume names it in one line and trains it again, to the same record; a
+    damaged walkforward.json is one line too. One segment, one seed, one update."""
+    import shutil
+
+    from riskppo.evaluation.walkforward.run import UnreadableCell, read_cell
+
+    data = _market(tmp_path / "m.csv")
+    sets = [*SMALL, "total_timesteps=128", f"data.path={data}"]
+    first = _cli(
+        "--initial", "800", "--step", "100", "--seeds", "0", "--workers", "1", "--no-progress",
+        "--run-dir", str(tmp_path / "wf"), *(arg for s in sets for arg in ("--set", s)),
+    )  # fmt: skip
+    out, _ = first.communicate(timeout=600)
+    assert first.returncode == 0, out
+    cell = Path("cells") / "seg00-s0"
+
+    # a record cut at a line boundary (fewer bars) or inside a line (a missing value)
+    for keep in (0.5, 0.999):
+        copy = tmp_path / f"record{keep}"
+        shutil.copytree(tmp_path / "wf", copy)
+        _cut(copy / cell / "record.csv", keep)
+        with pytest.raises(UnreadableCell, match=r"cells/seg00-s0/record\.csv does not read back"):
+            read_cell(copy / cell)
+
+    damaged = tmp_path / "damaged"
+    shutil.copytree(tmp_path / "wf", damaged)
+    _cut(damaged / cell / CELL_DONE)
+    resumed = _cli("--resume", str(damaged), "--no-progress")
+    out, _ = resumed.communicate(timeout=600)
+    assert resumed.returncode == 0 and "Traceback" not in out, out
+    assert out.splitlines()[0].startswith(
+        "riskppo walkforward: cells/seg00-s0/cell.json does not read back (Expecting"
+    ), out
+    assert out.splitlines()[0].endswith("; training that cell again")
+    assert "1 cell trained in" in out
+    a = pd.read_csv(tmp_path / "wf" / "records" / "s0.csv", index_col=0)
+    b = pd.read_csv(damaged / "records" / "s0.csv", index_col=0)
+    pd.testing.assert_frame_equal(a, b, check_exact=True)
+
+    _cut(damaged / "walkforward.json")
+    again = _cli("--resume", str(damaged), "--no-progress")
+    out, _ = again.communicate(timeout=120)
+    assert again.returncode == 2 and "Traceback" not in out, out
+    (line,) = out.strip().splitlines()
+    assert line.startswith(
+        f"riskppo: configuration error: {damaged / 'walkforward.json'} does not read back (Expect"
+    )
+    assert line.endswith(
+        "); the run's schedule is lost: start a new run with `riskppo walkforward --run-dir DIR`"
+    )

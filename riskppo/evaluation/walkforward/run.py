@@ -13,9 +13,10 @@ One run directory holds it all::
     WF/metrics.json, WF/segments.csv, WF/report.html, WF/*.png
 
 Cells are independent processes (all cores by default; warm-started cells wait for their
-predecessor). A cell is finished when its ``cell.json`` exists; ``--resume`` (after Ctrl-C, a
-crash or SIGKILL) re-runs only the unfinished cells, from scratch — a cell is one training, and
-a fresh cell with the same seed gives the same result.
+predecessor). A cell is finished when its ``cell.json`` exists and its files read back
+(:func:`read_cell`); ``--resume`` (after Ctrl-C, a crash or SIGKILL, or on a copy damaged on
+the way) re-runs only the unfinished cells, from scratch — a cell is one training, and a fresh
+cell with the same seed gives the same result.
 """
 
 from __future__ import annotations
@@ -139,13 +140,42 @@ def _write_json(path: Path, obj: Any) -> None:
     write_text_atomic(path, json.dumps(obj, indent=2, allow_nan=False, default=str) + "\n")
 
 
+class UnreadableCell(ValueError):
+    """A cell's ``cell.json`` is there but its files do not read back (a truncated write, a
+    damaged copy); the message names the cell, the file and what is wrong."""
+
+
 def read_cell(cell_dir: Path) -> tuple[dict[str, Any], pd.DataFrame] | None:
-    """A finished cell's summary and record, or ``None`` if it did not finish."""
+    """A finished cell's summary and record, or ``None`` if it did not finish; a cell whose
+    files do not read back raises :class:`UnreadableCell`."""
     done = cell_dir / CELL_DONE
     if not done.is_file():
         return None
-    frame = pd.read_csv(cell_dir / "record.csv", index_col=0, parse_dates=True)
-    return json.loads(done.read_text()), frame
+    where = f"{cell_dir.parent.name}/{cell_dir.name}"
+    try:
+        summary = json.loads(done.read_text())
+        if not isinstance(summary, dict) or not isinstance(summary.get("metrics"), dict):
+            raise ValueError("not a cell summary")
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise UnreadableCell(f"{where}/{CELL_DONE} does not read back ({exc})") from None
+    try:
+        frame = pd.read_csv(cell_dir / "record.csv", index_col=0, parse_dates=True)
+        _check_record(frame, summary)
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, IndexError) as exc:
+        raise UnreadableCell(f"{where}/record.csv does not read back ({exc})") from None
+    return summary, frame
+
+
+def _check_record(frame: pd.DataFrame, summary: dict[str, Any]) -> None:
+    """Raise ``ValueError`` unless ``frame`` is the whole record ``summary`` describes: its
+    number of bars, first and last bar, and no missing value (a cut-off last line)."""
+    if len(frame) != summary["bars"]:
+        raise ValueError(f"{len(frame)} bars where cell.json says {summary['bars']}")
+    span = (str(frame.index[0]), str(frame.index[-1]))
+    if span != (summary["start"], summary["end"]):
+        raise ValueError(f"bars {span[0]} … {span[1]} where cell.json says {summary['start']} …")
+    if frame.isna().to_numpy().any():
+        raise ValueError("missing values")
 
 
 @dataclass
@@ -173,12 +203,20 @@ class WalkForwardRun:
         )
 
     def pending(self) -> list[CellJob]:
-        """Cells without a ``cell.json``, oldest segment first."""
+        """Cells without a ``cell.json``, oldest segment first. A cell whose files do not read
+        back (:func:`read_cell`) is unfinished too: its ``cell.json`` is removed, so that no
+        warm start reads it, and the line naming it is printed."""
         out = []
         for seg in self.segments:
             for seed in self.settings.seeds:
                 job = self.job(seg, seed)
-                if not (job.cell_dir / CELL_DONE).is_file():
+                try:
+                    done = read_cell(job.cell_dir) is not None
+                except UnreadableCell as exc:
+                    print(f"riskppo walkforward: {exc}; training that cell again")
+                    remove_entry(job.cell_dir / CELL_DONE)
+                    done = False
+                if not done:
                     out.append(job)
         return out
 
@@ -300,9 +338,8 @@ def prepare(
                 f"{run_dir} is not a walk-forward run (no {SETTINGS_FILE}); start one with "
                 "`riskppo walkforward --run-dir DIR`"
             )
-        saved = json.loads(settings_path.read_text())
+        stored = _read_settings(settings_path)
         cfg = Config.from_yaml(run_dir / "config.yaml")
-        stored = WalkForwardSettings.from_dict(saved["settings"])
         settings = dataclasses.replace(stored, workers=settings.workers)
     elif run_dir.exists() and any(p.name != ".lock" for p in run_dir.iterdir()):
         raise ConfigError(
@@ -330,6 +367,18 @@ def prepare(
             {"settings": settings.to_dict(), "segments": [s.__dict__ for s in segments]},
         )
     return WalkForwardRun(cfg, settings, run_dir, segments)
+
+
+def _read_settings(path: Path) -> WalkForwardSettings:
+    """The schedule a run was started with; ``ConfigError`` (one line) if the file does not
+    read back: without it the run's cells cannot be placed."""
+    try:
+        return WalkForwardSettings.from_dict(json.loads(path.read_text())["settings"])
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(
+            f"{path} does not read back ({exc}); the run's schedule is lost: start a new run "
+            "with `riskppo walkforward --run-dir DIR`"
+        ) from None
 
 
 def _n_rows(cfg: Config) -> int:
