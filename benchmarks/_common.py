@@ -1,15 +1,74 @@
-"""Shared helpers for the benchmark scripts: run a worker in a fresh process, print tables."""
+"""Shared helpers for the benchmark scripts: their argument parser and error reporting, run a
+worker in a fresh process, print tables."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import platform
 import resource
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
+
+from riskppo.cli_errors import user_error
+from riskppo.config import ConfigError
+
+
+class BenchError(Exception):
+    """A bad argument or input of a benchmark script: reported as one line, no traceback."""
+
+
+class BenchParser(argparse.ArgumentParser):
+    """A benchmark's argument parser: a usage error is one line naming the argument (``--help``
+    prints the whole usage)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} ({self.prog} --help lists the options)\n")
+
+
+def int_at_least(low: int) -> Callable[[str], int]:
+    """An argparse type: an integer ≥ ``low``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected an integer ≥ {low}, got {value}")
+        return value
+
+    return parse
+
+
+positive_int = int_at_least(1)
+non_negative_int = int_at_least(0)
+
+
+def run_main(main: Callable[[], object]) -> int:
+    """Run a script's ``main``; exit status 0, or 2 with one line on stderr for the user's error
+    (a bad argument, config, data file or path: the rules of ``riskppo``'s own command line,
+    :mod:`riskppo.cli_errors`). Anything else is a bug and keeps its traceback."""
+    prog = Path(sys.argv[0]).name
+    try:
+        main()
+    except BenchError as exc:
+        line = str(exc)
+    except ConfigError as exc:
+        line = f"configuration error: {exc}"
+    except Exception as exc:
+        message = user_error(exc)
+        if message is None:
+            raise
+        line = message.removeprefix("riskppo: ")
+    else:
+        return 0
+    print(f"{prog}: {line}", file=sys.stderr)
+    return 2
 
 
 def peak_rss_mb() -> float:
@@ -26,6 +85,8 @@ def run_worker(script: str, args: list[str], timeout: float = 3600) -> dict[str,
         timeout=timeout,
         check=False,
     )
+    if proc.returncode == 2 and proc.stderr.strip():  # the worker's one line on a user error
+        raise BenchError(proc.stderr.strip().splitlines()[-1].split(": ", 1)[-1])
     if proc.returncode != 0:
         raise RuntimeError(f"worker {args} failed:\n{proc.stderr[-3000:]}")
     return dict(json.loads(proc.stdout.strip().splitlines()[-1]))

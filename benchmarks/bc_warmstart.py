@@ -17,10 +17,11 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
-from _common import table
+from _common import BenchParser, non_negative_int, positive_int, run_main, table
 
 from riskppo.cli import load_config
 from riskppo.config import apply_overrides
@@ -57,11 +58,13 @@ def run_one(name: str, sets: list[str], seed: int, a: argparse.Namespace) -> dic
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    p.add_argument("--steps", type=int, default=200_000, help="total_timesteps per run")
+    p = BenchParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--seeds", type=non_negative_int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--steps", type=positive_int, default=200_000, help="total_timesteps per run")
     p.add_argument("--bc-coef", type=float, default=1.0)
-    p.add_argument("--decay-steps", type=int, default=None, help="default: half of --steps")
+    p.add_argument(
+        "--decay-steps", type=positive_int, default=None, help="default: half of --steps"
+    )
     p.add_argument("--split", choices=("val", "test"), default="val")
     p.add_argument("--out", default="runs/bc_warmstart")
     a = p.parse_args()
@@ -90,4 +93,4 @@ def _fmt(v: Any) -> str:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_main(main))

@@ -8,12 +8,12 @@ pre-sampled from a local RNG so that sampling is not timed. Prints one row per c
 
 from __future__ import annotations
 
-import argparse
 import os
 import platform
+import sys
 
 import numpy as np
-from _common import time_env
+from _common import BenchParser, positive_int, run_main, time_env
 
 from riskppo.envs import TradingEnv, load_dataset
 
@@ -21,9 +21,11 @@ TARGET = 100_000
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=200_000, help="steps per measurement")
-    parser.add_argument("--repeats", type=int, default=3, help="measurements (best is kept)")
+    parser = BenchParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=positive_int, default=200_000, help="steps per measurement")
+    parser.add_argument(
+        "--repeats", type=positive_int, default=3, help="measurements (best is kept)"
+    )
     parser.add_argument("--dataset", default="googl", choices=["googl", "eurusd"])
     args = parser.parse_args(argv)
 
@@ -52,4 +54,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_main(main))

@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine, run_worker
+from _common import BenchParser, machine, non_negative_int, positive_int, run_main, run_worker
 from _planted_refs import best_rule, make_market, run_signals, scores
 
 MARKETS = ("ar0.05", "ar0.1", "ar0.15", "ar0.2", "ar-0.1", "regime60", "regime120", "ar0")
@@ -152,16 +152,37 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     fig.savefig(path, dpi=120)
 
 
+def market_name(text: str) -> str:
+    """An argparse type: a planted market's name, ``arPHI`` (|PHI| < 1) or ``regimeBARS``."""
+    kind = "regime" if text.startswith("regime") else "ar" if text.startswith("ar") else ""
+    try:
+        value = float(text[len(kind) :]) if kind else None
+    except ValueError:
+        value = None
+    if value is None or not (abs(value) < 1 if kind == "ar" else value > 0):
+        raise argparse.ArgumentTypeError(
+            f"expected arPHI (an AR(1) coefficient, -1 < PHI < 1; ar0: a random walk) or "
+            f"regimeBARS (mean regime length > 0), got {text!r}"
+        )
+    return text
+
+
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = BenchParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
-        "--markets", nargs="+", default=list(MARKETS), help="arPHI (ar0: a random walk), regimeBARS"
+        "--markets",
+        nargs="+",
+        type=market_name,
+        default=list(MARKETS),
+        help="arPHI (ar0: a random walk), regimeBARS",
     )
-    ap.add_argument("--bars", type=int, default=3000)
-    ap.add_argument("--seeds", type=int, nargs="+", default=[1])
-    ap.add_argument("--steps", type=int, default=150_000, help="agent steps; 0: references only")
+    ap.add_argument("--bars", type=positive_int, default=3000)
+    ap.add_argument("--seeds", type=non_negative_int, nargs="+", default=[1])
+    ap.add_argument(
+        "--steps", type=non_negative_int, default=150_000, help="agent steps; 0: references only"
+    )
     ap.add_argument("--set", action="append", default=[], dest="sets", metavar="KEY=VALUE")
-    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--workers", type=positive_int, default=2)
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument(
         "--walkforward", action="store_true",
@@ -169,11 +190,17 @@ def main() -> None:
         "of one split",
     )  # fmt: skip
     ap.add_argument(
-        "--initial", type=int, default=756, help="walk-forward: rows before the first test"
+        "--initial", type=positive_int, default=756, help="walk-forward: rows before the first test"
     )
-    ap.add_argument("--step", type=int, default=374, help="walk-forward: rows per test segment")
     ap.add_argument(
-        "--agent-seeds", type=int, nargs="+", default=[0, 1, 2], help="walk-forward seeds"
+        "--step", type=positive_int, default=374, help="walk-forward: rows per test segment"
+    )
+    ap.add_argument(
+        "--agent-seeds",
+        type=non_negative_int,
+        nargs="+",
+        default=[0, 1, 2],
+        help="walk-forward seeds",
     )
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--market", help=argparse.SUPPRESS)
@@ -228,4 +255,4 @@ def walkforward_main(args: argparse.Namespace, out: Path) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_main(main))

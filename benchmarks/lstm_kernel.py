@@ -23,13 +23,14 @@ import atexit
 import os
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable
 
 import numpy as np
 import torch
-from _common import machine, table
+from _common import BenchParser, machine, positive_int, run_main, table
 
 from riskppo import DistributionalPPO
 from riskppo.algo import update
@@ -191,10 +192,10 @@ def narrow_tiles_kernel() -> object:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--hidden", type=int, default=64)
-    p.add_argument("--obs-dim", type=int, default=4, help="input width (CartPole: 4)")
-    p.add_argument("--repeats", type=int, default=300)
+    p = BenchParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--hidden", type=positive_int, default=64)
+    p.add_argument("--obs-dim", type=positive_int, default=4, help="input width (CartPole: 4)")
+    p.add_argument("--repeats", type=positive_int, default=300)
     a = p.parse_args()
     torch.set_num_threads(1)
     lib = native.kernel()
@@ -249,4 +250,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_main(main))

@@ -19,10 +19,11 @@ every fast span; then the fast span that meets the most windows (ties: the faste
 
 from __future__ import annotations
 
-import argparse
 import logging
+import sys
 
 import numpy as np
+from _common import BenchParser, run_main
 
 from riskppo.envs.factory import make_trading_env
 from riskppo.envs.market.datasets import SP500_SYMBOLS
@@ -87,7 +88,7 @@ def evaluate(part: str, limit: float, overlay: dict[str, object] | None) -> dict
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = BenchParser(description=__doc__.splitlines()[0])
     ap.add_argument("--part", default="val", choices=("train", "val", "test"))
     ap.add_argument("--limit", type=float, default=-0.04, help="20-bar CVaR 5%% limit")
     args = ap.parse_args()
@@ -107,4 +108,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_main(main))

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from _common import machine, table
+from _common import BenchParser, machine, non_negative_int, run_main, table
 
 from riskppo.cli import preset_path
 from riskppo.config import Config, apply_overrides
@@ -42,8 +43,8 @@ def fmt(v: Any) -> str:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--seeds", type=int, nargs="+", default=[0])
+    p = BenchParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--seeds", type=non_negative_int, nargs="+", default=[0])
     p.add_argument("--out", default="runs/pbt_trading")
     p.add_argument("--set", action="append", default=[], help="overrides for both arms")
     a = p.parse_args()
@@ -75,4 +76,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_main(main))

@@ -26,10 +26,20 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 import time
 from typing import Any
 
-from _common import machine, peak_rss_mb, run_worker, table
+from _common import (
+    BenchParser,
+    machine,
+    non_negative_int,
+    peak_rss_mb,
+    positive_int,
+    run_main,
+    run_worker,
+    table,
+)
 
 # Shared PPO settings (small: the benchmark must run on a laptop CPU).
 SETTINGS: dict[str, Any] = dict(
@@ -217,17 +227,19 @@ def _plot(results: dict[str, list[dict[str, Any]]], a: argparse.Namespace, path:
 
 def _args() -> argparse.Namespace:
     """The command line, ``--quick`` applied, steps per phase rounded to whole updates."""
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p = BenchParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--opt", default="adam", help=argparse.SUPPRESS)
-    p.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--seed", type=non_negative_int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--optimizers", nargs="+", default=DEFAULT_OPTIMIZERS, choices=OPTIMIZERS)
-    p.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 per optimizer")
-    p.add_argument("--phases", type=int, default=6)
-    p.add_argument("--steps-per-phase", type=int, default=16384)
-    p.add_argument("--evals-per-phase", type=int, default=4)
-    p.add_argument("--eval-episodes", type=int, default=16, help="eval envs, one episode each")
-    p.add_argument("--max-episode-steps", type=int, default=500)
+    p.add_argument("--seeds", type=positive_int, default=3, help="seeds 0..N-1 per optimizer")
+    p.add_argument("--phases", type=positive_int, default=6)
+    p.add_argument("--steps-per-phase", type=positive_int, default=16384)
+    p.add_argument("--evals-per-phase", type=positive_int, default=4)
+    p.add_argument(
+        "--eval-episodes", type=positive_int, default=16, help="eval envs, one episode each"
+    )
+    p.add_argument("--max-episode-steps", type=positive_int, default=500)
     p.add_argument("--quick", action="store_true", help="2 seeds, 3 phases of 4096 steps")
     p.add_argument("--plot", metavar="PNG", help="learning curves (needs matplotlib)")
     p.add_argument("--json", metavar="PATH", help="write all per-run results")
@@ -304,4 +316,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_main(main))

@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 
 import numpy as np
 import pandas as pd
+from _common import BenchError, BenchParser, positive_int, run_main
 
 from riskppo.envs.portfolio.data import load_portfolio
 from riskppo.envs.portfolio.env import PortfolioEnv
@@ -41,17 +43,33 @@ def series_stats(log_returns: np.ndarray, limit: float) -> tuple[float, int, int
     return cvar, met, len(starts), float(r.mean() / r.std() * np.sqrt(252))
 
 
+def date(text: str) -> pd.Timestamp:
+    """An argparse type: a date (``2018-01-01``)."""
+    try:
+        return pd.Timestamp(text)
+    except ValueError:
+        message = f"expected a date such as 2018-01-01, got {text!r}"
+        raise argparse.ArgumentTypeError(message) from None
+
+
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--before", default="2018-01-01", help="first row not read (the test's)")
-    ap.add_argument("--bars", type=int, default=1250, help="validation rows before it")
+    ap = BenchParser(description=__doc__.splitlines()[0])
+    ap.add_argument(
+        "--before", type=date, default="2018-01-01", help="first row not read (the test's)"
+    )
+    ap.add_argument("--bars", type=positive_int, default=1250, help="validation rows before it")
     ap.add_argument("--limit", type=float, default=-0.04, help="20-bar CVaR 5%% limit")
     ap.add_argument("--margin", type=float, nargs="+", default=[1.3])
     args = ap.parse_args()
     logging.getLogger("riskppo").setLevel(logging.ERROR)
     data = load_portfolio(dataset="sp500")
-    hi = int(data.index.searchsorted(pd.Timestamp(args.before)))
+    hi = int(data.index.searchsorted(args.before))
     lo = hi - args.bars
+    if lo < 1:  # the baselines are fitted on the rows before the validation rows
+        raise BenchError(
+            f"--bars {args.bars}: only {hi} rows lie before --before {args.before.date()}; "
+            f"give at most {hi - 1}"
+        )
     print(f"validation rows {lo}..{hi - 1}: {data.index[lo].date()} .. {data.index[hi - 1].date()}")
     targets = fit_baselines(data.close(), (0, lo))
     head = f"{'overlay':<10} {'baseline':<19} {'CVaR20':>7} {'windows':>8} {'Sharpe':>6}"
@@ -79,4 +97,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_main(main))

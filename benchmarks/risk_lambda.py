@@ -17,6 +17,7 @@ Smoke test: ``--seeds 0 --steps 2048``.
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +26,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
-from _common import table
+from _common import BenchParser, non_negative_int, positive_int, run_main, table
 
 from riskppo import DistributionalPPO
 from riskppo.config import RiskConfig
@@ -147,10 +148,10 @@ def report(traces: list[Trace], a: argparse.Namespace) -> None:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p = BenchParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--out", default="docs/img/risk_lambda.png")
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    p.add_argument("--steps", type=int, default=40_000)
+    p.add_argument("--seeds", type=non_negative_int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--steps", type=positive_int, default=40_000)
     p.add_argument("--updates", nargs="+", choices=UPDATES, default=list(UPDATES))
     p.add_argument("--lambda-lr", type=float, default=0.05, help="dual ascent step")
     defaults = RiskConfig.model_fields
@@ -170,4 +171,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_main(main))

@@ -19,7 +19,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _common import machine, run_worker, table
+from _common import (
+    BenchParser,
+    machine,
+    non_negative_int,
+    positive_int,
+    run_main,
+    run_worker,
+    table,
+)
 
 ENV = "riskppo/MaskedVelocityPendulum-v1"
 TRAIN = {
@@ -53,11 +61,11 @@ def worker(arm: str, seed: int, steps: int, eps: list[float], out: Path) -> dict
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    p.add_argument("--steps", type=int, default=163_840)
+    p = BenchParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--seeds", type=non_negative_int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--steps", type=positive_int, default=163_840)
     p.add_argument("--eps", type=float, nargs="+", default=[0.05, 0.1, 0.2])
-    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--jobs", type=positive_int, default=2)
     p.add_argument("--out", default="runs/robustness")
     p.add_argument("--worker", nargs=2, metavar=("ARM", "SEED"), help=argparse.SUPPRESS)
     a = p.parse_args()
@@ -139,4 +147,4 @@ def plot(results: list[dict[str, Any]], eps_values: list[float], path: Path) -> 
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_main(main))

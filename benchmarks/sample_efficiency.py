@@ -28,11 +28,21 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
-from _common import machine, run_worker, table
+from _common import (
+    BenchError,
+    BenchParser,
+    machine,
+    non_negative_int,
+    positive_int,
+    run_main,
+    run_worker,
+    table,
+)
 
 # The settings RecurrentPPO-matched shares with riskppo:lr1e-3 (raw observations).
 HP = dict(n_envs=8, n_steps=128, batch_size=256, n_epochs=4, lr=1e-3, gamma=0.99, gae=0.95)
@@ -139,6 +149,19 @@ def _recurrent_ppo(a: argparse.Namespace) -> Any:
     )
 
 
+def trainer(name: str) -> str:
+    """An argparse type: a trainer ``--algos`` names (the module docstring lists them)."""
+    kind, _, candidate = name.partition(":")
+    if name in ("riskppo", "RecurrentPPO", "RecurrentPPO-matched") or name.startswith("riskppo@"):
+        return name
+    if kind == "riskppo" and candidate in CANDIDATES:
+        return name
+    raise argparse.ArgumentTypeError(
+        f"unknown trainer {name!r}; choose riskppo, riskppo:CANDIDATE (one of "
+        f"{', '.join(CANDIDATES)}), riskppo@CONFIG, RecurrentPPO or RecurrentPPO-matched"
+    )
+
+
 def _riskppo(a: argparse.Namespace) -> Any:
     from riskppo import DistributionalPPO
 
@@ -189,21 +212,24 @@ def first_hit(curve: list[list[float]], threshold: float) -> int | None:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p = BenchParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--algo", default="riskppo")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=non_negative_int, default=0)
     p.add_argument("--env", default="riskppo/MaskedVelocityCartPole-v1")
     p.add_argument("--threshold", type=float, default=475.0)
-    p.add_argument("--budget", type=int, default=102_400)
-    p.add_argument("--eval-every", type=int, default=10_240)
-    p.add_argument("--eval-episodes", type=int, default=10)
-    p.add_argument("--seeds", type=int, default=5)
-    p.add_argument("--first-seed", type=int, default=0, help="seeds first-seed .. +seeds-1")
-    p.add_argument("--jobs", type=int, default=1)
+    p.add_argument("--budget", type=positive_int, default=102_400)
+    p.add_argument("--eval-every", type=positive_int, default=10_240)
+    p.add_argument("--eval-episodes", type=positive_int, default=10)
+    p.add_argument("--seeds", type=positive_int, default=5)
+    p.add_argument(
+        "--first-seed", type=non_negative_int, default=0, help="seeds first-seed .. +seeds-1"
+    )
+    p.add_argument("--jobs", type=positive_int, default=1)
     p.add_argument(
         "--algos",
         nargs="+",
+        type=trainer,
         default=["riskppo", "riskppo@cartpole_masked", "RecurrentPPO"],
         help="riskppo, riskppo:CANDIDATE, riskppo@CONFIG, RecurrentPPO, RecurrentPPO-matched "
         "(module docstring)",
@@ -213,6 +239,10 @@ def main() -> None:
     if a.worker:
         worker(a)
         return
+    if a.budget < a.eval_every:
+        raise BenchError(
+            f"--budget {a.budget} is below --eval-every {a.eval_every}: no run would be evaluated"
+        )
     common = [
         f"--env={a.env}", f"--threshold={a.threshold}", f"--budget={a.budget}",
         f"--eval-every={a.eval_every}", f"--eval-episodes={a.eval_episodes}",
@@ -247,4 +277,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_main(main))

@@ -12,7 +12,10 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import tempfile
+
+from _common import BenchParser, positive_int, run_main
 
 
 def rss_mb() -> float:
@@ -26,10 +29,10 @@ def open_fds() -> int:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--steps", type=int, default=100_000)
-    p.add_argument("--cycles", type=int, default=20)
-    p.add_argument("--cycle-steps", type=int, default=2048)
+    p = BenchParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--steps", type=positive_int, default=100_000)
+    p.add_argument("--cycles", type=positive_int, default=20)
+    p.add_argument("--cycle-steps", type=positive_int, default=2048)
     a = p.parse_args()
 
     import torch
@@ -78,4 +81,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_main(main))

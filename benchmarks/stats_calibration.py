@@ -23,12 +23,12 @@ the bootstrap uses ``--resamples`` resamples per pair.
 
 from __future__ import annotations
 
-import argparse
 import math
+import sys
 import time
 
 import numpy as np
-from _common import table
+from _common import BenchParser, int_at_least, non_negative_int, run_main, table
 from scipy import stats as sps
 
 from riskppo.stats import (
@@ -45,6 +45,7 @@ OMEGA = DAILY_VOL**2 * (1.0 - ALPHA - BETA)
 CORR = 0.9
 BURN_IN = 250
 NOMINAL = 0.05
+MIN_BARS = 8  # the block bootstrap's automatic block length (arch's optimal_block_length) needs 8
 
 
 def simulate_pairs(
@@ -92,11 +93,11 @@ def oracle_power(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--pairs", type=int, default=1000)
-    parser.add_argument("--bars", type=int, default=1250)
-    parser.add_argument("--resamples", type=int, default=999)
-    parser.add_argument("--seed", type=int, default=20250101)
+    parser = BenchParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--pairs", type=int_at_least(2), default=1000)
+    parser.add_argument("--bars", type=int_at_least(MIN_BARS), default=1250)
+    parser.add_argument("--resamples", type=int_at_least(100), default=999)
+    parser.add_argument("--seed", type=non_negative_int, default=20250101)
     args = parser.parse_args()
     start = time.perf_counter()
     a0, b0 = simulate_pairs(args.pairs, args.bars, 0.5, 0.5, args.seed)
@@ -143,4 +144,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_main(main))

@@ -24,12 +24,30 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
 from typing import Any
 
-from _common import machine, peak_rss_mb, run_worker, table
+from _common import (
+    BenchParser,
+    machine,
+    non_negative_int,
+    peak_rss_mb,
+    positive_int,
+    run_main,
+    run_worker,
+    table,
+)
 
 SETTINGS = dict(n_envs=8, n_steps=128, batch_size=256, n_epochs=4, lstm=64)
+RISKPPO = (
+    "riskppo",
+    "riskppo-compiled",
+    "riskppo-compiled-nographs",
+    "riskppo-separate",
+    "riskppo-scalar",
+)
+ALGOS = (*RISKPPO, *(f"{name}-vec" for name in RISKPPO), "RecurrentPPO", "PPO")
 ANCHOR = "RecurrentPPO"
 
 
@@ -125,23 +143,27 @@ def _vec(a: argparse.Namespace):
 
 
 def _args() -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p = BenchParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--algo", default="riskppo")
     p.add_argument("--env", default="CartPole-v1")
     p.add_argument("--envs", nargs="+", default=["CartPole-v1", "Pendulum-v1"])
-    p.add_argument("--steps", type=int, default=16384, help="timed steps per trainer")
-    p.add_argument("--n-envs", type=int, default=SETTINGS["n_envs"])
-    p.add_argument("--n-steps", type=int, default=SETTINGS["n_steps"])
-    p.add_argument("--batch-size", type=int, default=SETTINGS["batch_size"])
-    p.add_argument("--n-epochs", type=int, default=SETTINGS["n_epochs"])
-    p.add_argument("--lstm", type=int, default=SETTINGS["lstm"])
-    p.add_argument("--bptt-len", type=int, default=0, help="riskppo chunk length (0 = auto: 16)")
-    p.add_argument("--threads", type=int, default=1, help="torch threads in every worker")
+    p.add_argument("--steps", type=positive_int, default=16384, help="timed steps per trainer")
+    p.add_argument("--n-envs", type=positive_int, default=SETTINGS["n_envs"])
+    p.add_argument("--n-steps", type=positive_int, default=SETTINGS["n_steps"])
+    p.add_argument("--batch-size", type=positive_int, default=SETTINGS["batch_size"])
+    p.add_argument("--n-epochs", type=positive_int, default=SETTINGS["n_epochs"])
+    p.add_argument("--lstm", type=positive_int, default=SETTINGS["lstm"])
+    p.add_argument(
+        "--bptt-len", type=non_negative_int, default=0, help="riskppo chunk length (0 = auto: 16)"
+    )
+    p.add_argument("--threads", type=positive_int, default=1, help="torch threads in every worker")
     p.add_argument("--device", default="cpu")
     p.add_argument(
         "--algos",
         nargs="+",
+        choices=ALGOS,
+        metavar="ALGO",
         default=[
             "riskppo",
             "riskppo-compiled",
@@ -237,4 +259,4 @@ def _rows(
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_main(main))

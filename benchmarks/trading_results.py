@@ -35,13 +35,13 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from _common import mean_std_cell, read_jsonl, table
+from _common import BenchParser, mean_std_cell, non_negative_int, read_jsonl, run_main, table
 
-from riskppo.cli import preset_path
 from riskppo.config import Config, apply_overrides
 from riskppo.evaluation.backtest import STRATEGIES, backtest_run
 from riskppo.evaluation.metrics import aggregate_metrics
@@ -116,10 +116,8 @@ def datasets(configs: list[str], data_path: Path | None) -> list[Dataset]:
 
 
 def base_config(config: str) -> Config:
-    path = Path(config)
-    return Config.from_yaml(
-        path if path.suffix in (".yaml", ".yml") else preset_path(f"{config}.yaml")
-    )
+    """A config file, or a shipped config by name (``trading_googl``)."""
+    return Config.from_yaml(config)
 
 
 def seed_config(ds: Dataset, seed: int, sets: list[str]) -> Config:
@@ -356,9 +354,9 @@ def plot_lambda(results: dict[Dataset, list[SeedRun]], a: argparse.Namespace) ->
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p = BenchParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--configs", nargs="+", default=["trading_googl", "trading_eurusd"])
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--seeds", type=non_negative_int, nargs="+", default=[0, 1, 2])
     p.add_argument("--out", default="runs/trading_results")
     p.add_argument("--split", choices=("test", "val"), default="test", help="backtest period")
     data = p.add_mutually_exclusive_group()
@@ -378,6 +376,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     a = parse_args(argv)
+    for config in a.configs:  # every config and --set checked before anything is trained
+        apply_overrides(base_config(config), a.set)
     out = Path(a.out)
     data_path = write_synthetic(out) if a.synthetic else a.data_path
     results = {ds: [run_seed(ds, s, a) for s in a.seeds] for ds in datasets(a.configs, data_path)}
@@ -397,4 +397,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_main(main))

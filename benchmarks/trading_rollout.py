@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 from collections.abc import Callable
 
 import numpy as np
 import torch
-from _common import machine, table
+from _common import BenchParser, machine, positive_int, run_main, table
 
 from riskppo import DistributionalPPO
 from riskppo.algo.collect import collect_rollout
@@ -146,9 +147,9 @@ def speed_rows(name: str, seconds: dict[str, list[float]], steps: int) -> list[l
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--rounds", type=int, default=10, help="rollouts per path, alternating")
-    p.add_argument("--repeats", type=int, default=300, help="actor-step calls per path")
+    p = BenchParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--rounds", type=positive_int, default=10, help="rollouts per path, alternating")
+    p.add_argument("--repeats", type=positive_int, default=300, help="actor-step calls per path")
     a = p.parse_args()
     torch.set_num_threads(1)
     print("machine:", machine())
@@ -168,4 +169,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_main(main))

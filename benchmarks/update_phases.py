@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
 import torch
-from _common import machine, table
+from _common import BenchParser, machine, positive_int, run_main, table
 
 import riskppo.algo.loop as loop
 from riskppo import DistributionalPPO
@@ -39,9 +40,9 @@ def timed(times: dict[str, list[float]], fn: Callable[..., Any], name: str) -> C
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p = BenchParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--env", default="CartPole-v1")
-    p.add_argument("--rounds", type=int, default=16)
+    p.add_argument("--rounds", type=positive_int, default=16)
     a = p.parse_args()
     torch.set_num_threads(1)
     print("machine:", machine())
@@ -74,4 +75,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_main(main))

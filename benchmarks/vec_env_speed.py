@@ -1,6 +1,6 @@
 """Env steps/s of the trading env: ``n`` separate envs vs the batched env, side by side.
 
-    python benchmarks/vec_env_speed.py --config riskppo/configs/trading_googl.yaml --n-envs 8
+    python benchmarks/vec_env_speed.py --config trading_googl --n-envs 8
 
 Both vec envs are what training builds (``env.vectorized: false`` / ``true``, observation
 normalisation off), in one process; they are timed in alternating blocks of ``--steps`` vec
@@ -10,11 +10,12 @@ slows both alike. Prints steps/s (env steps: vec steps x n) of each and their ra
 
 from __future__ import annotations
 
-import argparse
 import statistics
+import sys
 import time
 
 import numpy as np
+from _common import BenchParser, positive_int, run_main
 from stable_baselines3.common.vec_env import VecEnv
 
 from riskppo.config import Config
@@ -36,11 +37,15 @@ def _steps_per_s(venv: VecEnv, actions: np.ndarray) -> float:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", default="riskppo/configs/trading_googl.yaml")
-    parser.add_argument("--n-envs", type=int, nargs="+", default=[8])
-    parser.add_argument("--steps", type=int, default=2000, help="vec steps per block")
-    parser.add_argument("--rounds", type=int, default=5, help="blocks of each (median kept)")
+    parser = BenchParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--config", default="trading_googl", help="a YAML file or a shipped config's name"
+    )
+    parser.add_argument("--n-envs", type=positive_int, nargs="+", default=[8])
+    parser.add_argument("--steps", type=positive_int, default=2000, help="vec steps per block")
+    parser.add_argument(
+        "--rounds", type=positive_int, default=5, help="blocks of each (median kept)"
+    )
     args = parser.parse_args(argv)
     register_envs()
     cfg = Config.from_yaml(args.config)
@@ -65,4 +70,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_main(main))

@@ -32,11 +32,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from _common import table
+from _common import BenchError, BenchParser, non_negative_int, run_main, table
 from trading_results import HOLDS_SHARE, Dataset, SeedRun, run_seed
 
 
@@ -138,7 +139,7 @@ def baseline_lines(results: dict[str, list[Cell]]) -> str:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p = BenchParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--config", default="trading_googl")
     p.add_argument(
         "--candidate",
@@ -151,7 +152,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--folds", type=float, nargs="+", default=[0.40, 0.55, 0.70])
     p.add_argument("--val-width", type=float, default=0.15)
     p.add_argument("--limit", type=float, required=True, help="CVaR limit every cell is judged on")
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--seeds", type=non_negative_int, nargs="+", default=[0, 1, 2])
     p.add_argument("--data-path", type=Path, help="a user's OHLCV CSV instead of the config's data")
     p.add_argument("--set", action="append", default=[], help="overrides for every candidate")
     p.add_argument("--out", default="runs/walk_forward")
@@ -163,7 +164,7 @@ def main(argv: list[str] | None = None) -> None:
     a = parse_args(argv)
     candidates = {name: sets for name, *sets in a.candidate}
     if len(candidates) < len(a.candidate) or any("=" in name for name in candidates):
-        raise SystemExit("--candidate: each needs a distinct NAME first, then its key=value sets")
+        raise BenchError("--candidate: each needs a distinct NAME first, then its key=value sets")
     results = {name: run_cells(name, sets, a) for name, sets in candidates.items()}
     print(f"\nwalk-forward validation, config {a.config}, seeds {a.seeds}, judged at CVaR ≥ "
           f"{a.limit}; cells: limit met (CVaR % per seed) and Sharpe per seed")  # fmt: skip
@@ -183,4 +184,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_main(main))

@@ -23,13 +23,14 @@ of the verdict (net log returns).
 
 from __future__ import annotations
 
-import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+from _common import BenchError, BenchParser, run_main
 
 from riskppo.config import Config
 from riskppo.envs.factory import trading_range
@@ -133,12 +134,14 @@ def _pct(x: float | None) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = BenchParser(description=__doc__.splitlines()[0])
     ap.add_argument("runs", nargs="+", help="LABEL=RUN_DIR")
     args = ap.parse_args()
     rows = []
     for spec in args.runs:
         label, _, path = spec.partition("=")
+        if not (label and path):
+            raise BenchError(f"{spec!r}: expected LABEL=RUN_DIR (a walk-forward run directory)")
         rows.append(row(label, Path(path)))
     table = pd.DataFrame(rows)
     print("| " + " | ".join(table.columns) + " |")
@@ -148,4 +151,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_main(main))
