@@ -65,6 +65,7 @@ from riskppo.pbt.state import (
 from riskppo.pbt.storage import PopulationStopped, StorageFault, storage_fault
 from riskppo.persist.checkpoint import CheckpointError
 from riskppo.runs.interrupt import sigterm_as_interrupt
+from riskppo.safefs import append_text, write_text_atomic
 
 __all__ = ["PBTRun", "append_jsonl", "initial_members", "json_safe", "n_rounds", "run_pbt_local"]
 
@@ -160,6 +161,7 @@ class PBTRun:
             if res.checkpoint_after is not None:
                 self.recorded[m.id].add(Path(res.checkpoint_after).name)
         m.step, m.checkpoint, m.performance = res.step, Path(res.checkpoint), res.score
+        m.checkpoint_score = res.score
         self.recorded[m.id].add(m.checkpoint.name)
         return {
             "round": self.round,
@@ -295,10 +297,17 @@ class PBTRun:
         )
 
     def best(self) -> PopulationMember:
-        return max(
-            self.members,
-            key=lambda m: (m.performance if m.performance is not None else -math.inf, -m.id),
-        )
+        """The member with the best score this round; when no member with a checkpoint scored
+        (every one's last round failed), the one whose checkpoint scored best when it was
+        recorded; a member without a checkpoint only when none has one (the summary's
+        ``best_checkpoint`` is then None, which ``riskppo pbt`` reports in one line). Ties go to
+        the lower id."""
+
+        def rank(m: PopulationMember) -> tuple[bool, float, float, int]:
+            recorded = m.checkpoint_score if m.checkpoint is not None else None
+            return (m.checkpoint is not None, _finite(m.performance), _finite(recorded), -m.id)
+
+        return max(self.members, key=rank)
 
     def write_summary(self, stopped: str | None = None) -> dict[str, Any]:
         """Write ``pbt_summary.json``; ``stopped``: why the population stopped early."""
@@ -330,8 +339,13 @@ class PBTRun:
             ],
         }
         text = json.dumps(json_safe(summary), indent=2)
-        (self.run_dir / "pbt_summary.json").write_text(text)
+        write_text_atomic(self.run_dir / "pbt_summary.json", text)  # never through a link
         return summary
+
+
+def _finite(score: float | None) -> float:
+    """``score`` for ranking: -inf when missing or not a number."""
+    return score if score is not None and not math.isnan(score) else -math.inf
 
 
 def rollback_member_dir(mdir: Path, recorded: Path | None, names: set[str]) -> list[str]:
@@ -350,9 +364,7 @@ def rollback_member_dir(mdir: Path, recorded: Path | None, names: set[str]) -> l
     if recorded is None:
         (ckpts / "latest").unlink(missing_ok=True)
     else:
-        tmp = ckpts / ".latest.tmp"
-        tmp.write_text(recorded.name)
-        os.replace(tmp, ckpts / "latest")
+        write_text_atomic(ckpts / "latest", recorded.name)
     return removed
 
 
@@ -457,8 +469,9 @@ def _print_summary(summary: dict[str, Any], metric: str, run_dir: Path) -> None:
 
 def append_jsonl(path: Path, obj: dict[str, Any]) -> None:
     """Append one strict-JSON line, durably; an exclusive lock keeps lines whole when several
-    processes (Ray trials) append to the same file."""
-    with open(path, "a") as f:
+    processes (Ray trials) append to the same file. A symlink (or a hard link) at ``path`` is
+    refused, not written through (:func:`riskppo.safefs.append_text`)."""
+    with append_text(path) as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
             f.write(json.dumps(json_safe(obj)) + "\n")

@@ -31,7 +31,7 @@ import torch
 
 from riskppo.agent import DistributionalPPO
 from riskppo.config import Config, HyperparamSpec, PBTConfig, set_by_path
-from riskppo.envs.registration import TRADING_ID
+from riskppo.envs.registration import PORTFOLIO_ID, TRADING_ID
 from riskppo.evaluation.backtest import backtest
 from riskppo.persist.checkpoint import (
     CheckpointData,
@@ -45,6 +45,8 @@ from riskppo.persist.checkpoint import (
 from riskppo.runs.rundir import drop_metrics_after, save_run_checkpoint
 
 LR = "ppo.learning_rate"
+MARKET_IDS = (TRADING_ID, PORTFOLIO_ID)
+"""The envs whose members are scored on a validation backtest, feasibility first (R-PBT-4)."""
 INFEASIBLE_BASE = -1e3
 """Score of an infeasible (or flat) trading member with zero violation; more violation is lower."""
 FEASIBLE_FLOOR = INFEASIBLE_BASE / 2
@@ -67,6 +69,7 @@ class PopulationMember:
     history: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     failures: int = 0  # failed intervals so far (R-PBT-5)
     frozen: bool = False  # failed more than pbt.max_failures times: trains no more
+    checkpoint_score: float | None = None  # the score of the round ``checkpoint`` ended
 
     @property
     def normalizer(self) -> Path | None:
@@ -178,13 +181,17 @@ def _rankable(score: float) -> float:
 
 # ---- selection metric --------------------------------------------------------------------------
 def resolve_metric(cfg: Config) -> str:
-    """R-PBT-4: validation Sharpe for trading, mean evaluation return otherwise (``auto``)."""
+    """R-PBT-4: validation Sharpe for the trading and the portfolio env, mean evaluation return
+    otherwise (``auto``)."""
     metric = cfg.pbt.metric
-    trading = cfg.env.id == TRADING_ID
+    market = cfg.env.id in MARKET_IDS
     if metric == "auto":
-        return "sharpe" if trading else "mean_return"
-    if metric not in ("mean_return", "cvar") and not trading:
-        raise ValueError(f"pbt.metric={metric!r} needs the trading env ({TRADING_ID})")
+        return "sharpe" if market else "mean_return"
+    if metric not in ("mean_return", "cvar") and not market:
+        raise ValueError(
+            f"pbt.metric={metric!r} needs the trading env ({TRADING_ID}) or the portfolio env "
+            f"({PORTFOLIO_ID})"
+        )
     return metric
 
 
@@ -248,8 +255,9 @@ def member_score(model: DistributionalPPO, pbt: PBTConfig) -> tuple[float, dict[
     """The selection score on data the members do not train on (the validation period for
     trading), and the figures it came from.
 
-    Other envs: the mean (or CVaR) of the evaluation returns. Trading: the validation backtest's
-    ``metric`` among feasible members, see :func:`constrained_score`; the CVaR limit is
+    Other envs: the mean (or CVaR) of the evaluation returns. Trading and portfolio
+    (:data:`MARKET_IDS`): the validation backtest's ``metric`` among feasible members, see
+    :func:`constrained_score` and :func:`validation_metrics`; the CVaR limit is
     ``pbt.selection_cvar_limit`` (else the model config's ``risk.cvar_limit``), the horizon and
     α are the config's ``risk.cvar_horizon`` (20 if None) and ``risk.cvar_alpha``.
     """
@@ -262,9 +270,9 @@ def member_score(model: DistributionalPPO, pbt: PBTConfig) -> tuple[float, dict[
         key = "mean" if metric == "mean_return" else "cvar"
         value = float(stats[key])
         details.update({f"val_{k}": float(v) for k, v in stats.items()})
-        if cfg.env.id != TRADING_ID:
+        if cfg.env.id not in MARKET_IDS:
             return value, details
-    agent = backtest(model, "val").metrics_dict()["agent"]
+    agent = validation_metrics(model)
     details.update({f"val_{k}": float(v) for k, v in agent.items() if v is not None})
     if metric not in ("mean_return", "cvar"):
         raw = agent.get(metric)
@@ -282,6 +290,29 @@ def member_score(model: DistributionalPPO, pbt: PBTConfig) -> tuple[float, dict[
     details["violation"] = violation
     details["feasible"] = float(violation == 0.0)
     return score, details
+
+
+def validation_metrics(model: DistributionalPPO) -> dict[str, Any]:
+    """The agent's metrics over the validation period (``StrategyMetrics.to_dict()``): the
+    trading backtest's, or for the portfolio env the same metrics of its validation record
+    (net log returns, gross exposure as the position; no baselines are fitted), with the
+    config's ``risk.cvar_alpha``, ``cvar_horizon`` and ``cvar_limit``."""
+    cfg = model.config
+    if cfg.env.id != PORTFOLIO_ID:
+        return backtest(model, "val").metrics_dict()["agent"]
+    from riskppo.evaluation.metrics import strategy_metrics
+    from riskppo.evaluation.portfolio.backtest import portfolio_backtest
+
+    bt = portfolio_backtest(model, "val", names=())
+    agent = bt.frames["agent"]
+    return strategy_metrics(
+        agent["log_return"],
+        agent["gross_exposure"],
+        bars_per_year=bt.bars_per_year,
+        cvar_alpha=cfg.risk.cvar_alpha,
+        cvar_horizon=cfg.risk.cvar_horizon,
+        cvar_limit=cfg.risk.cvar_limit,
+    ).to_dict()
 
 
 def _opt_float(v: Any) -> float | None:

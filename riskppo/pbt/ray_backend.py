@@ -31,6 +31,7 @@ from riskppo.pbt.member import (
     member_score,
     resolve_metric,
 )
+from riskppo.safefs import write_text_atomic
 
 _WORST = -1e30  # Ray reports must be finite: a failed evaluation ranks last
 
@@ -73,7 +74,7 @@ def member_trainable(config: dict[str, Any]) -> None:
         while model.num_timesteps < total:
             model.learn(interval, reset_num_timesteps=False)
             score, details = member_score(model, cfg.pbt)  # base limit, see member_config
-            (mdir / "hyperparams.json").write_text(json.dumps(hp))
+            write_text_atomic(mdir / "hyperparams.json", json.dumps(hp))
             append_jsonl(
                 root / "pbt_members.jsonl",
                 {
@@ -166,7 +167,7 @@ def run_pbt_ray(cfg: Config, run_dir: Path, *, progress_bar: bool = True) -> dic
         if started:
             ray.shutdown()
     summary = _summary(cfg, run_dir, results)
-    (run_dir / "pbt_summary.json").write_text(json.dumps(json_safe(summary), indent=2))
+    write_text_atomic(run_dir / "pbt_summary.json", json.dumps(json_safe(summary), indent=2))
     # matplotlib only in the driver: the trainables import this module too
     from riskppo.pbt.report import plot_population
 

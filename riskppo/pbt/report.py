@@ -11,6 +11,7 @@ from matplotlib.figure import Figure
 
 from riskppo.config import Config
 from riskppo.evaluation.plots import figure_png
+from riskppo.safefs import write_bytes_atomic
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -88,5 +89,6 @@ def plot_population(run_dir: Path) -> Path:
     history = read_jsonl(run_dir / "pbt_history.jsonl")
     summary = json.loads((run_dir / "pbt_summary.json").read_text())
     out = run_dir / "pbt_summary.png"
-    out.write_bytes(figure_png(population_figure(members, history, cfg, summary["metric"])))
+    figure = population_figure(members, history, cfg, summary["metric"])
+    write_bytes_atomic(out, figure_png(figure))  # never through a link
     return out

@@ -1,6 +1,7 @@
 """The scheduler's state after each completed round, and resuming from it (``--resume``).
 
-``RUN_DIR/pbt/state.json`` is rewritten atomically (temp file, fsync, rename) when a round is
+``RUN_DIR/pbt/state.json`` is rewritten atomically (temp file, fsync, rename; never through a
+symlink: :mod:`riskppo.safefs`) when a round is
 complete: its results recorded *and* the exploits for the next round decided. It holds::
 
     round            rounds completed
@@ -35,6 +36,7 @@ from riskppo.jsonable import jsonable
 from riskppo.pbt.audit import SOURCES
 from riskppo.pbt.member import PopulationMember
 from riskppo.persist.files import sha256
+from riskppo.safefs import ensure_real_dir, open_nofollow, write_text_atomic
 
 STATE = Path("pbt") / "state.json"
 LOGS = ("pbt_members.jsonl", "pbt_history.jsonl")
@@ -78,13 +80,8 @@ def save_state(run_dir: Path, s: SchedulerState) -> None:
         "logs": logs,
     }
     path = run_dir / STATE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w") as f:
-        f.write(json.dumps(json_safe(data), indent=1))
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    ensure_real_dir(path.parent)
+    write_text_atomic(path, json.dumps(json_safe(data), indent=1))  # never through a link
 
 
 def load_state(run_dir: Path) -> tuple[SchedulerState, dict[str, int]]:
@@ -140,7 +137,11 @@ def prepare_resume(run_dir: Path, state: SchedulerState, logs: dict[str, int]) -
     for name, size in logs.items():
         path = run_dir / name
         if path.is_file() and path.stat().st_size > size:
-            os.truncate(path, size)
+            fd = open_nofollow(path, os.O_WRONLY)  # a link is refused, its target untouched
+            try:
+                os.ftruncate(fd, size)
+            finally:
+                os.close(fd)
     keep = {Path(ex["source_checkpoint"]).name for ex in state.pending.values()}
     sources = run_dir / SOURCES
     for p in sorted(sources.iterdir()) if sources.is_dir() else []:

@@ -277,3 +277,42 @@ def test_trading_member_score_is_constrained_by_the_validation_backtest() -> Non
         assert details["selection_cvar_limit"] == -0.06
     finally:
         model.close()
+
+
+def test_portfolio_member_score_is_constrained_like_trading() -> None:
+    """``pbt.metric: auto`` on the portfolio env ranks as on the trading env: the validation
+    record's Sharpe among feasible members (horizon CVaR >= the limit, in the market), every
+    infeasible member below them (it was the unconstrained mean evaluation return)."""
+    from riskppo.cli import load_config, preset_path
+    from riskppo.config import PBTConfig
+    from riskppo.pbt.member import (
+        INFEASIBLE_BASE,
+        constraint_violation,
+        member_score,
+        resolve_metric,
+        validation_metrics,
+    )
+
+    sets = [
+        "env.n_envs=1",
+        "ppo.n_steps=64",
+        "ppo.batch_size=64",
+        "data.bars=[0, 1300, 1500, 1700]",
+    ]
+    sets += ["env.kwargs.symbols=[AAPL, KO, XOM]", "env.kwargs.features=[vret_1, vret_20]"]
+    cfg = load_config(str(preset_path("portfolio_sp20.yaml")), sets)
+    assert resolve_metric(cfg) == "sharpe"
+    model = DistributionalPPO(config=cfg)
+    try:
+        agent = validation_metrics(model)
+        assert agent["n_bars"] == 1500 - 1300 - 1  # the validation bars, as the trading backtest
+        free = PBTConfig(min_market_share=0.0, selection_cvar_limit=-1e9)
+        score, details = member_score(model, free)
+        assert details["feasible"] == 1.0 and score == pytest.approx(agent["sharpe"])
+        strict = PBTConfig(min_market_share=0.0, selection_cvar_limit=0.5)  # CVaR >= +50%
+        score, details = member_score(model, strict)
+        expected = constraint_violation(agent["cvar_horizon"], 0.5, agent["market_share"], 0.0)
+        assert details["feasible"] == 0.0 and details["violation"] == pytest.approx(expected)
+        assert score == pytest.approx(INFEASIBLE_BASE - expected)
+    finally:
+        model.close()

@@ -99,6 +99,14 @@ def test_selection_metric_defaults() -> None:
         resolve_metric(Config.build({"env": {"id": "CartPole-v1"}, "pbt": {"metric": "sharpe"}}))
 
 
+def test_portfolio_members_are_ranked_by_the_trading_metrics() -> None:
+    """The portfolio env is scored like the trading env (validation Sharpe, feasibility first;
+    tests/integration/test_pbt.py), and takes the trading metrics."""
+    portfolio = {"env": {"id": "riskppo/Portfolio-v0"}}
+    assert resolve_metric(Config.build(portfolio)) == "sharpe"
+    assert resolve_metric(Config.build({**portfolio, "pbt": {"metric": "sortino"}})) == "sortino"
+
+
 def test_pbt_refuses_an_lr_schedule(tmp_path) -> None:
     from riskppo.pbt import run_pbt
 
