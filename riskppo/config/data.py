@@ -21,6 +21,25 @@ SP500_SYMBOLS: tuple[str, ...] = (
     "LLY", "MRK", "MSFT", "PEP", "PFE", "PG", "RRC", "UNH", "WMT", "XOM",
 )  # fmt: skip
 
+# The CSV field separators data files may use, by each accepted spelling (a tab and "|" are hard
+# to type after --set): riskppo.envs.market.csvfile reads them.
+SEPARATORS = {",": ",", ";": ";", "\t": "\t", "|": "|", "tab": "\t", "\\t": "\t", "pipe": "|"}
+
+
+def normalize_sep(sep: str | None) -> str | None:
+    """The separator character ``sep`` names (``tab``, ``\\t`` and ``pipe`` included); None:
+    detected. ValueError for anything else."""
+    if sep is None:
+        return None
+    found = SEPARATORS.get(sep.lower()) if isinstance(sep, str) else None
+    if found is None:
+        raise ValueError(
+            f"unknown field separator {sep!r}: one of ',', ';', tab, pipe ('|'), or null to "
+            "detect it from the header"
+        )
+    return found
+
+
 TRADING_ID = "riskppo/Trading-v0"  # the trading env's Gymnasium id (riskppo.envs.registration)
 PORTFOLIO_ID = "riskppo/Portfolio-v0"  # the many-asset portfolio env (riskppo.envs.portfolio)
 
@@ -74,6 +93,18 @@ class DataConfig(_Section):
         "for splits and dividends, with open/high/low scaled by the same factor; the file must "
         "have an Adj Close column",
     )
+    sep: str | None = Field(
+        None,
+        description="data.path (and portfolio files): the CSV field separator: ',', ';', tab or "
+        "pipe ('|'); default: ',', or the one the header line shows when it is one column on ',' "
+        "(docs/data.md)",
+    )
+    decimal: Literal[".", ","] | None = Field(
+        None,
+        description="data.path (and portfolio files): the decimal mark of the numbers; default: "
+        "'.', or ',' for a file not separated by ',' whose numbers have decimal commas "
+        "(1.234,5: '.' only as thousands separator)",
+    )
     bars: tuple[int, int, int, int] | None = Field(
         None,
         description="[start, train_end, val_end, end] row positions (0-based, ends exclusive) "
@@ -105,6 +136,12 @@ class DataConfig(_Section):
         if not path.strip():
             raise ValueError("empty; give the path of a CSV or Parquet file, or null")
         return os.path.abspath(os.path.expanduser(path))
+
+    @field_validator("sep")
+    @classmethod
+    def _known_sep(cls, sep: str | None) -> str | None:
+        """One of the separators :func:`~riskppo.envs.load_ohlcv` reads, as that character."""
+        return normalize_sep(sep)
 
     @field_validator("symbol")
     @classmethod
@@ -200,10 +237,11 @@ class PBTConfig(_Section):
     draw), always within the declared bounds. ``quantile: 0`` never exploits — the same budget
     as independent runs, the baseline PBT is compared with.
 
-    Trading (R-PBT-4): a member is *feasible* when its validation horizon-CVaR meets the CVaR
-    limit (``selection_cvar_limit``) and it is in the market on at least ``min_market_share`` of
-    the validation bars; feasible members score ``metric``, the others rank below every feasible
-    member, ordered by violation (see :func:`riskppo.pbt.member.constrained_score`).
+    Trading and portfolio envs (R-PBT-4): a member is *feasible* when its validation
+    horizon-CVaR meets the CVaR limit (``selection_cvar_limit``) and it is in the market on at
+    least ``min_market_share`` of the validation bars; feasible members score ``metric``, the
+    others rank below every feasible member, ordered by violation (see
+    :func:`riskppo.pbt.member.constrained_score`).
     """
 
     backend: Literal["local", "ray"] = Field(
@@ -241,20 +279,21 @@ class PBTConfig(_Section):
         "auto", "mean_return", "cvar", "sharpe", "sortino", "calmar", "cvar_95", "annual_return"
     ] = Field(
         "auto",
-        description="auto: validation-period Sharpe for trading, mean evaluation return otherwise",
+        description="auto: validation-period Sharpe for the trading and portfolio envs (feasible "
+        "members first, see min_market_share), mean evaluation return otherwise",
     )
     min_market_share: float = Field(
         0.5,
         ge=0,
         le=1,
-        description="trading: a member is feasible only if in the market on at least this share "
-        "of validation bars; flat or infeasible members rank below every feasible one",
+        description="trading, portfolio: a member is feasible only if in the market on at least "
+        "this share of validation bars; flat or infeasible members rank below every feasible one",
     )
     selection_cvar_limit: float | None = Field(
         None,
-        description="trading: the limit on the validation horizon-CVaR members are selected "
-        "against; None = the risk.cvar_limit PBT starts from (fixed for the whole population, "
-        "also when risk.cvar_limit is tuned); no limit if that is None too",
+        description="trading, portfolio: the limit on the validation horizon-CVaR members are "
+        "selected against; None = the risk.cvar_limit PBT starts from (fixed for the whole "
+        "population, also when risk.cvar_limit is tuned); no limit if that is None too",
     )
     eval_episodes: int = Field(
         10, ge=1, description="episodes a member is evaluated on each round (non-trading envs)"

@@ -29,6 +29,8 @@ class FileOptions(NamedTuple):
     timestamp_format: str | None = None
     dayfirst: bool | None = None
     adjusted: bool = False
+    sep: str | None = None
+    decimal: str | None = None
 
 
 @lru_cache(maxsize=8)
@@ -61,18 +63,22 @@ def trading_range(
     adjusted: bool = False,
     symbol: str | None = None,
     bars: Sequence[int] | None = None,
+    sep: str | None = None,
+    decimal: str | None = None,
 ) -> tuple[pd.DataFrame, int, int]:
     """The full frame and the ``[lo, hi)`` bar range of ``part`` of the time split.
 
-    ``nan_policy``, ``ffill_limit``, ``sort``, ``timestamp_format``, ``dayfirst`` and
-    ``adjusted`` (``data.*`` in the config, :class:`FileOptions`) go to
+    ``nan_policy``, ``ffill_limit``, ``sort``, ``timestamp_format``, ``dayfirst``,
+    ``adjusted``, ``sep`` and ``decimal`` (``data.*`` in the config, :class:`FileOptions`) go to
     :func:`~riskppo.envs.market.ohlcv.load_ohlcv` for a ``path``; bundled datasets ignore them. A
     :class:`~riskppo.envs.market.ohlcv.DataError` from the file names its remedy as ``data.*`` keys.
     ``symbol`` picks the stock of a multi-asset dataset (``sp500``).
     ``bars`` (``data.bars``: ``[start, train_end, val_end, end]`` row positions) replaces the
     fractional ``split``; the frame is then cut at ``end``, so nothing after it can reach the
     env (a walk-forward segment sees only its own past)."""
-    options = FileOptions(nan_policy, ffill_limit, sort, timestamp_format, dayfirst, adjusted)
+    options = FileOptions(
+        nan_policy, ffill_limit, sort, timestamp_format, dayfirst, adjusted, sep, decimal
+    )
     return _range(dataset, path, split, part, options, symbol, bars)
 
 
@@ -128,11 +134,15 @@ def make_trading_env(
     adjusted: bool = False,
     symbol: str | None = None,
     bars: Sequence[int] | None = None,
+    sep: str | None = None,
+    decimal: str | None = None,
     **env_kwargs: Any,
 ) -> TradingEnv:
     """A :class:`TradingEnv` trading only inside ``part``; evaluation parts run start to end."""
     env_kwargs.pop("render_mode", None)  # SB3's make_vec_env asks for rgb_array; nothing to render
-    options = FileOptions(nan_policy, ffill_limit, sort, timestamp_format, dayfirst, adjusted)
+    options = FileOptions(
+        nan_policy, ffill_limit, sort, timestamp_format, dayfirst, adjusted, sep, decimal
+    )
     df, lo, hi = _range(dataset, path, split, part, options, symbol, bars)
     label = data_label(dataset, path, symbol)
     env_kwargs.setdefault("data_label", label)

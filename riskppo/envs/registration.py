@@ -62,6 +62,8 @@ def data_kwargs(data: DataConfig) -> dict[str, Any]:
         "dayfirst": data.dayfirst,
         "adjusted": data.adjusted,
         "bars": data.bars,
+        "sep": data.sep,
+        "decimal": data.decimal,
     }
 
 

@@ -11,6 +11,8 @@ A :class:`DataError` may carry a :class:`Remedy`: settings of :func:`~riskppo.en
 
 from __future__ import annotations
 
+import json
+import re
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -44,10 +46,15 @@ class Remedy(NamedTuple):
 
 
 def _yaml_scalar(value: object) -> str:
-    """``value`` as typed in YAML or after ``--set key=``: ``true``, ``null``, ``ffill``."""
+    """``value`` as typed in YAML or after ``--set key=``: ``true``, ``null``, ``ffill``; text
+    with other characters than letters, digits and ``_.+-/:%`` in double quotes (``";"``: bare,
+    a shell would end the command there and YAML could read another value)."""
     if isinstance(value, bool):
         return "true" if value else "false"
-    return "null" if value is None else str(value)
+    if value is None:
+        return "null"
+    text = str(value)
+    return text if re.fullmatch(r"[\w.+\-/:%]+", text) else json.dumps(text)
 
 
 class DataError(ValueError):

@@ -25,6 +25,11 @@ Empty cells, ``"."`` (FRED), ``"NA"``, ``"N/A"``, ``"-"`` and the other spelling
 read only with ``adjusted=True``; otherwise a split the close is not adjusted for is named in a
 :class:`~riskppo.envs.market.errors.DataWarning` (:mod:`riskppo.envs.market.adjustment`).
 
+**Separator and decimal mark** (``sep``, ``decimal``; :mod:`riskppo.envs.market.csvfile`):
+``,`` and ``.`` unless given, or detected for European files: a header that is one column on
+``,`` but several on ``;`` (a tab, ``|``) is read with that separator, and the numbers of a file
+not separated by ``,`` are read with decimal commas when they hold them (``101,25``, ``1.234,5``).
+
 **Timestamps.** Without ``timestamp_col`` the time column is the first of ``timestamp,
 datetime, Gmt time, Local time, Open time, Date, Time, dt`` (a separate ``Date`` and ``Time``
 pair is joined); a Parquet file may carry the timestamps in its DatetimeIndex instead. Without
@@ -60,10 +65,7 @@ time — while every reward is computed from prices inside ``[lo, hi)`` only.
 
 from __future__ import annotations
 
-import lzma
 import os
-import re
-import zipfile
 from pathlib import Path
 from typing import Literal, NamedTuple
 
@@ -71,15 +73,10 @@ import numpy as np
 import pandas as pd
 
 from riskppo.config.yaml_io import short
+from riskppo.envs.market import csvfile
 from riskppo.envs.market.adjustment import adjust_prices, warn_unadjusted_splits
 from riskppo.envs.market.errors import DataError, Remedy
-from riskppo.envs.market.limits import (
-    DataTooLarge,
-    check_parquet_size,
-    max_data_bytes,
-    open_capped,
-    too_large,
-)
+from riskppo.envs.market.limits import check_parquet_size, max_data_bytes
 from riskppo.envs.market.splits import (
     Fold,
     Split,
@@ -164,6 +161,8 @@ def load_ohlcv(
     sort: bool = False,
     adjusted: bool = False,
     require_volume: bool = False,
+    sep: str | None = None,
+    decimal: str | None = None,
 ) -> pd.DataFrame:
     """Load and validate an OHLCV or close-only file (CSV or Parquet, chosen by suffix); its
     columns and timestamps are read as the module docstring says ("Reading a file").
@@ -187,6 +186,10 @@ def load_ohlcv(
             ``Adj Close`` is ignored (unless it is the only close, see above).
         require_volume: if ``True`` a file without a volume column raises (by default it loads
             without one).
+        sep: the CSV field separator: ``","``, ``";"``, ``"\t"`` (or ``"tab"``), ``"|"`` (or
+            ``"pipe"``); None: ``,`` or the one the header shows (module docstring).
+        decimal: the decimal mark of the numbers, ``"."`` or ``","``; None: ``.``, or ``,`` for a
+            file not separated by ``,`` whose numbers have decimal commas.
 
     Returns:
         The canonical frame: float64 ``close`` and whichever of ``open, high, low, volume`` the
@@ -202,14 +205,16 @@ def load_ohlcv(
             raises :class:`DataError`).
     """
     p = Path(path)
+    raw, mark = _read_file(p, csvfile.normalize_sep(sep), decimal, timestamp_col)
     return _canonical_frame(
-        _read_file(p),
+        raw,
         str(p),
         times=_TimeSpec(timestamp_col, timestamp_format, dayfirst, sort),
         nan_policy=nan_policy,
         ffill_limit=ffill_limit,
         adjusted=adjusted,
         require_volume=require_volume,
+        decimal=mark,
     )
 
 
@@ -248,9 +253,13 @@ def validate_ohlcv(
     )
 
 
-def _read_file(p: Path) -> pd.DataFrame:
-    """The raw cells of the file at ``p``, read by its suffix (:func:`_file_kind`)."""
+def _read_file(
+    p: Path, sep: str | None = None, decimal: str | None = None, timestamp_col: str | None = None
+) -> tuple[pd.DataFrame, str]:
+    """The raw cells of the file at ``p``, read by its suffix (:func:`_file_kind`), and the
+    decimal mark of its numbers (``sep``, ``decimal``: :func:`load_ohlcv`'s)."""
     source = str(p)
+    csvfile.check_decimal(decimal)
     kind = _file_kind(p)
     if not p.exists():
         raise FileNotFoundError(f"{source}: no such file")
@@ -258,7 +267,9 @@ def _read_file(p: Path) -> pd.DataFrame:
         raise DataError(source, "is a directory, not a data file")
     if not p.is_file():  # a FIFO or device would block or never end
         raise DataError(source, "not a regular file")
-    return _read_csv(p) if kind == "csv" else _read_parquet(p)
+    if kind == "csv":
+        return csvfile.read_csv(p, sep, decimal, timestamp_col)
+    return _read_parquet(p), decimal or "."
 
 
 def _file_kind(p: Path) -> Literal["csv", "parquet"]:
@@ -269,32 +280,6 @@ def _file_kind(p: Path) -> Literal["csv", "parquet"]:
         return "parquet"
     supported = ", ".join(_CSV_SUFFIXES + _PARQUET_SUFFIXES)
     raise DataError(str(p), f"unknown file suffix {''.join(p.suffixes)!r}; supported: {supported}")
-
-
-def _read_csv(p: Path) -> pd.DataFrame:
-    cap = max_data_bytes()
-    try:
-        with open_capped(p, cap) as stream:
-            # Everything as text: numbers are converted (and bad cells reported) by us, and
-            # the time column is never guessed by pandas.
-            raw = pd.read_csv(stream, dtype=str, skipinitialspace=True, keep_default_na=True)
-    except DataTooLarge:
-        raise DataError(str(p), too_large(cap)) from None
-    except (OSError, EOFError, zipfile.BadZipFile, lzma.LZMAError) as e:
-        raise DataError(str(p), f"cannot decompress: {short(str(e))}") from None
-    except pd.errors.EmptyDataError:
-        raise DataError(str(p), "empty file (no header, no data rows)") from None
-    except (pd.errors.ParserError, UnicodeDecodeError) as e:
-        m = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", str(e))
-        if m:  # pandas counts file lines from 1, header included
-            want, line, saw = (int(g) for g in m.groups())
-            problem = f"{saw} fields, expected {want} (file line {line})"
-            raise DataError(str(p), problem, row=line - 1) from None
-        raise DataError(str(p), f"cannot parse as CSV: {short(str(e), 200)}") from None
-    if not isinstance(raw.index, pd.RangeIndex):
-        # pandas turns the extra leading fields of over-long rows into an index
-        raise DataError(str(p), f"more fields than the {len(raw.columns)} header columns", row=1)
-    return raw
 
 
 def _read_parquet(p: Path) -> pd.DataFrame:
@@ -327,6 +312,7 @@ def _canonical_frame(
     ffill_limit: int,
     adjusted: bool,
     require_volume: bool,
+    decimal: str = ".",
 ) -> pd.DataFrame:
     if nan_policy not in ("raise", "ffill"):
         raise ValueError(f"nan_policy must be 'raise' or 'ffill', got {nan_policy!r}")
@@ -344,11 +330,11 @@ def _canonical_frame(
 
     rows = np.arange(1, len(raw) + 1)
     ts = _parse_timestamps(time_values, times.format, times.dayfirst, source)
-    values = {c: _numeric(raw[columns[c]], c, ts, source) for c in OHLCV_COLUMNS if c in columns}
+    number = _Numbers(ts, source, decimal)
+    values = {c: number(raw[columns[c]], c) for c in OHLCV_COLUMNS if c in columns}
     if adjusted:
-        adj = _numeric(raw[columns["adj_close"]], "adj_close", ts, source)
-        adjust_prices(values, adj)
-    unused_adj = None if adjusted else _unused_adj_close(raw, columns, ts, source)
+        adjust_prices(values, number(raw[columns["adj_close"]], "adj_close"))
+    unused_adj = None if adjusted else _unused_adj_close(raw, columns, number)
 
     # Order: timestamps (sort / duplicates / order) -> NaN policy -> value checks.
     if times.sort:
@@ -395,19 +381,18 @@ def _check_required(
     if not missing:
         return
     found = [str(c) for c in raw.columns]
-    hint = ""
-    if len(found) == 1:
-        seps = [sep for sep in (";", "\t", "|") if sep in found[0]]
-        if seps:
-            hint = (
-                f"; the one column found contains {seps[0]!r}: the file seems to use "
-                f"{seps[0]!r} as delimiter, but only ',' is read — convert it to commas"
-            )
-    raise DataError(source, f"missing required columns {missing}; found columns {found}{hint}")
+    hint, remedy = "", None
+    seps = [sep for sep in (";", "\t", "|") if len(found) == 1 and sep in found[0]]
+    if seps:  # a separator that was given as ",": detection would have read the file
+        hint = f"; the one column found contains {seps[0]!r}: the file seems to use it as delimiter"
+        remedy = Remedy((("sep", csvfile.sep_word(seps[0])),), "to read it")
+    raise DataError(
+        source, f"missing required columns {missing}; found columns {found}{hint}", remedy=remedy
+    )
 
 
 def _unused_adj_close(
-    raw: pd.DataFrame, columns: dict[str, str], ts: np.ndarray, source: str
+    raw: pd.DataFrame, columns: dict[str, str], number: _Numbers
 ) -> np.ndarray | None:
     """The Adj Close column next to the Close that is read (None where there is none, or where
     it is the close itself or holds anything but numbers: it is only compared, never read)."""
@@ -415,7 +400,7 @@ def _unused_adj_close(
     if name is None or name == columns["close"]:
         return None
     try:
-        return _numeric(raw[name], "adj_close", ts, source)
+        return number(raw[name], "adj_close")
     except DataError:
         return None
 
@@ -435,23 +420,39 @@ def _map_columns(raw: pd.DataFrame, source: str) -> dict[str, str]:
     return out
 
 
-def _numeric(s: pd.Series, name: str, ts: np.ndarray, source: str) -> np.ndarray:
+class _Numbers(NamedTuple):
+    """Reads a column as float64 (:func:`_numeric`) for one source."""
+
+    ts: np.ndarray  # the rows' timestamps, for messages
+    source: str
+    decimal: str  # the decimal mark of text cells: "." or ","
+
+    def __call__(self, s: pd.Series, name: str) -> np.ndarray:
+        return _numeric(s, name, self.ts, self.source, self.decimal)
+
+
+def _numeric(
+    s: pd.Series, name: str, ts: np.ndarray, source: str, decimal: str = "."
+) -> np.ndarray:
     if pd.api.types.is_bool_dtype(s.dtype):
         raise DataError(source, f"column {name!r} is boolean, expected numbers")
     if pd.api.types.is_numeric_dtype(s.dtype):
         return np.asarray(s.to_numpy(dtype=np.float64, na_value=np.nan), dtype=np.float64)
     text = s.astype("string").str.strip().fillna("")
     missing = text.str.lower().isin(_MISSING_TEXT)
-    num = pd.to_numeric(text.mask(missing, pd.NA), errors="coerce")
+    points = csvfile.as_point_decimals(text, decimal)
+    num = pd.to_numeric(points.mask(missing, pd.NA), errors="coerce")
     out = np.asarray(num.to_numpy(dtype=np.float64, na_value=np.nan), dtype=np.float64)
     bad = np.flatnonzero(np.isnan(out) & ~missing.to_numpy(dtype=bool))
     if len(bad):
         i = int(bad[0])
+        note, remedy = csvfile.decimal_remedy(str(text.iloc[i]), decimal)
         raise DataError(
             source,
-            f"non-numeric value {short(s.iloc[i])} in column {short(name)}",
+            f"non-numeric value {short(s.iloc[i])} in column {short(name)}{note}",
             row=i + 1,
             when=str(pd.Timestamp(ts[i])),
+            remedy=remedy,
         )
     return out
 

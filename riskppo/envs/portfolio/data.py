@@ -28,6 +28,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
+from riskppo.envs.market.csvfile import normalize_sep
 from riskppo.envs.market.datasets import SP500_SYMBOLS, check_symbol, dataset_path
 from riskppo.envs.market.errors import DataError, Remedy
 from riskppo.envs.market.ohlcv import (
@@ -81,11 +82,14 @@ def load_portfolio(
     timestamp_format: str | None = None,
     dayfirst: bool | None = None,
     adjusted: bool = False,
+    sep: str | None = None,
+    decimal: str | None = None,
 ) -> PortfolioData:
     """Load and align the assets of one source (module docstring).
 
-    ``nan_policy``, ``ffill_limit``, ``sort``, ``timestamp_format`` and ``dayfirst`` apply to
-    ``paths`` / ``table`` as in :func:`~riskppo.envs.load_ohlcv`, ``adjusted`` to ``paths``.
+    ``nan_policy``, ``ffill_limit``, ``sort``, ``timestamp_format``, ``dayfirst``, ``sep`` and
+    ``decimal`` apply to ``paths`` / ``table`` as in :func:`~riskppo.envs.load_ohlcv`,
+    ``adjusted`` to ``paths``.
     ``symbols`` selects assets of ``dataset`` or ``table`` (in that order; default: all).
 
     Raises:
@@ -110,6 +114,8 @@ def load_portfolio(
                 timestamp_format=timestamp_format,
                 dayfirst=dayfirst,
                 adjusted=adjusted,
+                sep=sep,
+                decimal=decimal,
             )
             for p in paths
         }
@@ -117,7 +123,7 @@ def load_portfolio(
     else:
         assert table is not None
         times = _TimeSpec(None, timestamp_format, dayfirst, sort)
-        frames = _from_table(table, symbols, times, (nan_policy, ffill_limit))
+        frames = _from_table(table, symbols, times, (nan_policy, ffill_limit), (sep, decimal))
         label = Path(table).name
     if len(frames) < 2:
         raise ValueError(f"portfolio data {label}: needs at least two assets, got {list(frames)}")
@@ -228,10 +234,15 @@ def _from_dataset(
 
 
 def _from_table(
-    table: str, symbols: Sequence[str] | None, times: _TimeSpec, nans: tuple[NanPolicy, int]
+    table: str,
+    symbols: Sequence[str] | None,
+    times: _TimeSpec,
+    nans: tuple[NanPolicy, int],
+    marks: tuple[str | None, str | None] = (None, None),
 ) -> dict[str, pd.DataFrame]:
-    """Each asset of a long or wide ``table`` file as a canonical frame."""
-    raw = _read_file(Path(table))
+    """Each asset of a long or wide ``table`` file as a canonical frame; ``marks``: the field
+    separator and decimal mark (:func:`~riskppo.envs.load_ohlcv`'s ``sep``, ``decimal``)."""
+    raw, decimal = _read_file(Path(table), normalize_sep(marks[0]), marks[1])
     lower = {str(c).lower(): c for c in raw.columns}
     key = next((lower[c] for c in _SYMBOL_COLUMNS if c in lower), None)
     if key is not None:  # long: one row per asset and bar
@@ -256,6 +267,7 @@ def _from_table(
             ffill_limit=nans[1],
             adjusted=False,
             require_volume=False,
+            decimal=decimal,
         )
         for s, g in groups.items()
     }

@@ -86,6 +86,8 @@ def make_portfolio_env(
     timestamp_format: str | None = None,
     dayfirst: bool | None = None,
     adjusted: bool = False,
+    sep: str | None = None,
+    decimal: str | None = None,
     **env_kwargs: Any,
 ) -> PortfolioEnv:
     """A :class:`PortfolioEnv` trading only inside ``part``; evaluation parts run start to end."""
@@ -95,7 +97,9 @@ def make_portfolio_env(
             "portfolio env: set env.kwargs.dataset (sp500, with optional env.kwargs.symbols), "
             "env.kwargs.paths (one file per asset) or env.kwargs.table (one long or wide file)"
         )
-    file_options = FileOptions(nan_policy, ffill_limit, sort, timestamp_format, dayfirst, adjusted)
+    file_options = FileOptions(
+        nan_policy, ffill_limit, sort, timestamp_format, dayfirst, adjusted, sep, decimal
+    )
     data = _data(
         dataset,
         None if symbols is None else tuple(symbols),

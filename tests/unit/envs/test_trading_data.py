@@ -386,9 +386,13 @@ def test_fractional_epoch_gets_a_timestamp_format_hint(tmp_path):
 
 
 def test_wrong_delimiter_gets_a_hint(tmp_path):
+    """A ';' file read with sep=',' (detection reads it: tests/unit/envs/test_european_files.py)
+    names the setting that reads it."""
     rows = [r.replace(",", ";") for r in GOOD_ROWS]
     path = write_csv(tmp_path, rows, header=HEADER.replace(",", ";"))
-    err = assert_error(path, r"seems to use ';' as delimiter", row=None)
+    err = assert_error(
+        path, r"seems to use it as delimiter; pass sep=';' to read it", None, sep=","
+    )
     assert "\n" not in str(err)
 
 
