@@ -84,7 +84,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         if args.resume:
             run_dir = Path(args.resume)
             check_resume_args(args, run_dir)
-            resume_run(run_dir, progress_bar=progress_bar)
+            resume_run(run_dir, progress_bar=progress_bar, overrides=args.set or [])
         else:
             assert checked is not None  # read above whenever there is no --resume
             cfg = with_periodic_checkpoints(checked)
@@ -117,10 +117,13 @@ def _drop_if_empty(run_dir: Path) -> None:
 
 def check_resume_args(args: argparse.Namespace, run_dir: Path) -> None:
     """``--resume`` continues a run in place with its own config: any flag that would change
-    the config or move the run is refused (a run's checkpoints and metrics stay together)."""
-    if args.config or args.set or args.force:
+    the config or move the run is refused (a run's checkpoints and metrics stay together),
+    but for ``--set total_timesteps=N``, which trains it on to N steps."""
+    others = [s for s in args.set or [] if s.partition("=")[0].strip() != "total_timesteps"]
+    if args.config or others or args.force:
         raise ConfigError(
-            "--resume continues a run with its own config; drop --config/--set/--force"
+            "--resume continues a run with its own config; drop --config/--set/--force "
+            "(only --set total_timesteps=N may go with it: it trains the run on to N steps)"
         )
     if args.run_dir and Path(args.run_dir) != run_dir:
         raise ConfigError(

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from riskppo.agent import DistributionalPPO
-from riskppo.config import Config
+from riskppo.config import Config, ConfigError, apply_overrides
 from riskppo.envs.registration import PORTFOLIO_ID, TRADING_ID
 from riskppo.evaluation.backtest import backtest_run
 from riskppo.evaluation.backtest_result import SPLIT_NAMES
@@ -23,7 +24,7 @@ from riskppo.evaluation.summary import (
     run_label,
     validation_summary,
 )
-from riskppo.monitor.progress import whole_rollouts
+from riskppo.monitor.progress import ProgressBar, fmt, training_progress, whole_rollouts
 from riskppo.persist.checkpoint import CheckpointError
 from riskppo.runs.interrupt import StopRequest, signal_name, stop_on_signals
 from riskppo.runs.lock import lock_run
@@ -63,20 +64,26 @@ class Interrupted(Exception):
 
 @dataclass
 class _Checkpointer:
-    """The ``learn`` callback of a run: a checkpoint every ``checkpoint.every_updates``
-    updates; once a stop is requested, training ends at the next one (or, without periodic
-    checkpoints, after the current update, saved)."""
+    """The ``learn`` callback of a run: the run's progress bar (its whole run, also when
+    resumed), a checkpoint every ``checkpoint.every_updates`` updates; once a stop is
+    requested, training ends at the next one (or, without periodic checkpoints, after the
+    current update, saved)."""
 
     run_dir: Path
     cfg: Config
     stop: StopRequest
+    bar: ProgressBar
     saved_step: int | None = None
 
     def save(self, model: DistributionalPPO) -> None:
         save_run_checkpoint(model, self.run_dir, self.cfg.checkpoint.keep_last)
         self.saved_step = model.num_timesteps
 
-    def __call__(self, model: DistributionalPPO, _log: Any) -> bool:
+    def __call__(self, model: DistributionalPPO, log: Any) -> bool:
+        fps = None if model.monitor is None else model.monitor.latest.get("time/fps")
+        self.bar.update(
+            completed=model.num_timesteps, fps=fmt(fps, ",.0f"), ret=fmt(log.ep_rew_mean, ".2f")
+        )
         every = self.cfg.checkpoint.every_updates
         if (every and model.n_updates % every == 0) or (self.stop.requested and not every):
             self.save(model)
@@ -85,7 +92,8 @@ class _Checkpointer:
 
 def _learn(model: DistributionalPPO, run_dir: Path, cfg: Config, *, progress_bar: bool) -> None:
     """Train ``model`` up to ``cfg.total_timesteps`` (its counters continue), checkpointing
-    into ``run_dir``. SIGINT/SIGTERM stop it at the next checkpoint (:class:`_Checkpointer`)
+    into ``run_dir``, with a progress bar over the whole run (a resumed one starts at the steps
+    already trained). SIGINT/SIGTERM stop it at the next checkpoint (:class:`_Checkpointer`)
     and raise :class:`Interrupted`; a second signal stops at once, keeping the last one."""
     every = cfg.checkpoint.every_updates
     where = (
@@ -97,12 +105,12 @@ def _learn(model: DistributionalPPO, run_dir: Path, cfg: Config, *, progress_bar
         f"riskppo: {{signal}}: training on to {where}, then saving it and stopping; "
         "press Ctrl-C again to stop at once without saving"
     )
-    with stop_on_signals(notice) as stop:
-        ckpt = _Checkpointer(run_dir, cfg, stop)
+    bar = training_progress(_final_step(model, cfg), progress_bar, start=model.num_timesteps)
+    with stop_on_signals(notice) as stop, bar:
+        ckpt = _Checkpointer(run_dir, cfg, stop, bar)
         try:
             model.learn(
                 cfg.total_timesteps - model.num_timesteps,
-                progress_bar=progress_bar,
                 reset_num_timesteps=False,
                 callback=ckpt,
             )
@@ -196,25 +204,38 @@ def _train_run(cfg: Config, run_dir: Path, *, progress_bar: bool) -> Distributio
     return _finish(model, run_dir, cfg)
 
 
-def resume_run(run_dir: Path, *, progress_bar: bool = True) -> DistributionalPPO:
+def resume_run(
+    run_dir: Path, *, progress_bar: bool = True, overrides: Sequence[str] = ()
+) -> DistributionalPPO:
     """Continue ``run_dir`` from its latest checkpoint up to the config's total_timesteps.
 
     The ``metrics.jsonl`` rows logged after that checkpoint (by the run that was stopped) are
     dropped first, since the resumed run logs those steps again. A run that is already complete
     is not trained further; its evaluation (and report) is written only if it is missing.
-    Holds the run directory's lock throughout, like :func:`train_run`.
+    ``overrides``: ``--set`` items that may only set ``total_timesteps``: the run trains on to
+    that many steps, finished or not (:func:`_extend`). Holds the run directory's lock
+    throughout, like :func:`train_run`.
     """
     if not run_dir.is_dir():
         raise FileNotFoundError(
             f"{run_dir}: no such run directory; pass a run directory written by `riskppo train`"
         )
     with lock_run(run_dir, "riskppo train --resume"):
-        return _resume_run(run_dir, progress_bar=progress_bar)
+        return _resume_run(run_dir, progress_bar=progress_bar, overrides=overrides)
 
 
-def _resume_run(run_dir: Path, *, progress_bar: bool) -> DistributionalPPO:
+def _resume_run(
+    run_dir: Path, *, progress_bar: bool, overrides: Sequence[str]
+) -> DistributionalPPO:
     cfg, path = run_checkpoint(run_dir)
+    wanted = _total_wanted(cfg, overrides)
     model = DistributionalPPO.load(path, env=cfg.env.id, run_dir=run_dir)
+    if wanted != cfg.total_timesteps:
+        try:
+            cfg = _extend(run_dir, cfg, wanted, model.num_timesteps)
+        except ConfigError:
+            model.close()
+            raise
     done, total = model.num_timesteps, cfg.total_timesteps
     if done >= total:
         print(f"riskppo: {run_dir} is complete ({done:,} of {total:,} steps trained, {path.name})")
@@ -239,6 +260,50 @@ def _resume_run(run_dir: Path, *, progress_bar: bool) -> DistributionalPPO:
         )
     _learn(model, run_dir, cfg, progress_bar=progress_bar)
     return _finish(model, run_dir, cfg)
+
+
+def _total_wanted(cfg: Config, overrides: Sequence[str]) -> int:
+    """The ``total_timesteps`` that ``overrides`` (``--set`` items) set on the run's ``cfg``
+    (its own without any); ``ConfigError`` for an override of any other setting."""
+    if not overrides:
+        return cfg.total_timesteps
+    new = apply_overrides(cfg, list(overrides))
+    if {**new.to_dict(), "total_timesteps": cfg.total_timesteps} != cfg.to_dict():
+        raise ConfigError(
+            "--resume continues a run with its own config; drop --config/--set/--force "
+            "(only --set total_timesteps=N may go with it: it trains the run on to N steps)"
+        )
+    return new.total_timesteps
+
+
+def _extend(run_dir: Path, cfg: Config, total: int, done: int) -> Config:
+    """``cfg`` with ``total_timesteps=total``, written to the run's ``config.yaml`` (so that a
+    stop and a plain ``--resume`` go on to ``total``); ``ConfigError`` when ``total`` is below
+    the ``done`` steps already trained.
+
+    With a constant learning rate, and the run stopped on a checkpoint, it continues exactly
+    as a run of ``total`` steps from the start would (docs/checkpoints.md); with
+    ``ppo.lr_schedule: linear`` the rate decays to 0 at ``total`` from here on, which no run of
+    ``total`` steps did (said in a line)."""
+    if total < done:
+        raise ConfigError(
+            f"--set total_timesteps={total}: {run_dir} has already trained {done:,} steps; pass "
+            "more to train it on, or resume without --set"
+        )
+    new = Config.build({**cfg.to_dict(), "total_timesteps": total})
+    new.to_yaml(run_dir / "config.yaml")
+    print(
+        f"riskppo: --set total_timesteps={total}: {run_dir} trains on to {total:,} steps (was "
+        f"{cfg.total_timesteps:,}; config.yaml updated)"
+    )
+    if cfg.ppo.lr_schedule == "linear":
+        rate = cfg.ppo.learning_rate * max(1.0 - done / total, 0.0)
+        print(
+            f"riskppo: ppo.lr_schedule=linear now decays to 0 at step {total:,} (from {rate:.3g} "
+            f"at step {done:,}); the steps trained so far followed the decay to "
+            f"{cfg.total_timesteps:,}, so the result differs from a {total:,}-step run"
+        )
+    return new
 
 
 def run_finished(run_dir: Path, cfg: Config) -> bool:

@@ -62,6 +62,8 @@ class ProgressBar:
     strings given to :meth:`update` (``-`` until then). A no-op when ``enabled`` is false.
     ``plain`` (default: whether stdout is not interactive, :func:`output_is_interactive`)
     prints periodic plain lines instead of the live ``rich`` bar (see the module docstring).
+    ``start``: the count already done when the bar starts (a resumed run); the ETA is reckoned
+    from the work done since.
     """
 
     def __init__(
@@ -73,6 +75,7 @@ class ProgressBar:
         fields: dict[str, str],
         enabled: bool = True,
         plain: bool | None = None,
+        start: int = 0,
     ) -> None:
         self.progress: Progress | None = None
         self.plain = False
@@ -80,10 +83,10 @@ class ProgressBar:
             return
         self.total, self.description, self.unit, self.fields = total, description, unit, fields
         self.values: dict[str, str] = {name: "-" for name in fields}
-        self.completed = 0
+        self.completed = self.start = start
         self.plain = not output_is_interactive() if plain is None else plain
         self._t0 = self._last_time = time.monotonic()
-        self._last_printed = -1
+        self._last_printed = start if start else -1
         if self.plain:
             return
         status = "  ".join(f"{label} {{task.fields[{name}]}}" for name, label in fields.items())
@@ -98,7 +101,7 @@ class ProgressBar:
             TextColumn(status),
         )
         initial: dict[str, Any] = {name: "-" for name in fields}  # rich's task fields
-        self.task = self.progress.add_task(description, total=total, **initial)
+        self.task = self.progress.add_task(description, total=total, completed=start, **initial)
 
     def __enter__(self) -> ProgressBar:
         if self.progress is not None:
@@ -129,7 +132,7 @@ class ProgressBar:
         """The current state as one line: count, share, elapsed, ETA and the status fields."""
         done, total = self.completed, self.total
         elapsed = time.monotonic() - self._t0
-        eta = elapsed * (total - done) / done if done else None
+        eta = elapsed * (total - done) / (done - self.start) if done > self.start else None
         status = "".join(f"  {label} {self.values[name]}" for name, label in self.fields.items())
         share = min(done / total, 1.0) if total else 1.0
         return (
@@ -161,16 +164,17 @@ def whole_rollouts(steps: int, per_rollout: int) -> int:
     return -(-steps // per_rollout) * per_rollout
 
 
-def training_progress(total_timesteps: int, enabled: bool) -> ProgressBar:
+def training_progress(total_timesteps: int, enabled: bool, start: int = 0) -> ProgressBar:
     """The bar of :meth:`DistributionalPPO.learn`: steps, fps and the last mean return.
     ``total_timesteps`` is what will be trained (:func:`whole_rollouts`), so the count ends at
-    it exactly."""
+    it exactly; ``start``: the steps already trained (a resumed run shows its whole progress)."""
     return ProgressBar(
         total_timesteps,
         description="training",
         unit="steps",
         fields={"fps": "fps", "ret": "return"},
         enabled=enabled,
+        start=start,
     )
 
 

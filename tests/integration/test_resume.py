@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import torch
 import yaml
 from safetensors.torch import load_file
@@ -184,3 +185,76 @@ def test_drop_metrics_after_streams_a_large_file(tmp_path: Path) -> None:
     assert path.stat().st_size == sum(len(row % s) for s in range(150_000)) < size
     assert path.read_bytes().endswith((row % 149_999).encode())
     assert [p.name for p in tmp_path.iterdir()] == [path.name]
+
+
+def test_a_finished_run_extended_is_bit_identical_to_one_run_to_the_new_total(
+    tmp_path: Path,
+) -> None:
+    """`riskppo train --resume RUN --set total_timesteps=N` trains a finished run on to N: with a
+    constant learning rate and the first run ending on a checkpoint (its update count a
+    multiple of checkpoint.every_updates), the result is bit-identical to one run of N steps.
+    The progress bar counts the whole run; N below the steps trained is refused in one line."""
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    longer, shorter = {**CONFIG, "total_timesteps": 3072}, {**CONFIG, "total_timesteps": 1536}
+    runs = {}
+    for name, cfg in (("whole", longer), ("extended", shorter)):  # 96 and 48 updates
+        (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(cfg))
+        runs[name] = tmp_path / name
+        args = ("train", "--config", str(tmp_path / f"{name}.yaml"), "--run-dir", str(runs[name]))
+        subprocess.run(
+            cli(*args, "--no-progress"), check=True, env=env, capture_output=True, timeout=600
+        )
+
+    extended = runs["extended"]
+    out = subprocess.run(
+        cli("train", "--resume", str(extended), "--set", "total_timesteps=3072"),
+        check=True, env=env, capture_output=True, text=True, timeout=600,
+    ).stdout  # fmt: skip
+    assert f"{extended} trains on to 3,072 steps (was 1,536; config.yaml updated)" in out
+    assert f"resuming {extended} at step 1,536 of 3,072 (1,536 to go)" in out
+    bars = [line for line in out.splitlines() if line.startswith("training: ")]
+    assert bars and all("/3,072 steps" in line for line in bars), out  # the whole run's count
+    assert int(bars[0].split()[1].split("/")[0].replace(",", "")) > 1536
+    a, b = final_tensors(runs["whole"]), final_tensors(extended)
+    for name in FILES:
+        assert a[name].keys() == b[name].keys(), name
+        for key in a[name]:
+            assert torch.equal(a[name][key], b[name][key]), f"{name}:{key} differs"
+    assert yaml.safe_load((extended / "config.yaml").read_text())["total_timesteps"] == 3072
+    assert logged_steps(extended) == list(range(32, 3072 + 1, 32))
+
+    refused = subprocess.run(
+        cli("train", "--resume", str(extended), "--set", "total_timesteps=2000"),
+        env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert refused.stderr == (
+        "riskppo: configuration error: --set total_timesteps=2000: "
+        f"{extended} has already trained 3,072 steps; pass more to train it on, or resume "
+        "without --set\n"
+    )
+
+
+def test_an_extended_linear_schedule_decays_to_the_new_total(tmp_path: Path) -> None:
+    """With ppo.lr_schedule: linear the extension cannot be the longer run (its first steps
+    decayed to the old total): it says so, and from there the rate decays to 0 at the new
+    total — what docs/checkpoints.md promises."""
+    cfg = {**CONFIG, "total_timesteps": 320, "ppo": {**CONFIG["ppo"], "lr_schedule": "linear"}}
+    (tmp_path / "cfg.yaml").write_text(yaml.safe_dump(cfg))
+    run = tmp_path / "run"
+    args = ("train", "--config", str(tmp_path / "cfg.yaml"), "--run-dir", str(run))
+    subprocess.run(cli(*args, "--no-progress"), check=True, capture_output=True, timeout=600)
+    out = subprocess.run(
+        cli("train", "--resume", str(run), "--set", "total_timesteps=640", "--no-progress"),
+        check=True, capture_output=True, text=True, timeout=600,
+    ).stdout  # fmt: skip
+    assert (
+        "riskppo: ppo.lr_schedule=linear now decays to 0 at step 640 (from 0.00015 at step 320); "
+        "the steps trained so far followed the decay to 320, so the result differs from a "
+        "640-step run"
+    ) in out
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    rates = {r["time/total_timesteps"]: r["train/learning_rate"] for r in rows}
+    for step in range(352, 640 + 1, 32):  # each update's rate, from the step it started at
+        assert rates[step] == pytest.approx(3e-4 * (1 - (step - 32) / 640)), step
+    assert rates[320] == pytest.approx(3e-4 * (1 - 288 / 320))  # the first run's decay
