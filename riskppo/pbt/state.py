@@ -35,6 +35,7 @@ from riskppo.config import Config, ConfigError
 from riskppo.jsonable import jsonable
 from riskppo.pbt.audit import SOURCES
 from riskppo.pbt.member import PopulationMember
+from riskppo.persist.checkpoint import CheckpointError, verify_checkpoint
 from riskppo.persist.files import sha256
 from riskppo.safefs import ensure_real_dir, open_nofollow, write_text_atomic
 
@@ -102,15 +103,34 @@ def load_state(run_dir: Path) -> tuple[SchedulerState, dict[str, int]]:
         state = SchedulerState(
             round=int(data["round"]),
             rng=data["rng"],
-            members=[_member_from_json(m) for m in data["members"]],
-            pending={int(k): v for k, v in data["pending"].items()},
+            members=[_member_from_json(m, run_dir) for m in data["members"]],
+            pending={int(k): _in_run(v, run_dir) for k, v in data["pending"].items()},
             recorded={int(k): set(v) for k, v in data["recorded"].items()},
             failures=list(data["failures"]),
         )
         logs = {name: int(data["logs"][name]) for name in LOGS}
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ResumeError(f"{path}: unreadable PBT state ({exc}); cannot resume") from exc
+    check_round_files(run_dir, state)
     return state, logs
+
+
+def check_round_files(run_dir: Path, state: SchedulerState) -> None:
+    """Refuse (:class:`ResumeError`, one line naming it) a last completed round whose files do
+    not read back: a member's recorded checkpoint or a decided exploit's archived source that
+    fails its checks (a truncated write, a damaged copy). The round before it is not kept, so
+    it cannot be trained again."""
+    paths = [m.checkpoint for m in state.members if m.checkpoint is not None]
+    paths += [Path(ex["source_checkpoint"]) for ex in state.pending.values()]
+    for path in paths:
+        try:
+            verify_checkpoint(path)
+        except CheckpointError as exc:
+            raise ResumeError(
+                f"{run_dir}: round {state.round} does not read back ({exc}); it cannot be "
+                f"resumed: start a new run with `riskppo pbt --config "
+                f"{run_dir / 'config.yaml'} --run-dir DIR`"
+            ) from None
 
 
 def check_resume_config(run_dir: Path, cfg: Config) -> None:
@@ -165,12 +185,23 @@ def _size(path: Path) -> int:
     return path.stat().st_size if path.is_file() else 0
 
 
-def _member_from_json(d: dict[str, Any]) -> PopulationMember:
+def _member_from_json(d: dict[str, Any], run_dir: Path) -> PopulationMember:
     """A member as :func:`save_state` wrote it; a -inf score comes back as None, which every
-    ranking takes as -inf too."""
+    ranking takes as -inf too. Its checkpoint is the one of that name in its directory of
+    ``run_dir`` (the state names it as the run was called then: a copied or moved run, or one
+    resumed from another working directory, reads its own files, not the original's)."""
     m = PopulationMember(**d)
-    m.checkpoint = None if d["checkpoint"] is None else Path(d["checkpoint"])
+    if d["checkpoint"] is not None:
+        name = Path(d["checkpoint"]).name
+        m.checkpoint = run_dir / "members" / f"m{m.id}" / "checkpoints" / name
     return m
+
+
+def _in_run(exploit: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+    """A decided exploit whose archived source is the one of that name in ``run_dir`` (see
+    :func:`_member_from_json`)."""
+    source = run_dir / SOURCES / Path(exploit["source_checkpoint"]).name
+    return {**exploit, "source_checkpoint": str(source)}
 
 
 json_safe = jsonable  # the name the PBT modules use

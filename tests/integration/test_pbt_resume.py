@@ -232,3 +232,46 @@ def test_a_stopped_population_leaves_no_worker_in_the_calling_process(tmp_path: 
     with pytest.raises(Terminated):
         run_pbt_local(tiny(rounds=200, population=2), run, progress_bar=False)
     assert multiprocessing.active_children() == []
+
+
+def test_a_copied_run_resumes_from_its_own_files_and_a_damaged_round_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run stopped after round 1 of 2, copied: the copy resumes from its own checkpoints (the
+    state named them by the original's path, so with the original moved away every member
+    failed); a copy whose recorded checkpoint is damaged (a torn write, a bad copy) cannot
+    resume that round and says so in one line, before anything is trained or changed."""
+    import shutil
+
+    from riskppo.pbt.local import open_population
+    from riskppo.pbt.member import run_interval
+    from riskppo.pbt.pool import WorkerPool
+
+    run = tmp_path / "run"
+    pbt = open_population(tiny(rounds=2, population=2), run, resume=False)
+    with WorkerPool(2, run_interval) as pool:  # round 1 of 2 as run_rounds runs it, then a stop
+        pbt.record(pool.run(pbt.tasks()))
+    pbt.select()
+    pbt.save()
+    copy, damaged = tmp_path / "copy", tmp_path / "damaged"
+    shutil.copytree(run, copy)
+    shutil.copytree(run, damaged)
+    run.rename(tmp_path / "moved")
+
+    assert main(["pbt", "--resume", str(copy), "--no-progress"]) == 0
+    summary = json.loads((copy / "pbt_summary.json").read_text())
+    assert summary["rounds"] == 2 and summary["n_failures"] == 0, summary["failures"]
+
+    recorded = json.loads((damaged / STATE).read_text())["members"][0]["checkpoint"]
+    ckpt = damaged / "members" / "m0" / "checkpoints" / Path(recorded).name
+    weights = ckpt / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    capsys.readouterr()
+    state = (damaged / STATE).read_bytes()
+    assert main(["pbt", "--resume", str(damaged), "--no-progress"]) == 2
+    assert capsys.readouterr().err == (
+        f"riskppo: {damaged}: round 1 does not read back ({ckpt}: model.safetensors is corrupted "
+        f"(SHA-256 mismatch)); it cannot be resumed: start a new run with `riskppo pbt --config "
+        f"{damaged / 'config.yaml'} --run-dir DIR`\n"
+    )
+    assert (damaged / STATE).read_bytes() == state
