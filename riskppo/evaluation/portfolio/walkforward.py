@@ -27,6 +27,7 @@ from riskppo.evaluation.portfolio.report import (
 from riskppo.evaluation.walkforward.analysis import risk_summary
 from riskppo.evaluation.walkforward.plan import Record
 from riskppo.evaluation.walkforward.report import risk_line
+from riskppo.persist.files import sha256
 from riskppo.safefs import ensure_real_dir, write_text_atomic
 
 if TYPE_CHECKING:
@@ -47,7 +48,7 @@ def portfolio_cell(model: DistributionalPPO, job: CellJob, cfg: Config) -> dict[
     """Backtest a trained cell on its test rows; write ``record.csv`` then ``cell.json``."""
     bt = portfolio_backtest(model, "test")
     frame = cell_frame(bt.frames, job.segment.index)
-    write_text_atomic(job.cell_dir / "record.csv", frame.to_csv(float_format="%.17g"))
+    record = write_text_atomic(job.cell_dir / "record.csv", frame.to_csv(float_format="%.17g"))
     one = analyse_portfolio(
         {"cell": frame},
         bars_per_year=bt.bars_per_year,
@@ -69,6 +70,7 @@ def portfolio_cell(model: DistributionalPPO, job: CellJob, cfg: Config) -> dict[
         "lambda": float(model.state.risk.lam) if model.state.risk is not None else None,
         "overlay_test": bt.overlay,
         "overlay_train": None if model.env is None else training_binding(model.env),
+        "record_sha256": sha256(record),  # what walk-forward's read_cell checks record.csv against
     }
     text = json.dumps(summary, indent=2, allow_nan=False, default=str) + "\n"
     write_text_atomic(job.cell_dir / "cell.json", text)

@@ -48,6 +48,7 @@ from riskppo.evaluation.walkforward.plan import (
     stitch,
 )
 from riskppo.monitor.progress import ProgressBar, wall_time_line
+from riskppo.persist.files import sha256
 from riskppo.runs.interrupt import sigterm_as_interrupt
 from riskppo.runs.processes import (
     CaughtWarning,
@@ -101,7 +102,7 @@ def run_cell(job: CellJob) -> dict[str, Any]:
     finally:
         model.close()
     frame = segment_frame(result.frames, job.segment.index)
-    write_text_atomic(job.cell_dir / "record.csv", frame.to_csv(float_format="%.17g"))
+    record = write_text_atomic(job.cell_dir / "record.csv", frame.to_csv(float_format="%.17g"))
     summary = {
         "segment": job.segment.index,
         "seed": job.seed,
@@ -117,6 +118,7 @@ def run_cell(job: CellJob) -> dict[str, Any]:
         "lambda": lam,  # the CVaR multiplier at the end of training
         "overlay_test": result.env_settings.get("overlay"),
         "overlay_train": overlay_train,  # the trained agent replayed over its training rows
+        "record_sha256": sha256(record),  # what read_cell checks record.csv against
     }
     _write_json(job.cell_dir / CELL_DONE, summary)
     return summary
@@ -160,22 +162,24 @@ def read_cell(cell_dir: Path) -> tuple[dict[str, Any], pd.DataFrame] | None:
         raise UnreadableCell(f"{where}/{CELL_DONE} does not read back ({exc})") from None
     try:
         frame = pd.read_csv(cell_dir / "record.csv", index_col=0, parse_dates=True)
-        _check_record(frame, summary)
+        _check_record(frame, summary, cell_dir / "record.csv")
     except (OSError, UnicodeDecodeError, ValueError, KeyError, IndexError) as exc:
         raise UnreadableCell(f"{where}/record.csv does not read back ({exc})") from None
     return summary, frame
 
 
-def _check_record(frame: pd.DataFrame, summary: dict[str, Any]) -> None:
-    """Raise ``ValueError`` unless ``frame`` is the whole record ``summary`` describes: its
-    number of bars, first and last bar, and no missing value (a cut-off last line)."""
+def _check_record(frame: pd.DataFrame, summary: dict[str, Any], path: Path) -> None:
+    """Raise ``ValueError`` unless ``frame``, read from ``path``, is the whole record
+    ``summary`` describes: the file's SHA-256 (cells written before it was recorded: not
+    checked), the number of bars, the first and last bar."""
+    digest = summary.get("record_sha256")
+    if digest is not None and sha256(path) != digest:
+        raise ValueError("its SHA-256 differs from the one cell.json records")
     if len(frame) != summary["bars"]:
         raise ValueError(f"{len(frame)} bars where cell.json says {summary['bars']}")
     span = (str(frame.index[0]), str(frame.index[-1]))
     if span != (summary["start"], summary["end"]):
         raise ValueError(f"bars {span[0]} … {span[1]} where cell.json says {summary['start']} …")
-    if frame.isna().to_numpy().any():
-        raise ValueError("missing values")
 
 
 @dataclass
