@@ -97,12 +97,12 @@ def log_returns(equity_csv: Path, strategy: str) -> np.ndarray:
     return np.diff(np.log(equity.astype(np.float64)))
 
 
-def _returns(equity_csv: Path, n_bars: int) -> tuple[np.ndarray, np.ndarray]:
+def _returns(equity_csv: Path, n_bars: int | None) -> tuple[np.ndarray, np.ndarray]:
     """The agent's and the benchmark's per-bar log returns from ``equity_csv``; ``ValueError``
-    unless each holds the ``n_bars`` finite returns its ``metrics.json`` counts."""
+    unless each holds finite returns, ``n_bars`` of them where ``metrics.json`` counts them."""
     agent, bench = log_returns(equity_csv, "agent"), log_returns(equity_csv, BENCHMARK)
     for r in (agent, bench):
-        if len(r) != n_bars:
+        if n_bars is not None and len(r) != n_bars:
             raise ValueError(f"{len(r)} bars where metrics.json counts {n_bars}")
         if not np.isfinite(r).all():
             raise ValueError("missing or non-finite equity values")
@@ -135,7 +135,7 @@ def cell_result(symbol: str, seed: int, run_dir: Path, error: str | None = None)
         name = "run_info.json"
         bars_per_year = json.loads((out / name).read_text())["bars_per_year"]
         name = "equity.csv"
-        returns = _returns(out / name, int(agent["n_bars"]))
+        returns = _returns(out / name, agent.get("n_bars"))
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
         return CellResult(
             symbol, seed, str(run_dir), f"{out.name}/{name} does not read back ({exc})"
