@@ -346,7 +346,7 @@ def _finish(model: DistributionalPPO, run_dir: Path, cfg: Config) -> Distributio
     n = distinct_episodes(cfg, "val", 10)  # trading: every deterministic episode is the same
     stats = model.evaluate(n_episodes=n, deterministic=True, part="val")
     write_text_atomic(run_dir / "eval.json", json.dumps(stats, indent=2))
-    if model.monitor is not None:
+    if model.monitor is not None and not cfg.monitor.verbose:  # verbose: learn() printed it
         print(model.monitor.summary())
     if trading:
         print(validation_summary(model))

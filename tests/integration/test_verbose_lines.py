@@ -52,3 +52,23 @@ def test_verbose_0_prints_nothing(capsys: pytest.CaptureFixture[str]) -> None:
     model.learn(64)
     assert capsys.readouterr().out == ""
     model.close()
+
+
+def test_riskppo_train_verbose_prints_the_alert_summary_once(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    config = tmp_path / "tiny.yaml"
+    config.write_text(
+        "seed: 0\ntotal_timesteps: 64\nenv: {id: CartPole-v1, n_envs: 2}\n"
+        "ppo: {n_steps: 16, batch_size: 32, bptt_len: 8, n_epochs: 1}\n"
+        "policy: {lstm_hidden_size: 8}\nmonitor: {verbose: 1, log_interval: 1}\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "riskppo.cli", "train", "--config", str(config), "--run-dir",
+         str(tmp_path / "run"), "--no-progress"],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert _update_lines(proc.stdout), proc.stdout
+    assert proc.stdout.count("no alerts") == 1, proc.stdout
