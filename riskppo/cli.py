@@ -362,7 +362,12 @@ def _train_parser(sub: Any) -> None:
     p.add_argument("--config", help=config_help(DEFAULT_CONFIG))
     add_set(p)
     p.add_argument("--run-dir", help="run directory (default: runs/<time>-<env>-s<seed>)")
-    p.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its latest checkpoint")
+    p.add_argument(
+        "--resume",
+        metavar="RUN_DIR",
+        help="continue a run from its latest checkpoint, with its own config; "
+        "--set total_timesteps=N trains it on to N steps",
+    )
     p.add_argument(
         "--force",
         action="store_true",
