@@ -43,12 +43,19 @@ def _data(
                 align=align,
                 **file_options._asdict(),
             )
-    except DataError as exc:  # its remedy (align=...) spelled as the config key that sets it
-        raise exc.in_section("env.kwargs") from None
+    except DataError as exc:  # its remedy spelled as the config keys that set it
+        raise exc.in_section(_remedy_section(exc)) from None
     except ValueError as exc:
         raise ConfigError(
             f"portfolio env: {exc}; see env.kwargs dataset/symbols/paths/table"
         ) from None
+
+
+def _remedy_section(exc: DataError) -> str:
+    """Where the keys of ``exc``'s remedy live: how files are read (``sep``, ``nan_policy``, ...:
+    :class:`FileOptions`) under ``data``, the rest (``align``, ...) under ``env.kwargs``."""
+    keys = {k for k, _ in exc.remedy.settings} if exc.remedy else set()
+    return "data" if keys and keys <= set(FileOptions._fields) else "env.kwargs"
 
 
 def portfolio_range(
