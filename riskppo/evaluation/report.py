@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import html
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
@@ -91,6 +91,15 @@ STRATEGY_LABELS: dict[str, str] = {
     "sma_crossover": "SMA crossover",
     "supervised": "Supervised",
 }
+
+
+def _versus(strategies: Sequence[str]) -> str:
+    """The subtitle's "agent vs ..." from the strategies the report holds."""
+    others = [STRATEGY_LABELS.get(n, n) for n in strategies if n != "agent"]
+    if len(others) < 2:
+        return "agent vs " + "".join(others)
+    return f"agent vs {', '.join(others[:-1])} and {others[-1]}"
+
 
 _PLOT_CAPTIONS: dict[str, tuple[str, str]] = {
     "equity": (
@@ -387,8 +396,7 @@ def render_report(
 <style>{REPORT_CSS}</style></head>
 <body><main>
 <header><h1>{html.escape(title)}</h1>
-<div class="sub">{html.escape(period)} · agent vs buy-and-hold, vol-targeted buy-and-hold and
-SMA crossover</div>
+<div class="sub">{html.escape(period)} · {html.escape(_versus(strategies))}</div>
 <div class="badges">{_badges(r)}</div></header>
 {warning}{statistics_section(statistics)}
 <section><h2>Metrics</h2>{_metrics_table(metrics, strategies, metric_rows(r))}
@@ -467,7 +475,9 @@ a borrow cost of {r.env_settings["borrow_rate"]:.2%} a year. All numbers are <b>
 The agent acts deterministically (its most likely action); buy-and-hold pays the entry fee
 once. Buy-and-hold and SMA crossover hold full unit positions; vol-targeted buy-and-hold holds
 exposure min(target vol / EWM vol, max leverage), rebalanced (and charged fees) every bar — both
-whatever sizing the agent uses.</li>
+whatever sizing the agent uses. The supervised baseline holds a ridge forecast of the agent's
+own features, fitted on the training rows, mapped into the agent's band and traded with the
+agent's sizing and overlay.</li>
 <li><b>Exposure and the constraint.</b> "In the market" is the share of bars with an exposure
 of at least 5% of a full position (|exposure| &ge; 0.05); a strategy below
 {r.flat_threshold:.0%} is flat/near-flat and is never marked best. The horizon CVaR is the

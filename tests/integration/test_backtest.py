@@ -161,6 +161,10 @@ def test_report_is_self_contained_and_has_the_metrics_table(run):
     for label in ("Agent", "Buy &amp; hold", "SMA crossover", "Sharpe ratio", "CVaR 95%"):
         assert label in text
     assert "GOOGL" in text and "test split" in text
+    # the subtitle names every baseline the report holds, the supervised one included
+    assert (
+        "agent vs Buy &amp; hold, Vol-targeted B&amp;H, SMA crossover and Supervised</div>" in text
+    )
     # the fill in use, in the notes and the settings; run_info.json names it too
     assert "filled at the open of bar t+1 (the position held before earns the overnight gap)" in (
         " ".join(text.split())
