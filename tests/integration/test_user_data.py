@@ -84,7 +84,9 @@ def test_eval_prints_and_writes_a_labelled_table(user_run, user_csv: Path) -> No
     ckpt = (run / "checkpoints" / "latest").read_text().strip()
     table = (run / "evaluation_val.txt").read_text()
     assert proc.stdout.startswith(table)  # what was printed is what was written
-    assert table.splitlines()[0] == "riskppo eval: riskppo/Trading-v0 on my_prices.csv"
+    assert table.splitlines()[0] == (
+        "riskppo eval: riskppo/Trading-v0 on my_prices.csv, validation split (--split val)"
+    )
     labels = [line.split("  ")[1] for line in table.splitlines()[1:]]
     assert labels == [
         "run", "checkpoint", "split", "episodes", "unit", "mean return", "std", "CVaR 5%",
