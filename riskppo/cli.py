@@ -424,7 +424,7 @@ def _backtest_parser(sub: Any) -> None:
     p = add_command(
         sub,
         "backtest",
-        "backtest a trained trading agent against buy-and-hold and SMA",
+        "backtest a trained trading agent against its baselines (buy-and-hold, supervised, ...)",
         "Backtest a trading (or portfolio) run on one data period against buy-and-hold, "
         "vol-targeted buy-and-hold, an SMA crossover and a supervised forecast (a portfolio "
         "run: skfolio's allocations), after costs: RUN_DIR/backtest_SPLIT/ with report.html, "
