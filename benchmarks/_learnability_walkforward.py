@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from _planted_refs import best_rule, make_market, run_signals, scores
 
 
 def run_walkforward(csv: Path, run_dir: Path, sets: list[str], options: dict[str, Any]) -> None:
@@ -44,8 +45,6 @@ def run_walkforward(csv: Path, run_dir: Path, sets: list[str], options: dict[str
 
 def reference_frames(cfg: Any, segments: list[dict[str, Any]], planted: Any) -> dict[str, Any]:
     """Per reference, its strategy frame over every segment's test rows (stitched)."""
-    from _planted_refs import best_rule, run_signals
-
     from riskppo.evaluation.backtest import _agent_env
     from riskppo.evaluation.supervised import forecast_signals, supervised_signals
     from riskppo.evaluation.walkforward.plan import Segment, cell_config
@@ -72,8 +71,6 @@ def walkforward_row(
     market: str, seed: int, out: Path, sets: list[str], options: dict[str, Any]
 ) -> dict[str, Any]:
     """Run (or read back) one planted file's walk-forward; its row of the suite's table."""
-    from _planted_refs import make_market, scores
-
     from riskppo.config import Config
     from riskppo.evaluation.walkforward.report import headline
     from riskppo.stats import paired_sharpe_test
