@@ -37,12 +37,12 @@ from riskppo.algo.sb3_compat import (
     LearnCallbacks,
     checkpoint_dir,
     next_run_dir,
-    policy_and_env,
     set_env_mismatch,
 )
 from riskppo.algo.settings import (
     apply_num_threads,
     build_vgs,
+    config_and_env,
     config_from_keywords,
     entropy_target,
     optimizer_kwargs,
@@ -89,15 +89,8 @@ class DistributionalPPO:
         _spaces: tuple[spaces.Space, spaces.Space] | None = None,
         **kwargs: Any,
     ) -> None:
-        env, section = policy_and_env(args, env, kwargs.pop("policy", None))
-        if section is not None:  # policy={...}: the config's policy section
-            kwargs["policy"] = section
-        self.config = config_from_keywords(config, **kwargs)
+        self.config, env = config_and_env(args, env, config, kwargs, _spaces is None)
         cfg = self.config
-        if env is None and _spaces is None:
-            env = cfg.env.id
-        if isinstance(env, str):
-            self.config = cfg = config_from_keywords(cfg, id=env)
         # before anything is built: the orthogonal initialisation's QR (and so the weights of a
         # given seed) depends on torch's thread count, which an earlier model may have changed
         apply_num_threads(cfg)

@@ -12,10 +12,31 @@ import torch
 from gymnasium import spaces
 
 from riskppo import core
-from riskppo.algo.sb3_compat import KEYWORDS, policy_fields, unknown_keyword
+from riskppo.algo.sb3_compat import KEYWORDS, policy_and_env, policy_fields, unknown_keyword
 from riskppo.config import Config, ConfigError, set_by_path
 from riskppo.nn.distributions import max_entropy
 from riskppo.optim import VarianceGradientScaler
+
+
+def config_and_env(
+    args: tuple[Any, ...],
+    env: Any,
+    config: Config | dict[str, Any] | str | Path | None,
+    kwargs: dict[str, Any],
+    default_env: bool,
+) -> tuple[Config, Any]:
+    """The model's config and env from RecurrentPPO-style ``(policy, env)`` arguments and
+    keywords (``kwargs`` loses its ``policy``); ``default_env``: no env given means the
+    config's ``env.id``, and an env id also sets it."""
+    env, section = policy_and_env(args, env, kwargs.pop("policy", None))
+    if section is not None:  # policy={...}: the config's policy section
+        kwargs["policy"] = section
+    cfg = config_from_keywords(config, **kwargs)
+    if env is None and default_env:
+        env = cfg.env.id
+    if isinstance(env, str):
+        cfg = config_from_keywords(cfg, id=env)
+    return cfg, env
 
 
 def config_from_keywords(
