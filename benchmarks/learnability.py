@@ -167,7 +167,7 @@ def market_name(text: str) -> str:
     return text
 
 
-def main() -> None:
+def parser() -> BenchParser:
     ap = BenchParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
         "--markets",
@@ -204,7 +204,11 @@ def main() -> None:
     )
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--market", help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    return ap
+
+
+def main() -> None:
+    args = parser().parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="learnability-"))
     out.mkdir(parents=True, exist_ok=True)
     if args.worker:
