@@ -211,6 +211,19 @@ def first_hit(curve: list[list[float]], threshold: float) -> int | None:
     return None
 
 
+def _row(algo: str, curves: list[Any], a: argparse.Namespace) -> list[str]:
+    """One trainer's table row from its seeds' evaluation curves."""
+    hits = [first_hit(curve, a.threshold) for curve in curves]
+    finals = [curve[-1][1] for curve in curves]
+    med = statistics.median([h if h is not None else float("inf") for h in hits])
+    return [
+        algo,
+        " ".join(str(h) if h is not None else f">{a.budget}" for h in hits),
+        f"{med:,.0f}" if med != float("inf") else f">{a.budget:,}",
+        f"{np.mean(finals):.1f} ± {np.std(finals):.1f}",
+    ]
+
+
 def main() -> None:
     p = BenchParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -260,18 +273,7 @@ def main() -> None:
             for job in jobs
         }
         results = {job: f.result()["curve"] for job, f in futures.items()}
-    rows = []
-    for algo in a.algos:
-        hits = [first_hit(results[(algo, s)], a.threshold) for s in seeds]
-        finals = [results[(algo, s)][-1][1] for s in seeds]
-        as_num = [h if h is not None else float("inf") for h in hits]
-        med = statistics.median(as_num)
-        rows.append([
-            algo,
-            " ".join(str(h) if h is not None else f">{a.budget}" for h in hits),
-            f"{med:,.0f}" if med != float("inf") else f">{a.budget:,}",
-            f"{np.mean(finals):.1f} ± {np.std(finals):.1f}",
-        ])  # fmt: skip
+    rows = [_row(algo, [results[(algo, s)] for s in seeds], a) for algo in a.algos]
     print(table(rows, ["trainer", f"steps to {a.threshold:g} per seed", "median", "last eval"]))
     print(json.dumps({f"{k[0]}/{k[1]}": v for k, v in results.items()}))
 
