@@ -99,9 +99,7 @@ def walkforward_row(
         if key != "vt_bh":
             test = paired_sharpe_test(frame["log_return"].to_numpy(), bench, 252)
             row[f"p_{key}"] = test.p_one_sided
-    row["rule_name"] = "per segment"
     row["corr_test"] = float(agent["signal"].corr(info.reindex(agent.index)))
-    row["corr_train"] = float("nan")
     verdict = headline(metrics)["verdict"]
     row["verdict_claim"], row["verdict_p"] = verdict["claim"], verdict["p_adjusted"]
     return row
