@@ -131,7 +131,7 @@ def table(rows: list[dict[str, Any]], prefix: str = "") -> str:
     return "\n".join(lines)
 
 
-def plot(rows: list[dict[str, Any]], path: Path) -> None:
+def plot(rows: list[dict[str, Any]], path: Path, ylabel: str = "Sharpe, test rows") -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -145,7 +145,8 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
         values = [r.get(name, np.nan) for r in rows]
         ax.bar(np.arange(len(rows)) + i * width, values, width, label=name)
     ax.set_xticks(np.arange(len(rows)) + 0.4 - width / 2, labels, rotation=30, ha="right")
-    ax.set_ylabel("Sharpe, test rows")
+    ax.set_ylabel(ylabel)
+    ax.margins(y=0.25)  # room for the legend above the bars
     ax.axhline(0, color="k", lw=0.5)
     ax.legend(fontsize=7, ncol=len(names))
     fig.tight_layout()
@@ -254,7 +255,7 @@ def walkforward_main(args: argparse.Namespace, out: Path) -> None:
     print(f"# agent settings: {args.sets or 'the shipped GOOGL config'}")
     print(walkforward_table(rows, capture))
     (out / "learnability_walkforward.json").write_text(json.dumps(rows, indent=1))
-    plot(rows, out / "learnability_walkforward.png")
+    plot(rows, out / "learnability_walkforward.png", "Sharpe, out-of-sample bars")
     print(f"# runs, figures and plot: {out}")
 
 
