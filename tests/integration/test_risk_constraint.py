@@ -131,12 +131,19 @@ def test_pid_defaults_recover_from_a_long_violation_in_a_bounded_number_of_updat
     assert pid.i == pytest.approx(r.pid_i_max)
     assert r.pid_i_max <= lam <= r.pid_i_max + 1.0  # the P term (kp·v = 0.5) on top
     bound = int((r.pid_i_max - 1.0) / (r.pid_ki * 0.669)) + 10
+    lam = _slack_until_below_one(r, lam, pid, bound)
+    assert lam < 1.0, f"λ = {lam:.2f} after {bound} updates of slack"
+    assert r.pid_i_max / (1.0 + r.pid_i_max) >= 0.95  # the CVaR weight had saturated
+
+
+def _slack_until_below_one(r, lam: float, pid, bound: int) -> float:
+    """λ after up to ``bound`` updates of a satisfied constraint (v = −0.669), stopping once it
+    is below 1."""
     for _ in range(bound):
         lam, pid = multiplier_step(r, lam, pid, -0.669)
         if lam < 1.0:
             break
-    assert lam < 1.0, f"λ = {lam:.2f} after {bound} updates of slack"
-    assert r.pid_i_max / (1.0 + r.pid_i_max) >= 0.95  # the CVaR weight had saturated
+    return lam
 
 
 def test_dual_ascent_is_capped_and_recovers_from_a_long_violation_in_a_bounded_time():
@@ -154,10 +161,7 @@ def test_dual_ascent_is_capped_and_recovers_from_a_long_violation_in_a_bounded_t
     lam, pid = multiplier_step(r, lam, pid, -0.669)
     assert lam == pytest.approx(r.dual_lambda_max - r.lambda_lr * 0.669)  # falls at once
     bound = int((r.dual_lambda_max - 1.0) / (r.lambda_lr * 0.669)) + 1
-    for _ in range(bound):
-        lam, pid = multiplier_step(r, lam, pid, -0.669)
-        if lam < 1.0:
-            break
+    lam = _slack_until_below_one(r, lam, pid, bound)
     assert lam < 1.0, f"λ = {lam:.2f} after {bound} updates of slack"
     # None: only lambda_max caps λ (the old behaviour, still available)
     uncapped = r.model_copy(update={"dual_lambda_max": None})
