@@ -13,7 +13,9 @@ modules (conventions and units in :mod:`riskppo.stats.core`):
   :func:`min_trl_from_moments`) take a paper's numbers directly;
 * :mod:`~riskppo.stats.bootstrap`: :func:`sharpe_ci` and
   :func:`sharpe_difference_bootstrap` (block bootstraps through ``arch``);
-* :mod:`~riskppo.stats.null`: :func:`random_timing_null`, :func:`matched_smoothness`.
+* :mod:`~riskppo.stats.null`: :func:`random_timing_null`, :func:`matched_smoothness`;
+* :mod:`~riskppo.stats.pbo`: :func:`probability_of_backtest_overfitting` (Bailey, Borwein,
+  López de Prado & Zhu 2017), over the records of several configurations on the same bars.
 
 :func:`summarize` runs all of them for an agent against a benchmark and against the benchmark
 scaled to the agent's mean exposure::
@@ -62,8 +64,10 @@ from riskppo.stats.core import (
     verdict,
 )
 from riskppo.stats.null import RandomTiming, matched_smoothness, random_timing_null
+from riskppo.stats.pbo import PBO, probability_of_backtest_overfitting
 
 __all__ = [
+    "PBO",
     "AlphaBeta",
     "Comparison",
     "Interval",
@@ -85,6 +89,7 @@ __all__ = [
     "moments",
     "paired_sharpe_test",
     "probabilistic_sharpe",
+    "probability_of_backtest_overfitting",
     "psr_from_moments",
     "random_timing_null",
     "scale_to_exposure",
