@@ -11,7 +11,7 @@ import dataclasses
 import math
 import time
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -50,6 +50,7 @@ from riskppo.algo.settings import (
 )
 from riskppo.algo.state import TrainingState, initial_training_state
 from riskppo.config import Config, ConfigError, check_rollout_memory, set_by_path
+from riskppo.config.data import TRADING_ID
 from riskppo.envs.episodes import run_episodes
 from riskppo.envs.vec.build import EnvSpec, build_vec_env, find_normalizer, sb3_view
 from riskppo.envs.vec.tensors import env_actions, obs_tensor
@@ -62,6 +63,9 @@ from riskppo.nn.predict_args import check_state, episode_starts, obs_array
 from riskppo.optim import build_optimizer
 from riskppo.persist.checkpoint import load_checkpoint, save_checkpoint
 from riskppo.persist.snapshot import Snapshot
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 class DistributionalPPO:
@@ -77,7 +81,9 @@ class DistributionalPPO:
     (``gymnasium.make_vec``; :mod:`riskppo.envs.vec.gym_vector`) or one ``gym.Env`` instance (with
     ``n_envs=1``); none: the config's ``env.id``. ``config``: a :class:`Config`, a dict or the
     path of a YAML file; keywords set single fields. What SB3's keywords and methods become here:
-    :mod:`riskppo.algo.sb3_compat` and ``docs/sb3.md``.
+    :mod:`riskppo.algo.sb3_compat` and ``docs/sb3.md``. ``df``: a pandas DataFrame of bars (and
+    ``data.signals`` columns) that ``riskppo/Trading-v0`` trades instead of ``data.path``, in
+    training and evaluation envs alike (``docs/data.md``).
     """
 
     def __init__(
@@ -86,11 +92,15 @@ class DistributionalPPO:
         env: EnvSpec | gym.Env | None = None,
         config: Config | dict[str, Any] | str | Path | None = None,
         run_dir: str | Path | None = None,
+        df: pd.DataFrame | None = None,
         _spaces: tuple[spaces.Space, spaces.Space] | None = None,
         **kwargs: Any,
     ) -> None:
         self.config, env = config_and_env(args, env, config, kwargs, _spaces is None)
         cfg = self.config
+        if df is not None and (trades := env if env is not None else cfg.env.id) != TRADING_ID:
+            raise ConfigError(f"df= (a DataFrame of bars) is for env {TRADING_ID}, not {trades}")
+        self.df = df  # the user's bars, or None: the data section's file or dataset
         # before anything is built: the orthogonal initialisation's QR (and so the weights of a
         # given seed) depends on torch's thread count, which an earlier model may have changed
         apply_num_threads(cfg)
@@ -157,7 +167,7 @@ class DistributionalPPO:
         """The training VecEnv for ``env``; remembers what evaluation envs are made from (a
         ``gym.Env`` instance or a ``VecEnv`` is evaluated on as it is)."""
         cfg = self.config
-        venv = build_vec_env(env, cfg.env, cfg.seed, cfg.data, risk=cfg.risk)
+        venv = build_vec_env(env, cfg.env, cfg.seed, cfg.data, risk=cfg.risk, frame=self.df)
         self._env_spec = venv if isinstance(env, gym.Env | VectorEnv) else env
         self.env_is_id = isinstance(env, str)
         return venv
@@ -469,6 +479,7 @@ class DistributionalPPO:
             part=part,
             n_envs=n_envs,
             risk=self.config.risk,
+            frame=self.df,
         )
         target = find_normalizer(venv)
         source = self.obs_statistics()

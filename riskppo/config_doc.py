@@ -31,8 +31,9 @@ from riskppo.envs.trading.env import TradingEnv
 __all__ = ["TRADING_KWARGS", "leaf_fields", "render", "trading_kwargs"]
 
 # What each keyword argument of TradingEnv means, in env.kwargs terms (the env's docstring has
-# the formulas). start/end come from the data split and render_mode is unused, so they are left out.
-UNSET_BY_USER = ("start", "end", "render_mode")
+# the formulas). start/end come from the data split, signals from data.signals and render_mode is
+# unused, so they are left out.
+UNSET_BY_USER = ("start", "end", "render_mode", "signals")
 TRADING_KWARGS = {
     "window": "bars of features in one observation (the last `window` rows, oldest first); ≥ 1",
     "positions": "discrete actions: the target position of each action; null = [-1, 0, 1] "
@@ -116,6 +117,8 @@ def _type(ann: Any) -> str:
         return " or ".join("null" if a is type(None) else _type(a) for a in args)
     if origin is Literal:
         return "string" if all(isinstance(a, str) for a in args) else "choice"
+    if origin is tuple and args[-1] is Ellipsis:  # tuple[str, ...]: any length
+        return f"list of {_type(args[0])}s"
     if origin is tuple:
         return f"list of {len(args)} {_type(args[0])}s"
     if origin is list:

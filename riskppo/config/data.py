@@ -105,6 +105,12 @@ class DataConfig(_Section):
         "'.', or ',' for a file not separated by ',' whose numbers have decimal commas "
         "(1.234,5: '.' only as thousands separator)",
     )
+    signals: tuple[str, ...] = Field(
+        (),
+        description="your own numeric columns of the data.path file (or of the DataFrame passed "
+        "as df=), named exactly, observed raw after the features: a value is known at its bar's "
+        "close; missing values follow nan_policy; portfolios: per asset (docs/data.md)",
+    )
     bars: tuple[int, int, int, int] | None = Field(
         None,
         description="[start, train_end, val_end, end] row positions (0-based, ends exclusive) "
@@ -136,6 +142,21 @@ class DataConfig(_Section):
         if not path.strip():
             raise ValueError("empty; give the path of a CSV or Parquet file, or null")
         return os.path.abspath(os.path.expanduser(path))
+
+    @field_validator("signals", mode="before")
+    @classmethod
+    def _signal_list(cls, signals: object) -> object:
+        """A list of distinct column names (a single name is refused with the list to write)."""
+        if isinstance(signals, str):
+            raise ValueError(f"must be a list of column names, e.g. [{signals}]")
+        if isinstance(signals, list | tuple):
+            for name in signals:
+                if not isinstance(name, str) or not name.strip():
+                    raise ValueError(f"{name!r} is not a column name")
+            dup = next((n for i, n in enumerate(signals) if n in signals[:i]), None)
+            if dup is not None:
+                raise ValueError(f"column {dup!r} is named twice")
+        return signals
 
     @field_validator("sep")
     @classmethod

@@ -12,7 +12,14 @@ from riskppo.config import ConfigError
 from riskppo.envs.market.calendar import file_bars_per_year
 from riskppo.envs.market.datasets import DATASETS, load_dataset
 from riskppo.envs.market.errors import data_warnings_in
-from riskppo.envs.market.ohlcv import DataError, NanPolicy, default_split, index_range, load_ohlcv
+from riskppo.envs.market.ohlcv import (
+    DataError,
+    NanPolicy,
+    default_split,
+    index_range,
+    load_ohlcv,
+    validate_ohlcv,
+)
 from riskppo.envs.registration import data_label
 from riskppo.envs.trading.env import TradingEnv
 
@@ -31,12 +38,44 @@ class FileOptions(NamedTuple):
     adjusted: bool = False
     sep: str | None = None
     decimal: str | None = None
+    signals: tuple[str, ...] = ()  # data.signals: the file's own columns to observe
+
+
+def _any_frame(
+    dataset: str | None,
+    path: str | None,
+    options: FileOptions,
+    symbol: str | None = None,
+    frame: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """The canonical frame of the user's ``frame`` (a DataFrame: it wins), ``path`` or
+    ``dataset`` (with ``options.signals``' columns)."""
+    if frame is None:
+        return _frame(dataset, path, options, symbol)
+    if not isinstance(frame, pd.DataFrame):
+        raise ConfigError(f"df: a pandas DataFrame of bars, got {type(frame).__name__}")
+    try:
+        return validate_ohlcv(
+            frame,
+            nan_policy=options.nan_policy,
+            ffill_limit=options.ffill_limit,
+            sort=options.sort,
+            signals=options.signals,
+        )
+    except DataError as exc:
+        raise exc.in_section("data") from None
 
 
 @lru_cache(maxsize=8)
 def _frame(
     dataset: str | None, path: str | None, options: FileOptions, symbol: str | None = None
 ) -> pd.DataFrame:
+    if path is None and options.signals:
+        raise ConfigError(
+            f"data.signals={list(options.signals)}: the bundled dataset "
+            f"{data_label(dataset, path, symbol)} has no columns of yours; point data.path at "
+            "your file (or pass the DataFrame as df= in Python)"
+        )
     if path is not None:
         try:
             with data_warnings_in("data"):
@@ -65,6 +104,8 @@ def trading_range(
     bars: Sequence[int] | None = None,
     sep: str | None = None,
     decimal: str | None = None,
+    signals: Sequence[str] = (),
+    frame: pd.DataFrame | None = None,
 ) -> tuple[pd.DataFrame, int, int]:
     """The full frame and the ``[lo, hi)`` bar range of ``part`` of the time split.
 
@@ -75,11 +116,14 @@ def trading_range(
     ``symbol`` picks the stock of a multi-asset dataset (``sp500``).
     ``bars`` (``data.bars``: ``[start, train_end, val_end, end]`` row positions) replaces the
     fractional ``split``; the frame is then cut at ``end``, so nothing after it can reach the
-    env (a walk-forward segment sees only its own past)."""
+    env (a walk-forward segment sees only its own past). ``signals`` (``data.signals``): the
+    data's own columns kept in the frame. ``frame``: a user's DataFrame of bars instead of a file
+    or dataset (validated with :func:`~riskppo.envs.validate_ohlcv`)."""
     options = FileOptions(
-        nan_policy, ffill_limit, sort, timestamp_format, dayfirst, adjusted, sep, decimal
-    )
-    return _range(dataset, path, split, part, options, symbol, bars)
+        nan_policy, ffill_limit, sort, timestamp_format, dayfirst, adjusted, sep, decimal,
+        tuple(signals),
+    )  # fmt: skip
+    return _range(dataset, path, split, part, options, symbol, bars, frame)
 
 
 def _range(
@@ -90,17 +134,19 @@ def _range(
     options: FileOptions,
     symbol: str | None,
     bars: Sequence[int] | None,
+    frame: pd.DataFrame | None = None,
 ) -> tuple[pd.DataFrame, int, int]:
     """:func:`trading_range` with the file options as one :class:`FileOptions`."""
     if part not in SPLIT_PARTS:
         raise ValueError(f"trading env: part must be one of {SPLIT_PARTS}, got {part!r}")
-    df = _frame(dataset, path, options, symbol)
+    df = _any_frame(dataset, path, options, symbol, frame)
+    label = _label(dataset, path, symbol, frame)
     if bars is not None:
-        return _bar_range(df, tuple(bars), part, path or str(dataset))
+        return _bar_range(df, tuple(bars), part, label)
     try:
         parts = default_split(df, tuple(split))
     except ValueError as exc:  # e.g. too few rows for the split
-        raise DataError(path or data_label(dataset, path, symbol), str(exc)) from None
+        raise DataError(path or label, str(exc)) from None
     lo, hi = index_range(df, getattr(parts, part))
     return df, lo, hi
 
@@ -120,6 +166,12 @@ def _bar_range(
     return df.iloc[:end], lo, hi
 
 
+def _label(
+    dataset: str | None, path: str | None, symbol: str | None, frame: pd.DataFrame | None
+) -> str:
+    return "<DataFrame>" if frame is not None else data_label(dataset, path, symbol)
+
+
 def make_trading_env(
     *,
     dataset: str | None = "googl",
@@ -136,18 +188,23 @@ def make_trading_env(
     bars: Sequence[int] | None = None,
     sep: str | None = None,
     decimal: str | None = None,
+    signals: Sequence[str] = (),
+    frame: pd.DataFrame | None = None,
     **env_kwargs: Any,
 ) -> TradingEnv:
-    """A :class:`TradingEnv` trading only inside ``part``; evaluation parts run start to end."""
+    """A :class:`TradingEnv` trading only inside ``part``; evaluation parts run start to end.
+    ``signals``: the data's own columns, observed after the features; ``frame``: a user's
+    DataFrame of bars instead of ``path`` / ``dataset`` (:func:`trading_range`)."""
     env_kwargs.pop("render_mode", None)  # SB3's make_vec_env asks for rgb_array; nothing to render
     options = FileOptions(
-        nan_policy, ffill_limit, sort, timestamp_format, dayfirst, adjusted, sep, decimal
-    )
-    df, lo, hi = _range(dataset, path, split, part, options, symbol, bars)
-    label = data_label(dataset, path, symbol)
+        nan_policy, ffill_limit, sort, timestamp_format, dayfirst, adjusted, sep, decimal,
+        tuple(signals),
+    )  # fmt: skip
+    df, lo, hi = _range(dataset, path, split, part, options, symbol, bars, frame)
+    label = _label(dataset, path, symbol, frame)
     env_kwargs.setdefault("data_label", label)
-    if path is not None:  # the whole file's count, whatever part or segment this env trades
-        whole = _frame(dataset, path, options, symbol)  # cached: the frame trading_range read
+    if path is not None or frame is not None:  # the whole data's count, whatever part trades
+        whole = _any_frame(dataset, path, options, symbol, frame)  # a file: cached
         env_kwargs["bars_per_year"] = file_bars_per_year(
             whole.index, label, env_kwargs.get("bars_per_year")
         )
@@ -156,7 +213,7 @@ def make_trading_env(
     if part != "train":
         env_kwargs.setdefault("random_start", False)
     try:
-        return TradingEnv(df, start=lo, end=hi, **env_kwargs)
+        return TradingEnv(df, start=lo, end=hi, signals=options.signals, **env_kwargs)
     except DataError:
         raise
     except ValueError as exc:  # env.kwargs that do not fit (this part of) the data

@@ -51,6 +51,22 @@ does).
 Every feature reads the close; ``hl_range`` also needs the high and low, ``volz_k`` the volume
 (:func:`feature_columns`). On data without those columns (a close-only file, see
 :mod:`riskppo.envs.market.ohlcv`) :func:`split_features` says which features to leave out.
+
+**Signal columns.** ``compute_features(df, features, signals=[...])`` appends ``df``'s own
+columns ``signals`` (a user's forecast, read with ``load_ohlcv(..., signals=...)``), raw, as
+features of lookback 0: a signal's value at bar ``t`` is known at that bar's close
+(:mod:`riskppo.envs.market.signals`).
+
+**Your own features.** :func:`register` adds a named feature — a function of the price frame
+returning one float per row — usable in ``features`` (``env.kwargs.features``) like a built-in
+one. It is refused (``ValueError``, one line) unless it is causal on a seeded synthetic frame:
+the bars after ``t`` are changed for several ``t`` and no value at a row ``<= t`` may move
+(:mod:`riskppo.envs.causality`)::
+
+    @register("sma_gap", lookback=19)
+    def sma_gap(df):  # log(close / 20-bar mean of the close)
+        close = df["close"]
+        return np.log(close / close.rolling(20).mean()).to_numpy()
 """
 
 from __future__ import annotations
@@ -59,22 +75,38 @@ import math
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import overload
 
 import numpy as np
 import pandas as pd
 from numpy.lib.stride_tricks import sliding_window_view
 
+from riskppo.envs.feature_registry import (
+    _REGISTRY,
+    FeatureFn,
+    RegisteredFeature,
+    check_causal,
+    new_feature,
+    registered_features,
+    registered_values,
+    unregister,
+)
 from riskppo.envs.trading.sizing import ewm_volatility
 
 __all__ = [
     "DEFAULT_FEATURES",
     "TRADING_FEATURES",
     "FeatureMatrix",
+    "RegisteredFeature",
+    "check_signal_bound",
     "compute_features",
     "feature_columns",
     "feature_lookback",
     "left_out_line",
+    "register",
+    "registered_features",
     "split_features",
+    "unregister",
 ]
 
 DEFAULT_FEATURES: tuple[str, ...] = (
@@ -114,6 +146,7 @@ MACD_PRICE_STD = 63  # bars of the price std that normalises q
 MACD_Q_STD = 252  # bars of the std of q that normalises macd
 # the columns besides close that a feature kind reads
 _EXTRA_COLUMNS: dict[str, tuple[str, ...]] = {"hl_range": ("high", "low"), "volz": ("volume",)}
+_OPTIONAL_COLUMNS = ("open", "high", "low", "volume")  # a file may lack them (close-only data)
 
 
 @dataclass(frozen=True)
@@ -132,6 +165,8 @@ class FeatureMatrix:
 
 
 def _parse(name: str) -> tuple[str, tuple[int, ...]]:
+    if name in _REGISTRY:
+        return "registered", ()
     if name == "hl_range":
         return name, ()
     m = _MACD.match(name)
@@ -142,7 +177,11 @@ def _parse(name: str) -> tuple[str, tuple[int, ...]]:
         return "macd", (f, s)
     m = _PATTERN.match(name)
     if m is None:
-        raise ValueError(f"unknown feature {name!r}; valid forms: {_FORMS}")
+        mine = f"; registered: {', '.join(_REGISTRY)}" if _REGISTRY else ""
+        raise ValueError(
+            f"unknown feature {name!r}; valid forms: {_FORMS}, or a name registered with "
+            f"riskppo.envs.features.register{mine}"
+        )
     kind, k = m.group(1), int(m.group(2))
     if kind in ("vol", "zscore", "volz", "ewmvol") and k < 2:
         raise ValueError(f"feature {name!r} needs a window k >= 2")
@@ -152,6 +191,8 @@ def _parse(name: str) -> tuple[str, tuple[int, ...]]:
 def feature_lookback(name: str) -> int:
     """Number of earlier bars feature ``name`` needs (its first complete row)."""
     kind, p = _parse(name)
+    if kind == "registered":
+        return _REGISTRY[name].lookback
     if kind == "hl_range":
         return 0
     if kind == "macd":
@@ -170,7 +211,9 @@ def feature_lookback(name: str) -> int:
 
 def feature_columns(name: str) -> tuple[str, ...]:
     """The columns besides ``close`` that feature ``name`` reads (``("high", "low")`` for
-    ``hl_range``, ``("volume",)`` for ``volz_k``, else empty)."""
+    ``hl_range``, ``("volume",)`` for ``volz_k``; a registered feature's ``columns``)."""
+    if name in _REGISTRY:
+        return tuple(c for c in _REGISTRY[name].columns if c != "close")
     return _EXTRA_COLUMNS.get(_parse(name)[0], ())
 
 
@@ -178,11 +221,14 @@ def split_features(
     features: Sequence[str], columns: Collection[str]
 ) -> tuple[tuple[str, ...], dict[str, tuple[str, ...]]]:
     """The ``features`` computable from data with ``columns``, in order, and the others, each
-    mapped to the columns it needs that are missing."""
+    mapped to the price columns (open, high, low, volume) it needs that are missing. (A
+    registered feature that reads a missing column of another name is kept: computing it
+    raises, naming the column.)"""
     kept: list[str] = []
     left_out: dict[str, tuple[str, ...]] = {}
     for name in features:
-        missing = tuple(c for c in feature_columns(name) if c not in columns)
+        needs = feature_columns(name)
+        missing = tuple(c for c in needs if c not in columns and c in _OPTIONAL_COLUMNS)
         if missing:
             left_out[name] = missing
         else:
@@ -325,25 +371,25 @@ def _one(
     return out
 
 
-def compute_features(df: pd.DataFrame, features: Sequence[str] = DEFAULT_FEATURES) -> FeatureMatrix:
+def compute_features(
+    df: pd.DataFrame, features: Sequence[str] = DEFAULT_FEATURES, signals: Sequence[str] = ()
+) -> FeatureMatrix:
     """Compute ``features`` causally for an OHLCV or close-only frame (canonical columns, see
-    ``load_ohlcv``).
+    ``load_ohlcv``), then append ``df``'s columns ``signals`` raw (lookback 0).
 
     Raises:
-        ValueError: for an unknown or duplicate feature name, an empty feature list, a feature
-            whose columns ``df`` lacks (:func:`split_features` leaves those out), or a
-            non-finite value after the warm-up (e.g. a non-positive price in unvalidated data).
+        ValueError: for an unknown or duplicate name, no name at all, a feature whose columns
+            ``df`` lacks (:func:`split_features` leaves those out), a registered feature that
+            returns anything but one float per row, or a non-finite value after the warm-up
+            (e.g. a non-positive price in unvalidated data).
     """
-    names = tuple(features)
+    names = (*features, *signals)
     if not names:
         raise ValueError("features must name at least one feature")
     if len(set(names)) != len(names):
         raise ValueError(f"duplicate feature names in {names}")
-    lookbacks = [feature_lookback(f) for f in names]
-    _, left_out = split_features(names, df.columns)
-    if left_out:
-        name, missing = next(iter(left_out.items()))
-        raise ValueError(f"feature {name!r} needs the {'/'.join(missing)} column(s); df lacks it")
+    lookbacks = [feature_lookback(f) for f in features]
+    _check_columns(df, features, signals)
     close = df["close"].to_numpy(dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         logc = np.log(close)
@@ -353,9 +399,15 @@ def compute_features(df: pd.DataFrame, features: Sequence[str] = DEFAULT_FEATURE
             hl = np.log(df["high"].to_numpy(np.float64) / df["low"].to_numpy(np.float64))
         if "volume" in df.columns:
             lv = np.log1p(df["volume"].to_numpy(np.float64))
-        cols = [_one(*_parse(f), close, logc, r1, hl, lv) for f in names]
+        cols = [
+            registered_values(_REGISTRY[f], df)
+            if f in _REGISTRY
+            else _one(*_parse(f), close, logc, r1, hl, lv)
+            for f in features
+        ]
+    cols += [df[s].to_numpy(np.float64) for s in signals]
     values = np.ascontiguousarray(np.stack(cols, axis=1).astype(np.float32))
-    warmup = max(lookbacks)
+    warmup = max(lookbacks, default=0)
     tail = values[warmup:]
     if not np.isfinite(tail).all():
         row, col = np.argwhere(~np.isfinite(tail))[0]
@@ -364,3 +416,94 @@ def compute_features(df: pd.DataFrame, features: Sequence[str] = DEFAULT_FEATURE
             f"({df.index[warmup + row]}); validate the data with load_ohlcv/validate_ohlcv"
         )
     return FeatureMatrix(values=values, names=names, warmup=warmup)
+
+
+def _check_columns(df: pd.DataFrame, features: Sequence[str], signals: Sequence[str]) -> None:
+    """Every column ``features`` read and every signal is in ``df`` (``ValueError`` naming it)."""
+    _, left_out = split_features(features, df.columns)
+    if left_out:
+        name, missing = next(iter(left_out.items()))
+        raise ValueError(f"feature {name!r} needs the {'/'.join(missing)} column(s); df lacks it")
+    for name in features:
+        lacks = [c for c in feature_columns(name) if c not in df.columns]
+        if lacks:
+            raise ValueError(
+                f"feature {name!r} reads column {lacks[0]!r}, which the data lacks (a column "
+                "of your file is kept only when named in data.signals / signals=)"
+            )
+    lacks = [s for s in signals if s not in df.columns]
+    if lacks:
+        raise ValueError(
+            f"signal column {lacks[0]!r} is not in the data; load it with "
+            f"load_ohlcv(..., signals=[{lacks[0]!r}]) or set data.signals"
+        )
+
+
+def check_signal_bound(fm: FeatureMatrix, signals: Sequence[str], bound: float) -> None:
+    """``ValueError`` naming the first of the ``signals`` columns of ``fm`` whose values reach
+    beyond ``±bound`` (an env's observation bound: clipping would change them silently)."""
+    for name in signals:
+        top = float(np.nanmax(np.abs(fm.values[:, fm.names.index(name)]), initial=0.0))
+        if top > bound:
+            raise ValueError(
+                f"signal column {name!r} reaches {top:g}, beyond the observation bound "
+                f"±{bound:g}; rescale it (e.g. divide by 1e6)"
+            )
+
+
+@overload
+def register(
+    name: str,
+    fn: None = None,
+    *,
+    lookback: int = 0,
+    columns: Sequence[str] = (),
+    replace: bool = False,
+) -> Callable[[FeatureFn], FeatureFn]: ...
+@overload
+def register(
+    name: str,
+    fn: FeatureFn,
+    *,
+    lookback: int = 0,
+    columns: Sequence[str] = (),
+    replace: bool = False,
+) -> FeatureFn: ...
+def register(
+    name: str,
+    fn: FeatureFn | None = None,
+    *,
+    lookback: int = 0,
+    columns: Sequence[str] = (),
+    replace: bool = False,
+) -> FeatureFn | Callable[[FeatureFn], FeatureFn]:
+    """Add feature ``name``: ``fn(df)`` returns the value at each bar of the price frame ``df``
+    (a float array or Series of ``len(df)``, NaN before row ``lookback``). Returns ``fn``; with
+    ``fn`` omitted, a decorator. ``columns``: the columns besides ``close`` it reads (a feature
+    reading ``high``/``low``/``open``/``volume`` is left out on data without them; any other
+    column must be a signal column of the data). ``replace``: allow a name already registered.
+
+    Raises:
+        ValueError: one line, for a bad name (or a built-in's), a name taken without
+            ``replace``, or a feature that fails its check on a seeded synthetic frame: a wrong
+            length, non-float values, a non-finite value from row ``lookback`` on, or a look-ahead
+            (a value at row ``<= t`` that changes when the bars after ``t`` change).
+    """
+
+    def add(f: FeatureFn) -> FeatureFn:
+        if name not in _REGISTRY and _is_builtin(name):
+            raise ValueError(f"feature name {name!r} is a built-in feature's; choose another")
+        feature = new_feature(name, f, lookback, columns, replace)
+        check_causal(feature)
+        _REGISTRY[name] = feature
+        return f
+
+    return add if fn is None else add(fn)
+
+
+def _is_builtin(name: str) -> bool:
+    try:
+        _parse(name)
+    except ValueError as exc:
+        return not str(exc).startswith("unknown feature")
+    return True

@@ -25,6 +25,10 @@ def check_env_kwargs(env_id: str, kwargs: Mapping[str, Any]) -> None:
     if accepted is None:
         return
     for key in kwargs:
+        if key == "signals" and env_id in (TRADING_ID, PORTFOLIO_ID):
+            raise ConfigError(
+                "env.kwargs.signals: set data.signals instead (the columns are read with the data)"
+            )
         if key not in accepted:
             hint = suggest(key, sorted(accepted - _MAKE_KWARGS), ("env", "kwargs"))
             raise ConfigError(f"env.kwargs.{key}: {env_id} takes no argument {key!r}; {hint}")

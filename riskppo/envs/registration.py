@@ -64,6 +64,7 @@ def data_kwargs(data: DataConfig) -> dict[str, Any]:
         "bars": data.bars,
         "sep": data.sep,
         "decimal": data.decimal,
+        "signals": tuple(data.signals),
     }
 
 

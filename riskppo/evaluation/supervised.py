@@ -22,7 +22,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from riskppo.envs.features import compute_features
 from riskppo.envs.trading.env import TradingEnv
 
 __all__ = ["RidgeForecast", "fit_ridge", "forecast_signals", "supervised_signals", "targets"]
@@ -107,11 +106,11 @@ def supervised_signals(train_env: TradingEnv, env: TradingEnv) -> tuple[np.ndarr
     decision bars of ``train_env``'s trading range (which must end before ``env``'s starts, or
     be the same range for an in-sample fit); the fitted forecast."""
     lo, hi = train_env.trading_range
-    feats = compute_features(train_env.df, train_env.feature_names).values
+    feats = train_env.feature_matrix.values  # features, then signal columns
     y = targets(train_env)
     rows = np.arange(lo, hi - 1)  # the last decision's target reaches past the range's end
     rows = rows[np.isfinite(y[rows]) & np.isfinite(feats[rows]).all(1)]
     model = fit_ridge(feats[rows], y[rows])
-    x = compute_features(env.df, env.feature_names).values
+    x = env.feature_matrix.values
     f = model.predict(np.nan_to_num(x, nan=0.0))
     return forecast_signals(f, model.forecast_sd, env.signal_range), model

@@ -20,6 +20,7 @@ Reading a file (:func:`load_ohlcv`)
 result when the file lacks them. Without a ``close`` column (and without open/high/low) the
 close is the first of ``adj close``, ``price``, ``value``; failing those, a file of a time column
 and exactly one other column (a FRED export: ``DATE,SP500``) reads that column as the close.
+Any other column is ignored unless ``signals`` names it (:mod:`riskppo.envs.market.signals`).
 Empty cells, ``"."`` (FRED), ``"NA"``, ``"N/A"``, ``"-"`` and the other spellings of
 :data:`_MISSING_TEXT` are missing values (``nan_policy``). An ``Adj Close`` next to the close is
 read only with ``adjusted=True``; otherwise a split the close is not adjusted for is named in a
@@ -66,6 +67,7 @@ time — while every reward is computed from prices inside ``[lo, hi)`` only.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal, NamedTuple
 
@@ -77,6 +79,8 @@ from riskppo.envs.market import csvfile
 from riskppo.envs.market.adjustment import adjust_prices, warn_unadjusted_splits
 from riskppo.envs.market.errors import DataError, Remedy
 from riskppo.envs.market.limits import check_parquet_size, max_data_bytes
+from riskppo.envs.market.nans import NanPolicy, apply_nan_policy
+from riskppo.envs.market.signals import read_signals
 from riskppo.envs.market.splits import (
     Fold,
     Split,
@@ -106,8 +110,6 @@ __all__ = [
 
 OHLCV_COLUMNS: tuple[str, ...] = ("open", "high", "low", "close", "volume")
 PRICE_COLUMNS: tuple[str, ...] = ("open", "high", "low", "close")
-
-NanPolicy = Literal["raise", "ffill"]
 
 _CSV_SUFFIXES = (".csv", ".csv.gz", ".csv.bz2", ".csv.zip", ".csv.xz", ".txt")
 _PARQUET_SUFFIXES = (".parquet", ".pq")
@@ -163,6 +165,7 @@ def load_ohlcv(
     require_volume: bool = False,
     sep: str | None = None,
     decimal: str | None = None,
+    signals: Sequence[str] = (),
 ) -> pd.DataFrame:
     """Load and validate an OHLCV or close-only file (CSV or Parquet, chosen by suffix); its
     columns and timestamps are read as the module docstring says ("Reading a file").
@@ -190,11 +193,15 @@ def load_ohlcv(
             ``"pipe"``); None: ``,`` or the one the header shows (module docstring).
         decimal: the decimal mark of the numbers, ``"."`` or ``","``; None: ``.``, or ``,`` for a
             file not separated by ``,`` whose numbers have decimal commas.
+        signals: the file's own numeric columns to keep, named exactly (e.g. a forecast), each
+            a value known at its bar's close; missing values follow ``nan_policy``
+            (:mod:`riskppo.envs.market.signals`). Other extra columns are ignored.
 
     Returns:
         The canonical frame: float64 ``close`` and whichever of ``open, high, low, volume`` the
-        file has (in the order ``open, high, low, close, volume``), with a sorted, unique,
-        tz-naive DatetimeIndex named ``timestamp`` (tz-aware times are converted to UTC).
+        file has (in the order ``open, high, low, close, volume``), then the ``signals``
+        columns (float64, in their order), with a sorted, unique, tz-naive DatetimeIndex named
+        ``timestamp`` (tz-aware times are converted to UTC).
 
     Raises:
         DataError: for an unknown suffix, an empty file, missing columns, unparsable, duplicate
@@ -215,6 +222,7 @@ def load_ohlcv(
         adjusted=adjusted,
         require_volume=require_volume,
         decimal=mark,
+        signals=signals,
     )
 
 
@@ -226,12 +234,14 @@ def validate_ohlcv(
     ffill_limit: int = 5,
     sort: bool = False,
     require_volume: bool = False,
+    signals: Sequence[str] = (),
 ) -> pd.DataFrame:
     """Validate an in-memory OHLCV or close-only frame and return its canonical copy (see
-    :func:`load_ohlcv`: the same column names, fallbacks and missing values).
+    :func:`load_ohlcv`: the same column names, fallbacks, missing values and ``signals``).
 
     The timestamps come from a DatetimeIndex or, failing that, from a time column. Column names
-    are matched case-insensitively; extra columns are dropped. ``df`` is not modified.
+    are matched case-insensitively; extra columns other than ``signals`` are dropped. ``df`` is
+    not modified.
     """
     if isinstance(df.index, pd.DatetimeIndex):
         name = df.index.name if df.index.name is not None else "timestamp"
@@ -250,6 +260,7 @@ def validate_ohlcv(
         ffill_limit=ffill_limit,
         adjusted=False,
         require_volume=require_volume,
+        signals=signals,
     )
 
 
@@ -313,6 +324,7 @@ def _canonical_frame(
     adjusted: bool,
     require_volume: bool,
     decimal: str = ".",
+    signals: Sequence[str] = (),
 ) -> pd.DataFrame:
     if nan_policy not in ("raise", "ffill"):
         raise ValueError(f"nan_policy must be 'raise' or 'ffill', got {nan_policy!r}")
@@ -335,6 +347,9 @@ def _canonical_frame(
     if adjusted:
         adjust_prices(values, number(raw[columns["adj_close"]], "adj_close"))
     unused_adj = None if adjusted else _unused_adj_close(raw, columns, number)
+    read = [c for c in OHLCV_COLUMNS if c in columns] + ["adj_close"] * adjusted
+    used = {"timestamp": str(time_values.name), **{c: columns[c] for c in read}}
+    values.update(read_signals(raw, signals, used, number, source))
 
     # Order: timestamps (sort / duplicates / order) -> NaN policy -> value checks.
     if times.sort:
@@ -343,7 +358,7 @@ def _canonical_frame(
         values = {c: v[order] for c, v in values.items()}
         unused_adj = None if unused_adj is None else unused_adj[order]
     _check_time_order(ts, rows, source, times.sort)
-    _apply_nan_policy(values, ts, rows, source, nan_policy, ffill_limit)
+    apply_nan_policy(values, ts, rows, source, nan_policy, ffill_limit)
     _check_values(values, ts, rows, source)
     if unused_adj is not None:
         warn_unadjusted_splits(values["close"], unused_adj, ts, rows, source)
@@ -483,75 +498,6 @@ def _check_time_order(ts: np.ndarray, rows: np.ndarray, source: str, sorted_: bo
         when=_when(ts, i + 1),
         remedy=Remedy((("sort", True),), "to sort the rows by time"),
     )
-
-
-def _nan_runs(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Start positions and lengths of the runs of True in a 1-d bool mask."""
-    padded = np.concatenate(([False], mask, [False])).astype(np.int8)
-    d = np.diff(padded)
-    starts = np.flatnonzero(d == 1)
-    ends = np.flatnonzero(d == -1)
-    return starts, ends - starts
-
-
-def _apply_nan_policy(
-    values: dict[str, np.ndarray],
-    ts: np.ndarray,
-    rows: np.ndarray,
-    source: str,
-    policy: NanPolicy,
-    limit: int,
-) -> None:
-    """Raise on NaNs (policy "raise") or forward-fill runs of at most ``limit`` in place."""
-    worst: tuple[int, str, int] | None = None  # (start position, column, run length)
-    for name, v in values.items():
-        mask = np.isnan(v)
-        if not mask.any():
-            continue
-        starts, lengths = _nan_runs(mask)
-        if policy == "ffill":
-            for s0, ln in zip(starts, lengths):
-                if s0 == 0 or ln > limit:
-                    if worst is None or s0 < worst[0]:
-                        worst = (int(s0), name, int(ln))
-                    break
-        elif worst is None or starts[0] < worst[0]:
-            worst = (int(starts[0]), name, int(lengths[0]))
-    if worst is not None:
-        s0, name, ln = worst
-        problem, remedy = _nan_problem(name, rows[s0 : s0 + ln], s0 == 0, policy, limit)
-        raise DataError(source, problem, row=int(rows[s0]), when=_when(ts, s0), remedy=remedy)
-    if policy == "ffill":
-        for name, v in values.items():
-            mask = np.isnan(v)
-            if mask.any():
-                idx = np.where(mask, 0, np.arange(len(v)))
-                np.maximum.accumulate(idx, out=idx)
-                values[name] = v[idx]
-
-
-def _nan_problem(
-    name: str, run_rows: np.ndarray, at_start: bool, policy: NanPolicy, limit: int
-) -> tuple[str, Remedy | None]:
-    """What is wrong with the run of missing values at data rows ``run_rows`` of column ``name``
-    (``at_start``: in the first row after sorting) under ``policy``, and the settings that would
-    fill it (none at the start)."""
-    ln = len(run_rows)
-    run = f"a run of {ln} missing values (data rows {run_rows[0]}-{run_rows[-1]})"
-    if ln == 1:
-        run = "a run of 1 missing value"
-    problem = f"NaN in column {name!r}: {run}"
-    fill = "to forward-fill it"
-    if at_start:
-        return f"{problem}; the first row has no earlier value to forward-fill it from", None
-    if policy == "ffill":
-        return f"{problem}, longer than the forward-fill limit of {limit}", Remedy(
-            (("ffill_limit", ln),), fill
-        )
-    settings: tuple[tuple[str, object], ...] = (("nan_policy", "ffill"),)
-    if ln > limit:
-        settings += (("ffill_limit", ln),)
-    return problem, Remedy(settings, fill)
 
 
 def _check_values(

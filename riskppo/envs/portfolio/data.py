@@ -84,6 +84,7 @@ def load_portfolio(
     adjusted: bool = False,
     sep: str | None = None,
     decimal: str | None = None,
+    signals: Sequence[str] = (),
 ) -> PortfolioData:
     """Load and align the assets of one source (module docstring).
 
@@ -91,6 +92,8 @@ def load_portfolio(
     ``decimal`` apply to ``paths`` / ``table`` as in :func:`~riskppo.envs.load_ohlcv`,
     ``adjusted`` to ``paths``.
     ``symbols`` selects assets of ``dataset`` or ``table`` (in that order; default: all).
+    ``signals``: each asset's own columns of those names, kept in its frame (``paths`` or a long
+    ``table`` only).
 
     Raises:
         ValueError: not exactly one source, an unknown symbol, fewer than two assets, a bad
@@ -99,6 +102,11 @@ def load_portfolio(
     """
     _check_source(dataset, symbols, paths, table, align)
     sources: dict[str, str] = {}
+    if dataset and signals:
+        raise ValueError(
+            f"signals {list(signals)} need files with those columns; dataset {dataset!r} has "
+            "closes only (give paths or a long table)"
+        )
     if dataset:
         frames, label = _from_dataset(dataset, symbols)
     elif paths:
@@ -116,6 +124,7 @@ def load_portfolio(
                 adjusted=adjusted,
                 sep=sep,
                 decimal=decimal,
+                signals=signals,
             )
             for p in paths
         }
@@ -123,7 +132,8 @@ def load_portfolio(
     else:
         assert table is not None
         times = _TimeSpec(None, timestamp_format, dayfirst, sort)
-        frames = _from_table(table, symbols, times, (nan_policy, ffill_limit), (sep, decimal))
+        nans = (nan_policy, ffill_limit)
+        frames = _from_table(table, symbols, times, nans, (sep, decimal), tuple(signals))
         label = Path(table).name
     if len(frames) < 2:
         raise ValueError(f"portfolio data {label}: needs at least two assets, got {list(frames)}")
@@ -239,14 +249,23 @@ def _from_table(
     times: _TimeSpec,
     nans: tuple[NanPolicy, int],
     marks: tuple[str | None, str | None] = (None, None),
+    signals: tuple[str, ...] = (),
 ) -> dict[str, pd.DataFrame]:
     """Each asset of a long or wide ``table`` file as a canonical frame; ``marks``: the field
-    separator and decimal mark (:func:`~riskppo.envs.load_ohlcv`'s ``sep``, ``decimal``)."""
+    separator and decimal mark (:func:`~riskppo.envs.load_ohlcv`'s ``sep``, ``decimal``);
+    ``signals``: columns of a long table kept per asset (a wide one has none)."""
     raw, decimal = _read_file(Path(table), normalize_sep(marks[0]), marks[1])
     lower = {str(c).lower(): c for c in raw.columns}
     key = next((lower[c] for c in _SYMBOL_COLUMNS if c in lower), None)
     if key is not None:  # long: one row per asset and bar
         groups = {str(s): g.drop(columns=[key]) for s, g in raw.groupby(key, sort=False)}
+    elif signals:
+        raise DataError(
+            table,
+            f"signals {list(signals)} need a long table (a symbol/ticker/asset column, the "
+            "signal columns beside the prices) or one file per asset; this one is wide (one "
+            "close column per asset)",
+        )
     else:  # wide: a time column, then one close column per asset
         time_col = raw.columns[0]
         groups = {
@@ -268,6 +287,7 @@ def _from_table(
             adjusted=False,
             require_volume=False,
             decimal=decimal,
+            signals=signals,
         )
         for s, g in groups.items()
     }

@@ -13,7 +13,8 @@ from gymnasium import spaces
 from numpy.lib.stride_tricks import sliding_window_view
 
 from riskppo.envs.episode_range import episode_range, resolve_bar
-from riskppo.envs.features import compute_features, split_features
+from riskppo.envs.features import check_signal_bound, compute_features, split_features
+from riskppo.envs.market.signals import check_signal_names
 from riskppo.envs.portfolio.data import PortfolioData
 from riskppo.envs.portfolio.math import (
     COVARIANCES,
@@ -94,8 +95,9 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
 
     **Observation** (float32, ``window · N · F + N``): for bars ``t-window+1 .. t`` (oldest
     first) each asset's ``F`` causal ``features`` (:mod:`riskppo.envs.features`, asset by asset
-    in ``symbols`` order, clipped to ``±FEATURE_BOUND``), then the weights held now (after the
-    last step's price moves). :attr:`observation_names` labels them.
+    in ``symbols`` order, clipped to ``±FEATURE_BOUND``; then its ``signals`` columns, raw, each
+    known at its bar's close), then the weights held now (after the last step's price moves).
+    :attr:`observation_names` labels them.
 
     **Range, episodes, info.** ``start`` / ``end``, ``episode_length``, ``random_start``,
     ``reset(options={"start": bar})`` and ``ruin_equity`` work as in
@@ -132,6 +134,7 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
         *,
         window: int = 1,
         features: Sequence[str] = PORTFOLIO_FEATURES,
+        signals: Sequence[str] = (),
         long_only: bool = True,
         logit_scale: float = 3.0,
         max_gross: float = 1.0,
@@ -169,6 +172,7 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
         )
         validate_sizing(sizing, vol_target, vol_span, max_leverage)
         self.data, self.symbols, self.n_assets = data, data.symbols, len(data.symbols)
+        self.signals = check_signal_names(signals)
         self.window, self.fee, self.borrow_rate = int(window), float(fee), float(borrow_rate)
         self.long_only, self.logit_scale = bool(long_only), float(logit_scale)
         _check_exposure(exposure_signal, min_signal)
@@ -196,8 +200,10 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
                 f"features {list(left_out)} need columns the portfolio data "
                 f"({self.data.label}) lacks: {sorted({c for v in left_out.values() for c in v})}"
             )
-        mats = [compute_features(f, kept) for f in self.data.frames]
-        self.feature_names: tuple[str, ...] = kept
+        mats = [compute_features(f, kept, self.signals) for f in self.data.frames]
+        for m in mats:
+            check_signal_bound(m, self.signals, FEATURE_BOUND)
+        self.feature_names: tuple[str, ...] = mats[0].names  # features, then signals
         close = self.data.close()
         self._n_bars = len(close)
         warmup = mats[0].warmup + self.window - 1

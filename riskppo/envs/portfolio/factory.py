@@ -95,9 +95,11 @@ def make_portfolio_env(
     adjusted: bool = False,
     sep: str | None = None,
     decimal: str | None = None,
+    signals: Sequence[str] = (),
     **env_kwargs: Any,
 ) -> PortfolioEnv:
-    """A :class:`PortfolioEnv` trading only inside ``part``; evaluation parts run start to end."""
+    """A :class:`PortfolioEnv` trading only inside ``part``; evaluation parts run start to end.
+    ``signals`` (``data.signals``): each asset's own columns, observed per asset."""
     env_kwargs.pop("render_mode", None)  # SB3's make_vec_env asks for rgb_array; nothing to render
     if not (dataset or paths or table):
         raise ConfigError(
@@ -105,8 +107,9 @@ def make_portfolio_env(
             "env.kwargs.paths (one file per asset) or env.kwargs.table (one long or wide file)"
         )
     file_options = FileOptions(
-        nan_policy, ffill_limit, sort, timestamp_format, dayfirst, adjusted, sep, decimal
-    )
+        nan_policy, ffill_limit, sort, timestamp_format, dayfirst, adjusted, sep, decimal,
+        tuple(signals),
+    )  # fmt: skip
     data = _data(
         dataset,
         None if symbols is None else tuple(symbols),
@@ -125,7 +128,7 @@ def make_portfolio_env(
     if part != "train":
         env_kwargs.setdefault("random_start", False)
     try:
-        return PortfolioEnv(data, start=lo, end=hi, **env_kwargs)
+        return PortfolioEnv(data, start=lo, end=hi, signals=file_options.signals, **env_kwargs)
     except ValueError as exc:  # env.kwargs that do not fit (this part of) the data
         raise ConfigError(
             f"portfolio env on {data.label} ({part} part, bars {lo}..{hi - 1} of "

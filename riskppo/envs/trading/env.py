@@ -16,11 +16,13 @@ from numpy.lib.stride_tricks import sliding_window_view
 from riskppo.envs.episode_range import episode_range, resolve_bar
 from riskppo.envs.features import (
     DEFAULT_FEATURES,
+    check_signal_bound,
     compute_features,
     left_out_line,
     split_features,
 )
 from riskppo.envs.market.ohlcv import validate_ohlcv
+from riskppo.envs.market.signals import check_signal_names
 from riskppo.envs.trading.args import (
     action_positions,
     continuous_signal,
@@ -109,6 +111,9 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
 
     Returns, sizing and every other feature use the close only.
 
+    **Signals**: ``signals`` names columns of ``df`` (a forecast, ...) observed raw after the
+    features, each known at its bar's close like the features (:mod:`riskppo.envs.market.signals`).
+
     **Observation** (float32, ``window * F + 1 (+1)``): the feature rows of bars
     ``t-window+1 .. t`` (oldest first, flattened, clipped to ``±FEATURE_BOUND``), then the
     current position ``p_{t-1}`` (the last one decided; with every fill mode it is filled by the
@@ -179,6 +184,7 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
         end: int | str | pd.Timestamp | None = None,
         bars_per_year: float = 252,
         features: Sequence[str] = DEFAULT_FEATURES,
+        signals: Sequence[str] = (),
         obs_drawdown: bool = False,
         ruin_equity: float | None = None,
         sizing: str = "none",
@@ -208,7 +214,8 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
             continuous, positions, long_only, min_signal, sizing, vol_target, vol_span, max_leverage
         )
         self.data_label = data_label or "<DataFrame>"  # the data's name in messages
-        self.df: pd.DataFrame = validate_ohlcv(df, source=self.data_label)
+        self.signals = check_signal_names(signals)
+        self.df: pd.DataFrame = validate_ohlcv(df, source=self.data_label, signals=self.signals)
         self.window, self.fee, self.borrow_rate = int(window), float(fee), float(borrow_rate)
         self.fill: str = resolve_fill(fill, _opens(self.df))
         self.bars_per_year, self.reward_scale = float(bars_per_year), float(reward_scale)
@@ -247,8 +254,9 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
     def _init_bars(self, features: Sequence[str], start: Any, end: Any) -> None:
         """Everything derived from the bars of ``self.df``: features, exposure scale, trading
         range ``[start, end)``, the per-bar tables ``step`` indexes, and the spaces."""
-        fm = compute_features(self.df, self._usable_features(features))
-        self.feature_names: tuple[str, ...] = fm.names
+        fm = compute_features(self.df, self._usable_features(features), self.signals)
+        check_signal_bound(fm, self.signals, FEATURE_BOUND)
+        self.feature_matrix, self.feature_names = fm, fm.names  # features, then signals
         self._n_bars = len(fm.values)
         close = self.df["close"].to_numpy(np.float64)
         size_warmup = self._init_sizing(close)

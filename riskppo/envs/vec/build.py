@@ -449,15 +449,19 @@ def env_kwargs(
     data: DataConfig | None,
     part: str,
     risk: RiskConfig | None = None,
+    frame: Any = None,
 ) -> dict[str, Any]:
-    """Keyword arguments for the env factory; the trading env also gets its data and split, and
-    a risk ``overlay`` its limit from ``risk`` (see ``registration.resolve_overlay``). An id's
-    ``env.kwargs`` are checked against its constructor (:func:`check_env_kwargs`)."""
+    """Keyword arguments for the env factory; the trading env also gets its data and split (and
+    ``frame``, a user's DataFrame of bars, instead of the data's file), and a risk ``overlay``
+    its limit from ``risk`` (see ``registration.resolve_overlay``). An id's ``env.kwargs`` are
+    checked against its constructor (:func:`check_env_kwargs`)."""
     if isinstance(env, str):
         check_env_kwargs(env, cfg.kwargs)
     kwargs = resolve_overlay(cfg.kwargs, risk)
     if env == TRADING_ID and data is not None:
         kwargs.update(data_kwargs(data), part=part)
+        if frame is not None:
+            kwargs["frame"] = frame
     if env == PORTFOLIO_ID and data is not None:
         kwargs.update(portfolio_data_kwargs(data), part=part)
     return kwargs
@@ -472,17 +476,19 @@ def build_vec_env(
     part: str = "train",
     n_envs: int | None = None,
     risk: RiskConfig | None = None,
+    frame: Any = None,
 ) -> VecEnv:
     """Make a VecEnv from an id, a factory, a ``gym.Env`` instance (one env) or a ready VecEnv
     (seeded per env).
 
     ``part`` selects the train / val / test period of the trading env (ignored elsewhere);
-    ``risk`` completes a trading env's ``overlay`` (see :func:`env_kwargs`).
+    ``risk`` completes a trading env's ``overlay`` and ``frame`` (a pandas DataFrame of bars)
+    replaces its data file (see :func:`env_kwargs`).
     """
     n = n_envs or cfg.n_envs
     if isinstance(env, VecEnv):
         venv: VecEnv = env
-    elif (native := _native_vec_env(env, cfg, n, seed, data, part, risk)) is not None:
+    elif (native := _native_vec_env(env, cfg, n, seed, data, part, risk, frame)) is not None:
         venv = native
     else:
         assert not isinstance(env, VectorEnv)  # _native_vec_env took it
@@ -502,7 +508,7 @@ def build_vec_env(
             seed=seed,
             vec_env_cls=vec_cls,
             vec_env_kwargs=vec_kwargs,
-            env_kwargs=env_kwargs(env, cfg, data, part, risk) or None,
+            env_kwargs=env_kwargs(env, cfg, data, part, risk, frame) or None,
         )
     guard = VecFiniteGuard(venv, cfg.nonfinite_policy)
     if cfg.normalize_obs:
@@ -518,6 +524,7 @@ def _native_vec_env(
     data: DataConfig | None,
     part: str,
     risk: RiskConfig | None,
+    frame: Any = None,
 ) -> VecEnv | None:
     """A Gymnasium vector env as a VecEnv, or the env's natively vectorised form for ``n`` envs
     (``env.vectorized``, in-process only; :func:`~riskppo.envs.vec.native.native_vec_env`),
@@ -526,7 +533,7 @@ def _native_vec_env(
     if isinstance(env, VectorEnv):
         venv = from_gym_vector(env)
     elif cfg.vectorized and cfg.vec_env == "dummy" and isinstance(env, str) and n > 1:
-        venv = native_vec_env(env, n, env_kwargs(env, cfg, data, part, risk))
+        venv = native_vec_env(env, n, env_kwargs(env, cfg, data, part, risk, frame))
     if venv is not None:
         venv.seed(seed)
     return venv
