@@ -23,13 +23,16 @@ from riskppo import __version__
 from riskppo.cli_args import (
     DEFAULT_CONFIG,
     DEFAULT_PBT_CONFIG,
+    RUN_DIR_HELP,
     add_command,
     add_set,
     bench_parser,
     config_help,
+    paper_parser,
     pbt_parser,
     positive_int,
     record_parser,
+    signal_parser,
     universe_parser,
     walkforward_parser,
 )
@@ -210,6 +213,22 @@ def cmd_backtest(args: argparse.Namespace) -> int:
     return _under_run_lock(args, "riskppo backtest", run)
 
 
+def cmd_signal(args: argparse.Namespace) -> int:
+    """``riskppo signal``: reads the run, writes only ``--json OUT``
+    (:mod:`riskppo.evaluation.live.signal`)."""
+    from riskppo.evaluation.live.signal import cmd_signal as run
+
+    return run(args)
+
+
+def cmd_paper(args: argparse.Namespace) -> int:
+    """``riskppo paper``: writes ``RUN_DIR/paper/``, under the run's lock
+    (:mod:`riskppo.evaluation.live.paper`)."""
+    from riskppo.evaluation.live.paper import cmd_paper as run
+
+    return _under_run_lock(args, "riskppo paper", run)
+
+
 def cmd_record(args: argparse.Namespace) -> int:
     """``riskppo record``: a demonstration file for ``bc.source: file`` (R-ALG-12)."""
     if args.run and (args.config or args.set):
@@ -340,12 +359,13 @@ def build_parser() -> argparse.ArgumentParser:
         (pbt_parser, cmd_pbt),
         (universe_parser, cmd_universe),
         (bench_parser, cmd_bench),
+        (signal_parser, cmd_signal),
+        (paper_parser, cmd_paper),
     ):
         arguments(sub).set_defaults(func=command)
     return parser
 
 
-RUN_DIR_HELP = "run directory written by `riskppo train`"
 SPLIT_HELP = "trading data period: train, val (validation) or test (default: %(default)s)"
 
 

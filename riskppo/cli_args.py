@@ -13,20 +13,24 @@ from riskppo.config.bundled import bundled_names
 __all__ = [
     "DEFAULT_CONFIG",
     "DEFAULT_PBT_CONFIG",
+    "RUN_DIR_HELP",
     "add_command",
     "add_set",
     "bench_parser",
     "config_help",
     "non_negative_int",
+    "paper_parser",
     "pbt_parser",
     "positive_int",
     "record_parser",
+    "signal_parser",
     "universe_parser",
     "walkforward_parser",
 ]
 
 DEFAULT_CONFIG = "trading_googl.yaml"  # the main job: the GOOGL trading agent
 DEFAULT_PBT_CONFIG = "pbt_trading.yaml"
+RUN_DIR_HELP = "run directory written by `riskppo train`"
 
 
 def non_negative_int(text: str) -> int:
@@ -222,5 +226,56 @@ def bench_parser(sub: Any) -> argparse.ArgumentParser:
         "rest",
         nargs=argparse.REMAINDER,
         help="options passed to the script (riskppo bench NAME --help lists them)",
+    )
+    return p
+
+
+def signal_parser(sub: Any) -> argparse.ArgumentParser:
+    p = add_command(
+        sub,
+        "signal",
+        "the target exposure for the next bar, from a trained run and a price file",
+        "Load a trading (or portfolio) run's newest good checkpoint, run it over a price file "
+        "with the run's features, observation normaliser, sizing and risk overlay (the "
+        "backtest's own stepping), and print the position to hold from the next bar with its "
+        "inputs: the last bar's time, the policy's raw signal, the volatility scale, the "
+        "overlay's cap and forecast CVaR, the final exposure (docs/deploy.md).",
+    )
+    p.add_argument("run_dir", help=RUN_DIR_HELP)
+    p.add_argument(
+        "--data",
+        required=True,
+        metavar="FILE",
+        help="price file read like the run's data.path (a portfolio run: one long or wide "
+        "table of its assets); its last bar is the one decided on",
+    )
+    p.add_argument(
+        "--start",
+        metavar="TIME",
+        help="the bar the agent starts at (its LSTM is reset there; default: the first bar "
+        "with complete features)",
+    )
+    p.add_argument("--json", metavar="OUT", help="also write the record to OUT (JSON, atomically)")
+    return p
+
+
+def paper_parser(sub: Any) -> argparse.ArgumentParser:
+    p = add_command(
+        sub,
+        "paper",
+        "paper-trade a run over a feed that grows: step through the bars added since the last call",
+        "Step a trading (or portfolio) run through the bars appended to FEED since the last "
+        "call, keep its state (LSTM, position, equity, last bar) in RUN_DIR/paper/state.json, "
+        "append its orders to RUN_DIR/paper/orders.csv and check the live record against a "
+        "backtest of the same bars. The first call warms up on the history in FEED and places "
+        "its first order at the last bar. Safe to kill at any moment; no broker is called "
+        "(docs/deploy.md).",
+    )
+    p.add_argument("run_dir", help=RUN_DIR_HELP)
+    p.add_argument(
+        "--data",
+        required=True,
+        metavar="FEED",
+        help="price file that only grows (bars appended), read like the run's data.path",
     )
     return p

@@ -71,6 +71,7 @@ from riskppo.evaluation.baselines import (
     sma_crossover_policy,
     strategy_frame,
 )
+from riskppo.evaluation.episode import run_agent_episode
 from riskppo.evaluation.metrics import (
     FLAT_MARKET_SHARE,
     MetricValue,
@@ -380,35 +381,15 @@ def _run_agent(
     close: pd.Series,
     agent: Any,
 ) -> tuple[pd.DataFrame, np.ndarray, np.ndarray | None]:
-    """One deterministic episode of the agent over the period.
+    """One deterministic episode of the agent over the period
+    (:func:`~riskppo.evaluation.episode.run_agent_episode`).
 
     Returns its strategy frame, the ``[T, D]`` observations it decided on (as the policy saw
     them, i.e. normalised) and the final observation (``None`` if the episode was terminated).
     """
-    venv = model.make_eval_env(part, n_envs=1, env=factory)
-    try:
-        obs: Any = venv.reset()
-        state = None
-        starts = np.ones(1, dtype=bool)
-        seen: list[np.ndarray] = []
-        infos: list[dict[str, Any]] = []
-        while True:
-            seen.append(np.array(obs[0], dtype=np.float32))
-            actions, state = agent.predict(obs, state, starts, deterministic=True)
-            obs, _, dones, step_infos = venv.step(actions)
-            infos.append(step_infos[0])
-            starts = dones
-            if dones[0]:
-                break
-    finally:
-        venv.close()
-    last = infos[-1]
-    terminal = last.get("terminal_observation")
-    truncated = bool(last.get("TimeLimit.truncated", True))
-    bootstrap = np.asarray(terminal, dtype=np.float32) if terminal is not None else None
-    if not truncated:
-        bootstrap = None  # ruin: no return after the end
-    return strategy_frame(infos, close), np.stack(seen), bootstrap
+    episode = run_agent_episode(model, part, env=factory, agent=agent)
+    frame = strategy_frame(episode.infos, close)
+    return frame, episode.observations, episode.final_obs
 
 
 def _critic_forecast(

@@ -27,6 +27,7 @@ from riskppo.envs.portfolio.env import PortfolioEnv
 from riskppo.envs.portfolio.factory import make_portfolio_env, portfolio_range
 from riskppo.envs.registration import PORTFOLIO_ID, portfolio_data_kwargs, resolve_overlay
 from riskppo.envs.trading.overlay import binding_stats
+from riskppo.evaluation.episode import run_agent_episode
 from riskppo.evaluation.portfolio.baselines import BASELINES, BaselineRecord, baseline_records
 
 if TYPE_CHECKING:
@@ -83,22 +84,9 @@ def strategy_frame(
 
 def _agent_infos(model: DistributionalPPO, part: str) -> list[dict[str, Any]]:
     """One deterministic episode of the agent over ``part`` (recurrent state carried,
-    observation normalisation frozen at the model's statistics): each step's info."""
-    venv = model.make_eval_env(part, n_envs=1)
-    infos: list[dict[str, Any]] = []
-    try:
-        obs: Any = venv.reset()
-        state = None
-        starts = np.ones(1, dtype=bool)
-        while True:
-            actions, state = model.predict(obs, state, starts, deterministic=True)
-            obs, _, dones, step_infos = venv.step(actions)
-            infos.append(step_infos[0])
-            starts = dones
-            if dones[0]:
-                return infos
-    finally:
-        venv.close()
+    observation normalisation frozen at the model's statistics): each step's info
+    (:func:`~riskppo.evaluation.episode.run_agent_episode`)."""
+    return run_agent_episode(model, part).infos
 
 
 def portfolio_backtest(

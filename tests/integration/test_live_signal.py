@@ -1,0 +1,156 @@
+"""``riskppo signal``: tomorrow's position of a trained run equals the backtest's position on the
+same bars, bit for bit — on the default GOOGL agent (vol-targeted, risk overlay), an hourly
+EURUSD agent without an overlay and a three-stock portfolio — and a file that does not fit the
+run is one line.
+
+Each run is trained briefly (tests/live_runs.py) and backtested on its test split; the run's own
+bars are written as a price file cut at several decision bars ``t`` and the signal on each file
+(the agent started at the backtest's first bar) is compared with the position the backtest
+decided at ``t``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from riskppo.evaluation.backtest import backtest
+from riskppo.evaluation.live.signal import signal
+from riskppo.evaluation.portfolio.backtest import portfolio_backtest
+from riskppo.runs.rundir import load_for_evaluation
+from tests.live_runs import PORTFOLIO_SYMBOLS, price_frame, train, write_bars
+
+CUTS = (1, 7, 60)  # decision bars after the backtest's first one; and the last one
+
+
+class Backtested:
+    """A trained run, its test backtest's agent frame and first decision bar."""
+
+    def __init__(self, run_dir: Path, frame: pd.DataFrame, start: pd.Timestamp) -> None:
+        self.run_dir, self.frame, self.start = run_dir, frame, start
+
+
+def _backtested(kind: str, run_dir: Path) -> Backtested:
+    train(kind, run_dir)
+    _, model = load_for_evaluation(run_dir)
+    try:
+        if kind == "portfolio":
+            frame = portfolio_backtest(model, "test", names=()).frames["agent"]
+            bars = price_frame(kind).index  # the first step ends one bar after its decision
+            start = bars[bars.searchsorted(frame.index[0]) - 1]
+        else:
+            result = backtest(model, "test")
+            frame, start = result.frames["agent"], result.start
+    finally:
+        model.close()
+    return Backtested(run_dir, frame, start)
+
+
+@pytest.fixture(scope="module", params=["googl", "eurusd", "portfolio"])
+def backtested(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    kind = request.param
+    return kind, _backtested(kind, tmp_path_factory.mktemp(f"run-{kind}"))
+
+
+def _decision_bars(bt: Backtested) -> list[pd.Timestamp]:
+    """Bar ``k`` of the backtest decides the position of frame row ``k`` (held from the next bar);
+    frame rows are indexed by the bar a step ends at."""
+    decided_at = [bt.start, *bt.frame.index[:-1]]
+    return [decided_at[k] for k in (*CUTS, len(decided_at) - 1)]
+
+
+def test_signal_equals_backtest_position_bit_for_bit(backtested, tmp_path: Path) -> None:
+    kind, bt = backtested
+    bars = price_frame(kind)
+    decided_at = [bt.start, *bt.frame.index[:-1]]
+    for when in _decision_bars(bt):
+        k = decided_at.index(when)
+        path = write_bars(bars.loc[:when], tmp_path / f"{kind}.csv")
+        record = signal(bt.run_dir, path, start=bt.start)
+        assert record.timestamp == when and record.start == bt.start
+        assert record.steps == k  # the LSTM warmed up over the backtest's own bars
+        row = bt.frame.iloc[k]
+        if kind == "portfolio":
+            assert record.weights is not None
+            for sym in PORTFOLIO_SYMBOLS:
+                assert record.weights[sym] == row[f"w_{sym}"], (when, sym)
+            assert record.exposure == pytest.approx(sum(record.weights.values()), abs=1e-12)
+        else:
+            assert record.exposure == row["position"], when  # exact, not approx
+            assert record.signal == row["signal"], when
+            held = 0.0 if k == 0 else bt.frame["position"].iloc[k - 1]
+            assert record.held == held
+
+
+def test_inputs_explain_the_exposure(backtested, tmp_path: Path) -> None:
+    kind, bt = backtested
+    when = _decision_bars(bt)[-1]
+    record = signal(bt.run_dir, write_bars(price_frame(kind).loc[:when], tmp_path / "f.csv"))
+    assert record.vol_scale > 0
+    if kind == "eurusd":  # no overlay: the exposure is the signal, sized
+        assert record.overlay_cap is None and record.forecast_cvar is None
+        assert record.exposure == record.signal * record.vol_scale
+    elif kind == "googl":  # the overlay clips the sized signal at its cap
+        assert record.overlay_cap is not None and record.cvar_limit == -0.04
+        sized = record.signal * record.vol_scale
+        assert record.exposure == min(sized, record.overlay_cap)
+        assert record.forecast_cvar is not None and record.forecast_cvar >= record.cvar_limit
+        assert np.isclose(record.forecast_cvar, -0.04 * record.exposure / record.overlay_cap)
+
+
+def test_cli_prints_and_writes_json_atomically(backtested, tmp_path: Path) -> None:
+    kind, bt = backtested
+    if kind != "googl":
+        pytest.skip("one CLI run is enough")
+    when = _decision_bars(bt)[1]
+    path = write_bars(price_frame(kind).loc[:when], tmp_path / "bars.csv")
+    out = tmp_path / "signal.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "riskppo.cli", "signal", str(bt.run_dir), "--data", str(path),
+         "--start", str(bt.start.date()), "--json", str(out)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(out.read_text())
+    k = [bt.start, *bt.frame.index[:-1]].index(when)
+    assert doc["exposure"] == bt.frame["position"].iloc[k]
+    assert doc["timestamp"] == when.isoformat()
+    for key in ("signal", "vol_scale", "overlay_cap", "forecast_cvar", "exposure", "action"):
+        assert key in doc and key.split("_")[0] in proc.stdout.replace("raw signal", "signal")
+    assert not list(tmp_path.glob(".signal.json.tmp-*"))  # no temp file left
+
+
+def _cli_error(*args: str) -> str:
+    proc = subprocess.run(
+        [sys.executable, "-m", "riskppo.cli", "signal", *args],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert all(ln.startswith("riskppo: ") for ln in lines), proc.stderr  # warnings, then it
+    return lines[-1]
+
+
+def test_bad_inputs_are_one_line(backtested, tmp_path: Path) -> None:
+    kind, bt = backtested
+    if kind != "googl":
+        pytest.skip("the errors do not depend on the run")
+    bars = price_frame(kind)
+    short = write_bars(bars.iloc[:30], tmp_path / "short.csv")
+    line = _cli_error(str(bt.run_dir), "--data", str(short))
+    assert "short.csv" in line and "too few" in line and "warm-up" in line
+    close_only = write_bars(bars[["close"]], tmp_path / "close_only.csv")
+    line = _cli_error(str(bt.run_dir), "--data", str(close_only))
+    assert "close_only.csv" in line and "lacks the columns high, low" in line
+    assert "features hl_range need" in line
+    empty = tmp_path / "not_a_run"
+    empty.mkdir()
+    line = _cli_error(str(empty), "--data", str(short))
+    assert "no usable checkpoint" in line and str(empty) in line
