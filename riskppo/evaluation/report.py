@@ -305,6 +305,7 @@ def _config_items(result: BacktestResult, info: Mapping[str, Any]) -> list[tuple
             + (" long/short" if result.sma.get("allow_short") else " long/flat"),
         ),
         ("Split (train/val/test)", " / ".join(f"{f:.0%}" for f in cfg.data.split)),
+        ("Signal columns (observed)", ", ".join(cfg.data.signals) or "none"),
     ]
     return items
 

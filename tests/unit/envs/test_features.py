@@ -18,6 +18,7 @@ from riskppo.envs import (
     make_trading_env,
     regime_switching,
 )
+from riskppo.envs.causality import perturb_after
 from riskppo.envs.features import feature_lookback
 
 NAN = math.nan
@@ -127,16 +128,6 @@ def reference(name: str, c: list[float]) -> list[float]:
     if kind == "ewmvol":
         return ref_ewmvol(c, int(p[0]))
     return ref_macd(c, int(p[0]), int(p[1]))
-
-
-def perturb_after(df: pd.DataFrame, t: int, rng: np.random.Generator) -> pd.DataFrame:
-    out = df.copy()
-    n = len(df) - t - 1
-    factor = np.exp(rng.normal(0, 0.05, size=n))
-    for col in ("open", "high", "low", "close"):
-        out.iloc[t + 1 :, out.columns.get_loc(col)] *= factor
-    out.iloc[t + 1 :, out.columns.get_loc("volume")] *= np.exp(rng.normal(0, 1, size=n))
-    return out
 
 
 def flat_frame(n: int) -> pd.DataFrame:

@@ -20,6 +20,7 @@ from riskppo.envs import (
     load_dataset,
     regime_switching,
 )
+from riskppo.envs.causality import perturb_after
 
 INFO_KEYS = {
     "equity",
@@ -243,17 +244,6 @@ def test_invalid_discrete_action(googl):
 # ----------------------------------------------------------------------------- causality
 
 
-def _perturb_after(df: pd.DataFrame, t: int, rng: np.random.Generator) -> pd.DataFrame:
-    """Change every bar after position t (prices keep OHLC consistency, volume changes too)."""
-    out = df.copy()
-    n = len(df) - t - 1
-    factor = np.exp(rng.normal(0, 0.05, size=n))
-    for col in ("open", "high", "low", "close"):
-        out.iloc[t + 1 :, out.columns.get_loc(col)] *= factor
-    out.iloc[t + 1 :, out.columns.get_loc("volume")] *= np.exp(rng.normal(0, 1, size=n))
-    return out
-
-
 @pytest.mark.parametrize("fill", ["close", "next_open", "next_close"])
 @pytest.mark.parametrize("sizing", ["none", "vol_target"])
 @pytest.mark.parametrize("data", ["googl", "regime"])
@@ -275,7 +265,7 @@ def test_future_bars_do_not_change_past_observations_or_rewards(googl, data, siz
     moved_exposures = 0
     for t in rng.integers(start + 1, len(df) - 2, size=6):
         t = int(t)
-        env_b = TradingEnv(_perturb_after(df, t, rng), **kwargs)
+        env_b = TradingEnv(perturb_after(df, t, rng), **kwargs)
         assert env_b.first_valid_index == start
         obs_b, rew_b, inf_b, _, _ = run_episode(env_b, actions)
         k = t - start  # obs index k is bar start + k; reward j uses closes start+j, start+j+1
@@ -295,7 +285,7 @@ def test_features_are_causal_row_by_row(googl):
     rng = np.random.default_rng(7)
     base = compute_features(googl).values
     for t in rng.integers(0, len(googl) - 1, size=5):
-        pert = compute_features(_perturb_after(googl, int(t), rng)).values
+        pert = compute_features(perturb_after(googl, int(t), rng)).values
         np.testing.assert_array_equal(base[: t + 1], pert[: t + 1])
 
 
