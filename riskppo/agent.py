@@ -59,7 +59,7 @@ from riskppo.monitor.writer import Monitor, check_steps_continue, log_update
 from riskppo.nn.critics import Critic, build_critic
 from riskppo.nn.outputs import check_finite_outputs
 from riskppo.nn.policy import RecurrentActorCritic, RecurrentState
-from riskppo.nn.predict_args import check_state, episode_starts, obs_array
+from riskppo.nn.predict_args import check_state, episode_starts, given_obs, obs_array
 from riskppo.optim import build_optimizer
 from riskppo.persist.checkpoint import load_checkpoint, save_checkpoint
 from riskppo.persist.snapshot import Snapshot
@@ -394,6 +394,7 @@ class DistributionalPPO:
         state: Any = None,
         episode_start: np.ndarray | None = None,
         deterministic: bool = False,
+        raw: bool = False,
     ) -> tuple[np.ndarray, RecurrentState]:
         """Actions for a batch of observations (or one), carrying the recurrent state explicitly.
 
@@ -402,9 +403,10 @@ class DistributionalPPO:
         previous call returned (``None`` = zeros); ``episode_start`` ``[B]`` marks envs whose
         episode just started (state reset inside the LSTM). A state of another batch size,
         dtype or device, or an ``episode_start`` of another length, raises ``ValueError``
-        (:mod:`riskppo.nn.predict_args`).
+        (:mod:`riskppo.nn.predict_args`). ``raw=True``: env observations, normalised first.
         """
         obs, lead = obs_array(observation, self.observation_space, max_lead=1)
+        obs = given_obs(self, obs, raw)  # raw=True: normalised here; else checked (warns once)
         single = lead == 0
         if single:
             obs = obs[None]
@@ -427,6 +429,10 @@ class DistributionalPPO:
         actions = env_actions(step.actions, self.action_space)
         new_state = RecurrentState(step.pi_state, state.vf)
         return (actions[0] if single else actions), new_state
+
+    def normalize_obs(self, obs: np.ndarray) -> np.ndarray:
+        """Raw env observations ``[..., D]`` as the policy gets them (frozen statistics)."""
+        return given_obs(self, obs, raw=True)
 
     def value_distribution(
         self, obs: np.ndarray, state: Any = None, episode_start: np.ndarray | None = None

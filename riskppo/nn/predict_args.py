@@ -19,8 +19,9 @@ from torch import Tensor
 
 from riskppo.nn.c_args import check
 from riskppo.nn.policy import RecurrentActorCritic, RecurrentState
+from riskppo.nn.raw_obs import normalize_observations, warn_if_raw
 
-__all__ = ["check_state", "episode_starts", "obs_array"]
+__all__ = ["check_state", "episode_starts", "given_obs", "obs_array"]
 
 _HINT = "pass state=None to start fresh or the state returned for these observations"
 
@@ -84,3 +85,15 @@ def obs_array(observation: Any, space: spaces.Space, max_lead: int) -> tuple[np.
             f"{list(shape)}: pass " + ", ".join(allowed)
         )
     return obs, lead
+
+
+def given_obs(model: Any, obs: np.ndarray, raw: bool) -> np.ndarray:
+    """What the policy of ``model`` acts on for the observations ``obs`` ``[..., D]`` passed to
+    ``predict``: with ``raw``, normalised by the model's statistics
+    (:func:`~riskppo.nn.raw_obs.normalize_observations`); else ``obs`` as given, with one
+    warning per model if they look raw to a normalising one (:mod:`riskppo.nn.raw_obs`)."""
+    rms, clip = model.obs_statistics(), model.config.env.clip_obs
+    if raw:
+        return normalize_observations(obs, rms, clip)
+    warn_if_raw(model, obs, rms, clip)
+    return obs
