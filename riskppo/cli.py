@@ -25,6 +25,7 @@ from riskppo.cli_args import (
     DEFAULT_PBT_CONFIG,
     RUN_DIR_HELP,
     add_command,
+    add_ledger,
     add_set,
     bench_parser,
     config_help,
@@ -87,13 +88,17 @@ def cmd_train(args: argparse.Namespace) -> int:
         if args.resume:
             run_dir = Path(args.resume)
             check_resume_args(args, run_dir)
-            resume_run(run_dir, progress_bar=progress_bar, overrides=args.set or [])
+            resume_run(
+                run_dir, progress_bar=progress_bar, overrides=args.set or [], ledger=_ledger(args)
+            )
         else:
             assert checked is not None  # read above whenever there is no --resume
             cfg = with_periodic_checkpoints(checked)
             run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(cfg)
             try:
-                train_run(cfg, run_dir, progress_bar=progress_bar, force=args.force)
+                train_run(
+                    cfg, run_dir, progress_bar=progress_bar, force=args.force, ledger=_ledger(args)
+                )
             except Exception:
                 if not args.run_dir:  # a directory riskppo named, left with nothing in it
                     _drop_if_empty(run_dir)
@@ -103,6 +108,14 @@ def cmd_train(args: argparse.Namespace) -> int:
         return stopped.exit_code
     print_flat_warning(run_dir / "backtest_test")
     return 0
+
+
+def _ledger(args: argparse.Namespace) -> Path | None:
+    """The trial ledger that ``--ledger``/``--no-ledger`` name
+    (:func:`~riskppo.runs.ledger.ledger_path`)."""
+    from riskppo.runs.ledger import ledger_path
+
+    return ledger_path(args.ledger, enabled=not args.no_ledger)
 
 
 def _drop_if_empty(run_dir: Path) -> None:
@@ -298,8 +311,10 @@ def _finish_pbt(cfg: Config, run_dir: Path, args: argparse.Namespace) -> int:
         return 1
     if cfg.env.id == TRADING_ID:  # the best member's held-out test backtest
         from riskppo.evaluation.backtest import backtest_run
+        from riskppo.evaluation.trials import TrialSpec
 
-        artifacts = backtest_run(Path(summary["best_dir"]), split="test")
+        trial = TrialSpec(_ledger(args), cfg, "pbt")  # the search is one configuration
+        artifacts = backtest_run(Path(summary["best_dir"]), split="test", trial=trial)
         print(f"riskppo pbt: best member's test backtest report → {artifacts.report}")
         print_flat_warning(artifacts.out_dir, prefix="riskppo pbt")
     return 0
@@ -329,7 +344,9 @@ def _run_universe(args: argparse.Namespace, run_dir: Path) -> list[Any]:
     from riskppo.universe import resume_universe, run_universe
 
     if cfg is None:
-        results = resume_universe(run_dir, workers=args.workers, progress_bar=not args.no_progress)
+        results = resume_universe(
+            run_dir, workers=args.workers, progress_bar=not args.no_progress, ledger=_ledger(args)
+        )
     else:
         results = run_universe(
             cfg,
@@ -338,6 +355,7 @@ def _run_universe(args: argparse.Namespace, run_dir: Path) -> list[Any]:
             seeds=args.seeds or [0],
             workers=args.workers,
             progress_bar=not args.no_progress,
+            ledger=_ledger(args),
         )
     return results
 
@@ -393,6 +411,7 @@ def _train_parser(sub: Any) -> None:
         action="store_true",
         help="--run-dir already holds a run: delete that run's files and start clean",
     )
+    add_ledger(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_train)
 
@@ -452,6 +471,7 @@ def _backtest_parser(sub: Any) -> None:
     )
     p.add_argument("run_dir", help=RUN_DIR_HELP)
     p.add_argument("--split", choices=("train", "val", "test"), default="test", help=SPLIT_HELP)
+    add_ledger(p)
     p.set_defaults(func=cmd_backtest)
 
 
@@ -489,6 +509,7 @@ def cmd_walkforward(args: argparse.Namespace) -> int:
             resume=bool(args.resume),
             progress_bar=not args.no_progress,
             n_trials=args.trials,
+            ledger=_ledger(args),
         )
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: the workers are ended
         return _stopped(exc, "walkforward", "finished cells are kept", run_dir)

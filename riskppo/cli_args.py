@@ -15,6 +15,7 @@ __all__ = [
     "DEFAULT_PBT_CONFIG",
     "RUN_DIR_HELP",
     "add_command",
+    "add_ledger",
     "add_set",
     "bench_parser",
     "config_help",
@@ -69,6 +70,22 @@ def add_set(p: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="override a config key, dotted as in the YAML file: ppo.learning_rate=1e-4 "
         "(repeatable; docs/config.md lists the keys)",
+    )
+
+
+def add_ledger(p: argparse.ArgumentParser) -> None:
+    """``--ledger PATH`` and ``--no-ledger``: where the judgement is recorded in the trial ledger
+    that gives the verdict its number of trials (:mod:`riskppo.runs.ledger`)."""
+    p.add_argument(
+        "--ledger",
+        metavar="DIR",
+        help="trial ledger directory: the verdict's N counts the configurations judged on this "
+        "data there (default: $RISKPPO_LEDGER, else runs/ledger; docs/risk.md)",
+    )
+    p.add_argument(
+        "--no-ledger",
+        action="store_true",
+        help="neither record this judgement nor read the ledger (N = --trials, default 1)",
     )
 
 
@@ -132,8 +149,10 @@ def walkforward_parser(sub: Any) -> argparse.ArgumentParser:
         type=positive_int,
         default=1,
         help="configurations tried on this data, this one included: the verdict's p-value is "
-        "adjusted for them (default: 1; with --resume a finished run is judged again)",
+        "adjusted for them; the ledger's count is used where it is larger (default: 1; with "
+        "--resume a finished run is judged again)",
     )
+    add_ledger(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p
 
@@ -185,6 +204,7 @@ def pbt_parser(sub: Any) -> argparse.ArgumentParser:
         help="continue a PBT run (local backend) from its last completed round, with its config",
     )
     p.add_argument("--backend", choices=("local", "ray"), help="overrides pbt.backend")
+    add_ledger(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p
 
@@ -209,6 +229,7 @@ def universe_parser(sub: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("--run-dir", help="parent directory (default: runs/<time>-universe)")
     p.add_argument("--resume", metavar="DIR", help="continue a stopped universe")
+    add_ledger(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p
 

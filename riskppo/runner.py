@@ -24,6 +24,7 @@ from riskppo.evaluation.summary import (
     run_label,
     validation_summary,
 )
+from riskppo.evaluation.trials import TrialSpec
 from riskppo.monitor.progress import ProgressBar, fmt, training_progress, whole_rollouts
 from riskppo.persist.checkpoint import CheckpointError
 from riskppo.runs.interrupt import StopRequest, signal_name, stop_on_signals
@@ -174,9 +175,15 @@ def _abandoned(run_dir: Path) -> str:
 
 
 def train_run(
-    cfg: Config, run_dir: Path, *, progress_bar: bool = True, force: bool = False
+    cfg: Config,
+    run_dir: Path,
+    *,
+    progress_bar: bool = True,
+    force: bool = False,
+    ledger: Path | None = None,
 ) -> DistributionalPPO:
-    """Train ``cfg`` into ``run_dir``; save a final checkpoint and an evaluation.
+    """Train ``cfg`` into ``run_dir``; save a final checkpoint and an evaluation. A trading
+    run's test backtest is recorded in the trial ledger ``ledger`` (None: none).
 
     Holds the run directory's lock throughout: another process on ``run_dir`` raises
     :class:`~riskppo.runs.lock.RunLockError` before anything in it is written. A
@@ -189,10 +196,12 @@ def train_run(
             print(
                 f"riskppo: --force: deleted the previous run in {run_dir} ({len(removed)} entries)"
             )
-        return _train_run(cfg, run_dir, progress_bar=progress_bar)
+        return _train_run(cfg, run_dir, progress_bar=progress_bar, ledger=ledger)
 
 
-def _train_run(cfg: Config, run_dir: Path, *, progress_bar: bool) -> DistributionalPPO:
+def _train_run(
+    cfg: Config, run_dir: Path, *, progress_bar: bool, ledger: Path | None
+) -> DistributionalPPO:
     try:
         model = DistributionalPPO(config=cfg, run_dir=run_dir)
     except BaseException:  # a run that never started leaves nothing a retry would trip on
@@ -201,11 +210,15 @@ def _train_run(cfg: Config, run_dir: Path, *, progress_bar: bool) -> Distributio
     cfg.to_yaml(run_dir / "config.yaml")
     print(f"riskppo: training {run_label(cfg)} for {_planned(model, cfg)} → {run_dir}")
     _learn(model, run_dir, cfg, progress_bar=progress_bar)
-    return _finish(model, run_dir, cfg)
+    return _finish(model, run_dir, cfg, ledger)
 
 
 def resume_run(
-    run_dir: Path, *, progress_bar: bool = True, overrides: Sequence[str] = ()
+    run_dir: Path,
+    *,
+    progress_bar: bool = True,
+    overrides: Sequence[str] = (),
+    ledger: Path | None = None,
 ) -> DistributionalPPO:
     """Continue ``run_dir`` from its latest checkpoint up to the config's total_timesteps.
 
@@ -214,18 +227,18 @@ def resume_run(
     is not trained further; its evaluation (and report) is written only if it is missing.
     ``overrides``: ``--set`` items that may only set ``total_timesteps``: the run trains on to
     that many steps, finished or not (:func:`_extend`). Holds the run directory's lock
-    throughout, like :func:`train_run`.
+    throughout, like :func:`train_run`, and records the backtest in ``ledger`` like it.
     """
     if not run_dir.is_dir():
         raise FileNotFoundError(
             f"{run_dir}: no such run directory; pass a run directory written by `riskppo train`"
         )
     with lock_run(run_dir, "riskppo train --resume"):
-        return _resume_run(run_dir, progress_bar=progress_bar, overrides=overrides)
+        return _resume_run(run_dir, progress_bar=progress_bar, overrides=overrides, ledger=ledger)
 
 
 def _resume_run(
-    run_dir: Path, *, progress_bar: bool, overrides: Sequence[str]
+    run_dir: Path, *, progress_bar: bool, overrides: Sequence[str], ledger: Path | None
 ) -> DistributionalPPO:
     cfg, path = run_checkpoint(run_dir)
     wanted = _total_wanted(cfg, overrides)
@@ -249,7 +262,7 @@ def _resume_run(
             if damage
             else "riskppo: writing its missing evaluation"
         )
-        return _finish(model, run_dir, cfg)
+        return _finish(model, run_dir, cfg, ledger)
     dropped = drop_metrics_after(run_dir / "metrics.jsonl", done)
     final = _final_step(model, cfg)
     print(f"riskppo: resuming {run_dir} at step {done:,} of {final:,} ({final - done:,} to go)")
@@ -259,7 +272,7 @@ def _resume_run(
             "stopped run; the resumed run logs those steps again"
         )
     _learn(model, run_dir, cfg, progress_bar=progress_bar)
-    return _finish(model, run_dir, cfg)
+    return _finish(model, run_dir, cfg, ledger)
 
 
 def _total_wanted(cfg: Config, overrides: Sequence[str]) -> int:
@@ -340,7 +353,9 @@ def evaluation_damage(run_dir: Path, cfg: Config) -> str | None:
     return None
 
 
-def _finish(model: DistributionalPPO, run_dir: Path, cfg: Config) -> DistributionalPPO:
+def _finish(
+    model: DistributionalPPO, run_dir: Path, cfg: Config, ledger: Path | None = None
+) -> DistributionalPPO:
     save_run_checkpoint(model, run_dir, cfg.checkpoint.keep_last)
     trading = cfg.env.id == TRADING_ID
     n = distinct_episodes(cfg, "val", 10)  # trading: every deterministic episode is the same
@@ -358,7 +373,7 @@ def _finish(model: DistributionalPPO, run_dir: Path, cfg: Config) -> Distributio
         )
     model.close()
     if trading:  # the main job ends with the backtest report (design §1.3)
-        artifacts = backtest_run(run_dir, split="test")
+        artifacts = backtest_run(run_dir, split="test", trial=TrialSpec(ledger, cfg, "train"))
         print(artifacts.verdict())
         print(f"riskppo: backtest report → {artifacts.report}")
     elif cfg.env.id == PORTFOLIO_ID:  # against the baselines, on the test part

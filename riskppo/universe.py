@@ -52,6 +52,7 @@ from riskppo.evaluation.universe import CellResult, cell_result, count_cells, fo
 from riskppo.monitor.progress import ProgressBar, wall_time_line
 from riskppo.runner import evaluation_damage, run_finished
 from riskppo.runs.interrupt import sigterm_as_interrupt
+from riskppo.runs.ledger import LEDGER_ENV
 from riskppo.runs.processes import child_env
 from riskppo.runs.rundir import checkpoint_dir
 from riskppo.safefs import remove_entry, write_text_atomic
@@ -108,10 +109,12 @@ def run_universe(
     seeds: Sequence[int] = (0,),
     workers: int | None = None,
     progress_bar: bool = True,
+    ledger: Path | None = None,
 ) -> list[CellResult]:
     """Train and backtest ``cfg`` on each (symbol, seed) into ``run_dir/cells/``, ``workers``
     processes at a time (default: all cores); write and print the table. ``run_dir`` must be
-    new or empty (continue one with :func:`resume_universe`)."""
+    new or empty (continue one with :func:`resume_universe`). Each cell's verdict is recorded
+    in the trial ledger ``ledger`` (None: none; :mod:`riskppo.runs.ledger`)."""
     if cfg.env.id != TRADING_ID:
         raise ConfigError(f"riskppo universe trains trading agents; env.id is {cfg.env.id!r}")
     if run_dir.exists() and any(run_dir.iterdir()):
@@ -121,11 +124,15 @@ def run_universe(
     spec = {"symbols": check_symbols(symbols), "seeds": list(dict.fromkeys(seeds))}
     run_dir.mkdir(parents=True, exist_ok=True)
     write_text_atomic(run_dir / SPEC_FILE, json.dumps(spec | {"config": cfg.to_dict()}, indent=2))
-    return resume_universe(run_dir, workers=workers, progress_bar=progress_bar)
+    return resume_universe(run_dir, workers=workers, progress_bar=progress_bar, ledger=ledger)
 
 
 def resume_universe(
-    run_dir: Path, *, workers: int | None = None, progress_bar: bool = True
+    run_dir: Path,
+    *,
+    workers: int | None = None,
+    progress_bar: bool = True,
+    ledger: Path | None = None,
 ) -> list[CellResult]:
     """Run every cell of ``run_dir``'s spec that is not finished (finished ones are skipped,
     their files untouched), then write ``universe.json`` / ``universe.md`` and print the table."""
@@ -138,7 +145,7 @@ def resume_universe(
     _note_close_only(base)
     t0 = time.monotonic()
     workers = workers or os.cpu_count() or 1
-    errors, trained = _run_cells(base, cells, run_dir, workers, progress_bar)
+    errors, trained = _run_cells(base, cells, run_dir, workers, progress_bar, ledger)
     results = [cell_result(c.symbol, c.seed, _cell_dir(run_dir, c), errors.get(c)) for c in cells]
     _write_results(run_dir, base, results)
     if trained:
@@ -202,7 +209,12 @@ class _Running:
 
 
 def _run_cells(
-    base: Config, cells: list[Cell], run_dir: Path, workers: int, progress_bar: bool
+    base: Config,
+    cells: list[Cell],
+    run_dir: Path,
+    workers: int,
+    progress_bar: bool,
+    ledger: Path | None,
 ) -> tuple[dict[Cell, str], int]:
     """Run the unfinished cells, ``workers`` at a time; return each failed cell's reason and
     how many cells ran."""
@@ -226,7 +238,7 @@ def _run_cells(
         try:
             while todo or running:
                 while todo and len(running) < workers:
-                    running.append(_start(base, todo.pop(0), run_dir))
+                    running.append(_start(base, todo.pop(0), run_dir, ledger))
                 time.sleep(POLL_S)
                 for r in [r for r in running if r.proc.poll() is not None]:
                     running.remove(r)
@@ -276,11 +288,12 @@ def _finished(base: Config, cell: Cell, run_dir: Path) -> bool:
     return False
 
 
-def _start(base: Config, cell: Cell, run_dir: Path) -> _Running:
+def _start(base: Config, cell: Cell, run_dir: Path, ledger: Path | None) -> _Running:
     cell_dir = _cell_dir(run_dir, cell)
     cmd = _command(base, cell, cell_dir)
     out = open(_cell_log(run_dir, cell), "ab")  # noqa: SIM115 (closed when the process ends)
     env = os.environ | {"OMP_NUM_THREADS": "1"}  # one core per cell; the cells run in parallel
+    env[LEDGER_ENV] = str(ledger.resolve()) if ledger is not None else "off"  # the cell's train
     # A session of its own: Ctrl-C reaches the universe only, which stops each cell once
     # (_stop_cells); a cell dies with the universe if that is killed (child_env).
     proc = subprocess.Popen(

@@ -26,6 +26,14 @@ SMALL_CARTPOLE = dict(
 )
 
 
+@pytest.fixture(autouse=True)
+def _no_trial_ledger(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test writes the trial ledger under ./runs (nor counts another test's trials): the
+    commands run with ``RISKPPO_LEDGER=off`` unless a test names a ledger (``--ledger``, or
+    its own ``RISKPPO_LEDGER``)."""
+    monkeypatch.setenv("RISKPPO_LEDGER", "off")
+
+
 @pytest.fixture
 def small_cartpole() -> Callable[..., DistributionalPPO]:
     """``make(env="CartPole-v1", seed=0, **keywords)``: a model of :data:`SMALL_CARTPOLE` size."""

@@ -83,9 +83,11 @@ from riskppo.evaluation.metrics import (
 from riskppo.evaluation.plots import save_plots
 from riskppo.evaluation.report import STRATEGY_LABELS, format_value, metric_rows, write_report
 from riskppo.evaluation.supervised import supervised_signals
+from riskppo.evaluation.trials import TrialSpec, judge_trials
 from riskppo.evaluation.verdict import statistics_block, verdict_lines
 from riskppo.jsonable import jsonable
 from riskppo.persist.checkpoint import CheckpointError
+from riskppo.runs.ledger import ledger_path
 from riskppo.runs.rundir import load_for_evaluation
 from riskppo.safefs import ensure_real_dir, write_text_atomic
 
@@ -440,9 +442,11 @@ def backtest_run(
     sma_fast: int = 20,
     sma_slow: int = 50,
     sma_allow_short: bool = False,
+    trial: TrialSpec | None = None,
 ) -> BacktestArtifacts:
     """Backtest the newest good checkpoint of ``run_dir`` on ``split``; write the files in the
-    module docstring into ``out_dir`` (default ``RUN_DIR/backtest_<split>``).
+    module docstring into ``out_dir`` (default ``RUN_DIR/backtest_<split>``). ``trial``: record
+    the judgement in its trial ledger; the verdict counts the ledger's trials on the data.
 
     The agent is deterministic and the evaluation env has no randomness, so one run dir gives
     one result; to report over seeds, backtest one run dir per seed and combine the
@@ -464,7 +468,15 @@ def backtest_run(
     equity_csv = write_text_atomic(out / "equity.csv", equity)
     write_text_atomic(out / "critic.csv", result.critic.to_csv(float_format="%.10g"))
     plots = save_plots(result, out)
-    block = statistics_block(result.frames, result.bars_per_year, fee=result.env_settings["fee"])
+    agent_r = result.frames["agent"]["log_return"]
+    trials = judge_trials(trial, agent_r, result.bars_per_year, run_dir, result.config)
+    block = statistics_block(
+        result.frames,
+        result.bars_per_year,
+        fee=result.env_settings["fee"],
+        n_trials=trial.n_trials if trial is not None else 1,
+        trials=trials,
+    )
     write_text_atomic(out / "statistics.json", json.dumps(jsonable(block), indent=2) + "\n")
     report = write_report(result, out / "report.html", images=plots, info=info, statistics=block)
     return BacktestArtifacts(result, out, metrics_path, report, equity_csv, plots, ckpt, block)
@@ -480,7 +492,9 @@ def cmd_backtest(args: argparse.Namespace) -> int:
     try:
         if _is_portfolio_run(Path(args.run_dir)):
             return _portfolio_backtest(args.run_dir, split)
-        art = backtest_run(args.run_dir, split)
+        no_ledger = bool(getattr(args, "no_ledger", False))
+        ledger = ledger_path(getattr(args, "ledger", None), enabled=not no_ledger)
+        art = backtest_run(args.run_dir, split, trial=TrialSpec(ledger))
     except (CheckpointError, FileNotFoundError, ValueError) as exc:
         print(f"riskppo backtest: {exc}", file=sys.stderr)
         return 2

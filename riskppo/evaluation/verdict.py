@@ -16,6 +16,8 @@ import numpy as np
 import pandas as pd
 
 from riskppo import stats
+from riskppo.evaluation.trials import trial_lines, trials_block
+from riskppo.runs.ledger import Trials
 from riskppo.stats.core import format_p
 
 BENCHMARK = "vol_target_buy_and_hold"
@@ -29,9 +31,16 @@ def statistics_block(
     fee: float,
     n_trials: int = 1,
     seed: int = 0,
+    trials: Trials | None = None,
 ) -> dict[str, Any]:
     """Agent vs :data:`BENCHMARK` (unscaled and scaled to the agent's mean |exposure|): the
-    statistics summary, its table rows, the random-timing null and the verdict line."""
+    statistics summary, its table rows, the random-timing null and the verdict line.
+
+    ``n_trials``: the user's count of configurations tried; ``trials``: the trial ledger's
+    (:func:`riskppo.evaluation.trials.judge_trials`) — the verdict adjusts for the larger N, and
+    the deflated Sharpe ratio uses the variance of the ledger's Sharpe ratios."""
+    extra = trials_block(trials, n_trials)
+    n_trials = extra["n_trials"] if extra else n_trials
     agent, bench = frames["agent"], frames[BENCHMARK]
     agent_r, bench_r = agent["log_return"].to_numpy(), bench["log_return"].to_numpy()
     agent_x = float(np.abs(agent["position"]).mean())
@@ -43,6 +52,7 @@ def statistics_block(
         agent_exposure=agent_x,
         benchmark_exposure=bench_x,
         n_trials=n_trials,
+        trials_sharpe_var=trials.sharpe_var if trials is not None else None,
         benchmark_name=BENCHMARK_NAME,
         seed=seed,
     )
@@ -61,6 +71,7 @@ def statistics_block(
             "p_adjusted": verdict.p_adjusted,
             "text": honest_text(verdict.text, verdict.claim, *sharpes),
         },
+        "trials": extra,
     }
 
 
@@ -116,11 +127,15 @@ def verdict_lines(block: Mapping[str, Any], where: str = "") -> list[str]:
             f", supervised {_fmt(sup['sharpe'])} (agent − supervised {_fmt(sup['diff'], '+.2f')}, "
             f"one-sided p = {format_p(_nan(sup['p_one_sided']))})"
         )
-    return [
+    lines = [
         f"verdict{where}: {block['verdict']['text']}",
         f"  Sharpe ratio (annual, log returns): {sharpes}",
         f"  random timing: {random_timing_text(block['random_timing'])}",
     ]
+    if block.get("trials"):
+        dsr = _fmt(s.get("deflated_sharpe"), ".3f")
+        lines += [*trial_lines(block["trials"]), f"  deflated Sharpe ratio: {dsr}"]
+    return lines
 
 
 def _nan(value: float | None) -> float:

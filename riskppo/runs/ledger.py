@@ -1,5 +1,5 @@
 """The trial ledger: every judged trading record on a market, so the verdict knows how many
-configurations were tried on that data (docs/statistics.md, "How many trials").
+configurations were tried on that data (docs/risk.md, "How many trials").
 
 A ledger is a directory (default ``runs/ledger`` beside the runs, ``$RISKPPO_LEDGER`` or
 ``--ledger PATH`` elsewhere) holding

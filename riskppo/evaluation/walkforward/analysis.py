@@ -24,6 +24,7 @@ from riskppo.evaluation.walkforward.plan import (
     WalkForwardSettings,
     mean_record,
 )
+from riskppo.runs.ledger import Trials
 
 SCALED = "vol_target_scaled"
 CVAR_MATCHED = "vol_target_cvar_matched"
@@ -37,15 +38,17 @@ def analyse(
     *,
     n_trials: int = 1,
     seed: int = 0,
+    trials: Trials | None = None,
 ) -> dict[str, Any]:
     """``metrics.json`` of a walk-forward: per record (each seed, and their mean) the metrics
     of every strategy and the statistics block; the per-cell table; the limit counts; the
-    verdict line."""
+    verdict line. ``trials``: the trial ledger's count for the mean record (N, the Sharpe
+    variance of the deflated Sharpe ratio, PBO), applied to every record."""
     bpy = float(cells[0]["bars_per_year"])
     mean = mean_record(records) if len(records) > 1 else records[0]
     fee = float(cells[0]["fee"])
     per_record = {
-        r.label: record_block(cfg, r, bpy, fee=fee, n_trials=n_trials, seed=seed)
+        r.label: record_block(cfg, r, bpy, fee=fee, n_trials=n_trials, seed=seed, trials=trials)
         for r in [*records, *([mean] if len(records) > 1 else [])]
     }
     headline = per_record[mean.label]
@@ -56,7 +59,8 @@ def analyse(
     return {
         "data": cells[0].get("data"),
         "settings": settings.to_dict(),
-        "n_trials": n_trials,
+        "n_trials": headline["trials"]["n_trials"] if headline.get("trials") else n_trials,
+        "trials": headline.get("trials"),
         "bars_per_year": bpy,
         "oos_bars": len(mean.frame),
         "start": str(mean.frame.index[0]),
@@ -72,7 +76,14 @@ def analyse(
 
 
 def record_block(
-    cfg: Config, record: Record, bpy: float, *, fee: float, n_trials: int, seed: int
+    cfg: Config,
+    record: Record,
+    bpy: float,
+    *,
+    fee: float,
+    n_trials: int,
+    seed: int,
+    trials: Trials | None = None,
 ) -> dict[str, Any]:
     """Metrics of each strategy on ``record`` (the scaled benchmark included) and the
     statistics of the agent against the benchmark."""
@@ -105,7 +116,8 @@ def record_block(
         kc = float(a_cvar) / float(b_cvar)
         bench = record.returns(BENCHMARK) * kc, record.positions(BENCHMARK) * kc
         metrics[CVAR_MATCHED] = figures(*bench, bench_signals)
-    block = statistics_block(record.strategy_frames(), bpy, fee=fee, n_trials=n_trials, seed=seed)
+    frames = record.strategy_frames()
+    block = statistics_block(frames, bpy, fee=fee, n_trials=n_trials, seed=seed, trials=trials)
     return {"metrics": metrics, **block}
 
 

@@ -25,6 +25,7 @@ from riskppo.evaluation.report import (
     format_value,
     statistics_section,
 )
+from riskppo.evaluation.trials import trials_html
 from riskppo.evaluation.verdict import verdict_lines
 from riskppo.evaluation.walkforward.analysis import BENCHMARK, CVAR_MATCHED, SCALED
 from riskppo.evaluation.walkforward.plan import MEAN_LABEL, Record, mean_record
@@ -292,6 +293,7 @@ def render(cfg: Config, metrics: dict[str, Any], images: dict[str, bytes]) -> st
 <style>{REPORT_CSS}</style></head><body><main>
 <header><h1>{html.escape(title)}</h1><div class="sub">{html.escape(sub)}</div></header>
 {statistics_section(h, "Verdict and statistics (the seeds' mean record)")}
+{trials_html(h.get("trials"))}
 <section><h2>CVaR limit</h2><p>{html.escape(limit)}</p></section>
 <section><h2>Metrics on the stitched record</h2>
 {_table(["", *(LABELS[n] for n in STRATEGY_ORDER)], _metrics_rows(h))}</section>

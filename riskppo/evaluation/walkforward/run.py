@@ -50,6 +50,7 @@ from riskppo.evaluation.walkforward.plan import (
 from riskppo.monitor.progress import ProgressBar, wall_time_line
 from riskppo.persist.files import sha256
 from riskppo.runs.interrupt import sigterm_as_interrupt
+from riskppo.runs.ledger import Trials
 from riskppo.runs.processes import (
     CaughtWarning,
     catching_warnings,
@@ -405,24 +406,29 @@ def walk_forward(
     resume: bool = False,
     progress_bar: bool = True,
     n_trials: int = 1,
+    ledger: Path | None = None,
 ) -> dict[str, Any]:
     """Run (or ``resume``, when ``cfg`` may be None) a walk-forward of ``cfg`` into ``run_dir``;
     write the stitched records, ``metrics.json`` and the report; return the metrics (see
     :func:`riskppo.evaluation.walkforward.analysis.analyse`). ``n_trials``: the configurations
     tried on this data, this one included — the verdict's p-value is adjusted for them (Šidák),
     so the best of several tries is not mistaken for an edge; a finished run can be judged again
-    with another count (``resume``)."""
+    with another count (``resume``). ``ledger``: the trial ledger the stitched record (the
+    seeds' mean) is recorded in; the verdict's N is the larger of ``n_trials`` and the ledger's
+    count of configurations judged on this data (:mod:`riskppo.runs.ledger`)."""
     run_dir = Path(run_dir)
     with lock_run(run_dir, "riskppo walkforward"):
         wf = prepare(cfg, settings or WalkForwardSettings(), run_dir, resume=resume)
         took = wf.run(progress_bar=progress_bar)
-        metrics = _outputs(wf, run_dir, n_trials)
+        metrics = _outputs(wf, run_dir, n_trials, ledger)
     if took is not None:
         print(took)
     return metrics
 
 
-def _outputs(wf: WalkForwardRun, run_dir: Path, n_trials: int) -> dict[str, Any]:
+def _outputs(
+    wf: WalkForwardRun, run_dir: Path, n_trials: int, ledger: Path | None = None
+) -> dict[str, Any]:
     """Analyse the finished cells of ``wf``, write the report files and return the metrics."""
     from riskppo.evaluation.walkforward.analysis import analyse  # the heavy statistics, when needed
     from riskppo.evaluation.walkforward.report import write_outputs
@@ -432,6 +438,23 @@ def _outputs(wf: WalkForwardRun, run_dir: Path, n_trials: int) -> dict[str, Any]
         from riskppo.evaluation.portfolio.walkforward import portfolio_outputs
 
         return portfolio_outputs(run_dir, wf.config, records, wf.cell_summaries(), n_trials)
-    metrics = analyse(wf.config, wf.settings, records, wf.cell_summaries(), n_trials=n_trials)
+    cells = wf.cell_summaries()
+    trials = _judge(wf, run_dir, records, ledger, float(cells[0]["bars_per_year"]))
+    metrics = analyse(wf.config, wf.settings, records, cells, n_trials=n_trials, trials=trials)
     write_outputs(run_dir, wf.config, records, metrics)
     return metrics
+
+
+def _judge(
+    wf: WalkForwardRun, run_dir: Path, records: list[Record], ledger: Path | None, bpy: float
+) -> Trials | None:
+    """Record the seeds' mean out-of-sample record in the trial ledger (one configuration
+    whatever its seeds: the schedule, not the seeds or workers, is part of it) and count the
+    trials on its data."""
+    from riskppo.evaluation.trials import TrialSpec, judge_trials
+    from riskppo.evaluation.walkforward.plan import mean_record
+
+    protocol = {k: v for k, v in wf.settings.to_dict().items() if k not in ("seeds", "workers")}
+    spec = TrialSpec(ledger, wf.config, "walkforward", protocol)
+    mean = mean_record(records) if len(records) > 1 else records[0]
+    return judge_trials(spec, mean.returns("agent"), bpy, run_dir, wf.config)
