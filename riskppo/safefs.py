@@ -23,6 +23,7 @@ import os
 import secrets
 import shutil
 import stat
+from collections.abc import Callable
 from io import TextIOWrapper
 from pathlib import Path
 
@@ -63,9 +64,12 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_bytes_atomic(path: Path, data: bytes, mode: int = 0o644) -> Path:
+def write_bytes_atomic(
+    path: Path, data: bytes, mode: int = 0o644, before_rename: Callable[[], None] | None = None
+) -> Path:
     """Replace ``path`` by a regular file holding ``data`` (temp sibling, fsync, rename, fsync
-    of the directory). On any error the temporary file is removed and ``path`` is untouched."""
+    of the directory). On any error the temporary file is removed and ``path`` is untouched.
+    ``before_rename`` is called with the temporary file written (a test's crash point)."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, mode)
@@ -74,6 +78,8 @@ def write_bytes_atomic(path: Path, data: bytes, mode: int = 0o644) -> Path:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+        if before_rename is not None:
+            before_rename()
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
