@@ -5,7 +5,8 @@ A learner is judged first where the answer is known: each generator returns the 
 :class:`Planted` record of, per bar ``t``, the **true conditional mean** of the next bar's log
 return given everything up to ``t`` (what an oracle trades on) and the **planted information**
 (what the edge is a function of: the last log return for AR(1) markets, the current regime's
-drift for regime markets). Both are known at the close of bar ``t``.
+drift for regime markets, a forecast column the user would bring for signal markets). Both are
+known at the close of bar ``t``.
 
 Noise is GARCH(1, 1) with Student-t innovations (Bollerslev 1986, 1987): volatility clusters and
 tails are heavy, as in daily equity returns. The close path is exactly the simulated log-return
@@ -27,7 +28,7 @@ import pandas as pd
 
 from riskppo.envs.market.synthetic import _bars, _check_n, _index
 
-__all__ = ["Garch", "Planted", "ar_market", "regime_market"]
+__all__ = ["Garch", "Planted", "ar_market", "regime_market", "signal_market"]
 
 _BARS_PER_YEAR = 252
 
@@ -145,3 +146,40 @@ def regime_market(
     cond = (1.0 - p) * mu + p * other
     next_sig = np.concatenate((sig[1:], sig[-1:]))
     return df, Planted(cond_mean=cond, info=mu.copy(), sigma=next_sig, kind=f"regime({duration:g})")
+
+
+def signal_market(
+    n: int,
+    *,
+    ic: float,
+    drift: float = 0.06,
+    garch: Garch = Garch(),
+    column: str = "signal",
+    seed: int = 0,
+    start: str = "2000-01-03",
+) -> tuple[pd.DataFrame, Planted]:
+    """A random walk with drift whose next log return a forecast column predicts: the frame gets
+    a column ``column`` (a user's own signal, known at its bar's close) with standard-normal
+    values ``s_t``, and ``r_{t+1} = m + sigma_{t+1} (ic s_t + sqrt(1 - ic^2) z_{t+1})`` with the
+    GARCH-t noise ``sigma z``: the column's correlation with the next return in units of its
+    volatility, ``(r_{t+1} - m) / sigma_{t+1}``, is ``ic`` (its information coefficient; with the
+    raw return a little less, ``ic E[sigma] / sqrt(E[sigma^2])``, as volatility clusters), and
+    the price alone predicts nothing.
+
+    The planted information is ``s_t``; the conditional mean of the next return is
+    ``m + ic sigma_{t+1} s_t`` (``sigma_{t+1}`` is known at ``t`` under GARCH).
+    """
+    n = _check_n(n)
+    if not -1 < ic < 1:
+        raise ValueError(f"ic must be in (-1, 1), got {ic}")
+    rng = np.random.default_rng(seed)
+    eps, sig = garch.sample(n, rng)
+    s = rng.standard_normal(n)
+    m = drift / _BARS_PER_YEAR
+    r = m + np.sqrt(1.0 - ic * ic) * eps
+    r[1:] += ic * sig[1:] * s[:-1]
+    df = _bars(r, sig, 100.0, rng, _index(start, n, "B"))
+    df[column] = s
+    next_sig = np.concatenate((sig[1:], sig[-1:]))
+    cond = m + ic * next_sig * s
+    return df, Planted(cond_mean=cond, info=s.copy(), sigma=next_sig, kind=f"signal({ic:g})")
