@@ -113,9 +113,10 @@ def cmd_train(args: argparse.Namespace) -> int:
 def _ledger(args: argparse.Namespace) -> Path | None:
     """The trial ledger that ``--ledger``/``--no-ledger`` name
     (:func:`~riskppo.runs.ledger.ledger_path`)."""
-    from riskppo.runs.ledger import ledger_path
+    from riskppo.runs.ledger import ledger_path, open_ledger
 
-    return ledger_path(args.ledger, enabled=not args.no_ledger)
+    path = ledger_path(args.ledger, enabled=not args.no_ledger)
+    return open_ledger(path) if path is not None else None  # a bad path stops before training
 
 
 def _drop_if_empty(run_dir: Path) -> None:
@@ -289,14 +290,15 @@ def cmd_pbt(args: argparse.Namespace) -> int:
     else:
         cfg = load_config(args.config, overrides, default=DEFAULT_PBT_CONFIG)
         run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(cfg, prefix="pbt")
+    ledger = _ledger(args)
     with lock_run(run_dir, "riskppo pbt"):
         try:
-            return _finish_pbt(cfg, run_dir, args)
+            return _finish_pbt(cfg, run_dir, args, ledger)
         except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: the workers are ended
             return _stopped(exc, "pbt", "the finished rounds are kept", run_dir)
 
 
-def _finish_pbt(cfg: Config, run_dir: Path, args: argparse.Namespace) -> int:
+def _finish_pbt(cfg: Config, run_dir: Path, args: argparse.Namespace, ledger: Path | None) -> int:
     from riskppo.pbt import run_pbt
 
     summary = run_pbt(cfg, run_dir, progress_bar=not args.no_progress, resume=bool(args.resume))
@@ -313,7 +315,7 @@ def _finish_pbt(cfg: Config, run_dir: Path, args: argparse.Namespace) -> int:
         from riskppo.evaluation.backtest import backtest_run
         from riskppo.evaluation.trials import TrialSpec
 
-        trial = TrialSpec(_ledger(args), cfg, "pbt")  # the search is one configuration
+        trial = TrialSpec(ledger, cfg, "pbt")  # the search is one configuration
         artifacts = backtest_run(Path(summary["best_dir"]), split="test", trial=trial)
         print(f"riskppo pbt: best member's test backtest report → {artifacts.report}")
         print_flat_warning(artifacts.out_dir, prefix="riskppo pbt")

@@ -60,6 +60,7 @@ __all__ = [
     "count_trials",
     "data_fingerprint",
     "ledger_path",
+    "open_ledger",
     "read_ledger",
     "record_trial",
 ]
@@ -256,7 +257,10 @@ def _write_returns(ledger: Path, row: LedgerRow, returns: pd.Series) -> None:
     write_bytes_atomic(ledger / row.returns, buffer.getvalue())
 
 
-def _open_ledger(ledger: Path) -> Path:
+def open_ledger(ledger: Path) -> Path:
+    """Create ``ledger`` (and its returns directory) or check it is a real directory:
+    :class:`LedgerError` if not. Commands call it first, so a bad ``--ledger`` stops before
+    any training."""
     try:
         ensure_real_dir(ledger)
         ensure_real_dir(ledger / RETURNS_DIR)
@@ -421,7 +425,7 @@ def record_trial(ledger: Path, judged: Judged) -> Trials:
     run's same judgement is there already) and count the trials on its data."""
     if len(judged.returns) < 2:
         raise ValueError("a judged record needs at least 2 bars")
-    _open_ledger(ledger)
+    open_ledger(ledger)
     row = _row_for(judged, f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(6)}")
     before = read_ledger(ledger)
     known = next((r for r in before.rows if _same_judgement(r, row)), None)

@@ -59,3 +59,31 @@ def test_a_second_configuration_on_the_file_is_counted_and_deflates(tmp_path):
     assert block["trials"]["n_trials"] == 2
     assert block["trials"]["sharpe_var"] == pytest.approx(var, rel=1e-12)
     assert f"deflated Sharpe ratio: {expected:.3f}" in second
+
+
+def test_universe_cells_record_in_the_ledger_the_universe_names(tmp_path):
+    """A universe's cells are `riskppo train` processes: each records its stock's verdict in the
+    ledger of the universe's --ledger (the bundled dataset's name, symbol and file hash)."""
+    sets = ["total_timesteps=64", "env.n_envs=2", "ppo.n_steps=32", "ppo.batch_size=64"]
+    args = [a for s in sets for a in ("--set", s)]
+    cmd = [sys.executable, "-m", "riskppo.cli", "universe", "--no-progress", "--symbols", "KO"]
+    cmd += ["--workers", "1", "--run-dir", str(tmp_path / "uni"), "--ledger", str(tmp_path / "L")]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([*cmd, *args], capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (row,) = read_ledger(tmp_path / "L").rows
+    assert row.data.startswith("sp500[KO]:sha256:") and row.kind == "train"
+    assert Path(row.run_dir).name == "KO-s0"
+
+
+def test_a_ledger_path_that_is_a_file_stops_before_training(tmp_path):
+    not_a_dir = tmp_path / "ledger"
+    not_a_dir.write_text("")
+    cmd = [sys.executable, "-m", "riskppo.cli", "train", "--ledger", str(not_a_dir)]
+    cmd += ["--run-dir", str(tmp_path / "r"), "--no-progress"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.strip() == (
+        f"riskppo: trial ledger {not_a_dir} is not a directory; pass --ledger DIR (or --no-ledger)"
+    )
+    assert "training" not in proc.stdout
