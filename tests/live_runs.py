@@ -39,7 +39,7 @@ RUNS: dict[str, tuple[str, list[str]]] = {
         [
             f"env.kwargs.symbols=[{', '.join(PORTFOLIO_SYMBOLS)}]",
             "env.kwargs.features=[vret_1, vret_20]",
-            "data.bars=[0, 1500, 1500, 1700]",
+            "data.bars=[0, 1300, 1500, 1700]",
         ],
     ),
 }
