@@ -158,3 +158,15 @@ def test_rewritten_history_or_skipped_bars_change_nothing(run: Path, tmp_path: P
     report = paper_step(run, write_bars(later, feed))  # the true feed goes on
     assert report.ok and report.new_bars == 5
     assert pd.Timestamp(report.state.last_bar) == later.index[-1]
+
+
+def test_a_portfolio_run_orders_per_asset_and_agrees_with_its_backtest(tmp_path: Path) -> None:
+    run = train("portfolio", tmp_path / "portfolio")
+    bars, feed = price_frame("portfolio"), tmp_path / "feed.csv"
+    for n in (1600, 1601, 1605):
+        report = paper_step(run, write_bars(bars.iloc[:n], feed))
+        assert report.ok, report.check
+    rows = (run / "paper" / "orders.csv").read_text().splitlines()[1:]
+    assert {r.split(",")[1] for r in rows} == {"AAPL", "KO", "XOM"}
+    weights = report.state.weights
+    assert weights is not None and sum(weights) == pytest.approx(report.state.exposure)
