@@ -10,10 +10,19 @@ import numpy as np
 
 
 def make_market(name: str, bars: int, seed: int) -> tuple[Any, Any]:
-    from riskppo.envs.market.planted import ar_market, regime_market
+    """``ar<phi>``, ``regime<duration>``, ``sig<ic>`` (a forecast column ``signal``: train
+    with ``--set data.signals=[signal]``) or ``sigshuf<ic>`` (the same file with the column
+    permuted in time: it carries nothing)."""
+    from riskppo.envs.market.planted import ar_market, regime_market, signal_market
 
     if name.startswith("regime"):
         return regime_market(bars, duration=float(name[6:]), seed=seed)
+    if name.startswith("sigshuf"):
+        df, planted = signal_market(bars, ic=float(name[7:]), seed=seed)
+        df["signal"] = np.random.default_rng(seed + 10_000).permutation(df["signal"].to_numpy())
+        return df, planted
+    if name.startswith("sig"):
+        return signal_market(bars, ic=float(name[3:]), seed=seed)
     return ar_market(bars, phi=float(name[2:]), seed=seed)
 
 

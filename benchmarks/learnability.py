@@ -154,16 +154,20 @@ def plot(rows: list[dict[str, Any]], path: Path, ylabel: str = "Sharpe, test row
 
 
 def market_name(text: str) -> str:
-    """An argparse type: a planted market's name, ``arPHI`` (|PHI| < 1) or ``regimeBARS``."""
-    kind = "regime" if text.startswith("regime") else "ar" if text.startswith("ar") else ""
+    """An argparse type: a planted market's name, ``arPHI`` (|PHI| < 1), ``regimeBARS``,
+    ``sigIC`` or ``sigshufIC`` (|IC| < 1)."""
+    kinds = ("regime", "sigshuf", "sig", "ar")
+    kind = next((k for k in kinds if text.startswith(k)), "")
     try:
         value = float(text[len(kind) :]) if kind else None
     except ValueError:
         value = None
-    if value is None or not (abs(value) < 1 if kind == "ar" else value > 0):
+    if value is None or not (value > 0 if kind == "regime" else abs(value) < 1):
         raise argparse.ArgumentTypeError(
-            f"expected arPHI (an AR(1) coefficient, -1 < PHI < 1; ar0: a random walk) or "
-            f"regimeBARS (mean regime length > 0), got {text!r}"
+            f"expected arPHI (an AR(1) coefficient, -1 < PHI < 1; ar0: a random walk), "
+            f"regimeBARS (mean regime length > 0), sigIC (a forecast column `signal` with "
+            f"information coefficient -1 < IC < 1; train with --set data.signals=[signal]) or "
+            f"sigshufIC (the same column shuffled in time), got {text!r}"
         )
     return text
 
@@ -175,7 +179,7 @@ def parser() -> BenchParser:
         nargs="+",
         type=market_name,
         default=list(MARKETS),
-        help="arPHI (ar0: a random walk), regimeBARS",
+        help="arPHI (ar0: a random walk), regimeBARS, sigIC, sigshufIC",
     )
     ap.add_argument("--bars", type=positive_int, default=3000)
     ap.add_argument("--seeds", type=non_negative_int, nargs="+", default=[1])
