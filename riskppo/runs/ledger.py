@@ -38,6 +38,7 @@ import numpy as np
 import pandas as pd
 
 from riskppo.config import Config
+from riskppo.persist.files import sha256
 from riskppo.runs.rundir import RunDirError
 from riskppo.safefs import (
     UnsafePathError,
@@ -107,14 +108,6 @@ def ledger_path(option: str | None, *, enabled: bool = True) -> Path | None:
     return Path(env) if env else DEFAULT_LEDGER
 
 
-def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def data_fingerprint(cfg: Config) -> str:
     """``sha256:<hex>`` of the bytes of ``data.path``'s file (a copy elsewhere is the same
     data), or ``<dataset>[<symbol>]:sha256:<hex>`` of the bundled dataset's file."""
@@ -122,9 +115,9 @@ def data_fingerprint(cfg: Config) -> str:
 
     d = cfg.data
     if d.path:
-        return f"sha256:{_sha256_file(Path(d.path))}"
+        return f"sha256:{sha256(Path(d.path))}"
     name = str(d.dataset) + (f"[{d.symbol.upper()}]" if d.symbol else "")
-    return f"{name}:sha256:{_sha256_file(dataset_path(str(d.dataset)))}"
+    return f"{name}:sha256:{sha256(dataset_path(str(d.dataset)))}"
 
 
 def _drop(tree: dict[str, Any], dotted: str) -> None:
