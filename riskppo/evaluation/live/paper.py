@@ -27,6 +27,7 @@ before the last consumed bar is refused with one line, and nothing is written.
 from __future__ import annotations
 
 import argparse
+import csv
 import math
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -49,7 +50,7 @@ from riskppo.evaluation.live.paper_state import (
     read_state,
     repair_orders,
 )
-from riskppo.evaluation.live.signal import live_run
+from riskppo.evaluation.live.signal import bar_time, live_run
 from riskppo.runs.rundir import load_for_evaluation
 from riskppo.safefs import read_text_nofollow
 
@@ -345,7 +346,8 @@ def paper_check(
         )
         if not same
     ]
-    span = f"{index[ep.infos[0]['bar'] - 1]} … {index[-1]}, {len(ep.infos)} steps"
+    first = bar_time(index[ep.infos[0]["bar"] - 1])
+    span = f"{first} … {bar_time(index[-1])}, {len(ep.infos)} steps"
     if problems:
         differ = ", ".join(problems)
         return (
@@ -355,7 +357,7 @@ def paper_check(
     return (
         f"check: a backtest over the same bars ({span}) gives the same {len(expected)} order "
         f"row(s), target {live.decision.exposure:+.6f} and equity {equity:.6f} since "
-        f"{index[start_bar]}: OK",
+        f"{bar_time(index[start_bar])}: OK",
         True,
     )
 
@@ -371,26 +373,34 @@ def _same_lstm(a: Any, b: Any) -> bool:
     return all(torch.equal(x.h, y.h) and torch.equal(x.c, y.c) for x, y in pairs)
 
 
+def _order_line(row: str) -> str:
+    """An ``orders.csv`` row (time,asset,from,to,reason) for a terminal."""
+    when, asset, old, new, reason = next(csv.reader([row]))
+    move = f"{float(old):+.4f} → {float(new):+.4f}"
+    return f"{bar_time(pd.Timestamp(when))} {asset}: {move} ({reason})"
+
+
 def cmd_paper(args: argparse.Namespace) -> int:
     """``riskppo paper RUN_DIR --data FEED``; exit 1 when the check finds a mismatch."""
     report = paper_step(args.run_dir, args.data)
     s = report.state
-    last = pd.Timestamp(s.last_bar)
+    last = bar_time(pd.Timestamp(s.last_bar))
     if report.new_bars == 0:
         print(f"riskppo paper: no new bars in {args.data} since {last}")
     elif s.orders_rows == len(report.rows) and s.paper_start == s.last_bar:
         print(
             f"riskppo paper: warmed up on {report.new_bars} bars from "
-            f"{pd.Timestamp(s.episode_start)}; the paper account starts at {last}"
+            f"{bar_time(pd.Timestamp(s.episode_start))}; the paper account starts at {last}"
         )
     else:
         print(f"riskppo paper: {report.new_bars} new bar(s) up to {last}")
     for row in report.rows:
-        print(f"  order {row.strip()}")
+        print(f"  order {_order_line(row)}")
     equity = math.exp(s.log_equity - s.log_equity_start)
     print(
         f"riskppo paper: target exposure {s.exposure:+.6f} from the bar after {last}; "
-        f"equity {equity:.6f} since {pd.Timestamp(s.paper_start)}; {s.orders_rows} order row(s) "
+        f"equity {equity:.6f} since {bar_time(pd.Timestamp(s.paper_start))}; {s.orders_rows} "
+        "order row(s) "
         "in total"
     )
     print(f"riskppo paper: {report.check}")

@@ -42,6 +42,12 @@ __all__ = [
 ]
 
 
+def bar_time(ts: pd.Timestamp) -> str:
+    """A bar's time for a terminal: the date alone for a daily bar (midnight), else the time."""
+    ts = pd.Timestamp(ts)
+    return str(ts.date()) if ts == ts.normalize() else str(ts)
+
+
 @dataclass(frozen=True)
 class SignalRecord:
     """Tomorrow's order of a run and its inputs (:class:`~riskppo.evaluation.live.decide.
@@ -82,8 +88,10 @@ class SignalRecord:
         cvar = "n/a" if self.forecast_cvar is None else f"{self.forecast_cvar:+.4%}"
         limit = "" if self.cvar_limit is None else f" (limit {self.cvar_limit:+.2%})"
         out = [
-            f"last bar      {self.timestamp}  ({self.steps} bars of warm-up from {self.start})",
-            f"raw signal    {self.signal:+.6f}  (policy action {self.action})",
+            f"last bar      {bar_time(self.timestamp)}  ({self.steps} bars of warm-up from "
+            f"{bar_time(self.start)})",
+            f"raw signal    {self.signal:+.6f}  (policy action "
+            f"{', '.join(f'{a:+.4f}' for a in self.action)})",
             f"vol scale     {self.vol_scale:.6f}",
             f"overlay cap   {cap}",
             f"forecast CVaR {cvar}{limit}",
