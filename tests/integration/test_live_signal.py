@@ -150,6 +150,10 @@ def test_bad_inputs_are_one_line(backtested, tmp_path: Path) -> None:
     line = _cli_error(str(bt.run_dir), "--data", str(close_only))
     assert "close_only.csv" in line and "lacks the columns high, low" in line
     assert "features hl_range need" in line
+    broken = bars.copy()
+    broken.iloc[100, broken.columns.get_loc("close")] = -1.0
+    line = _cli_error(str(bt.run_dir), "--data", str(write_bars(broken, tmp_path / "neg.csv")))
+    assert "neg.csv" in line and line.endswith("fix the file or pass another --data"), line
     empty = tmp_path / "not_a_run"
     empty.mkdir()
     line = _cli_error(str(empty), "--data", str(short))

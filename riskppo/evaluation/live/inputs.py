@@ -128,7 +128,13 @@ def file_env_factory(
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such price file; check the --data path")
     _forget_read_files()
-    index = _file_bars(cfg, path, run)
+    try:
+        index = _file_bars(cfg, path, run)
+    except DataError as exc:
+        if exc.remedy is not None:
+            raise
+        fix = "fix the file or pass another --data"
+        raise LiveInputError(f"{exc.render(cli=True)}; {fix}") from None
     lo = resolve_bar(index, start, 0, "--start")
     bars = (0, 0, min(lo, len(index) - 1), len(index))
     default = DEFAULT_FEATURES if run.kind == "trading" else PORTFOLIO_FEATURES
