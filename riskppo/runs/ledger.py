@@ -21,6 +21,7 @@ learning rate, feature list or training budget is another.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import io
 import json
@@ -229,9 +230,12 @@ def _same_judgement(a: LedgerRow, b: LedgerRow) -> bool:
 
 def _append_line(path: Path, line: str) -> None:
     """Append ``line`` as one ``write`` with ``O_APPEND`` and ``fsync`` it; start it on a new
-    line when the file ends in a torn row (a writer killed mid-row)."""
+    line when the file ends in a torn row (a writer killed mid-row). An exclusive ``flock``
+    (released by the kernel if the writer dies) keeps another writer's row whole while the
+    tail is read: without it a row still being copied in looks torn."""
     fd = open_nofollow(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
     try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
         size = os.fstat(fd).st_size
         torn_tail = size > 0 and os.pread(fd, 1, size - 1) != b"\n"
         data = (("\n" if torn_tail else "") + line + "\n").encode("utf-8")
@@ -279,6 +283,7 @@ def read_ledger(ledger: Path) -> LedgerRead:
     if not path.exists():
         return LedgerRead([], 0)
     with os.fdopen(open_nofollow(path, os.O_RDONLY), "rb") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_SH)  # no row of a live writer read half-written
         raw = f.read()
     rows, bad = [], []
     for number, line in enumerate(raw.split(b"\n"), start=1):

@@ -24,6 +24,7 @@ from riskppo.runs.ledger import (
     ROWS_FILE,
     Judged,
     LedgerError,
+    _append_line,
     config_hash,
     data_fingerprint,
     ledger_path,
@@ -171,14 +172,15 @@ def _writer(ledger: Path, who: str, n: int) -> subprocess.Popen[str]:
 
 
 def test_concurrent_writers_never_interleave_rows(tmp_path):
-    procs = [_writer(tmp_path, f"w{k}", 10) for k in range(3)]
+    procs = [_writer(tmp_path, f"w{k}", 25) for k in range(4)]
     for p in procs:
         _, err = p.communicate(timeout=300)
         assert p.returncode == 0, err
     read = read_ledger(tmp_path)
-    assert read.skipped == 0 and len(read.rows) == 30
-    assert len({r.id for r in read.rows}) == 30
+    assert read.skipped == 0 and len(read.rows) == 100
+    assert len({r.id for r in read.rows}) == 100
     lines = (tmp_path / ROWS_FILE).read_text().splitlines()
+    assert len(lines) == 100  # no blank line: no row taken for torn while being written
     assert all(json.loads(line)["data"] == "sha256:aa" for line in lines)
 
 
@@ -194,3 +196,37 @@ def test_a_writer_killed_by_sigkill_leaves_a_readable_ledger(tmp_path):
     assert len(read.rows) >= 6
     t = record_trial(tmp_path, _judged("after", 0, data="sha256:aa", returns=_returns(0, n=300)))
     assert t.n_configs == 4 and math.isfinite(t.sharpe_var or math.nan)
+
+
+_SLOW_WRITER = textwrap.dedent(
+    """
+    import fcntl, os, sys, time
+    fd = os.open(sys.argv[1], os.O_RDWR | os.O_APPEND | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    row = sys.argv[2].encode()
+    os.write(fd, row[:10])  # a row half copied in, as a slow write looks to a reader
+    print("half", flush=True)
+    time.sleep(2.0)
+    os.write(fd, row[10:] + b"\\n")
+    """
+)
+
+
+@pytest.mark.parametrize("during", ["record_trial", "append"])
+def test_a_row_being_written_is_not_taken_for_a_torn_one(tmp_path, recwarn, during):
+    """While another process's row is half written, a reader and a writer wait for it (the
+    ledger's file lock) instead of skipping it as torn or starting a new line inside it."""
+    record_trial(tmp_path, _judged("a", 0))
+    first = (tmp_path / ROWS_FILE).read_text().splitlines()[0]
+    other = first.replace('"config": "a"', '"config": "b"').replace("runs/", "runs/other-")
+    cmd = [sys.executable, "-c", _SLOW_WRITER, str(tmp_path / ROWS_FILE), other]
+    slow = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    assert slow.stdout is not None and slow.stdout.readline().strip() == "half"
+    if during == "record_trial":
+        record_trial(tmp_path, _judged("c", 0))
+    else:  # the append alone: a writer that read the ledger before the slow row began
+        _append_line(tmp_path / ROWS_FILE, other.replace('"config": "b"', '"config": "c"'))
+    slow.communicate(timeout=30)
+    lines = (tmp_path / ROWS_FILE).read_text().splitlines()
+    assert [json.loads(line)["config"] for line in lines] == ["a", "b", "c"]
+    assert not [w for w in recwarn if "not whole rows" in str(w.message)]
