@@ -52,10 +52,25 @@ def _backtested(kind: str, run_dir: Path) -> Backtested:
     return Backtested(run_dir, frame, start)
 
 
+_RUNS: dict[str, Backtested] = {}
+
+
+def _run(kind: str, tmp_path_factory: pytest.TempPathFactory) -> Backtested:
+    """Each kind of run trained and backtested once for the module's tests."""
+    if kind not in _RUNS:
+        _RUNS[kind] = _backtested(kind, tmp_path_factory.mktemp(f"run-{kind}"))
+    return _RUNS[kind]
+
+
 @pytest.fixture(scope="module", params=["googl", "eurusd", "portfolio"])
 def backtested(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
-    kind = request.param
-    return kind, _backtested(kind, tmp_path_factory.mktemp(f"run-{kind}"))
+    return request.param, _run(request.param, tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def googl(tmp_path_factory: pytest.TempPathFactory) -> Backtested:
+    """The default GOOGL run (the CLI and its errors do not depend on the kind of run)."""
+    return _run("googl", tmp_path_factory)
 
 
 def _decision_bars(bt: Backtested) -> list[pd.Timestamp]:
@@ -104,10 +119,8 @@ def test_inputs_explain_the_exposure(backtested, tmp_path: Path) -> None:
         assert np.isclose(record.forecast_cvar, -0.04 * record.exposure / record.overlay_cap)
 
 
-def test_cli_prints_and_writes_json_atomically(backtested, tmp_path: Path) -> None:
-    kind, bt = backtested
-    if kind != "googl":
-        pytest.skip("one CLI run is enough")
+def test_cli_prints_and_writes_json_atomically(googl: Backtested, tmp_path: Path) -> None:
+    kind, bt = "googl", googl
     when = _decision_bars(bt)[1]
     path = write_bars(price_frame(kind).loc[:when], tmp_path / "bars.csv")
     out = tmp_path / "signal.json"
@@ -138,11 +151,9 @@ def _cli_error(*args: str) -> str:
     return lines[-1]
 
 
-def test_bad_inputs_are_one_line(backtested, tmp_path: Path) -> None:
-    kind, bt = backtested
-    if kind != "googl":
-        pytest.skip("the errors do not depend on the run")
-    bars = price_frame(kind)
+def test_bad_inputs_are_one_line(googl: Backtested, tmp_path: Path) -> None:
+    bt = googl
+    bars = price_frame("googl")
     short = write_bars(bars.iloc[:30], tmp_path / "short.csv")
     line = _cli_error(str(bt.run_dir), "--data", str(short))
     assert "short.csv" in line and "too few" in line and "warm-up" in line
