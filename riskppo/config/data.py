@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import os
-from typing import Literal
+from collections.abc import Iterable
+from typing import Literal, cast
 
 from pydantic import (
     Field,
@@ -42,6 +43,21 @@ def normalize_sep(sep: str | None) -> str | None:
 
 TRADING_ID = "riskppo/Trading-v0"  # the trading env's Gymnasium id (riskppo.envs.registration)
 PORTFOLIO_ID = "riskppo/Portfolio-v0"  # the many-asset portfolio env (riskppo.envs.portfolio)
+
+
+def signal_names(signals: object) -> tuple[str, ...]:
+    """``signals`` (a list of a file's own column names) as a tuple of distinct, non-empty names;
+    ``ValueError`` naming the bad one (a single name is refused with the list to write)."""
+    if isinstance(signals, str):
+        raise ValueError(f"must be a list of column names, e.g. [{signals}]")
+    names = tuple(cast(Iterable[object], signals))
+    for name in names:
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError(f"{name!r} is not a column name")
+    dup = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if dup is not None:
+        raise ValueError(f"column {dup!r} is named twice")
+    return cast(tuple[str, ...], names)
 
 
 class DataConfig(_Section):
@@ -147,16 +163,7 @@ class DataConfig(_Section):
     @classmethod
     def _signal_list(cls, signals: object) -> object:
         """A list of distinct column names (a single name is refused with the list to write)."""
-        if isinstance(signals, str):
-            raise ValueError(f"must be a list of column names, e.g. [{signals}]")
-        if isinstance(signals, list | tuple):
-            for name in signals:
-                if not isinstance(name, str) or not name.strip():
-                    raise ValueError(f"{name!r} is not a column name")
-            dup = next((n for i, n in enumerate(signals) if n in signals[:i]), None)
-            if dup is not None:
-                raise ValueError(f"column {dup!r} is named twice")
-        return signals
+        return signal_names(signals) if isinstance(signals, str | list | tuple) else signals
 
     @field_validator("sep")
     @classmethod

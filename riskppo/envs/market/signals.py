@@ -28,6 +28,7 @@ from typing import Protocol
 import numpy as np
 import pandas as pd
 
+from riskppo.config.data import signal_names
 from riskppo.envs.market.errors import DataError
 
 __all__ = ["check_signal_names", "read_signals"]
@@ -41,16 +42,10 @@ class Numbers(Protocol):
 
 def check_signal_names(signals: Sequence[str]) -> tuple[str, ...]:
     """``signals`` as a tuple of distinct, non-empty names (``ValueError`` naming the bad one)."""
-    if isinstance(signals, str):
-        raise ValueError(f"signals={signals!r} must be a list of column names, e.g. [{signals}]")
-    names = tuple(signals)
-    for name in names:
-        if not isinstance(name, str) or not name.strip():
-            raise ValueError(f"signals: {name!r} is not a column name (a non-empty string)")
-    dup = next((n for i, n in enumerate(names) if n in names[:i]), None)
-    if dup is not None:
-        raise ValueError(f"signals: column {dup!r} is named twice")
-    return names
+    try:
+        return signal_names(signals)
+    except ValueError as exc:
+        raise ValueError(f"signals: {exc}") from None
 
 
 def read_signals(
