@@ -15,7 +15,10 @@ modules (conventions and units in :mod:`riskppo.stats.core`):
   :func:`sharpe_difference_bootstrap` (block bootstraps through ``arch``);
 * :mod:`~riskppo.stats.null`: :func:`random_timing_null`, :func:`matched_smoothness`;
 * :mod:`~riskppo.stats.pbo`: :func:`probability_of_backtest_overfitting` (Bailey, Borwein,
-  López de Prado & Zhu 2017), over the records of several configurations on the same bars.
+  López de Prado & Zhu 2017), over the records of several configurations on the same bars;
+* :mod:`~riskppo.stats.spa`: :func:`superior_ability`, Hansen's (2005) test of superior
+  predictive ability and Romano & Wolf's (2005) StepM: does any of several records beat the
+  benchmark (and which), with their dependence in the bootstrap.
 
 :func:`summarize` runs all of them for an agent against a benchmark and against the benchmark
 scaled to the agent's mean exposure::
@@ -65,6 +68,7 @@ from riskppo.stats.core import (
 )
 from riskppo.stats.null import RandomTiming, matched_smoothness, random_timing_null
 from riskppo.stats.pbo import PBO, probability_of_backtest_overfitting
+from riskppo.stats.spa import SuperiorAbility, superior_ability
 
 __all__ = [
     "PBO",
@@ -76,6 +80,7 @@ __all__ = [
     "RandomTiming",
     "SeriesFigures",
     "StatsSummary",
+    "SuperiorAbility",
     "Verdict",
     "adjust_p",
     "deflated_sharpe",
@@ -99,6 +104,7 @@ __all__ = [
     "sharpe_difference_hac",
     "sharpe_difference_test",
     "summarize",
+    "superior_ability",
     "tracking_error",
     "verdict",
 ]
