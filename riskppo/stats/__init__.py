@@ -18,7 +18,10 @@ modules (conventions and units in :mod:`riskppo.stats.core`):
   López de Prado & Zhu 2017), over the records of several configurations on the same bars;
 * :mod:`~riskppo.stats.spa`: :func:`superior_ability`, Hansen's (2005) test of superior
   predictive ability and Romano & Wolf's (2005) StepM: does any of several records beat the
-  benchmark (and which), with their dependence in the bootstrap.
+  benchmark (and which), with their dependence in the bootstrap;
+* :mod:`~riskppo.stats.es_backtest`: backtests of a VaR / expected-shortfall forecast,
+  :func:`kupiec_test` (Kupiec 1995) and :func:`z2_test` (Acerbi & Székely 2014) with its
+  p-value simulated under the forecast's own model, both in :func:`es_backtest`.
 
 :func:`summarize` runs all of them for an agent against a benchmark and against the benchmark
 scaled to the agent's mean exposure::
@@ -66,6 +69,19 @@ from riskppo.stats.core import (
     tracking_error,
     verdict,
 )
+from riskppo.stats.es_backtest import (
+    EmpiricalNull,
+    EsBacktest,
+    ForecastRecord,
+    KupiecTest,
+    ParametricNull,
+    Z2Test,
+    es_backtest,
+    kupiec_test,
+    standard_var_es,
+    z2_statistic,
+    z2_test,
+)
 from riskppo.stats.null import RandomTiming, matched_smoothness, random_timing_null
 from riskppo.stats.pbo import PBO, probability_of_backtest_overfitting
 from riskppo.stats.spa import SuperiorAbility, superior_ability
@@ -74,20 +90,28 @@ __all__ = [
     "PBO",
     "AlphaBeta",
     "Comparison",
+    "EmpiricalNull",
+    "EsBacktest",
+    "ForecastRecord",
     "Interval",
+    "KupiecTest",
     "Moments",
     "PairedTest",
+    "ParametricNull",
     "RandomTiming",
     "SeriesFigures",
     "StatsSummary",
     "SuperiorAbility",
     "Verdict",
+    "Z2Test",
     "adjust_p",
     "deflated_sharpe",
     "dsr_from_moments",
+    "es_backtest",
     "expected_max_sharpe",
     "hac_alpha_beta",
     "information_ratio",
+    "kupiec_test",
     "matched_smoothness",
     "min_track_record_length",
     "min_trl_from_moments",
@@ -103,10 +127,13 @@ __all__ = [
     "sharpe_difference_bootstrap",
     "sharpe_difference_hac",
     "sharpe_difference_test",
+    "standard_var_es",
     "summarize",
     "superior_ability",
     "tracking_error",
     "verdict",
+    "z2_statistic",
+    "z2_test",
 ]
 
 paired_sharpe_test = sharpe_difference_hac

@@ -13,6 +13,11 @@ so that the full signal's forecast stays inside the limit ``L < 0``:
     k_t    = max(-CVaR_α{z_s : s + d + h <= t}, φ(Φ⁻¹(α)) / α)     tail multiplier, expanding
     cap_t  = |L| / (margin · k_t · σ̂_t · √h)                   exposure cap per bar
 
+The same sums give the Value-at-Risk counterpart ``q_t = max(-VaR_α{z_s : s + d + h <= t},
+-Φ⁻¹(α))`` (:func:`tail_quantile`): one unit's forecast is ``VaR_t = -q_t σ̂_t √h``,
+``CVaR_t = -k_t σ̂_t √h`` (:func:`unit_forecast`), what :mod:`riskppo.evaluation.limit_backtest`
+tests out of sample.
+
 ``d`` is the fill delay (1 when an order fills at the next close, else 0): ``z_s`` is the
 return an exposure decided at ``s`` actually earns. The multiplier is *filtered historical
 simulation* (Barone-Adesi, Giannopoulos & Vosper 1999): the volatility forecast's own errors —
@@ -46,7 +51,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from statistics import NormalDist
 from typing import Any, NamedTuple
@@ -59,12 +64,18 @@ __all__ = [
     "OVERLAY_MODES",
     "OverlayTable",
     "RiskOverlay",
+    "UnitForecast",
     "binding_stats",
+    "expanding_quantile",
     "expanding_tail_mean",
+    "forecast_sigma",
     "gaussian_tail_multiplier",
+    "gaussian_tail_quantile",
     "overlay_table",
     "standardised_sums",
     "tail_multiplier",
+    "tail_quantile",
+    "unit_forecast",
 ]
 
 
@@ -159,6 +170,11 @@ def gaussian_tail_multiplier(alpha: float) -> float:
     return nd.pdf(nd.inv_cdf(alpha)) / alpha
 
 
+def gaussian_tail_quantile(alpha: float) -> float:
+    """``-VaR_α`` of a standard normal, ``-Φ⁻¹(α)`` (1.6449 at α = 0.05)."""
+    return -NormalDist().inv_cdf(alpha)
+
+
 def standardised_sums(close: np.ndarray, sigma: np.ndarray, horizon: int, delay: int) -> np.ndarray:
     """``z[s] = (log c[s+delay+horizon] - log c[s+delay]) / (sigma[s] √horizon)`` (``[T]``;
     NaN where ``sigma[s]`` is NaN or not positive, or the sum runs past the last bar)."""
@@ -196,33 +212,141 @@ def expanding_tail_mean(values: np.ndarray, alpha: float) -> np.ndarray:
     return out
 
 
+def expanding_quantile(values: np.ndarray, alpha: float) -> np.ndarray:
+    """``out[i]`` = the ``ceil(alpha·(i+1))``-th lowest of ``values[: i+1]`` (``[n]``): the
+    empirical α-quantile of each prefix, the largest of the lowest values
+    :func:`expanding_tail_mean` averages. One sorted list, O(n log n) comparisons."""
+    srt: list[float] = []
+    out = np.empty(len(values))
+    for i, v in enumerate(np.asarray(values, dtype=np.float64).tolist()):
+        bisect.insort(srt, v)
+        out[i] = srt[math.ceil(alpha * (i + 1) - 1e-12) - 1]
+    return out
+
+
 def tail_multiplier(z: np.ndarray, overlay: RiskOverlay, *, delay: int) -> np.ndarray:
     """``k_t`` per bar (``[T]``) from standardised sums ``z`` ``[T]`` (:func:`standardised_sums`;
     ``z[s]`` is known at bar ``s + delay + horizon``): ``-CVaR_α`` of the sums known by ``t``,
     floored at the Gaussian multiplier, which is also used before ``min_history`` are known."""
+    floor = gaussian_tail_multiplier(overlay.alpha)
+    return _causal_expanding(
+        z, overlay, delay, floor, lambda v: -expanding_tail_mean(v, overlay.alpha)
+    )
+
+
+def tail_quantile(z: np.ndarray, overlay: RiskOverlay, *, delay: int) -> np.ndarray:
+    """``q_t`` per bar (``[T]``), the Value-at-Risk counterpart of :func:`tail_multiplier` from the
+    same sums, known by the same bars: ``-`` the empirical α-quantile of the sums known by ``t``
+    (the ``ceil(α n)``-th lowest of ``n``: the largest sum in the tail ``k_t`` averages), floored
+    at the Gaussian ``-Φ⁻¹(α)`` (1.645 at α = 5%), which is also used before ``min_history`` are
+    known. ``q_t <= k_t`` on every bar. The unit VaR forecast is ``-q_t σ̂_t √h``."""
+    floor = gaussian_tail_quantile(overlay.alpha)
+    return _causal_expanding(
+        z, overlay, delay, floor, lambda v: -expanding_quantile(v, overlay.alpha)
+    )
+
+
+def _causal_expanding(
+    z: np.ndarray,
+    overlay: RiskOverlay,
+    delay: int,
+    floor: float,
+    stat: Callable[[np.ndarray], np.ndarray],
+) -> np.ndarray:
+    """``max(stat(sums known by t), floor)`` per bar ``[T]``; ``floor`` before ``min_history``
+    sums are known. ``stat`` maps the known sums ``[n]`` (in the order they become known) to the
+    statistic of each prefix ``[n]``."""
     o = overlay
     known = np.flatnonzero(~np.isnan(z))
-    floor = gaussian_tail_multiplier(o.alpha)
-    mult = np.full(len(z), floor)
+    out = np.full(len(z), floor)
     if len(known) >= o.min_history:
-        tail = -expanding_tail_mean(z[known], o.alpha)  # after the first i+1 sums are known
-        n_known = np.searchsorted(known + delay + o.horizon, np.arange(len(z)), side="right")
+        prefix = stat(z[known])  # after the first i+1 sums are known
+        n_known = _n_known(known, len(z), delay + o.horizon)
         ready = n_known >= o.min_history
-        mult[ready] = np.maximum(tail[n_known[ready] - 1], floor)
-    return mult
+        out[ready] = np.maximum(prefix[n_known[ready] - 1], floor)
+    return out
+
+
+def forecast_sigma(close: np.ndarray, overlay: RiskOverlay) -> np.ndarray:
+    """``σ̂_t`` per bar (``[T]``, per-bar units, NaN in the slow estimate's warm-up): the larger
+    of the fast and the slow EWM volatility of closes ``<= t``."""
+    slow = ewm_volatility(close, overlay.slow_span, 1.0)  # per-bar: bars_per_year = 1
+    fast = ewm_volatility(close, overlay.fast_span, 1.0)
+    return np.where(np.isnan(slow), np.nan, np.fmax(fast, slow))
 
 
 def overlay_table(close: np.ndarray, overlay: RiskOverlay, *, delay: int) -> OverlayTable:
     """The overlay's per-bar forecast, multiplier and cap for closes ``close`` ``[T]``
     (module docstring); ``delay`` is 1 for a next-close fill, else 0."""
     o = overlay
-    slow = ewm_volatility(close, o.slow_span, 1.0)  # per-bar: bars_per_year = 1
-    sigma = np.where(np.isnan(slow), np.nan, np.fmax(ewm_volatility(close, o.fast_span, 1.0), slow))
+    sigma = forecast_sigma(close, o)
     z = standardised_sums(close, sigma, o.horizon, delay)
     mult = tail_multiplier(z, o, delay=delay)
     with np.errstate(divide="ignore"):
         cap = abs(o.limit) / (o.margin * mult * sigma * math.sqrt(o.horizon))
     return OverlayTable(sigma=sigma, multiplier=mult, cap=cap)
+
+
+class UnitForecast(NamedTuple):
+    """The overlay's forecast for holding one unit over the next ``h`` bars, per decision bar
+    (each ``[T]`` float64): ``sigma`` ``σ̂_t``; ``z`` the standardised sum that bar's unit
+    earns (:func:`standardised_sums`, NaN where it runs past the data); ``multiplier`` ``k_t``;
+    ``quantile`` ``q_t`` (:func:`tail_quantile`); ``n_known`` ``[T]`` int64, how many sums
+    were known at bar ``t`` (the first ``n_known[t]`` finite entries of ``z``: those ``k_t`` and
+    ``q_t`` were taken from once ``n_known[t] >= min_history``). In log-return units over ``h``
+    bars, without the margin: ``VaR_t = -q_t σ̂_t √h``, ``CVaR_t = -k_t σ̂_t √h``, realised
+    ``z_t σ̂_t √h``."""
+
+    sigma: np.ndarray
+    z: np.ndarray
+    multiplier: np.ndarray
+    quantile: np.ndarray
+    n_known: np.ndarray
+
+
+def unit_forecast(close: np.ndarray, overlay: RiskOverlay, *, delay: int) -> UnitForecast:
+    """:class:`UnitForecast` of closes ``close`` ``[T]`` (the tables :func:`overlay_table`
+    computes, and the quantile next to the multiplier); everything at bar ``t`` from closes
+    ``<= t`` except ``z``, the outcome."""
+    o = overlay
+    sigma = forecast_sigma(close, o)
+    z = standardised_sums(close, sigma, o.horizon, delay)
+    known = np.flatnonzero(~np.isnan(z))
+    return UnitForecast(
+        sigma=sigma,
+        z=z,
+        multiplier=tail_multiplier(z, o, delay=delay),
+        quantile=tail_quantile(z, o, delay=delay),
+        n_known=_n_known(known, len(z), delay + o.horizon),
+    )
+
+
+def _n_known(known: np.ndarray, n: int, lag: int) -> np.ndarray:
+    """``[n]`` int64: how many of the sums at positions ``known`` (sorted) are known at each bar,
+    a sum at ``s`` being known from bar ``s + lag``."""
+    return np.searchsorted(known + lag, np.arange(n), side="right").astype(np.int64)
+
+
+def overlay_exposure(
+    signal: np.ndarray, scale: np.ndarray, cap: np.ndarray | None, mode: str
+) -> np.ndarray:
+    """The exposure the env holds for ``signal`` (module docstring, ``mode``): ``clip(a·u, ±cap)``
+    or ``a·min(u, cap)``, with ``u`` = ``scale`` the sizing's exposure per unit of signal.
+
+    ``signal`` ``[..., T]``; ``scale`` and ``cap`` ``[T]`` per decision bar (``cap`` ``None`` or
+    ``inf``: no overlay). The same float operations as a step of
+    :class:`~riskppo.envs.TradingEnv`, so the result equals its positions exactly; vectorised
+    over any leading axes (e.g. ``n`` random signals)."""
+    if mode not in OVERLAY_MODES:
+        raise ValueError(f"overlay mode={mode!r} is invalid: must be one of {OVERLAY_MODES}")
+    a = np.asarray(signal, dtype=np.float64)
+    u = np.asarray(scale, dtype=np.float64)
+    if cap is None:
+        return a * u
+    c = np.asarray(cap, dtype=np.float64)
+    if mode == "scale":
+        return a * np.fmin(u, c)
+    return np.clip(a * u, -c, c)
 
 
 def binding_stats(uncapped: np.ndarray, cap: np.ndarray) -> dict[str, float]:
