@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from riskppo.config import Config
+from riskppo.evaluation.limit_backtest import walkforward_limit
 from riskppo.evaluation.metrics import signal_floor, strategy_metrics
 from riskppo.evaluation.verdict import BENCHMARK, statistics_block
 from riskppo.evaluation.walkforward.plan import (
@@ -43,7 +44,9 @@ def analyse(
     """``metrics.json`` of a walk-forward: per record (each seed, and their mean) the metrics
     of every strategy and the statistics block; the per-cell table; the limit counts; the
     verdict line. ``trials``: the trial ledger's count for the mean record (N, the Sharpe
-    variance of the deflated Sharpe ratio, PBO), applied to every record."""
+    variance of the deflated Sharpe ratio, PBO), applied to every record. ``limit_backtest``:
+    the ES backtest of the risk overlay's forecast on the mean record (None without an
+    overlay; :mod:`riskppo.evaluation.limit_backtest`)."""
     bpy = float(cells[0]["bars_per_year"])
     mean = mean_record(records) if len(records) > 1 else records[0]
     fee = float(cells[0]["fee"])
@@ -70,6 +73,7 @@ def analyse(
         "cells_with_limit": len(met),
         "cells": rows,
         "risk": risk,
+        "limit_backtest": walkforward_limit(cfg, mean.frame, seed=seed),
         "records": per_record,
         "verdict": headline["verdict"],
     }

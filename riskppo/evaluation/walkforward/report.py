@@ -18,6 +18,7 @@ from matplotlib.ticker import MaxNLocator
 
 from riskppo.config import Config
 from riskppo.envs.registration import data_label
+from riskppo.evaluation.limit_backtest import limit_html, limit_line
 from riskppo.evaluation.plots import COLORS, figure_png
 from riskppo.evaluation.report import (
     REPORT_CSS,
@@ -90,7 +91,8 @@ def headline(metrics: dict[str, Any]) -> dict[str, Any]:
 
 
 def summary_text(metrics: dict[str, Any]) -> str:
-    """The printed summary: the verdict line, the statistics, the limit count."""
+    """The printed summary: the verdict line, the statistics, the limit count, the ES backtest
+    of the risk overlay's forecast."""
     h = headline(metrics)
     lines = [
         f"walk-forward: {metrics['oos_bars']} out-of-sample bars {metrics['start'][:10]} → "
@@ -109,6 +111,9 @@ def summary_text(metrics: dict[str, Any]) -> str:
     line = risk_line(metrics.get("risk") or {})
     if line:
         lines.append(line)
+    es = limit_line(metrics.get("limit_backtest"))
+    if es:
+        lines.append(es)
     return "\n".join(lines)
 
 
@@ -295,6 +300,7 @@ def render(cfg: Config, metrics: dict[str, Any], images: dict[str, bytes]) -> st
 {statistics_section(h, "Verdict and statistics (the seeds' mean record)")}
 {trials_html(h.get("trials"))}
 <section><h2>CVaR limit</h2><p>{html.escape(limit)}</p></section>
+{limit_html(metrics.get("limit_backtest"))}
 <section><h2>Metrics on the stitched record</h2>
 {_table(["", *(LABELS[n] for n in STRATEGY_ORDER)], _metrics_rows(h))}</section>
 <section><h2>Charts</h2>{figures}</section>

@@ -1,0 +1,80 @@
+"""The ES backtest of the risk overlay's forecast reaches a real walk-forward's metrics.json,
+printed summary and report, and is what its saved files and the data alone give again; a
+universe cell's test backtest gets its block, and the universe table its pooled line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from riskppo.cli import load_config
+from riskppo.config import Config
+from riskppo.envs.market.synthetic import gbm
+from riskppo.evaluation.limit_backtest import forecast_env, walkforward_limit
+from riskppo.evaluation.walkforward.plan import WalkForwardSettings
+from riskppo.evaluation.walkforward.run import walk_forward
+
+SMALL = [
+    "env.n_envs=2",
+    "ppo.n_steps=64",
+    "ppo.batch_size=64",
+    "total_timesteps=256",
+    "env.kwargs.episode_length=100",
+]
+
+
+def test_a_walk_forward_reports_the_forecast_backtest(tmp_path: Path, capsys) -> None:
+    data = tmp_path / "m.csv"
+    gbm(1000, seed=5).reset_index().to_csv(data, index=False)
+    cfg = load_config(None, [*SMALL, f"data.path={data}"])
+    assert cfg.env.kwargs.get("overlay")  # the default agent trades under the overlay
+    run = tmp_path / "wf"
+    settings = WalkForwardSettings(initial=600, step=200, workers=1)
+    metrics = walk_forward(cfg, run, settings, progress_bar=False)
+    out = capsys.readouterr().out
+    block = metrics["limit_backtest"]
+    assert block is not None and "error" not in block, block
+    # 400 out-of-sample bars, 20-bar windows: 19 with a 20-bar outcome in the data
+    assert block["windows"] == 19 and block["horizon"] == 20 and block["phases"] == 20
+    assert block["expected"] == pytest.approx(0.05 * 19)
+    assert 0 <= block["kupiec_p"] <= 1 and 0 < block["z2_p"] <= 1
+    assert json.loads((run / "metrics.json").read_text())["limit_backtest"] == block
+    assert "risk-limit forecast (VaR/CVaR 5% of 20-bar returns) on 19 non-overlapping" in out
+    page = (run / "report.html").read_text()
+    assert "Is the limit&#x27;s forecast right?" in page and "Kupiec (1995) p" in page
+    # the saved files and the data alone give it again (records are written to 10 digits)
+    again = walkforward_limit(
+        Config.from_yaml(run / "config.yaml"),
+        pd.read_csv(run / "records" / "s0.csv", index_col=0, parse_dates=True),
+    )
+    assert again is not None
+    for key, value in block.items():
+        same = again[key] is None if value is None else again[key] == pytest.approx(value, 1e-6)
+        assert same, (key, again[key], value)
+
+
+def test_a_record_off_the_data_is_named(tmp_path: Path) -> None:
+    data = tmp_path / "m.csv"
+    gbm(500, seed=1).reset_index().to_csv(data, index=False)
+    cfg = load_config(None, [f"data.path={data}"])
+    frame = pd.DataFrame(
+        {"agent_position": [0.5]}, index=pd.DatetimeIndex(["1990-01-01"], name="timestamp")
+    )
+    block = walkforward_limit(cfg, frame)
+    assert block == {"error": "the record's bar 1990-01-01 00:00:00 is not in the data (it "
+                     "changed since the run)"}  # fmt: skip
+    assert walkforward_limit(load_config(None, ["env.kwargs.overlay=false"]), frame) is None
+
+
+def test_forecast_env_is_the_configs_env(tmp_path: Path) -> None:
+    data = tmp_path / "m.csv"
+    gbm(600, seed=2).reset_index().to_csv(data, index=False)
+    cfg = load_config(None, [f"data.path={data}", "env.kwargs.fill=next_close"])
+    env = forecast_env(cfg, "test")
+    assert env.fill == "next_close" and env.overlay is not None
+    assert env.overlay.margin == 1.3 and env.overlay.limit == cfg.risk.cvar_limit
+    assert len(env.df) == 600 and np.isfinite(env.overlay_cap[-1])  # type: ignore[index]
