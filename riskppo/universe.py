@@ -9,8 +9,9 @@ Layout of the parent run directory::
                              backtest_test/ included)
     cells/<SYMBOL>-s<seed>.yaml, .log   the cell's config and its output, beside its run
                              directory (``riskppo train`` starts only in an empty one)
-    universe.json            the table's numbers per cell and the counts
-    universe.md              the table, also printed
+    universe.json            the table's numbers per cell and the counts, and the ES
+                             backtest of the risk overlay's forecast per cell and pooled
+    universe.md              the table (and that backtest's section), also printed
 
 Each cell is a ``riskppo train`` process (``--resume`` for a cell with a checkpoint), so the run
 lock, checkpoints, resume and the final backtest are those of :mod:`riskppo.runner`. A cell
@@ -48,7 +49,13 @@ from riskppo.config import Config, ConfigError
 from riskppo.config.sections import SP500_SYMBOLS
 from riskppo.envs.features import left_out_line, split_features
 from riskppo.envs.registration import TRADING_ID
-from riskppo.evaluation.universe import CellResult, cell_result, count_cells, format_table
+from riskppo.evaluation.universe import (
+    CellResult,
+    cell_result,
+    count_cells,
+    format_table,
+    limit_section,
+)
 from riskppo.monitor.progress import ProgressBar, wall_time_line
 from riskppo.runner import evaluation_damage, run_finished
 from riskppo.runs.interrupt import sigterm_as_interrupt
@@ -311,12 +318,14 @@ def _failure(r: _Running, log: Path) -> str:
 
 def _write_results(run_dir: Path, base: Config, results: list[CellResult]) -> None:
     title = f"riskppo universe: test-period verdict per stock ({run_dir.name})"
-    table = format_table(results, title)
+    limits = limit_section(results)  # the risk overlay's forecast, ES-backtested
+    table = format_table(results, title) + ("\n" + limits.markdown if limits.markdown else "")
     summary = {
         "run_dir": str(run_dir),
         "total_timesteps": base.total_timesteps,
         "counts": asdict(count_cells(results)),
         "cells": [r.to_dict() for r in results],
+        "limit_backtest": {"cells": limits.cells, "pooled": limits.pooled},
     }
     write_text_atomic(
         run_dir / "universe.json", json.dumps(summary, indent=2, allow_nan=False) + "\n"

@@ -15,14 +15,23 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
 
-from riskppo.stats import adjust_p, paired_sharpe_test
+from riskppo.evaluation.limit_backtest import LIMIT_SIMS, cell_limit, pooled_limit
+from riskppo.stats import ForecastRecord, adjust_p, paired_sharpe_test
 
-__all__ = ["CellResult", "UniverseCounts", "cell_result", "count_cells", "format_table"]
+__all__ = [
+    "CellResult",
+    "UniverseCounts",
+    "UniverseLimits",
+    "cell_result",
+    "count_cells",
+    "format_table",
+    "limit_section",
+]
 
 BENCHMARK = "vol_target_buy_and_hold"
 
@@ -230,5 +239,80 @@ def format_table(cells: Sequence[CellResult], title: str) -> str:
         f"({k.significant_adjusted}/{k.n} after a Šidák adjustment for {k.n} tests)",
         f"on at least half of the bars: in the market (|exposure| >= 0.05) {k.in_market}/{k.n}; "
         f"its signal active (>= 0.05 beyond the least it must hold) {k.active}/{k.n}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+class UniverseLimits(NamedTuple):
+    """The ES backtest of the risk overlay's forecast on each cell's test period and pooled
+    over the cells (:mod:`riskppo.evaluation.limit_backtest`): ``markdown`` the section under
+    the table (``""`` when no cell traded under an overlay), ``cells`` one block per cell with
+    ``symbol`` and ``seed`` (or its ``error``), ``pooled`` the one test over every cell's
+    windows (``None`` without any)."""
+
+    markdown: str
+    cells: list[dict[str, Any]]
+    pooled: dict[str, Any] | None
+
+
+def limit_section(
+    cells: Sequence[CellResult], *, n_sims: int = LIMIT_SIMS, seed: int = 0
+) -> UniverseLimits:
+    """:class:`UniverseLimits` of the finished ``cells``, from each run's ``config.yaml`` and
+    ``backtest_test/equity.csv`` and the data."""
+    blocks: list[dict[str, Any]] = []
+    records: list[ForecastRecord] = []
+    for c in cells:
+        if c.error is not None:
+            continue
+        try:
+            got = cell_limit(Path(c.run_dir), n_sims=n_sims, seed=seed)
+        except (OSError, UnicodeDecodeError, ValueError, KeyError) as exc:
+            error = f"its files do not give the forecasts ({exc})"
+            blocks.append({"symbol": c.symbol, "seed": c.seed, "error": error})
+            continue
+        if got is not None:
+            blocks.append({"symbol": c.symbol, "seed": c.seed, **got[0]})
+            records.append(got[1])
+    done = [b for b in blocks if "error" not in b]
+    if not blocks:
+        return UniverseLimits("", [], None)
+    pooled = None
+    if done and records:
+        flat = sum(int(b["flat_windows"]) for b in done)
+        h, a = int(done[0]["horizon"]), float(done[0]["alpha"])
+        test = pooled_limit(records, h, a, flat_windows=flat, n_sims=n_sims, seed=seed)
+        pooled = test.to_dict()
+    return UniverseLimits(_limit_markdown(blocks, pooled), blocks, pooled)
+
+
+def _limit_markdown(blocks: list[dict[str, Any]], pooled: dict[str, Any] | None) -> str:
+    """The section: one row per cell, the pooled row, how it was computed."""
+    done = [b for b in blocks if "error" not in b]
+    h, a = (done[0]["horizon"], done[0]["alpha"]) if done else ("h", 0.05)
+    several = len({b["seed"] for b in blocks}) > 1
+    head = ["stock", *(["seed"] * several), "windows", "exceedances (obs / exp)"]
+    head += ["Kupiec p", "Z2", "Z2 p"]
+    lines = [f"## Is the limit's forecast right? (VaR/CVaR {a:.0%} of {h}-bar returns)", ""]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    name = "" if pooled is None else f"pooled ({pooled['markets']} records)"
+    total = [] if pooled is None else [{**pooled, "symbol": name, "seed": ""}]
+    for b in [*blocks, *total]:
+        row = [b["symbol"], *([str(b["seed"])] * several)]
+        if "error" in b:
+            row += [f"not computed: {b['error']}"] + [""] * (len(head) - len(row) - 1)
+        else:
+            row += [str(b["windows"]), f"{b['exceedances']} / {b['expected']:.1f}"]
+            row += [_num(b["kupiec_p"], ".3f"), _num(b["z2"], "+.2f"), _num(b["z2_p"], ".3f")]
+        lines.append("| " + " | ".join(row) + " |")
+    lines += [
+        "",
+        f"Each test period's every {h}th decision bar (non-overlapping windows), the position "
+        f"decided there held over the next {h} bars against the risk overlay's VaR and CVaR "
+        "forecast (without its margin). Kupiec (1995): two-sided, too many or too few "
+        "exceedances; Acerbi & Székely (2014) Z2 < 0: the tail is worse than forecast, p "
+        "simulated from the overlay's own model. Reject at p < 0.05. The pooled test treats "
+        "the stocks as independent: where they fall together it rejects too often "
+        "(docs/risk.md).",
     ]
     return "\n".join(lines) + "\n"

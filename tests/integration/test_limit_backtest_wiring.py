@@ -5,6 +5,7 @@ universe cell's test backtest gets its block, and the universe table its pooled 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -14,9 +15,11 @@ import pytest
 from riskppo.cli import load_config
 from riskppo.config import Config
 from riskppo.envs.market.synthetic import gbm
-from riskppo.evaluation.limit_backtest import forecast_env, walkforward_limit
+from riskppo.evaluation.limit_backtest import cell_limit, forecast_env, walkforward_limit
+from riskppo.evaluation.universe import CellResult, limit_section
 from riskppo.evaluation.walkforward.plan import WalkForwardSettings
 from riskppo.evaluation.walkforward.run import walk_forward
+from riskppo.universe import run_universe
 
 SMALL = [
     "env.n_envs=2",
@@ -78,3 +81,36 @@ def test_forecast_env_is_the_configs_env(tmp_path: Path) -> None:
     assert env.fill == "next_close" and env.overlay is not None
     assert env.overlay.margin == 1.3 and env.overlay.limit == cfg.risk.cvar_limit
     assert len(env.df) == 600 and np.isfinite(env.overlay_cap[-1])  # type: ignore[index]
+
+
+def test_a_universe_tabulates_the_forecast_backtest_per_stock_and_pooled(tmp_path: Path) -> None:
+    """One real universe cell (a tiny ``riskppo train`` on KO): its block in universe.json and
+    universe.md, the pooled test of one record is that record's own test; a cell whose files
+    do not give the forecasts is named, not dropped."""
+    tiny = ["total_timesteps=256", "env.n_envs=2", "ppo.n_steps=32", "ppo.batch_size=64"]
+    run = tmp_path / "uni"
+    run_universe(
+        load_config(None, tiny), run, symbols=["KO"], seeds=[0], workers=1, progress_bar=False
+    )
+    summary = json.loads((run / "universe.json").read_text())["limit_backtest"]
+    (cell,) = summary["cells"]
+    assert (cell["symbol"], cell["seed"], cell["horizon"]) == ("KO", 0, 20)
+    assert cell["windows"] > 10 and cell["phases"] == 20
+    pooled = summary["pooled"]
+    assert pooled["markets"] == 1
+    for key in ("windows", "exceedances", "kupiec_p", "z2", "z2_p"):
+        assert pooled[key] == cell[key], key
+    again = cell_limit(run / "cells" / "KO-s0")
+    assert again is not None and again[0] == {
+        k: v for k, v in cell.items() if k not in ("symbol", "seed")
+    }
+    table = (run / "universe.md").read_text()
+    assert "## Is the limit's forecast right? (VaR/CVaR 5% of 20-bar returns)" in table
+    row = f"| KO | {cell['windows']} | {cell['exceedances']} / {cell['expected']:.1f} |"
+    assert row in table and "| pooled (1 records) |" in table
+    broken = tmp_path / "broken"
+    shutil.copytree(run / "cells" / "KO-s0", broken)
+    (broken / "backtest_test" / "equity.csv").unlink()
+    limits = limit_section([CellResult("KO", 0, str(broken))])
+    assert limits.pooled is None and "error" in limits.cells[0]
+    assert "| KO | not computed: its files do not give the forecasts (" in limits.markdown
