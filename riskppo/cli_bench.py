@@ -47,6 +47,8 @@ BENCHMARKS: dict[str, str] = {
     "windows before the test period, ranked by a rule fixed in advance",
     "stats_calibration": "Do the Sharpe-difference tests hold their 5% size and reach their "
     "power? Simulated GARCH(1,1)-t return pairs",
+    "es_backtest_size": "Do the expected-shortfall backtests of the risk limit's forecast "
+    "(Kupiec, Acerbi-Székely Z2) hold their 5% size and catch an understated risk?",
     "bc_warmstart": "Does warm-starting the trading agent from a strategy it clones (behaviour "
     "cloning) beat training from scratch?",
     "overlay_calibration": "How the risk overlay's defaults were chosen on validation periods of "
