@@ -5,7 +5,8 @@ run's backtest, a walk-forward, each universe cell, a PBT's best member.
 The verdict's N is the ledger's count of configurations judged on the same data over an
 overlapping span (or the user's ``--trials`` where that is larger); the deflated Sharpe ratio
 (Bailey & López de Prado 2014) uses the variance of their Sharpe ratios, and the probability
-of backtest overfitting (Bailey, Borwein, López de Prado & Zhu 2017) their records on the same
+of backtest overfitting (Bailey, Borwein, López de Prado & Zhu 2017) and the test of superior
+predictive ability (Hansen 2005, with Romano & Wolf's 2005 StepM) their records on the same
 bars (docs/risk.md, "How many trials").
 """
 
@@ -18,15 +19,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from riskppo.config import Config
 from riskppo.envs.registration import data_label
-from riskppo.runs.ledger import Judged, Trials, config_hash, data_fingerprint, record_trial
+from riskppo.runs.ledger import (
+    Judged,
+    Trials,
+    bar_times,
+    config_hash,
+    data_fingerprint,
+    record_trial,
+)
+from riskppo.stats import superior_ability
+from riskppo.stats.core import format_p
 
-__all__ = ["TrialSpec", "judge_trials", "trial_lines", "trials_block", "trials_html"]
+__all__ = ["TrialSpec", "judge_trials", "spa_entry", "trial_lines", "trials_block", "trials_html"]
 
 MAX_LISTED = 10  # configurations listed on a terminal
+SPA_RESAMPLES = 1000  # bootstrap resamples of the test of superior predictive ability
 
 
 @dataclass(frozen=True)
@@ -79,13 +91,76 @@ def trials_block(trials: Trials | None, n_trials: int) -> dict[str, Any] | None:
     return {"n_trials": used, "user_trials": n_trials, **trials.to_dict()}
 
 
+def spa_entry(
+    trials: Trials | None,
+    benchmark: pd.Series,
+    bars_per_year: float,
+    *,
+    p_sidak: float,
+    benchmark_name: str,
+    seed: int = 0,
+) -> dict[str, Any] | None:
+    """The ``spa`` entry of a ``trials`` block: Hansen's (2005) SPA p-value and Romano & Wolf's
+    (2005) StepM set (:func:`riskppo.stats.superior_ability`) over the configurations with
+    records on exactly the judged record's bars (the set PBO uses) against ``benchmark``, the
+    judged run's per-bar log returns of its benchmark on those bars (indexed by bar time).
+    ``p_sidak``: the verdict's Šidák-adjusted p, shown beside it. None with fewer than two such
+    configurations or where ``benchmark``'s bars are not theirs."""
+    same = trials.same_bars if trials is not None else None
+    if same is None or len(same.configs) < 2 or len(benchmark) != len(same.times):
+        return None
+    if not np.array_equal(bar_times(benchmark.index), same.times):
+        return None
+    r = benchmark.to_numpy(dtype=np.float64)
+    if not np.isfinite(r).all() or np.ptp(r) == 0.0:
+        return None
+    out = superior_ability(r, same.returns, bars_per_year, n_resamples=SPA_RESAMPLES, seed=seed)
+    return {
+        "p": out.p_consistent,
+        "p_lower": out.p_lower,
+        "p_upper": out.p_upper,
+        "p_sidak": p_sidak,
+        "size": out.size,
+        "superior": [same.configs[k] for k in out.superior],
+        "sharpe_diff": dict(zip(same.configs, map(float, out.sharpe_diff), strict=True)),
+        "benchmark": benchmark_name,
+        "n_configs": out.n_candidates,
+        "n_bars": out.n_bars,
+        "block": out.block,
+        "n_resamples": out.n_resamples,
+    }
+
+
+def spa_lines(spa: Mapping[str, Any]) -> list[str]:
+    """The SPA p-value beside the Šidák-adjusted p, and StepM's configurations, in words."""
+    n, size = spa["n_configs"], spa["size"]
+    head = (
+        f"  SPA (Hansen 2005) over {n} configurations: p = {format_p(spa['p'])} (Šidák: "
+        f"{format_p(_nan(spa['p_sidak']))}), H0: none has a higher Sharpe ratio than "
+        f"{spa['benchmark']} on these {spa['n_bars']:,} bars"
+    )
+    beat = spa["superior"]
+    if beat:
+        ids = ", ".join(c[:10] for c in beat[:MAX_LISTED]) + (
+            " …" if len(beat) > MAX_LISTED else ""
+        )
+        which = f"{len(beat)} beat{'s' if len(beat) == 1 else ''} it: {ids}"
+    else:
+        which = "none beats it"
+    return [head, f"  StepM (Romano & Wolf 2005, familywise {size:.0%}): {which}"]
+
+
+def _nan(value: float | None) -> float:
+    return math.nan if value is None else float(value)
+
+
 def _f(value: float | None, spec: str = ".2f") -> str:
     return "–" if value is None or not math.isfinite(value) else format(value, spec)
 
 
 def trial_lines(block: Mapping[str, Any]) -> list[str]:
     """The terminal lines of a ``trials`` entry: N and where it comes from, the configurations,
-    PBO."""
+    PBO, the SPA p-value and StepM's set (where there is a ``spa`` entry)."""
     n, ledger, counted = block["n_trials"], block["ledger"], block["n_configs"]
     on = f"judged on this data (ledger: {ledger})"
     if n > counted:
@@ -108,12 +183,14 @@ def trial_lines(block: Mapping[str, Any]) -> list[str]:
             f"{p['n_bars']:,} bars (CSCV, {p['n_blocks']} blocks; about 0.5 or more: the best "
             f"in sample is no better than the median out of sample)"
         )
+    if block.get("spa"):
+        lines += spa_lines(block["spa"])
     return lines
 
 
 def trials_html(block: Mapping[str, Any] | None) -> str:
-    """An HTML section of a ``trials`` entry: N, its ledger, the configurations, PBO (empty
-    without a ledger)."""
+    """An HTML section of a ``trials`` entry: N, its ledger, the configurations, PBO, SPA and
+    StepM (empty without a ledger)."""
     if not block:
         return ""
     lines = trial_lines(block)
@@ -132,4 +209,6 @@ def trials_html(block: Mapping[str, Any] | None) -> str:
     pbo = next((line.strip() for line in lines if line.strip().startswith("PBO")), None)
     pbo = pbo or "PBO: needs two configurations with records on the same bars."
     note = f"<p>{html.escape(pbo)}</p>"
+    spa = spa_lines(block["spa"]) if block.get("spa") else []
+    note += "".join(f"<p>{html.escape(line.strip())}</p>" for line in spa)
     return f"<section><h2>Trials</h2><p>{head}</p>{table}{note}</section>"

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from riskppo import stats
-from riskppo.evaluation.trials import trial_lines, trials_block
+from riskppo.evaluation.trials import spa_entry, trial_lines, trials_block
 from riskppo.runs.ledger import Trials
 from riskppo.stats.core import format_p
 
@@ -59,6 +59,15 @@ def statistics_block(
     verdict = stats.verdict(
         stats.paired_sharpe_test(agent_r, bench_r, bars_per_year), n_trials, BENCHMARK_NAME
     )
+    if extra is not None:  # the ledger's configurations on these bars: Hansen's SPA, StepM
+        extra["spa"] = spa_entry(
+            trials,
+            bench["log_return"],
+            bars_per_year,
+            p_sidak=verdict.p_adjusted,
+            benchmark_name=summary.benchmark_name,
+            seed=seed,
+        )
     sharpes = (summary.agent.sharpe.estimate, summary.benchmark.sharpe.estimate)
     return {
         "exposure_scale": agent_x / bench_x if bench_x > 0 else 0.0,

@@ -57,7 +57,9 @@ __all__ = [
     "Judged",
     "LedgerError",
     "LedgerRow",
+    "SameBars",
     "Trials",
+    "bar_times",
     "config_hash",
     "count_trials",
     "data_fingerprint",
@@ -193,7 +195,7 @@ class LedgerRow:
         return a0 <= pd.Timestamp(other.last) and pd.Timestamp(other.first) <= a1
 
 
-def _bar_times(index: pd.Index) -> np.ndarray:
+def bar_times(index: pd.Index) -> np.ndarray:
     """Bar times as int64 nanoseconds (UTC for tz-aware times)."""
     times = pd.DatetimeIndex(index)
     if times.tz is not None:
@@ -250,7 +252,7 @@ def _append_line(path: Path, line: str) -> None:
 def _write_returns(ledger: Path, row: LedgerRow, returns: pd.Series) -> None:
     buffer = io.BytesIO()
     values = returns.to_numpy(dtype=np.float64)
-    np.savez(buffer, time=_bar_times(returns.index), returns=values)
+    np.savez(buffer, time=bar_times(returns.index), returns=values)
     write_bytes_atomic(ledger / row.returns, buffer.getvalue())
 
 
@@ -319,13 +321,15 @@ class Trials:
     """What the ledger says about a judged record: the configurations judged on the same data
     over an overlapping span (the judged one included), the variance (ddof = 1) of their annual
     Sharpe ratios (None with fewer than two defined), and PBO over the configurations with
-    records on exactly the same bars (None with fewer than two, or too few bars)."""
+    records on exactly the same bars (None with fewer than two, or too few bars); ``same_bars``:
+    those records (for the test of superior predictive ability; not in :meth:`to_dict`)."""
 
     ledger: str
     configs: list[ConfigTrials]
     sharpe_var: float | None
     pbo: PBO | None
     skipped: int
+    same_bars: SameBars | None = None
 
     @property
     def n_configs(self) -> int:
@@ -379,9 +383,21 @@ def _load_returns(ledger: Path, row: LedgerRow) -> tuple[np.ndarray, np.ndarray]
         return None
 
 
-def _pbo(ledger: Path, judged: LedgerRow, rows: Sequence[LedgerRow]) -> PBO | None:
-    """PBO over the configurations with a record on exactly ``judged``'s bars (seeds of one
-    configuration averaged bar by bar: capital split equally over them)."""
+@dataclass(frozen=True)
+class SameBars:
+    """The records of the configurations judged on exactly one record's bars: ``configs`` ``[K]``
+    (their hashes, in ledger order) and ``returns`` ``[T, K]`` (per-bar log returns; the seeds
+    of one configuration averaged bar by bar: capital split equally over them) at ``times``
+    ``[T]`` (int64 nanoseconds, UTC for tz-aware bars)."""
+
+    configs: list[str]
+    returns: np.ndarray
+    times: np.ndarray
+
+
+def _same_bars(ledger: Path, judged: LedgerRow, rows: Sequence[LedgerRow]) -> SameBars | None:
+    """The configurations with a record on exactly ``judged``'s bars, ``judged``'s included
+    (None if its own record does not read back or a record is not finite)."""
     mine = _load_returns(ledger, judged)
     if mine is None:
         return None
@@ -397,13 +413,18 @@ def _pbo(ledger: Path, judged: LedgerRow, rows: Sequence[LedgerRow]) -> PBO | No
                 and got[1].shape == mine[1].shape
             ):
                 columns.setdefault(config, []).append(got[1])
-    blocks = min(PBO_MAX_BLOCKS, 2 * (judged.n_bars // (2 * PBO_MIN_BLOCK_BARS)))
-    if len(columns) < 2 or blocks < 2:
-        return None
     matrix = np.column_stack([np.mean(v, axis=0) for v in columns.values()])
     if not np.isfinite(matrix).all():
         return None
-    return probability_of_backtest_overfitting(matrix, n_blocks=blocks)
+    return SameBars(list(columns), matrix, mine[0])
+
+
+def _pbo(judged: LedgerRow, same: SameBars | None) -> PBO | None:
+    """PBO over the configurations with a record on exactly ``judged``'s bars."""
+    blocks = min(PBO_MAX_BLOCKS, 2 * (judged.n_bars // (2 * PBO_MIN_BLOCK_BARS)))
+    if same is None or len(same.configs) < 2 or blocks < 2:
+        return None
+    return probability_of_backtest_overfitting(same.returns, n_blocks=blocks)
 
 
 def count_trials(ledger: Path, judged: LedgerRow, read: LedgerRead) -> Trials:
@@ -415,7 +436,8 @@ def count_trials(ledger: Path, judged: LedgerRow, read: LedgerRead) -> Trials:
     configs = [_config_trials(c, g) for c, g in _group(rows).items()]
     values = [c.sharpe for c in configs if c.sharpe is not None]
     var = float(np.var(values, ddof=1)) if len(values) >= 2 else None
-    return Trials(str(ledger), configs, var, _pbo(ledger, judged, rows), read.skipped)
+    same = _same_bars(ledger, judged, rows)
+    return Trials(str(ledger), configs, var, _pbo(judged, same), read.skipped, same)
 
 
 def record_trial(ledger: Path, judged: Judged) -> Trials:

@@ -25,6 +25,7 @@ from riskppo.evaluation.walkforward.plan import (
     WalkForwardSettings,
     mean_record,
 )
+from riskppo.evaluation.walkforward.seeds import seeds_entry
 from riskppo.runs.ledger import Trials
 
 SCALED = "vol_target_scaled"
@@ -75,6 +76,7 @@ def analyse(
         "risk": risk,
         "limit_backtest": walkforward_limit(cfg, mean.frame, seed=seed),
         "records": per_record,
+        "seeds": seeds_entry(per_record, mean.label),
         "verdict": headline["verdict"],
     }
 

@@ -30,6 +30,7 @@ from riskppo.evaluation.trials import trials_html
 from riskppo.evaluation.verdict import verdict_lines
 from riskppo.evaluation.walkforward.analysis import BENCHMARK, CVAR_MATCHED, SCALED
 from riskppo.evaluation.walkforward.plan import MEAN_LABEL, Record, mean_record
+from riskppo.evaluation.walkforward.seeds import seed_line
 from riskppo.jsonable import jsonable
 from riskppo.safefs import ensure_real_dir, write_bytes_atomic, write_text_atomic
 
@@ -98,6 +99,7 @@ def summary_text(metrics: dict[str, Any]) -> str:
         f"walk-forward: {metrics['oos_bars']} out-of-sample bars {metrics['start'][:10]} → "
         f"{metrics['end'][:10]}, {len(metrics['settings']['seeds'])} seed(s)",
         *verdict_lines(h),
+        *seed_line(metrics.get("seeds")),
     ]
     # the columns of the HTML report's statistics table
     lines.append(f"  {'':<34} {'agent':>10}  {'VT B&H':>10}  {'VT scaled':>10}")
