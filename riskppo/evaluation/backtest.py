@@ -8,7 +8,11 @@ baselines (buy-and-hold, vol-targeted buy-and-hold, SMA crossover) through the s
 (the env's ``fill``: by default the next bar's open). The baselines' sizing does not follow the
 agent's config: ``buy_and_hold`` and ``sma_crossover`` hold full unit positions (``sizing="none"``)
 and ``vol_target_buy_and_hold`` is long signal 1 sized by ``sizing="vol_target"`` with the config's
-``vol_target`` / ``vol_span`` / ``max_leverage`` (the env's defaults where the config has none).
+``vol_target`` / ``vol_span`` / ``max_leverage`` (the env's defaults where the config has none),
+without the agent's core position or risk overlay. ``vt_bh_overlay`` (the full signal) and
+``floor_overlay`` (the agent's least signal: ``min_signal``, else 0) are held in the agent's own
+env — its sizing, overlay, fill and fees (:mod:`riskppo.evaluation.references`); with an overlay
+the verdict is read against ``vt_bh_overlay``.
 
 Every strategy's metrics say how much it was in the market (``market_share``,
 ``mean_abs_exposure``) and give the constraint's own figure (``cvar_horizon``, the CVaR_α of
@@ -20,7 +24,8 @@ than :data:`~riskppo.evaluation.metrics.FLAT_MARKET_SHARE` of the bars is ``flat
 ``RUN_DIR/backtest_<split>/``::
 
     metrics.json       {"agent": {...}, "buy_and_hold": {...}, "vol_target_buy_and_hold": {...},
-                       "sma_crossover": {...}}; each with sharpe, sortino, max_drawdown, calmar,
+                       "vt_bh_overlay": {...}, "floor_overlay": {...}, "sma_crossover": {...},
+                       "supervised": {...}}; each with sharpe, sortino, max_drawdown, calmar,
                        cvar_95, annual_return, turnover (design §1.4) plus extras (market_share,
                        mean_abs_exposure, cvar_horizon, cvar_limit, cvar_limit_met, flat, ...;
                        see StrategyMetrics); undefined values are null
@@ -81,8 +86,10 @@ from riskppo.evaluation.metrics import (
     strategy_metrics,
 )
 from riskppo.evaluation.plots import save_plots
+from riskppo.evaluation.references import FLAT_BY_DESIGN, FLOOR_OVERLAY, VT_BH_OVERLAY
 from riskppo.evaluation.report import STRATEGY_LABELS, format_value, metric_rows, write_report
 from riskppo.evaluation.supervised import supervised_signals
+from riskppo.evaluation.timing_null import env_tables
 from riskppo.evaluation.trials import TrialSpec, judge_trials
 from riskppo.evaluation.verdict import statistics_block, verdict_lines
 from riskppo.jsonable import jsonable
@@ -145,8 +152,9 @@ def backtest(
     flat_threshold: float = FLAT_MARKET_SHARE,
 ) -> BacktestResult:
     """Backtest ``model`` on ``part`` of its data split against buy-and-hold, vol-targeted
-    buy-and-hold, SMA crossover and the supervised baseline (a ridge forecast from the agent's
-    features, fitted on the training rows, as a position in the agent's band).
+    buy-and-hold (without and in the agent's env, its overlay included), the agent's floor
+    signal in its env, SMA crossover and the supervised baseline (a ridge forecast from the
+    agent's features, fitted on the training rows, as a position in the agent's band).
 
     ``agent`` (default: ``model``) is what acts: anything with ``model.predict``'s signature,
     e.g. the model under an observation attack (R-ADV). A strategy in the market on fewer than
@@ -165,6 +173,7 @@ def backtest(
     sma = {"fast": sma_fast, "slow": sma_slow, "allow_short": sma_allow_short}
     baseline_envs = {s: factory(**_with_sizing(cfg.env.kwargs, s)) for s in ("none", "vol_target")}
     frames = {"agent": agent_frame, **_run_baselines(baseline_envs, close, first_bar, sma)}
+    frames |= _reference_frames(env, first_bar, signal_floor(cfg.env.kwargs))
     frames["supervised"] = _supervised_frame(cfg, env, first_bar)
     _check_same_bars(frames, agent_frame)
     start = pd.Timestamp(env.df.index[first_bar])
@@ -190,6 +199,7 @@ def backtest(
         num_timesteps=int(model.num_timesteps),
         sma=sma,
         flat_threshold=flat_threshold,
+        tables=env_tables(env, first_bar, len(agent_frame)),
     )
 
 
@@ -240,6 +250,16 @@ def _run_baselines(
     return {
         name: _run_baseline(baseline_envs[BASELINE_SIZING[name]], policy, first_bar)
         for name, policy in policies.items()
+    }
+
+
+def _reference_frames(env: TradingEnv, first_bar: int, floor: float) -> dict[str, pd.DataFrame]:
+    """The full signal (``vt_bh_overlay``) and the agent's ``floor`` signal
+    (``floor_overlay``) held in the agent's own env ``env`` (its sizing, overlay, fill and
+    fees) from ``first_bar``."""
+    return {
+        VT_BH_OVERLAY: _run_baseline(env, buy_and_hold_policy(), first_bar),
+        FLOOR_OVERLAY: _run_baseline(env, lambda bar: floor, first_bar),
     }
 
 
@@ -348,7 +368,9 @@ def flat_warning(
         threshold = metrics.flat_threshold
         metrics = metrics.metrics_dict()
     flat = [
-        (name, entry.get("market_share")) for name, entry in metrics.items() if entry.get("flat")
+        (name, entry.get("market_share"))
+        for name, entry in metrics.items()
+        if entry.get("flat") and name not in FLAT_BY_DESIGN  # a floor of 0 holds nothing
     ]
     if not flat:
         return None
@@ -476,6 +498,8 @@ def backtest_run(
         fee=result.env_settings["fee"],
         n_trials=trial.n_trials if trial is not None else 1,
         trials=trials,
+        overlay=result.env_settings.get("overlay") is not None,
+        tables=result.tables,
     )
     write_text_atomic(out / "statistics.json", json.dumps(jsonable(block), indent=2) + "\n")
     report = write_report(result, out / "report.html", images=plots, info=info, statistics=block)
@@ -523,8 +547,14 @@ def _portfolio_backtest(run_dir: str | Path, split: str) -> int:
     return 0
 
 
-# the console table's headers, short enough for five strategies in 80 columns
-_CONSOLE_LABELS = {"vol_target_buy_and_hold": "VT B&H", "sma_crossover": "SMA"}
+# the console table's headers and width: seven strategies in 104 columns
+_CONSOLE_WIDTH = 104
+_CONSOLE_LABELS = {
+    "vol_target_buy_and_hold": "VT B&H",
+    VT_BH_OVERLAY: "VT B&H +overlay",
+    FLOOR_OVERLAY: "floor +overlay",
+    "sma_crossover": "SMA",
+}
 
 
 def print_metrics_table(result: BacktestResult) -> None:
@@ -546,4 +576,6 @@ def print_metrics_table(result: BacktestResult) -> None:
     metrics = r.metrics_dict()
     for row in metric_rows(r):
         table.add_row(row.label, *(format_value(metrics[s][row.key], row.fmt) for s in STRATEGIES))
-    Console(soft_wrap=True).print(table)
+    console = Console(soft_wrap=True)
+    console.width = max(console.width, _CONSOLE_WIDTH)  # seven strategies: wider than 80
+    console.print(table)

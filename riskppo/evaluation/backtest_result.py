@@ -12,6 +12,7 @@ import pandas as pd
 from riskppo.config import Config
 from riskppo.evaluation.baselines import STRATEGIES
 from riskppo.evaluation.metrics import FLAT_MARKET_SHARE, MetricValue, StrategyMetrics
+from riskppo.evaluation.timing_null import EnvTables
 
 __all__ = ["SPLIT_NAMES", "BacktestResult", "flat_strategies"]
 
@@ -44,6 +45,9 @@ class BacktestResult:
         config: the model's config.
         num_timesteps: environment steps the agent was trained for.
         sma: SMA-crossover parameters used.
+        tables: the agent env's per-step tables over the period (sizing scale, overlay cap,
+            fill returns; :class:`~riskppo.evaluation.timing_null.EnvTables`), for the
+            random-timing null held like the agent's positions.
     """
 
     part: str
@@ -61,6 +65,7 @@ class BacktestResult:
     num_timesteps: int
     sma: dict[str, Any] = field(default_factory=dict)
     flat_threshold: float = FLAT_MARKET_SHARE
+    tables: EnvTables | None = None
 
     def metrics_dict(self) -> dict[str, dict[str, MetricValue]]:
         """``{strategy: metrics.to_dict()}`` — the content of ``metrics.json``."""

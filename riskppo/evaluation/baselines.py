@@ -44,9 +44,12 @@ __all__ = [
 ]
 
 STRATEGIES: tuple[str, ...] = (
-    "agent", "buy_and_hold", "vol_target_buy_and_hold", "sma_crossover", "supervised"
+    "agent", "buy_and_hold", "vol_target_buy_and_hold", "vt_bh_overlay", "floor_overlay",
+    "sma_crossover", "supervised",
 )  # fmt: skip
-"""Every strategy of a backtest, in table order: the agent, then the baselines."""
+"""Every strategy of a backtest, in table order: the agent, then the baselines and references
+(``vt_bh_overlay``, ``floor_overlay``: the full and the least signal held in the agent's own env,
+its risk overlay included; :mod:`riskppo.evaluation.references`)."""
 
 Policy = Callable[[int], float]
 """Maps the index (position in the env's frame) of the observed bar to a target position."""

@@ -42,6 +42,8 @@ COLORS: dict[str, str] = {
     "vol_target_buy_and_hold": "#7b4fa0",
     "sma_crossover": "#e07b00",
     "supervised": "#2a9d8f",
+    "vt_bh_overlay": "#c27bd6",
+    "floor_overlay": "#a08a5c",
 }
 _RED, _GREEN = "#c0392b", "#2e8b57"
 REALISED_COLOR = "#111111"  # critic chart: the realised discounted return-to-go
@@ -55,7 +57,13 @@ def _label(result: BacktestResult, name: str) -> str:
     if name == "vol_target_buy_and_hold":
         vt = result.env_settings.get("vol_target")
         return f"Vol-targeted B&H ({vt:.0%}/yr)" if vt is not None else "Vol-targeted B&H"
-    names = {"agent": "Agent", "buy_and_hold": "Buy & hold", "supervised": "Supervised (ridge)"}
+    names = {
+        "agent": "Agent",
+        "buy_and_hold": "Buy & hold",
+        "supervised": "Supervised (ridge)",
+        "vt_bh_overlay": "Vol-targeted B&H + overlay (agent's env)",
+        "floor_overlay": "Floor signal + overlay (agent's env)",
+    }
     return names.get(name, name)
 
 

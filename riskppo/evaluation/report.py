@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from riskppo.evaluation.baselines import STRATEGIES
-from riskppo.evaluation.verdict import random_timing_text
+from riskppo.evaluation.references import FLAT_BY_DESIGN, REFERENCE_LABELS
+from riskppo.evaluation.verdict import benchmark_of, random_timing_text
 from riskppo.safefs import write_text_atomic
 
 if TYPE_CHECKING:
@@ -90,6 +91,7 @@ STRATEGY_LABELS: dict[str, str] = {
     "vol_target_buy_and_hold": "Vol-targeted B&H",
     "sma_crossover": "SMA crossover",
     "supervised": "Supervised",
+    **REFERENCE_LABELS,
 }
 
 
@@ -418,14 +420,16 @@ def statistics_section(block: Mapping[str, Any] | None, title: str = "Statistics
         return ""
     verdict = block["verdict"]
     css = "best" if verdict["claim"] else "violated"
-    head = "".join(
-        f'<th class="num">{h}</th>' for h in ("", "Agent", "VT B&amp;H", "VT B&amp;H scaled", "")
-    )
+    bench = benchmark_of(block)
+    heads = ("", "Agent", bench.label, f"{bench.label} scaled", "")
+    head = "".join(f'<th class="num">{html.escape(h)}</th>' for h in heads)
     rows = "".join(
         "<tr>" + "".join(f'<td class="num">{html.escape(str(c))}</td>' for c in row) + "</tr>"
         for row in block["stats_rows"]
     )
     null = f"Random-timing null: {random_timing_text(block['random_timing'])}."
+    if bench.note:
+        null = f"Benchmark: {bench.note}. {null}"
     return (
         f'<section><h2>{html.escape(title)}</h2><table class="metrics"><tr><td class="{css}">'
         f"{html.escape(verdict['text'])}</td></tr></table>"
@@ -478,7 +482,11 @@ once. Buy-and-hold and SMA crossover hold full unit positions; vol-targeted buy-
 exposure min(target vol / EWM vol, max leverage), rebalanced (and charged fees) every bar — both
 whatever sizing the agent uses. The supervised baseline holds a ridge forecast of the agent's
 own features, fitted on the training rows, mapped into the agent's band and traded with the
-agent's sizing and overlay.</li>
+agent's sizing and overlay. Vol-targeted B&amp;H + overlay holds the full signal, and Floor +
+overlay the least signal the agent may hold (its core position, or nothing), in the agent's own
+environment — its sizing, risk overlay, fill and fees; when the agent trades under a risk overlay
+the verdict is read against the former, so the overlay's own effect is not credited to the
+agent.</li>
 <li><b>Exposure and the constraint.</b> "In the market" is the share of bars with an exposure
 of at least 5% of a full position (|exposure| &ge; 0.05); a strategy below
 {r.flat_threshold:.0%} is flat/near-flat and is never marked best. The horizon CVaR is the
@@ -511,7 +519,7 @@ def _flat_warning_box(
     result: BacktestResult, metrics: Mapping[str, Mapping[str, Any]], strategies: list[str]
 ) -> str:
     """The plain-text warning box naming the flat/near-flat strategies ("" if none)."""
-    flat = [s for s in strategies if metrics[s].get("flat")]
+    flat = [s for s in strategies if metrics[s].get("flat") and s not in FLAT_BY_DESIGN]
     if not flat:
         return ""
     items = []

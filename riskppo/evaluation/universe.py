@@ -5,7 +5,10 @@ For each cell it reads the run's ``backtest_test/metrics.json`` (the agent's and
 vol-targeted buy-and-hold's Sharpe, the constraint's own CVaR figure against its limit, the share
 of bars in the market and the mean |exposure|) and ``backtest_test/equity.csv`` (per-bar equity of
 both, from which the per-bar net log returns follow), and counts how many cells meet the CVaR
-limit and how many match or beat vol-targeted buy-and-hold on Sharpe.
+limit and how many match or beat vol-targeted buy-and-hold on Sharpe. The benchmark is the
+verdict's (:func:`riskppo.evaluation.references.choose_benchmark`): under the agent's risk overlay
+where it traded under one (``vt_bh_overlay``), else — and for a cell backtested before that
+reference existed — ``vol_target_buy_and_hold``.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from riskppo.evaluation.limit_backtest import LIMIT_SIMS, cell_limit, pooled_limit
+from riskppo.evaluation.references import VT_BH, VT_BH_OVERLAY, choose_benchmark
 from riskppo.stats import ForecastRecord, adjust_p, paired_sharpe_test
 
 __all__ = [
@@ -33,7 +37,7 @@ __all__ = [
     "limit_section",
 ]
 
-BENCHMARK = "vol_target_buy_and_hold"
+BENCHMARK = VT_BH  # without the overlay; a cell's own benchmark is CellResult.benchmark
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,7 @@ class CellResult:
             least it must hold (:func:`riskppo.evaluation.metrics.active_share`).
         p_value: one-sided p-value of "agent Sharpe > vol-targeted buy-and-hold Sharpe" from
             the paired test (:func:`paired_p_value`); ``None`` when undefined.
+        benchmark: the benchmark's strategy name (``vt_bh_overlay`` under a risk overlay).
     """
 
     symbol: str
@@ -71,6 +76,7 @@ class CellResult:
     active_share: float | None = None
     p_value: float | None = None
     benchmark_cvar: float | None = None
+    benchmark: str = BENCHMARK
 
     @property
     def limit_met(self) -> bool | None:
@@ -106,10 +112,13 @@ def log_returns(equity_csv: Path, strategy: str) -> np.ndarray:
     return np.diff(np.log(equity.astype(np.float64)))
 
 
-def _returns(equity_csv: Path, n_bars: int | None) -> tuple[np.ndarray, np.ndarray]:
-    """The agent's and the benchmark's per-bar log returns from ``equity_csv``; ``ValueError``
-    unless each holds finite returns, ``n_bars`` of them where ``metrics.json`` counts them."""
-    agent, bench = log_returns(equity_csv, "agent"), log_returns(equity_csv, BENCHMARK)
+def _returns(
+    equity_csv: Path, n_bars: int | None, benchmark: str = BENCHMARK
+) -> tuple[np.ndarray, np.ndarray]:
+    """The agent's and the ``benchmark``'s per-bar log returns from ``equity_csv``;
+    ``ValueError`` unless each holds finite returns, ``n_bars`` of them where ``metrics.json``
+    counts them."""
+    agent, bench = log_returns(equity_csv, "agent"), log_returns(equity_csv, benchmark)
     for r in (agent, bench):
         if n_bars is not None and len(r) != n_bars:
             raise ValueError(f"{len(r)} bars where metrics.json counts {n_bars}")
@@ -140,11 +149,14 @@ def cell_result(symbol: str, seed: int, run_dir: Path, error: str | None = None)
     name = "metrics.json"
     try:
         metrics = json.loads((out / name).read_text())
-        agent, bench = metrics["agent"], metrics[BENCHMARK]
         name = "run_info.json"
-        bars_per_year = json.loads((out / name).read_text())["bars_per_year"]
+        info = json.loads((out / name).read_text())
+        bars_per_year = info["bars_per_year"]
+        overlay = (info.get("env") or {}).get("overlay") is not None
+        key = choose_benchmark(metrics, overlay).key
+        agent, bench = metrics["agent"], metrics[key]
         name = "equity.csv"
-        returns = _returns(out / name, agent.get("n_bars"))
+        returns = _returns(out / name, agent.get("n_bars"), key)
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
         return CellResult(
             symbol, seed, str(run_dir), f"{out.name}/{name} does not read back ({exc})"
@@ -164,6 +176,7 @@ def cell_result(symbol: str, seed: int, run_dir: Path, error: str | None = None)
         active_share=agent.get("active_share"),
         p_value=p,
         benchmark_cvar=bench["cvar_horizon"],
+        benchmark=key,
     )
 
 
@@ -206,16 +219,31 @@ def _mark(flag: bool | None) -> str:
     return "-" if flag is None else ("yes" if flag else "no")
 
 
+def _benchmark_words(cells: Sequence[CellResult]) -> tuple[str, str]:
+    """The cells' benchmark as a column label and in words: the overlaid one where every cell
+    with a result used it, the plain one where none did, and both named where they differ
+    (a universe resumed across versions)."""
+    used = [c.benchmark == VT_BH_OVERLAY for c in cells if c.error is None]
+    plain, overlaid = choose_benchmark((), False), choose_benchmark([VT_BH_OVERLAY], True)
+    if not any(used):
+        return plain.label, plain.name
+    if all(used):
+        return overlaid.label, overlaid.name
+    mixed = f"{plain.name} (under the agent's risk overlay in {sum(used)} cells)"
+    return "VT B&H (+overlay)", mixed
+
+
 def format_table(cells: Sequence[CellResult], title: str) -> str:
     """A Markdown table (one row per cell, the seed column only with several seeds) and the
     counts below it."""
     several_seeds = len({c.seed for c in cells}) > 1
     horizon = next((c.cvar_horizon for c in cells if c.cvar_horizon is not None), None)
     cvar = f"CVaR{horizon if horizon is not None else ''}"
-    head = ["stock", *(["seed"] * several_seeds), "agent Sharpe", "VT B&H Sharpe"]
-    head += [cvar, "limit", "limit met", f"VT B&H {cvar}", "in market", "mean abs exposure"]
+    vt, words = _benchmark_words(cells)
+    head = ["stock", *(["seed"] * several_seeds), "agent Sharpe", f"{vt} Sharpe"]
+    head += [cvar, "limit", "limit met", f"{vt} {cvar}", "in market", "mean abs exposure"]
     head += ["signal active"]
-    head += ["p (Sharpe > VT B&H)"]
+    head += [f"p (Sharpe > {vt})"]
     lines = [f"## {title}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for c in cells:
         row = [c.symbol, *([str(c.seed)] * several_seeds)]
@@ -232,10 +260,10 @@ def format_table(cells: Sequence[CellResult], title: str) -> str:
     k = count_cells(cells)
     lines += [
         "",
-        f"{cvar} limit met: {k.limit_met}/{k.n} (vol-targeted buy-and-hold: "
-        f"{k.benchmark_limit_met}/{k.n}); agent Sharpe >= vol-targeted buy-and-hold: "
+        f"{cvar} limit met: {k.limit_met}/{k.n} ({words}: "
+        f"{k.benchmark_limit_met}/{k.n}); agent Sharpe >= {words}: "
         f"{k.beats_benchmark}/{k.n}" + (f"; failed: {k.failed}/{k.n}" if k.failed else ""),
-        f"edge over vol-targeted buy-and-hold with one-sided p < 0.05: {k.significant}/{k.n} "
+        f"edge over {words} with one-sided p < 0.05: {k.significant}/{k.n} "
         f"({k.significant_adjusted}/{k.n} after a Šidák adjustment for {k.n} tests)",
         f"on at least half of the bars: in the market (|exposure| >= 0.05) {k.in_market}/{k.n}; "
         f"its signal active (>= 0.05 beyond the least it must hold) {k.active}/{k.n}",

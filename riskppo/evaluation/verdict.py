@@ -3,7 +3,10 @@
 Read by the backtest report (one split) and the walk-forward report (the stitched record).
 Inputs are backtest strategy frames (:func:`riskppo.evaluation.baselines.strategy_frame`: per
 bar ``position``, ``signal``, ``log_return``, ``gross_return``); the statistics themselves are
-the pure functions of :mod:`riskppo.stats`.
+the pure functions of :mod:`riskppo.stats`. The benchmark has the agent's risk machinery: under
+a risk overlay it is vol-targeted buy-and-hold held in the agent's env, overlay included
+(:func:`riskppo.evaluation.references.choose_benchmark`), and the random-timing null holds its
+random signals the same way (:mod:`riskppo.evaluation.timing_null`).
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import numpy as np
 import pandas as pd
 
 from riskppo import stats
+from riskppo.evaluation.references import Benchmark, choose_benchmark
+from riskppo.evaluation.timing_null import EnvTables, timing_null
 from riskppo.evaluation.trials import spa_entry, trial_lines, trials_block
 from riskppo.runs.ledger import Trials
 from riskppo.stats.core import format_p
@@ -32,16 +37,23 @@ def statistics_block(
     n_trials: int = 1,
     seed: int = 0,
     trials: Trials | None = None,
+    overlay: bool = False,
+    tables: EnvTables | None = None,
 ) -> dict[str, Any]:
-    """Agent vs :data:`BENCHMARK` (unscaled and scaled to the agent's mean |exposure|): the
+    """Agent vs its benchmark (unscaled and scaled to the agent's mean |exposure|): the
     statistics summary, its table rows, the random-timing null and the verdict line.
 
-    ``n_trials``: the user's count of configurations tried; ``trials``: the trial ledger's
+    ``overlay``: the agent's env has a risk overlay — the benchmark is then ``vt_bh_overlay``
+    where ``frames`` hold it (:func:`~riskppo.evaluation.references.choose_benchmark`; the block's
+    ``benchmark`` says which); ``tables``: the agent env's tables over the record, for the
+    random-timing null (:mod:`~riskppo.evaluation.timing_null`). ``n_trials``: the user's count
+    of configurations tried; ``trials``: the trial ledger's
     (:func:`riskppo.evaluation.trials.judge_trials`) — the verdict adjusts for the larger N, and
     the deflated Sharpe ratio uses the variance of the ledger's Sharpe ratios."""
     extra = trials_block(trials, n_trials)
     n_trials = extra["n_trials"] if extra else n_trials
-    agent, bench = frames["agent"], frames[BENCHMARK]
+    chosen = choose_benchmark(frames, overlay)
+    agent, bench = frames["agent"], frames[chosen.key]
     agent_r, bench_r = agent["log_return"].to_numpy(), bench["log_return"].to_numpy()
     agent_x = float(np.abs(agent["position"]).mean())
     bench_x = float(np.abs(bench["position"]).mean())
@@ -53,11 +65,11 @@ def statistics_block(
         benchmark_exposure=bench_x,
         n_trials=n_trials,
         trials_sharpe_var=trials.sharpe_var if trials is not None else None,
-        benchmark_name=BENCHMARK_NAME,
+        benchmark_name=chosen.name,
         seed=seed,
     )
     verdict = stats.verdict(
-        stats.paired_sharpe_test(agent_r, bench_r, bars_per_year), n_trials, BENCHMARK_NAME
+        stats.paired_sharpe_test(agent_r, bench_r, bars_per_year), n_trials, chosen.name
     )
     if extra is not None:  # the ledger's configurations on these bars: Hansen's SPA, StepM
         extra["spa"] = spa_entry(
@@ -69,29 +81,41 @@ def statistics_block(
             seed=seed,
         )
     sharpes = (summary.agent.sharpe.estimate, summary.benchmark.sharpe.estimate)
+    timing = random_timing(frames, bars_per_year, fee=fee, seed=seed, tables=tables)
     return {
+        "benchmark": chosen._asdict(),
         "exposure_scale": agent_x / bench_x if bench_x > 0 else 0.0,
         "stats": summary.to_dict(),
         "stats_rows": [format_row(row) for row in summary.rows()],
-        "random_timing": random_timing(frames, bars_per_year, fee=fee, seed=seed),
+        "random_timing": timing,
         "supervised": supervised_comparison(frames, bars_per_year),
         "verdict": {
             "claim": verdict.claim,
             "p_adjusted": verdict.p_adjusted,
-            "text": honest_text(verdict.text, verdict.claim, *sharpes),
+            "text": honest_text(verdict.text, verdict.claim, *sharpes, name=chosen.name),
         },
         "trials": extra,
     }
 
 
-def honest_text(text: str, claim: bool, agent_sharpe: float, bench_sharpe: float) -> str:
+def benchmark_of(block: Mapping[str, Any]) -> Benchmark:
+    """The benchmark a statistics block was read against (blocks written before the choice
+    existed: vol-targeted buy-and-hold)."""
+    stored = block.get("benchmark")
+    return choose_benchmark((), False) if not stored else Benchmark(**stored)
+
+
+def honest_text(
+    text: str, claim: bool, agent_sharpe: float, bench_sharpe: float, *, name: str = BENCHMARK_NAME
+) -> str:
     """The verdict line, with its claim worded for what it is: an agent whose Sharpe ratio is
-    higher than the benchmark's while both are negative "loses less than" it, not "beats" it."""
+    higher than the benchmark's (``name``) while both are negative "loses less than" it, not
+    "beats" it."""
     if not (claim and agent_sharpe < 0 and bench_sharpe < 0):
         return text
     both = f"both lose money: Sharpe {agent_sharpe:.2f} against {bench_sharpe:.2f}; "
-    head = f"loses less than {BENCHMARK_NAME} ({both}"
-    return text.replace(f"beats {BENCHMARK_NAME} (", head, 1)
+    head = f"loses less than {name} ({both}"
+    return text.replace(f"beats {name} (", head, 1)
 
 
 def supervised_comparison(
@@ -113,13 +137,23 @@ def supervised_comparison(
 
 
 def random_timing_text(timing: Mapping[str, Any]) -> str:
-    """The random-timing null in words (its percentile is already in percent)."""
+    """The random-timing null in words (its percentile is already in percent: 73.2 is "beats
+    73% of"), with how its random signals were held."""
     if timing.get("percentile") is None:
         return "not applicable (the agent's signal never moved)"
+    held = _HELD.get(str(timing.get("held")), "")
     return (
         f"the agent's Sharpe beats {timing['percentile']:.0f}% of {timing['n']} smooth random "
-        f"signals in its band (p = {timing['p_value']:.2g})"
+        f"signals in its band{held} (p = {timing['p_value']:.2g})"
     )
+
+
+_HELD = {  # how the null's random signals became positions (random_timing's "held")
+    "agent_env_overlay": ", held in its own env (sizing, risk overlay, fill, fees)",
+    "agent_env": ", held in its own env (sizing, fill, fees)",
+    "vol_target_gross": ", scored on buy-and-hold's bar returns at the vol-targeted exposure "
+    "without the agent's overlay or fill (the record predates its env tables)",
+}
 
 
 def verdict_lines(block: Mapping[str, Any], where: str = "") -> list[str]:
@@ -128,7 +162,8 @@ def verdict_lines(block: Mapping[str, Any], where: str = "") -> list[str]:
     test's own; the supervised baseline beside them where there is one) and the random-timing
     null. The HTML reports show the same block in full."""
     s = block["stats"]
-    sharpes = f"agent {_fmt(s['agent']['sharpe']['estimate'])}, VT B&H "
+    bench = benchmark_of(block)
+    sharpes = f"agent {_fmt(s['agent']['sharpe']['estimate'])}, {bench.label} "
     sharpes += _fmt(s["benchmark"]["sharpe"]["estimate"])
     sup = block.get("supervised")
     if sup is not None:
@@ -141,6 +176,8 @@ def verdict_lines(block: Mapping[str, Any], where: str = "") -> list[str]:
         f"  Sharpe ratio (annual, log returns): {sharpes}",
         f"  random timing: {random_timing_text(block['random_timing'])}",
     ]
+    if bench.note:
+        lines.insert(1, f"  benchmark: {bench.note}")
     if block.get("trials"):
         dsr = _fmt(s.get("deflated_sharpe"), ".3f")
         lines += [*trial_lines(block["trials"]), f"  deflated Sharpe ratio: {dsr}"]
@@ -157,29 +194,48 @@ def _fmt(value: float | None, spec: str = ".2f") -> str:
 
 
 def random_timing(
-    frames: Mapping[str, pd.DataFrame], bars_per_year: float, *, fee: float, seed: int
+    frames: Mapping[str, pd.DataFrame],
+    bars_per_year: float,
+    *,
+    fee: float,
+    seed: int,
+    tables: EnvTables | None = None,
 ) -> dict[str, Any]:
     """The agent's Sharpe against smooth random signals in its own band (the range of its
-    signals) that move as much per bar as its signal does (:func:`stats.matched_smoothness`),
-    sized like it (the vol-targeted baseline's exposure is the sizing multiplier) and scored on
-    the asset's per-bar return (buy-and-hold's gross return) with the same fee."""
+    signals) that move as much per bar as its signal does (:func:`stats.matched_smoothness`).
+
+    With the agent env's ``tables`` each random signal is held as the agent's is — its sizing,
+    risk overlay, fill, fee and borrow cost (:func:`~riskppo.evaluation.timing_null.timing_null`);
+    without them (records written before the tables were kept) it is sized by the unoverlaid
+    vol-targeted exposure and scored on buy-and-hold's gross return with the same fee. ``held``
+    says which."""
     signal = frames["agent"]["signal"].to_numpy()
+    if tables is not None and tables.fills.delayed:  # a delayed fill's frame starts flat: no choice
+        signal = signal[~tables.starts]
     band = (float(signal.min()), float(signal.max()))
     if band[1] - band[0] < 1e-9:
         return {"band": list(band), "percentile": None, "p_value": None, "n": 0}
     agent_sharpe = stats.sharpe(frames["agent"]["log_return"].to_numpy(), bars_per_year)
     span = stats.matched_smoothness(signal, band, seed=seed)  # the agent's own turnover
-    null = stats.random_timing_null(
-        agent_sharpe,
-        frames["buy_and_hold"]["gross_return"].to_numpy(),
-        frames[BENCHMARK]["position"].to_numpy(),
-        band,
-        fee=fee,
-        periods_per_year=bars_per_year,
-        smoothness=span,
-        seed=seed,
-    )
+    if tables is not None:
+        held = "agent_env" if tables.cap is None else "agent_env_overlay"
+        null = timing_null(
+            agent_sharpe, tables, band, smoothness=span, periods_per_year=bars_per_year, seed=seed
+        )
+    else:
+        held = "vol_target_gross"
+        null = stats.random_timing_null(
+            agent_sharpe,
+            frames["buy_and_hold"]["gross_return"].to_numpy(),
+            frames[BENCHMARK]["position"].to_numpy(),
+            band,
+            fee=fee,
+            periods_per_year=bars_per_year,
+            smoothness=span,
+            seed=seed,
+        )
     return {
+        "held": held,
         "band": list(band),
         "smoothness": span,
         "agent_sharpe": null.agent_sharpe,

@@ -18,7 +18,13 @@ from scipy.special import ndtr
 
 from riskppo.stats.core import as_returns
 
-__all__ = ["RandomTiming", "matched_smoothness", "random_signals", "random_timing_null"]
+__all__ = [
+    "RandomTiming",
+    "matched_smoothness",
+    "random_signals",
+    "random_timing_null",
+    "rank_against_null",
+]
 
 Array = NDArray[np.float64]
 
@@ -141,10 +147,27 @@ def random_timing_null(
         raise ValueError(f"agent_sharpe must be finite, got {agent_sharpe!r}")
     exposure = random_signals(int(n), ret.size, (lo, hi), smoothness, seed) * sizing
     turnover = np.abs(np.diff(exposure, axis=1, prepend=0.0))
-    paths = exposure * ret - fee * turnover
-    sd = paths.std(axis=1, ddof=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        per_bar = np.where(np.ptp(paths, axis=1) > 0.0, paths.mean(axis=1) / sd, np.nan)
+    return rank_against_null(agent_sharpe, exposure * ret - fee * turnover, periods_per_year)
+
+
+def rank_against_null(
+    agent_sharpe: float, paths: ArrayLike, periods_per_year: float
+) -> RandomTiming:
+    """Where ``agent_sharpe`` (annualised) ranks among the annualised Sharpe ratios of the null
+    strategies' per-bar net returns ``paths`` ``[n, T]`` (one row per strategy): the share in
+    percent strictly below it and the p-value ``(1 + #{null >= agent}) / (n + 1)``. A row
+    that never varies has Sharpe ``nan`` (counted neither below nor at or above)."""
+    r = np.asarray(paths, dtype=np.float64)
+    if r.ndim != 2 or r.shape[0] < 1 or r.shape[1] < 1:
+        raise ValueError(f"paths must be [n >= 1, T >= 1] per-bar returns, got shape {r.shape}")
+    if not math.isfinite(agent_sharpe):
+        raise ValueError(f"agent_sharpe must be finite, got {agent_sharpe!r}")
+    n = r.shape[0]
+    per_bar = np.full(n, np.nan)  # one bar: no spread, no Sharpe ratio
+    if r.shape[1] > 1:
+        sd = r.std(axis=1, ddof=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            per_bar = np.where(np.ptp(r, axis=1) > 0.0, r.mean(axis=1) / sd, np.nan)
     null = per_bar * math.sqrt(periods_per_year)
     return RandomTiming(
         agent_sharpe=float(agent_sharpe),

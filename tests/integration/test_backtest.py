@@ -73,7 +73,7 @@ def run(tmp_path_factory):
     return backtest_run(run_dir, "test")
 
 
-def test_metrics_json_has_five_strategies_with_spec_keys(run):
+def test_metrics_json_has_every_strategy_with_spec_keys(run):
     def reject(token):
         raise AssertionError(f"metrics.json holds {token}")
 
@@ -81,7 +81,8 @@ def test_metrics_json_has_five_strategies_with_spec_keys(run):
     assert run.metrics == run.out_dir / "metrics.json"
     assert run.out_dir.name == "backtest_test"
     assert set(data) == {
-        "agent", "buy_and_hold", "vol_target_buy_and_hold", "sma_crossover", "supervised"
+        "agent", "buy_and_hold", "vol_target_buy_and_hold", "vt_bh_overlay", "floor_overlay",
+        "sma_crossover", "supervised",
     }  # fmt: skip
     extras = ("market_share", "mean_abs_exposure", "cvar_horizon", "cvar_limit", "flat")
     for name, entry in data.items():
@@ -163,7 +164,8 @@ def test_report_is_self_contained_and_has_the_metrics_table(run):
     assert "GOOGL" in text and "test split" in text
     # the subtitle names every baseline the report holds, the supervised one included
     assert (
-        "agent vs Buy &amp; hold, Vol-targeted B&amp;H, SMA crossover and Supervised</div>" in text
+        "agent vs Buy &amp; hold, Vol-targeted B&amp;H, Vol-targeted B&amp;H + overlay, Floor + "
+        "overlay, SMA crossover and Supervised</div>" in text
     )
     # the fill in use, in the notes and the settings; run_info.json names it too
     assert "filled at the open of bar t+1 (the position held before earns the overnight gap)" in (

@@ -95,7 +95,7 @@ def test_sigkilled_walk_forward_resumes_to_the_uninterrupted_record(tmp_path: Pa
     assert whole.returncode == 0, out
     assert "verdict:" in out
     # the statistics under the verdict have their columns named, as in the HTML report
-    assert re.search(r"^\s+agent\s+VT B&H\s+VT scaled$", out, re.M), out
+    assert re.search(r"^\s+agent\s+VT B&H\+overlay\s+VT scaled$", out, re.M), out
     # the wall time is the last line (1 segment x 1 seed here)
     assert re.search(
         r"riskppo walkforward: \d+ cells? trained in \d+:\d\d:\d\d wall time, "

@@ -41,7 +41,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["FILLS", "FillReturns", "fill_returns", "resolve_fill"]
+__all__ = ["FILLS", "FillReturns", "fill_returns", "resolve_fill", "step_returns"]
 
 FILLS: tuple[str, ...] = ("auto", "close", "next_open", "next_close")
 """The ``fill`` values :class:`~riskppo.envs.TradingEnv` accepts (see the module docstring)."""
@@ -91,3 +91,30 @@ def fill_returns(fill: str, opens: np.ndarray | None, close: np.ndarray) -> Fill
         log_o = np.log(np.asarray(opens, dtype=np.float64))[1:]
         return FillReturns(log_o - log_c[:-1], log_c[1:] - log_o, delayed=False)
     raise ValueError(f"fill={fill!r} is not a resolved fill mode with its prices")
+
+
+def step_returns(
+    exposure: np.ndarray,
+    fills: FillReturns,
+    starts: np.ndarray,
+    *,
+    fee: float,
+    borrow_per_bar: float,
+) -> np.ndarray:
+    """Net log returns ``gross - fee - borrow`` of holding ``exposure`` ``[..., T]`` (decided at
+    T consecutive steps; leading axes: independent strategies, e.g. ``n`` random signals), as
+    :class:`~riskppo.envs.TradingEnv` books them step by step (module docstring).
+
+    ``fills``: the fill table over those steps (``old``/``new`` ``[T]`` each); ``starts`` ``[T]``
+    bool: steps that start flat (an episode's first, or a walk-forward segment's), where the
+    exposure held before is 0. ``fee`` per unit of ``|Δexposure|``; ``borrow_per_bar`` per unit
+    of short exposure held over the bar (``borrow_rate / bars_per_year``). The same float
+    operations as the env's step, so equal to its returns to the last bit."""
+    new = np.asarray(exposure, dtype=np.float64)
+    old = np.concatenate([np.zeros_like(new[..., :1]), new[..., :-1]], axis=-1)
+    old[..., np.asarray(starts, dtype=bool)] = 0.0
+    gross = old * fills.old + new * fills.new
+    fee_cost = fee * np.abs(new - old)
+    held = old if fills.delayed else new
+    borrow = np.where(held < 0.0, -held * borrow_per_bar, 0.0)
+    return gross - (fee_cost + borrow)

@@ -1,7 +1,8 @@
 """The verdict on a walk-forward record: metrics of every strategy on the stitched
 out-of-sample bars, the statistics of :mod:`riskppo.stats` for the agent against
-vol-targeted buy-and-hold (unscaled and scaled to the agent's mean exposure), the random-timing
-null, and the CVaR limit cell by cell.
+vol-targeted buy-and-hold (unscaled and scaled to the agent's mean exposure; under the agent's
+risk overlay where it trades under one, :func:`riskppo.evaluation.references.choose_benchmark`),
+the random-timing null in the agent's env, and the CVaR limit cell by cell.
 
 The verdict is read on the seeds' mean record (capital split equally over the seeds' agents):
 one test, adjusted for the ``n_trials`` configurations tried on the same data.
@@ -9,7 +10,7 @@ one test, adjusted for the ``n_trials`` configurations tried on the same data.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -18,9 +19,10 @@ import pandas as pd
 from riskppo.config import Config
 from riskppo.evaluation.limit_backtest import walkforward_limit
 from riskppo.evaluation.metrics import signal_floor, strategy_metrics
+from riskppo.evaluation.references import FLOOR_OVERLAY, VT_BH_OVERLAY, choose_benchmark
+from riskppo.evaluation.timing_null import tables_from_record
 from riskppo.evaluation.verdict import BENCHMARK, statistics_block
 from riskppo.evaluation.walkforward.plan import (
-    RECORD_STRATEGIES,
     Record,
     WalkForwardSettings,
     mean_record,
@@ -30,6 +32,7 @@ from riskppo.runs.ledger import Trials
 
 SCALED = "vol_target_scaled"
 CVAR_MATCHED = "vol_target_cvar_matched"
+_REFERENCE_COLUMNS = (BENCHMARK, VT_BH_OVERLAY, FLOOR_OVERLAY)  # their Sharpe in segments.csv
 
 
 def analyse(
@@ -52,11 +55,14 @@ def analyse(
     mean = mean_record(records) if len(records) > 1 else records[0]
     fee = float(cells[0]["fee"])
     per_record = {
-        r.label: record_block(cfg, r, bpy, fee=fee, n_trials=n_trials, seed=seed, trials=trials)
+        r.label: record_block(
+            cfg, r, bpy, fee=fee, n_trials=n_trials, seed=seed, trials=trials, cell=cells[0]
+        )
         for r in [*records, *([mean] if len(records) > 1 else [])]
     }
     headline = per_record[mean.label]
-    rows = [cell_row(c) for c in cells]
+    overlay = cells[0].get("overlay_test") is not None
+    rows = [cell_row(c, overlay) for c in cells]
     risk = risk_summary(rows)
     limit = cfg.risk.cvar_limit
     met = [r["limit_met"] for r in rows if r["limit_met"] is not None]
@@ -90,9 +96,16 @@ def record_block(
     n_trials: int,
     seed: int,
     trials: Trials | None = None,
+    cell: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Metrics of each strategy on ``record`` (the scaled benchmark included) and the
-    statistics of the agent against the benchmark."""
+    statistics of the agent against the benchmark. ``cell``: a cell summary of the run (its
+    ``overlay_test`` says whether the agent traded under a risk overlay; with ``fill``,
+    ``borrow_rate`` and the record's env columns, the random-timing null is held in the agent's
+    env)."""
+    cell = cell or {}
+    overlay = cell.get("overlay_test")
+    bench = choose_benchmark(record.strategies, overlay is not None).key
 
     def figures(returns: pd.Series, positions: pd.Series, signals: pd.Series) -> dict[str, Any]:
         return strategy_metrics(
@@ -108,28 +121,38 @@ def record_block(
 
     metrics = {
         n: figures(record.returns(n), record.positions(n), record.signals(n))
-        for n in RECORD_STRATEGIES
+        for n in record.strategies
     }
-    bench_x = float(np.abs(record.positions(BENCHMARK)).mean())
+    bench_x = float(np.abs(record.positions(bench)).mean())
     k = float(np.abs(record.positions("agent")).mean()) / bench_x if bench_x > 0 else 0.0
-    bench_signals = record.signals(BENCHMARK)
-    metrics[SCALED] = figures(
-        record.returns(BENCHMARK) * k, record.positions(BENCHMARK) * k, bench_signals
-    )
+    bench_signals = record.signals(bench)
+    metrics[SCALED] = figures(record.returns(bench) * k, record.positions(bench) * k, bench_signals)
     # the benchmark at the agent's tail risk: CVaR of scaled log returns scales exactly with k
-    a_cvar, b_cvar = metrics["agent"]["cvar_horizon"], metrics[BENCHMARK]["cvar_horizon"]
+    a_cvar, b_cvar = metrics["agent"]["cvar_horizon"], metrics[bench]["cvar_horizon"]
     if a_cvar is not None and b_cvar is not None and b_cvar < 0:
         kc = float(a_cvar) / float(b_cvar)
-        bench = record.returns(BENCHMARK) * kc, record.positions(BENCHMARK) * kc
-        metrics[CVAR_MATCHED] = figures(*bench, bench_signals)
-    frames = record.strategy_frames()
-    block = statistics_block(frames, bpy, fee=fee, n_trials=n_trials, seed=seed, trials=trials)
+        matched = record.returns(bench) * kc, record.positions(bench) * kc
+        metrics[CVAR_MATCHED] = figures(*matched, bench_signals)
+    env = {**cell, "fee": fee, "bars_per_year": bpy}
+    block = statistics_block(
+        record.strategy_frames(),
+        bpy,
+        fee=fee,
+        n_trials=n_trials,
+        seed=seed,
+        trials=trials,
+        overlay=overlay is not None,
+        tables=tables_from_record(record.frame, env, overlay),
+    )
     return {"metrics": metrics, **block}
 
 
-def cell_row(cell: dict[str, Any]) -> dict[str, Any]:
-    """One (segment, seed) line of the per-segment table."""
-    agent, vt = cell["metrics"]["agent"], cell["metrics"][BENCHMARK]
+def cell_row(cell: dict[str, Any], overlay: bool = False) -> dict[str, Any]:
+    """One (segment, seed) line of the per-segment table; ``benchmark`` names the verdict's
+    benchmark (``overlay``: the agent traded under a risk overlay; a cell written before
+    ``vt_bh_overlay`` existed falls back to ``vol_target_buy_and_hold``)."""
+    m = cell["metrics"]
+    agent, bench = m["agent"], choose_benchmark(m, overlay).key
     return {
         "segment": cell["segment"],
         "seed": cell["seed"],
@@ -138,7 +161,9 @@ def cell_row(cell: dict[str, Any]) -> dict[str, Any]:
         "bars": cell["bars"],
         "steps": cell["steps"],
         "sharpe": agent.get("sharpe"),
-        "benchmark_sharpe": vt.get("sharpe"),
+        "benchmark": bench,
+        "benchmark_sharpe": m[bench].get("sharpe"),
+        **{f"{n}_sharpe": m.get(n, {}).get("sharpe") for n in _REFERENCE_COLUMNS},
         "cvar_horizon": agent.get("cvar_horizon"),
         "limit_met": agent.get("cvar_limit_met"),
         "market_share": agent.get("market_share"),

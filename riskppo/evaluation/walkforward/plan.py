@@ -11,11 +11,12 @@ The segments' per-bar records are stitched into one out-of-sample record per see
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 import pandas as pd
 
 from riskppo.config import Config
@@ -23,9 +24,12 @@ from riskppo.evaluation.baselines import STRATEGIES
 
 Window = Literal["expanding", "rolling"]
 
-# Per-bar columns a segment keeps of each strategy's backtest frame, and the strategies.
+# Per-bar columns a segment keeps of each strategy's backtest frame, and the strategies (a run
+# written before a strategy existed lacks its columns). Columns named "env_…" are the agent env's
+# tables (riskppo.evaluation.timing_null), the same for every seed.
 RECORD_COLUMNS = ("position", "signal", "log_return", "gross_return", "costs")
 RECORD_STRATEGIES = STRATEGIES
+ENV_PREFIX = "env_"
 MEAN_LABEL = "mean of seeds"  # the label of :func:`mean_record`'s record
 
 
@@ -167,23 +171,38 @@ class Record:
     def signals(self, strategy: str) -> pd.Series:
         return self.frame[f"{strategy}_signal"]
 
+    @property
+    def strategies(self) -> tuple[str, ...]:
+        """The strategies of :data:`RECORD_STRATEGIES` this record holds (an old run's lacks
+        those added since), in table order."""
+        return tuple(n for n in RECORD_STRATEGIES if f"{n}_log_return" in self.frame.columns)
+
     def strategy_frames(self) -> dict[str, pd.DataFrame]:
         """Each strategy's columns as a backtest strategy frame (``position``, ``log_return``,
         ...), the shape :func:`riskppo.evaluation.verdict.statistics_block` reads."""
         return {
             name: pd.DataFrame({c: self.frame[f"{name}_{c}"] for c in RECORD_COLUMNS})
-            for name in RECORD_STRATEGIES
+            for name in self.strategies
         }
 
 
-def segment_frame(frames: dict[str, pd.DataFrame], segment: int) -> pd.DataFrame:
-    """One segment's per-bar record from its backtest's strategy frames (one row per bar)."""
+def segment_frame(
+    frames: dict[str, pd.DataFrame],
+    segment: int,
+    env_columns: Mapping[str, np.ndarray] | None = None,
+) -> pd.DataFrame:
+    """One segment's per-bar record from its backtest's strategy frames (one row per bar), with
+    ``env_columns`` (the agent env's tables, each ``[bars]`` and named ``env_…``) beside them."""
     agent = frames["agent"]
     out = pd.DataFrame(index=agent.index)
     out["close"] = agent["close"]
     for name in RECORD_STRATEGIES:
         for col in RECORD_COLUMNS:
             out[f"{name}_{col}"] = frames[name][col].to_numpy()
+    for col, values in (env_columns or {}).items():
+        if not col.startswith(ENV_PREFIX):
+            raise ValueError(f"env column {col!r} must start with {ENV_PREFIX!r}")
+        out[col] = values
     out["segment"] = segment
     return out
 
@@ -199,13 +218,15 @@ def stitch(label: str, parts: Sequence[pd.DataFrame]) -> Record:
 def mean_record(records: Sequence[Record]) -> Record:
     """The seeds' average: per bar, the mean of each strategy's log return and position — the
     record of splitting capital equally over the seeds' agents, rebalanced every bar (to first
-    order in the returns). Baselines are deterministic, so theirs are unchanged."""
+    order in the returns). Baselines are deterministic, so theirs are unchanged; the env's tables
+    (``env_…`` columns) are the same for every seed and kept as they are."""
     first = records[0].frame
     for r in records[1:]:
         if not r.frame.index.equals(first.index):
             raise ValueError(f"{r.label}: its bars differ from {records[0].label}'s")
-    numeric = [c for c in first.columns if c not in ("close", "segment")]
+    shared = ["close", *(c for c in first.columns if c.startswith(ENV_PREFIX))]
+    numeric = [c for c in first.columns if c not in (*shared, "segment")]
     mean = sum((r.frame[numeric] for r in records[1:]), records[0].frame[numeric]) / len(records)
-    frame = first[["close"]].join(mean)[first.columns.drop("segment")]
+    frame = first[shared].join(mean)[first.columns.drop("segment")]
     frame["segment"] = first["segment"]
     return Record(MEAN_LABEL, frame, records[0].segments)

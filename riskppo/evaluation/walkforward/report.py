@@ -20,6 +20,7 @@ from riskppo.config import Config
 from riskppo.envs.registration import data_label
 from riskppo.evaluation.limit_backtest import limit_html, limit_line
 from riskppo.evaluation.plots import COLORS, figure_png
+from riskppo.evaluation.references import FLOOR_OVERLAY, VT_BH_OVERLAY
 from riskppo.evaluation.report import (
     REPORT_CSS,
     STRATEGY_LABELS,
@@ -27,7 +28,7 @@ from riskppo.evaluation.report import (
     statistics_section,
 )
 from riskppo.evaluation.trials import trials_html
-from riskppo.evaluation.verdict import verdict_lines
+from riskppo.evaluation.verdict import benchmark_of, verdict_lines
 from riskppo.evaluation.walkforward.analysis import BENCHMARK, CVAR_MATCHED, SCALED
 from riskppo.evaluation.walkforward.plan import MEAN_LABEL, Record, mean_record
 from riskppo.evaluation.walkforward.seeds import seed_line
@@ -36,8 +37,8 @@ from riskppo.safefs import ensure_real_dir, write_bytes_atomic, write_text_atomi
 
 LABELS = {
     **STRATEGY_LABELS,
-    SCALED: "Vol-targeted B&H, scaled to the agent's exposure",
-    CVAR_MATCHED: "Vol-targeted B&H, scaled to the agent's CVaR",
+    SCALED: "Benchmark, scaled to the agent's exposure",  # the verdict's benchmark
+    CVAR_MATCHED: "Benchmark, scaled to the agent's CVaR",
 }
 TABLE_ROWS = (
     ("sharpe", "Sharpe ratio", "ratio"),
@@ -50,7 +51,10 @@ TABLE_ROWS = (
     ("mean_abs_exposure", "Mean |exposure|", "num3"),
     ("turnover", "Turnover (per year)", "num1"),
 )
-STRATEGY_ORDER = ("agent", BENCHMARK, SCALED, CVAR_MATCHED, "buy_and_hold", "sma_crossover")
+STRATEGY_ORDER = (
+    "agent", VT_BH_OVERLAY, BENCHMARK, SCALED, CVAR_MATCHED, FLOOR_OVERLAY, "buy_and_hold",
+    "sma_crossover",
+)  # fmt: skip
 
 
 def write_outputs(
@@ -102,7 +106,8 @@ def summary_text(metrics: dict[str, Any]) -> str:
         *seed_line(metrics.get("seeds")),
     ]
     # the columns of the HTML report's statistics table
-    lines.append(f"  {'':<34} {'agent':>10}  {'VT B&H':>10}  {'VT scaled':>10}")
+    bench = benchmark_of(h).label
+    lines.append(f"  {'':<34} {'agent':>10}  {bench:>10}  {'VT scaled':>10}")
     for label, agent, bench, scaled, note in h["stats_rows"]:
         lines.append(f"  {label:<34} {agent:>10}  {bench:>10}  {scaled:>10}  {note}")
     if metrics["cells_with_limit"]:
@@ -179,11 +184,12 @@ def plot_equity(records: Sequence[Record], mean: Record, metrics: dict[str, Any]
     fig = Figure(figsize=(10, 6), dpi=110, layout="constrained")
     FigureCanvasAgg(fig)
     ax, dd = fig.subplots(2, 1, sharex=True, height_ratios=[3, 1])
-    k = headline(metrics)["exposure_scale"]
+    h = headline(metrics)
+    k, bench = h["exposure_scale"], benchmark_of(h).key
     curves = {
         "agent": mean.returns("agent"),
-        BENCHMARK: mean.returns(BENCHMARK),
-        SCALED: mean.returns(BENCHMARK) * k,
+        bench: mean.returns(bench),
+        SCALED: mean.returns(bench) * k,
         "buy_and_hold": mean.returns("buy_and_hold"),
     }
     if len(records) > 1:
@@ -227,7 +233,7 @@ def plot_cells(metrics: dict[str, Any]) -> Figure:
     lo = float(np.nanmin(cells[["sharpe", "benchmark_sharpe"]].to_numpy(dtype=float)))
     hi = float(np.nanmax(cells[["sharpe", "benchmark_sharpe"]].to_numpy(dtype=float)))
     right.plot([lo, hi], [lo, hi], color="#888", lw=1, ls="--")
-    right.set_xlabel("vol-targeted buy-and-hold Sharpe")
+    right.set_xlabel(f"{benchmark_of(headline(metrics)).name} Sharpe")
     right.set_ylabel("agent Sharpe")
     right.set_title("Sharpe per segment (above the line: agent ahead)", loc="left", fontsize=11)
     for a in (left, right):
@@ -304,12 +310,26 @@ def render(cfg: Config, metrics: dict[str, Any], images: dict[str, bytes]) -> st
 <section><h2>CVaR limit</h2><p>{html.escape(limit)}</p></section>
 {limit_html(metrics.get("limit_backtest"))}
 <section><h2>Metrics on the stitched record</h2>
-{_table(["", *(LABELS[n] for n in STRATEGY_ORDER)], _metrics_rows(h))}</section>
+{_table(["", *(LABELS[n] for n in STRATEGY_ORDER)], _metrics_rows(h))}
+<p>{html.escape(_BENCHMARK_NOTE)}</p></section>
 <section><h2>Charts</h2>{figures}</section>
-<section><h2>Segments</h2>{_table(_CELL_HEAD, _cell_rows(metrics))}</section>
+<section><h2>Segments</h2>{_table(_cell_head(h), _cell_rows(metrics))}</section>
 <section><h2>How to read this</h2><ul class="notes">{_NOTES}</ul></section>
 </main></body></html>
 """
+
+
+_BENCHMARK_NOTE = (
+    "Vol-targeted B&H + overlay holds the full signal, Floor + overlay the agent's least signal "
+    "(its core position, or nothing), in the agent's own env: its sizing, risk overlay, fill "
+    "and fees. When the agent trades under a risk overlay, the verdict and the scaled rows are "
+    "read against the former; Vol-targeted B&H is the same position without the overlay."
+)
+
+
+def _cell_head(block: dict[str, Any]) -> tuple[str, ...]:
+    """The segments table's header, the benchmark column named for the verdict's benchmark."""
+    return (*_CELL_HEAD[:4], f"{benchmark_of(block).label} Sharpe", *_CELL_HEAD[5:])
 
 
 _CELL_HEAD = (
@@ -317,7 +337,7 @@ _CELL_HEAD = (
     "seed",
     "test bars",
     "Sharpe",
-    "VT B&H Sharpe",
+    "benchmark Sharpe",
     "CVaR",
     "limit",
     "in market",
@@ -334,7 +354,7 @@ _NOTES = "".join(
         "The verdict is read on the seeds' mean record (capital split over the seeds' agents). "
         "An edge is claimed only when the one-sided p-value, adjusted for the number of configs "
         "tried, is below 0.05.",
-        "The scaled benchmark holds the vol-targeted position scaled to the agent's mean "
+        "The scaled benchmark holds the verdict's benchmark scaled to the agent's mean "
         "|exposure|: its risk figures show how much of the agent's lower risk is just a "
         "smaller position. The CVaR-scaled one is scaled to the agent's horizon CVaR: what the "
         "passive position earns at the same tail risk (its Sharpe ratio is the benchmark's).",

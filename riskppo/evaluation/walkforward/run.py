@@ -8,7 +8,8 @@ One run directory holds it all::
     WF/config.yaml               the agent's config (each cell overrides seed, data.bars, steps)
     WF/walkforward.json          the schedule's settings and its segments
     WF/cells/seg03-s1/           one (segment, seed) cell: metrics.jsonl, model/ (checkpoint),
-                                 record.csv (its per-bar backtest), cell.json (written last)
+                                 record.csv (its per-bar backtest: every strategy and the
+                                 agent env's tables), cell.json (written last)
     WF/records/s1.csv            a seed's stitched out-of-sample record; mean.csv the seeds' mean
     WF/metrics.json, WF/segments.csv, WF/report.html, WF/*.png
 
@@ -102,7 +103,8 @@ def run_cell(job: CellJob) -> dict[str, Any]:
         lam = float(model.state.risk.lam) if model.state.risk is not None else None
     finally:
         model.close()
-    frame = segment_frame(result.frames, job.segment.index)
+    tables = None if result.tables is None else result.tables.columns()
+    frame = segment_frame(result.frames, job.segment.index, tables)  # the env's tables beside
     record = write_text_atomic(job.cell_dir / "record.csv", frame.to_csv(float_format="%.17g"))
     summary = {
         "segment": job.segment.index,
@@ -114,6 +116,8 @@ def run_cell(job: CellJob) -> dict[str, Any]:
         "bars": len(frame),
         "bars_per_year": result.bars_per_year,
         "fee": result.env_settings["fee"],
+        "fill": result.env_settings["fill"],  # fill and borrow rate: the null's env tables
+        "borrow_rate": result.env_settings["borrow_rate"],
         "data": result.dataset,
         "metrics": result.metrics_dict(),
         "lambda": lam,  # the CVaR multiplier at the end of training
