@@ -76,9 +76,11 @@ def test_train_and_backtest_print_the_verdict(trading_run) -> None:
         (i,) = [i for i, line in enumerate(lines) if line.startswith("verdict on the test split")]
         assert lines[i].endswith(f" bars): {block['verdict']['text']}")
         assert lines[i + 1].startswith("  Sharpe ratio (annual, log returns): agent ")
-        assert ", VT B&H " in lines[i + 1] and ", supervised " in lines[i + 1]
+        # the default agent trades under the risk overlay: so do its benchmark and its null
+        assert ", VT B&H+overlay " in lines[i + 1] and ", supervised " in lines[i + 1]
         assert lines[i + 2].startswith("  random timing: the agent's Sharpe beats ")
-        assert "% of 2000 smooth random signals" in lines[i + 2]
+        held = "% of 2000 smooth random signals in its band, held in its own env (sizing, "
+        assert held in lines[i + 2]
 
 
 def test_eval_defaults_to_the_validation_split_training_evaluated(trading_run) -> None:
