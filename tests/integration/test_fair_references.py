@@ -29,7 +29,7 @@ from riskppo.runner import train_run
 from riskppo.stats.core import sharpe
 from riskppo.stats.null import random_signals
 
-FLOOR = 0.25
+FLOOR = 0.75  # a large core, so that the overlay caps it too on some test bars
 ENV = {  # continuous long-only with a core, vol-targeted: the default agent's shape
     "continuous": True,
     "long_only": True,
@@ -140,6 +140,7 @@ def test_the_floor_reference_holds_the_core_signal_under_the_overlay(overlaid: A
     assert (floor["signal"] == FLOOR).all()
     expected = np.clip(FLOOR * tables.scale, -tables.cap, tables.cap)
     np.testing.assert_array_equal(floor["position"].to_numpy(), expected)
+    assert 0.0 < (tables.cap < FLOOR * tables.scale).mean() < 1.0  # the cap takes some
     assert not r.metrics["floor_overlay"].flat  # a core position, in the market
 
 
@@ -248,6 +249,40 @@ def test_the_null_equals_the_env_with_a_delayed_fill(tmp_path: Path, market: Pat
     np.testing.assert_array_equal(tables.returns(sig), frame["log_return"].to_numpy())
     held = tables.exposures(sig)
     np.testing.assert_array_equal(held[:-1], frame["position"].to_numpy()[1:])
+
+
+def test_the_null_over_a_stitched_record_starts_every_segment_flat(market: Path) -> None:
+    """Two walk-forward segments (each env starts flat): the record's env columns and segment
+    column give the tables whose returns equal the two envs' records stitched."""
+    from riskppo.evaluation.timing_null import tables_from_record
+
+    parts, frames = [], []
+    for k, (lo, hi) in enumerate(((500, 650), (650, 799))):
+        env = make_trading_env(
+            path=str(market),
+            bars=(0, lo, lo, hi + 1),
+            part="test",
+            random_start=False,
+            **{**ENV, "episode_length": None, "overlay": {**OVERLAY, "limit": -0.06}},
+        )
+        first, _ = env.trading_range
+        assert first == lo
+        tables = env_tables(env, first, env.max_episode_steps)
+        sig = random_signals(1, env.max_episode_steps, env.signal_range, 5.0, seed=k)[0]
+        frame = run_policy(env, lambda bar, s=sig, f=first: float(s[bar - f]))
+        parts.append(pd.DataFrame({**tables.columns(), "segment": k}, index=frame.index))
+        frames.append(frame)
+    record = pd.concat(parts)
+    settings = {"fill": env.fill, "fee": env.fee, "borrow_rate": env.borrow_rate}
+    stitched = tables_from_record(
+        record, {**settings, "bars_per_year": env.bars_per_year}, {"mode": "clip"}
+    )
+    assert stitched is not None and stitched.starts.sum() == 2
+    held = pd.concat(frames)
+    np.testing.assert_array_equal(
+        stitched.returns(held["signal"].to_numpy()), held["log_return"].to_numpy()
+    )
+    assert tables_from_record(record.drop(columns="env_cap"), settings, None) is None
 
 
 def test_the_null_sharpe_ratios_are_those_of_stepping_the_env(market: Path) -> None:
