@@ -1,6 +1,7 @@
 """The trading agent finds a planted edge with the pathwise term, and not without it; with a
 feed-forward policy it follows the edge out of sample and does not memorise a random walk, which
-the recurrent one does (slow: about a minute each)."""
+the recurrent one does; the shipped trading config turns a planted momentum into most of what the
+one-day rule expects (slow: about a minute each)."""
 
 from __future__ import annotations
 
@@ -12,15 +13,27 @@ from riskppo import DistributionalPPO
 from riskppo.config import Config, apply_overrides
 from riskppo.config.bundled import resolve_config_path
 from riskppo.envs.market.planted import ar_market
-from riskppo.evaluation.backtest import backtest
+from riskppo.evaluation.backtest import _agent_env, backtest
+from riskppo.evaluation.baselines import run_policy
 
 pytestmark = pytest.mark.slow
 
+# The settings the first three tests were measured with, before the trading config's defaults
+# were chosen on the planted suite (all twelve features, the overlay clipping the position).
+TWELVE = (
+    "env.kwargs.features=[vret_1,vret_5,vret_20,vret_60,vret_250,macd_8_24,macd_16_48,"
+    "macd_32_96,rsi_14,ewmvol_20,ewmvol_60,hl_range]"
+)
+AS_MEASURED = [TWELVE, "env.kwargs.overlay.mode=clip"]
 
-def _trained(tmp_path, phi: float, sets: list[str]) -> tuple[DistributionalPPO, pd.Series]:
+
+def _trained(
+    tmp_path, phi: float, sets: list[str]
+) -> tuple[DistributionalPPO, pd.Series, pd.Series]:
     """The shipped GOOGL agent trained 150,000 steps on ``ar_market(3000, phi, seed=1)`` with
-    ``sets``; the model and the planted information known at each bar's decision (the last
-    log return)."""
+    ``sets``; the model, the planted information (the last log return) and the planted
+    ``E[r_t | past]``, each on the rows of a strategy frame (a row is the bar whose return the
+    position decided at the previous bar earns)."""
     df, planted = ar_market(3000, phi=phi, seed=1)
     path = tmp_path / "ar.csv"
     df.to_csv(path)
@@ -30,14 +43,15 @@ def _trained(tmp_path, phi: float, sets: list[str]) -> tuple[DistributionalPPO, 
     )
     model = DistributionalPPO(config=cfg)
     model.learn(cfg.total_timesteps)
-    return model, pd.Series(planted.info, index=df.index).shift(1)
+    last = pd.Series(planted.info, index=df.index).shift(1)
+    return model, last, pd.Series(planted.cond_mean, index=df.index).shift(1)
 
 
 def _signal_vs_planted(tmp_path, pathwise: float) -> tuple[float, float]:
     """The agent seeing only the last vol-scaled return, on an AR(1) market with phi = 0.15:
     (correlation of its signal with the last log return, signal sd) on its training bars."""
-    sets = ["env.kwargs.features=[vret_1]", f"ppo.pathwise_coef={pathwise}"]
-    model, last = _trained(tmp_path, 0.15, sets)
+    sets = [*AS_MEASURED, "env.kwargs.features=[vret_1]", f"ppo.pathwise_coef={pathwise}"]
+    model, last, _ = _trained(tmp_path, 0.15, sets)
     frame = backtest(model, "train").frames["agent"]
     return float(frame["signal"].corr(last.reindex(frame.index))), float(np.std(frame["signal"]))
 
@@ -59,7 +73,7 @@ def _sharpe(r: pd.Series) -> float:
 def test_a_random_walk_is_memorised_only_through_the_recurrent_state(tmp_path, memory):
     """All twelve features and the pathwise term on a random walk: the recurrent agent fits its
     training period, the feed-forward one (``policy.memory: false``) does not."""
-    sets = ["ppo.pathwise_coef=1", f"policy.memory={str(memory).lower()}"]
+    sets = [*AS_MEASURED, "ppo.pathwise_coef=1", f"policy.memory={str(memory).lower()}"]
     frames = backtest(_trained(tmp_path, 0.0, sets)[0], "train").frames
     agent = _sharpe(frames["agent"]["log_return"])
     full = _sharpe(frames["vol_target_buy_and_hold"]["log_return"])
@@ -70,7 +84,32 @@ def test_a_random_walk_is_memorised_only_through_the_recurrent_state(tmp_path, m
 
 
 def test_the_feed_forward_agent_follows_a_planted_momentum_out_of_sample(tmp_path):
-    model, last = _trained(tmp_path, 0.15, ["ppo.pathwise_coef=1", "policy.memory=false"])
+    sets = [*AS_MEASURED, "ppo.pathwise_coef=1", "policy.memory=false"]
+    model, last, _ = _trained(tmp_path, 0.15, sets)
     frame = backtest(model, "test").frames["agent"]
     corr = float(frame["signal"].corr(last.reindex(frame.index)))
     assert corr > 0.3, corr  # measured: 0.51 on the test rows
+
+
+def _expected_sharpe(frame: pd.DataFrame, expected: pd.Series) -> float:
+    """``mean(position_t · E[r_t | past] − costs_t) / sd(net log return)``, annualised: what the
+    positions earn on average over the market's paths, the realised noise taken out."""
+    edge = frame["position"] * expected.reindex(frame.index) - frame["costs"]
+    return float(edge.mean() / frame["log_return"].std() * np.sqrt(252))
+
+
+def test_the_shipped_trading_config_captures_most_of_a_planted_momentum(tmp_path):
+    """The shipped trading config as it is, on ``ar_market(3000, 0.2, seed=1)``: on the test
+    rows its expected advantage over the full signal (in its own env) is at least 70% of the
+    one-day momentum rule's. Measured: 85% (0.68 of 0.80); with all twelve features 59%, with
+    the overlay clipping the position instead of scaling the signal: see the revert notes of
+    docs/learnability.md."""
+    model, last, expected = _trained(tmp_path, 0.2, [])
+    _, env = _agent_env(model.config, "test")
+    lo, hi = env.signal_range
+    full = run_policy(env, lambda bar: hi)
+    rule = run_policy(env, lambda bar: hi if last.iloc[bar + 1] > 0 else lo)  # decided at bar
+    agent = backtest(model, "test").frames["agent"]
+    base = _expected_sharpe(full, expected)
+    share = (_expected_sharpe(agent, expected) - base) / (_expected_sharpe(rule, expected) - base)
+    assert share > 0.7, share
