@@ -275,8 +275,9 @@ class UniverseLimits(NamedTuple):
     """The ES backtest of the risk overlay's forecast on each cell's test period and pooled
     over the cells (:mod:`riskppo.evaluation.limit_backtest`): ``markdown`` the section under
     the table (``""`` when no cell traded under an overlay), ``cells`` one block per cell with
-    ``symbol`` and ``seed`` (or its ``error``), ``pooled`` the one test over every cell's
-    windows (``None`` without any)."""
+    ``symbol`` and ``seed`` (or its ``error``), ``pooled`` the one test over the stocks, each
+    with its first seed's windows: a stock's seeds share its outcomes, so pooling them would
+    count one market's tail several times (``None`` without any)."""
 
     markdown: str
     cells: list[dict[str, Any]]
@@ -289,7 +290,7 @@ def limit_section(
     """:class:`UniverseLimits` of the finished ``cells``, from each run's ``config.yaml`` and
     ``backtest_test/equity.csv`` and the data."""
     blocks: list[dict[str, Any]] = []
-    records: list[ForecastRecord] = []
+    records: dict[str, tuple[ForecastRecord, int]] = {}  # per stock: its first seed's
     for c in cells:
         if c.error is not None:
             continue
@@ -301,15 +302,16 @@ def limit_section(
             continue
         if got is not None:
             blocks.append({"symbol": c.symbol, "seed": c.seed, **got[0]})
-            records.append(got[1])
+            records.setdefault(c.symbol, (got[1], int(got[0]["flat_windows"])))
     done = [b for b in blocks if "error" not in b]
     if not blocks:
         return UniverseLimits("", [], None)
     pooled = None
     if done and records:
-        flat = sum(int(b["flat_windows"]) for b in done)
+        flat = sum(n for _, n in records.values())
         h, a = int(done[0]["horizon"]), float(done[0]["alpha"])
-        test = pooled_limit(records, h, a, flat_windows=flat, n_sims=n_sims, seed=seed)
+        recs = [r for r, _ in records.values()]
+        test = pooled_limit(recs, h, a, flat_windows=flat, n_sims=n_sims, seed=seed)
         pooled = test.to_dict()
     return UniverseLimits(_limit_markdown(blocks, pooled), blocks, pooled)
 
@@ -323,7 +325,8 @@ def _limit_markdown(blocks: list[dict[str, Any]], pooled: dict[str, Any] | None)
     head += ["Kupiec p", "Z2", "Z2 p"]
     lines = [f"## Is the limit's forecast right? (VaR/CVaR {a:.0%} of {h}-bar returns)", ""]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    name = "" if pooled is None else f"pooled ({pooled['markets']} records)"
+    n = 0 if pooled is None else pooled["markets"]
+    name = f"pooled ({n} stock{'' if n == 1 else 's'})"
     total = [] if pooled is None else [{**pooled, "symbol": name, "seed": ""}]
     for b in [*blocks, *total]:
         row = [b["symbol"], *([str(b["seed"])] * several)]
@@ -339,8 +342,8 @@ def _limit_markdown(blocks: list[dict[str, Any]], pooled: dict[str, Any] | None)
         f"decided there held over the next {h} bars against the risk overlay's VaR and CVaR "
         "forecast (without its margin). Kupiec (1995): two-sided, too many or too few "
         "exceedances; Acerbi & Székely (2014) Z2 < 0: the tail is worse than forecast, p "
-        "simulated from the overlay's own model. Reject at p < 0.05. The pooled test treats "
-        "the stocks as independent: where they fall together it rejects too often "
-        "(docs/risk.md).",
+        "simulated from the overlay's own model. Reject at p < 0.05. The pooled test takes "
+        "each stock's first seed and treats the stocks as independent: where they fall "
+        "together it rejects too often (docs/risk.md).",
     ]
     return "\n".join(lines) + "\n"
