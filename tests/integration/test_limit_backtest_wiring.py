@@ -107,7 +107,13 @@ def test_a_universe_tabulates_the_forecast_backtest_per_stock_and_pooled(tmp_pat
     table = (run / "universe.md").read_text()
     assert "## Is the limit's forecast right? (VaR/CVaR 5% of 20-bar returns)" in table
     row = f"| KO | {cell['windows']} | {cell['exceedances']} / {cell['expected']:.1f} |"
-    assert row in table and "| pooled (1 records) |" in table
+    assert row in table and "| pooled (1 stock) |" in table
+    # two seeds of one stock share its outcomes: the pooled test takes the stock once
+    twice = limit_section(
+        [CellResult("KO", s, str(run / "cells" / "KO-s0")) for s in (0, 1)], n_sims=200
+    )
+    assert len(twice.cells) == 2 and twice.pooled is not None
+    assert (twice.pooled["markets"], twice.pooled["windows"]) == (1, cell["windows"])
     broken = tmp_path / "broken"
     shutil.copytree(run / "cells" / "KO-s0", broken)
     (broken / "backtest_test" / "equity.csv").unlink()
