@@ -68,9 +68,9 @@ def statistics_block(
         benchmark_name=chosen.name,
         seed=seed,
     )
-    verdict = stats.verdict(
-        stats.paired_sharpe_test(agent_r, bench_r, bars_per_year), n_trials, chosen.name
-    )
+    # the bootstrap below stats.SMALL_SAMPLE_BARS bars, else HAC: the summary's own verdict test
+    test = stats.paired_sharpe_test(agent_r, bench_r, bars_per_year, seed=seed)
+    verdict = stats.verdict(test, n_trials, chosen.name)
     if extra is not None:  # the ledger's configurations on these bars: Hansen's SPA, StepM
         extra["spa"] = spa_entry(
             trials,
@@ -88,13 +88,14 @@ def statistics_block(
         "stats": summary.to_dict(),
         "stats_rows": [format_row(row) for row in summary.rows()],
         "random_timing": timing,
-        "supervised": supervised_comparison(frames, bars_per_year),
+        "supervised": supervised_comparison(frames, bars_per_year, seed=seed),
         "verdict": {
             "claim": verdict.claim,
             "p_adjusted": verdict.p_adjusted,
             "text": honest_text(verdict.text, verdict.claim, *sharpes, name=chosen.name),
         },
         "trials": extra,
+        "test_method": test.method,
     }
 
 
@@ -119,7 +120,7 @@ def honest_text(
 
 
 def supervised_comparison(
-    frames: Mapping[str, pd.DataFrame], bars_per_year: float
+    frames: Mapping[str, pd.DataFrame], bars_per_year: float, *, seed: int = 0
 ) -> dict[str, float | None] | None:
     """The supervised baseline's Sharpe ratio (log returns, as the verdict's) and the agent's
     paired test against it (the verdict's test, unadjusted); None where the record has no
@@ -128,7 +129,7 @@ def supervised_comparison(
         return None
     agent_r = frames["agent"]["log_return"].to_numpy()
     sup_r = frames["supervised"]["log_return"].to_numpy()
-    test = stats.paired_sharpe_test(agent_r, sup_r, bars_per_year)
+    test = stats.paired_sharpe_test(agent_r, sup_r, bars_per_year, seed=seed)
     figures = (stats.sharpe(sup_r, bars_per_year), test.diff, test.p_one_sided)
     return {
         key: float(v) if math.isfinite(v) else None

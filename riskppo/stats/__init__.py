@@ -83,11 +83,13 @@ from riskppo.stats.es_backtest import (
     z2_test,
 )
 from riskppo.stats.null import RandomTiming, matched_smoothness, random_timing_null
+from riskppo.stats.paired import SMALL_SAMPLE_BARS, paired_sharpe_test
 from riskppo.stats.pbo import PBO, probability_of_backtest_overfitting
 from riskppo.stats.spa import SuperiorAbility, superior_ability
 
 __all__ = [
     "PBO",
+    "SMALL_SAMPLE_BARS",
     "AlphaBeta",
     "Comparison",
     "EmpiricalNull",
@@ -136,27 +138,6 @@ __all__ = [
     "z2_test",
 ]
 
-paired_sharpe_test = sharpe_difference_hac
-"""THE paired Sharpe test of every verdict: Ledoit & Wolf's (2008) HAC test.
-
-Chosen by ``benchmarks/stats_calibration.py`` (GARCH(1,1)-t pairs, ν = 5, persistence 0.97,
-1,250 bars, innovations correlated 0.9, 1,000 pairs per scenario, nominal one-sided 5%):
-
-=========================  ==================  ===================
-test                       size (SR 0.5, 0.5)  power (SR 1.0, 0.5)
-=========================  ==================  ===================
-Jobson–Korkie–Memmel       5.3%                78.3%
-Ledoit–Wolf HAC            6.1%                78.4%
-block bootstrap (999)      4.7%                72.8%
-=========================  ==================  ===================
-
-(two more seeds of 1,000 null pairs: JK–Memmel 4.4% / 6.0%, HAC 4.8% / 5.7%; a z-test that knew
-the true standard error would have 74% power here). JK–Memmel holds its size on these pairs:
-at daily Sharpe ratios its normal-theory terms are tiny and GARCH returns are serially
-uncorrelated. But its variance assumes iid returns, and a trading record's need not be (held
-positions, overlapping costs); the HAC test meets both targets while also covering serial
-dependence, without the bootstrap's loss of power, resampling noise or seed."""
-
 
 @dataclass(frozen=True)
 class SeriesFigures:
@@ -181,9 +162,10 @@ class Comparison:
     """The agent against one benchmark series.
 
     ``jk_memmel``, ``hac``, ``bootstrap``: the three paired Sharpe tests; ``verdict`` rests on
-    :data:`paired_sharpe_test` (``hac``). ``psr_vs_benchmark``: P(agent's true Sharpe > the
-    benchmark's observed Sharpe); ``min_track_record_bars``: bars the agent's record would need
-    to beat the benchmark's Sharpe at 95%.
+    :func:`paired_sharpe_test` (the bootstrap below :data:`SMALL_SAMPLE_BARS` bars, else HAC),
+    ``test_method`` says which (its :attr:`PairedTest.method`). ``psr_vs_benchmark``: P(agent's
+    true Sharpe > the benchmark's observed Sharpe); ``min_track_record_bars``: bars the agent's
+    record would need to beat the benchmark's Sharpe at 95%.
     """
 
     jk_memmel: PairedTest
@@ -195,6 +177,7 @@ class Comparison:
     psr_vs_benchmark: float
     min_track_record_bars: float
     verdict: Verdict
+    test_method: str
 
 
 Row = tuple[str, float | None, float | None, float | None, str]
@@ -282,7 +265,13 @@ def _series_rows(s: StatsSummary) -> list[_FloatRow]:
 
 
 def _comparison_rows(s: StatsSummary) -> list[_FloatRow]:
-    """The agent against each benchmark, in that benchmark's column (nan in the agent's)."""
+    """The agent against each benchmark, in that benchmark's column (nan in the agent's); the
+    note of the verdict's test (:func:`paired_sharpe_test`) says so."""
+    vb, vs = s.vs_benchmark, s.vs_scaled_benchmark
+
+    def verdicts(test: PairedTest) -> str:
+        return "; the verdict's test" if test.method == vb.test_method else ""
+
     table: list[tuple[str, Callable[[Comparison], float], str]] = [
         ("Sharpe difference (agent − column)", lambda c: c.hac.diff, "annual"),
         (
@@ -290,11 +279,11 @@ def _comparison_rows(s: StatsSummary) -> list[_FloatRow]:
             lambda c: c.jk_memmel.p_one_sided,
             "iid-normal variance (Memmel 2003)",
         ),
-        ("p one-sided, HAC", lambda c: c.hac.p_one_sided, "Ledoit & Wolf 2008; the verdict's test"),
+        ("p one-sided, HAC", lambda c: c.hac.p_one_sided, "Ledoit & Wolf 2008" + verdicts(vb.hac)),
         (
             "p one-sided, bootstrap",
             lambda c: c.bootstrap.p_one_sided,
-            "studentised circular block bootstrap",
+            "studentised circular block bootstrap" + verdicts(vb.bootstrap),
         ),
         (
             f"p adjusted for N = {s.n_trials}",
@@ -309,7 +298,6 @@ def _comparison_rows(s: StatsSummary) -> list[_FloatRow]:
         ("information ratio", lambda c: c.information_ratio, "annual"),
         ("tracking error", lambda c: c.tracking_error, "annual"),
     ]
-    vb, vs = s.vs_benchmark, s.vs_scaled_benchmark
     return [(label, math.nan, get(vb), get(vs), note) for label, get, note in table]
 
 
@@ -359,6 +347,7 @@ def _compare(
     agent: np.ndarray, bench: np.ndarray, ppy: float, n_trials: int, name: str, reps: int, seed: int
 ) -> Comparison:
     hac = sharpe_difference_hac(agent, bench, ppy)
+    test = paired_sharpe_test(agent, bench, ppy, seed=seed, n_resamples=reps)
     bench_sharpe = sharpe(bench, ppy)
     target = 0.0 if math.isnan(bench_sharpe) else bench_sharpe
     return Comparison(
@@ -370,7 +359,8 @@ def _compare(
         tracking_error=tracking_error(agent, bench, ppy),
         psr_vs_benchmark=probabilistic_sharpe(agent, target, ppy),
         min_track_record_bars=min_track_record_length(agent, target, 0.95, ppy),
-        verdict=verdict(paired_sharpe_test(agent, bench, ppy), n_trials, name),
+        verdict=verdict(test, n_trials, name),
+        test_method=test.method,
     )
 
 

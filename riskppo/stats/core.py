@@ -33,6 +33,7 @@ from scipy import stats as sps
 from statsmodels.regression.linear_model import OLS
 
 __all__ = [
+    "TEST_PHRASES",
     "AlphaBeta",
     "Interval",
     "Moments",
@@ -493,9 +494,18 @@ def format_p(p: float) -> str:
     return np.format_float_positional(p, precision=2, unique=False, fractional=False, trim="-")
 
 
+TEST_PHRASES = {
+    "ledoit-wolf-hac": "the HAC test",
+    "ledoit-wolf-bootstrap": "the small-sample bootstrap test",
+    "jobson-korkie-memmel": "the Jobson–Korkie–Memmel test",
+}
+"""How a verdict line names the test behind its p-value (by :attr:`PairedTest.method`)."""
+
+
 def verdict(test: PairedTest, n_trials: int, benchmark_name: str, alpha: float = 0.05) -> Verdict:
     """The claim "beats ``benchmark_name``" holds when the one-sided p-value, adjusted for the
-    ``n_trials`` configurations tried (:func:`adjust_p`), is below ``alpha``."""
+    ``n_trials`` configurations tried (:func:`adjust_p`), is below ``alpha``. The line names
+    the test (:data:`TEST_PHRASES`; nothing for a method not there)."""
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
     n = _count(n_trials, "n_trials")
@@ -505,6 +515,7 @@ def verdict(test: PairedTest, n_trials: int, benchmark_name: str, alpha: float =
     # the size of the edge beside its p-value: two near-identical records can make a tiny
     # Sharpe difference "significant", which no reader should mistake for a large one
     size = f"Sharpe difference {test.diff:+.2f}, " if math.isfinite(test.diff) else ""
-    tail = f"({size}one-sided p = {format_p(p_adj)}, adjusted for {trials})"
+    by = f" by {TEST_PHRASES[test.method]}" if test.method in TEST_PHRASES else ""
+    tail = f"({size}one-sided p = {format_p(p_adj)}{by}, adjusted for {trials})"
     head = f"beats {benchmark_name}" if claim else f"edge over {benchmark_name} not established"
     return Verdict(claim=claim, p_adjusted=p_adj, text=f"{head} {tail}")
