@@ -43,11 +43,9 @@ def statistics_block(
     """Agent vs its benchmark (unscaled and scaled to the agent's mean |exposure|): the
     statistics summary, its table rows, the random-timing null and the verdict line.
 
-    ``overlay``: the agent's env has a risk overlay — the benchmark is then ``vt_bh_overlay``
-    where ``frames`` hold it (:func:`~riskppo.evaluation.references.choose_benchmark`; the block's
-    ``benchmark`` says which); ``tables``: the agent env's tables over the record, for the
-    random-timing null (:mod:`~riskppo.evaluation.timing_null`). ``n_trials``: the user's count
-    of configurations tried; ``trials``: the trial ledger's
+    ``overlay``: the agent trades under a risk overlay (the benchmark: ``choose_benchmark``'s);
+    ``tables``: the agent env's, for the null (:mod:`~riskppo.evaluation.timing_null`).
+    ``n_trials``: the user's count of configurations tried; ``trials``: the trial ledger's
     (:func:`riskppo.evaluation.trials.judge_trials`) — the verdict adjusts for the larger N, and
     the deflated Sharpe ratio uses the variance of the ledger's Sharpe ratios."""
     extra = trials_block(trials, n_trials)
@@ -81,13 +79,12 @@ def statistics_block(
             seed=seed,
         )
     sharpes = (summary.agent.sharpe.estimate, summary.benchmark.sharpe.estimate)
-    timing = random_timing(frames, bars_per_year, fee=fee, seed=seed, tables=tables)
     return {
         "benchmark": chosen._asdict(),
         "exposure_scale": agent_x / bench_x if bench_x > 0 else 0.0,
         "stats": summary.to_dict(),
         "stats_rows": [format_row(row) for row in summary.rows()],
-        "random_timing": timing,
+        "random_timing": random_timing(frames, bars_per_year, fee=fee, seed=seed, tables=tables),
         "supervised": supervised_comparison(frames, bars_per_year, seed=seed),
         "verdict": {
             "claim": verdict.claim,
