@@ -47,6 +47,7 @@ BAD_VALUES = [
     ("stats_calibration", ["--pairs", "0"], "argument --pairs: expected an integer ≥ 2, got 0"),
     ("stats_calibration", ["--bars", "5"], "argument --bars: expected an integer ≥ 8, got 5"),
     ("stats_calibration", ["--resamples", "9"], "argument --resamples: expected an integer ≥ 100"),
+    ("stats_calibration", ["--rho", "1"], "argument --rho: expected a correlation in (-1, 1)"),
     ("es_backtest_size", ["--records", "5"], "argument --records: expected an integer ≥ 10, got 5"),
     ("lstm_kernel", ["--hidden", "0"], "argument --hidden: expected an integer ≥ 1, got 0"),
     ("soak", ["--steps", "x"], "argument --steps: expected an integer, got 'x'"),
