@@ -55,17 +55,12 @@ def statistics_block(
     agent_r, bench_r = agent["log_return"].to_numpy(), bench["log_return"].to_numpy()
     agent_x = float(np.abs(agent["position"]).mean())
     bench_x = float(np.abs(bench["position"]).mean())
+    var = trials.sharpe_var if trials is not None else None
     summary = stats.summarize(
-        agent_r,
-        bench_r,
-        periods_per_year=bars_per_year,
-        agent_exposure=agent_x,
-        benchmark_exposure=bench_x,
-        n_trials=n_trials,
-        trials_sharpe_var=trials.sharpe_var if trials is not None else None,
-        benchmark_name=chosen.name,
-        seed=seed,
-    )
+        agent_r, bench_r, periods_per_year=bars_per_year, agent_exposure=agent_x,
+        benchmark_exposure=bench_x, n_trials=n_trials, trials_sharpe_var=var,
+        benchmark_name=chosen.name, seed=seed,
+    )  # fmt: skip
     # the bootstrap below stats.SMALL_SAMPLE_BARS bars, else HAC: the summary's own verdict test
     test = stats.paired_sharpe_test(agent_r, bench_r, bars_per_year, seed=seed)
     verdict = stats.verdict(test, n_trials, chosen.name)

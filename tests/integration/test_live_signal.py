@@ -111,10 +111,9 @@ def test_inputs_explain_the_exposure(backtested, tmp_path: Path) -> None:
     if kind == "eurusd":  # no overlay: the exposure is the signal, sized
         assert record.overlay_cap is None and record.forecast_cvar is None
         assert record.exposure == record.signal * record.vol_scale
-    elif kind == "googl":  # the overlay clips the sized signal at its cap
+    elif kind == "googl":  # the overlay caps the full signal's position; the signal scales it
         assert record.overlay_cap is not None and record.cvar_limit == -0.04
-        sized = record.signal * record.vol_scale
-        assert record.exposure == min(sized, record.overlay_cap)
+        assert record.exposure == record.signal * min(record.vol_scale, record.overlay_cap)
         assert record.forecast_cvar is not None and record.forecast_cvar >= record.cvar_limit
         assert np.isclose(record.forecast_cvar, -0.04 * record.exposure / record.overlay_cap)
 

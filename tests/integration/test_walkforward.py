@@ -245,11 +245,12 @@ def test_workers_die_with_a_killed_coordinator(tmp_path: Path) -> None:
 
 def test_the_training_binding_share_replays_the_trained_agent(tmp_path: Path) -> None:
     """A cell's overlay binding share over training is that of the positions the trained agent
-    holds there (with the default clip it depends on the signals), not a full signal's."""
+    holds there (with the overlay's clip it depends on the signals), not a full signal's."""
     from riskppo.agent import DistributionalPPO
     from riskppo.evaluation.backtest import overlay_binding_replayed
 
-    cfg = load_config(None, [*SMALL, f"data.path={_market(tmp_path / 'a.csv')}"])
+    sets = [*SMALL, f"data.path={_market(tmp_path / 'a.csv')}", "env.kwargs.overlay.mode=clip"]
+    cfg = load_config(None, sets)
     wf = prepare(cfg, WalkForwardSettings(initial=700, step=100), tmp_path / "run", resume=False)
     job = wf.job(wf.segments[0], 0)
     summary = run_cell(job)
