@@ -4,6 +4,7 @@ policy network and a random chunk batch for it."""
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -26,12 +27,13 @@ SMALL_CARTPOLE = dict(
 )
 
 
-@pytest.fixture(autouse=True)
-def _no_trial_ledger(monkeypatch: pytest.MonkeyPatch) -> None:
+def pytest_configure(config: pytest.Config) -> None:
     """No test writes the trial ledger under ./runs (nor counts another test's trials): the
     commands run with ``RISKPPO_LEDGER=off`` unless a test names a ledger (``--ledger``, or
-    its own ``RISKPPO_LEDGER``)."""
-    monkeypatch.setenv("RISKPPO_LEDGER", "off")
+    its own ``RISKPPO_LEDGER`` through ``monkeypatch``). Set for the whole session, before any
+    fixture: a module-scoped fixture that trains a run is set up before a function-scoped one
+    could set it (such runs once landed in the developer's own ledger)."""
+    os.environ["RISKPPO_LEDGER"] = "off"
 
 
 @pytest.fixture
