@@ -117,11 +117,11 @@ def test_a_bad_data_file_is_one_line_and_exit_code_2(tmp_path: Path) -> None:
 
 
 def test_too_little_data_for_the_config_is_one_line_and_exit_code_2(tmp_path: Path) -> None:
-    short = write_prices(tmp_path / "short.csv", 600)
+    short = write_prices(tmp_path / "short.csv", 400)  # 280 training bars, less their warm-up
     proc = cli("train", "--set", f"data.path={short}", "--run-dir", str(tmp_path / "r"))
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
-    assert "configuration error: trading env on short.csv (train part, bars 0..419 of 600)" in (
+    assert "configuration error: trading env on short.csv (train part, bars 0..279 of 400)" in (
         proc.stderr
     )
     assert "use a shorter episode_length" in proc.stderr
