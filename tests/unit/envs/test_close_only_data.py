@@ -160,12 +160,16 @@ def test_close_features_are_the_same_with_or_without_ohlv(caplog) -> None:
     assert (a._ret_old, a._ret_new) == (b._ret_old, b._ret_new)
 
 
+# the default config's features when the digest below was recorded (they are fewer now)
+TWELVE = ["vret_1", "vret_5", "vret_20", "vret_60", "vret_250", "macd_8_24", "macd_16_48",
+          "macd_32_96", "rsi_14", "ewmvol_20", "ewmvol_60", "hl_range"]  # fmt: skip
+
+
 def test_ohlcv_observations_are_unchanged() -> None:
-    """The default config's GOOGL observation table, bit for bit as before close-only input
-    (sha256 recorded at ea9a290, the commit before it)."""
-    env = make_trading_env(
-        dataset="googl", part="train", **resolve_overlay(DEFAULT.env.kwargs, DEFAULT.risk)
-    )
+    """The GOOGL observation table of the default config of the time (its twelve features), bit
+    for bit as before close-only input (sha256 recorded at ea9a290, the commit before it)."""
+    kwargs = {**DEFAULT.env.kwargs, "features": TWELVE}
+    env = make_trading_env(dataset="googl", part="train", **resolve_overlay(kwargs, DEFAULT.risk))
     digest = hashlib.sha256(np.ascontiguousarray(env._table).tobytes()).hexdigest()
     assert env._table.shape == (2335, 13)
     assert digest == "2194797b97e5e8a424f114c43b91d0c61910e94415b49d56084816a3587498f7"
