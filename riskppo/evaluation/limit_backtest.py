@@ -56,6 +56,7 @@ from riskppo.envs.factory import make_trading_env
 from riskppo.envs.registration import TRADING_ID, data_kwargs, resolve_overlay
 from riskppo.envs.trading.env import TradingEnv
 from riskppo.envs.trading.overlay import UnitForecast, unit_forecast
+from riskppo.jsonable import jsonable
 from riskppo.stats.es_backtest import EmpiricalNull, EsBacktest, ForecastRecord, es_backtest
 
 __all__ = [
@@ -128,7 +129,8 @@ class LimitBacktest:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready; ``nan`` → ``None``."""
-        return {k: _plain(v) for k, v in asdict(self).items()}
+        out: dict[str, Any] = jsonable(asdict(self))
+        return out
 
 
 def decision_bars(data_index: pd.Index, record_index: pd.Index, delay: int) -> NDArray[np.int64]:
@@ -413,13 +415,3 @@ def _table_cells(b: dict[str, Any]) -> list[tuple[str, str]]:
 
 def _num(value: float | None, spec: str) -> str:
     return "–" if value is None or not math.isfinite(value) else format(value, spec)
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        return float(value) if math.isfinite(value) else None
-    return value
