@@ -90,14 +90,14 @@ def walkforward_row(
     frames = {**reference_frames(cfg, segments, planted), "agent": agent}
     expected = pd.Series(planted.cond_mean, index=df.index).shift(1)
     info = pd.Series(planted.info, index=df.index).shift(1)
-    bench = frames["vt_bh"]["log_return"].to_numpy()
+    bench = np.expm1(frames["vt_bh"]["log_return"].to_numpy())  # the accounts' simple returns
     if not frames["vt_bh"].index.equals(agent.index):
         raise RuntimeError(f"{market}: the references' bars differ from the walk-forward record's")
     row: dict[str, Any] = {"market": market, "seed": seed, "bars": len(agent)}
     for key, frame in frames.items():
         row[key], row[f"e_{key}"] = scores(frame, expected)
         if key != "vt_bh":
-            test = paired_sharpe_test(frame["log_return"].to_numpy(), bench, 252)
+            test = paired_sharpe_test(np.expm1(frame["log_return"].to_numpy()), bench, 252)
             row[f"p_{key}"] = test.p_one_sided
     row["corr_test"] = float(agent["signal"].corr(info.reindex(agent.index)))
     verdict = headline(metrics)["verdict"]

@@ -27,10 +27,11 @@ def make_market(name: str, bars: int, seed: int) -> tuple[Any, Any]:
 
 
 def sharpe(r: np.ndarray) -> float:
-    """Annualised Sharpe ratio of daily log returns (the verdict's own statistic)."""
+    """Annualised Sharpe ratio of the account's simple returns from daily net log returns ``r``
+    (the verdict's and the metrics table's statistic)."""
     from riskppo.stats.core import sharpe as annualised
 
-    return annualised(r, 252)
+    return annualised(np.expm1(r), 252)
 
 
 def run_signals(env: Any, signals: np.ndarray) -> Any:
@@ -43,10 +44,10 @@ def run_signals(env: Any, signals: np.ndarray) -> Any:
 def scores(frame: Any, expected_return: Any) -> tuple[float, float]:
     """(realised, expected) annualised Sharpe ratio of a strategy frame. ``expected_return``:
     the planted ``E[r_t | past]`` per bar of the file (a Series on its index); the expected one
-    is ``mean(position_t · E[r_t | past] − costs_t) / sd(realised net log return)``."""
+    is ``mean(position_t · E[r_t | past] − costs_t) / sd(realised net simple return)``."""
     r = frame["log_return"].to_numpy()
     edge = frame["position"] * expected_return.reindex(frame.index) - frame["costs"]
-    return sharpe(r), float(edge.mean() / np.std(r, ddof=1) * np.sqrt(252))
+    return sharpe(r), float(edge.mean() / np.std(np.expm1(r), ddof=1) * np.sqrt(252))
 
 
 def _rule_signals(close: np.ndarray, k: int, sign: int, band: tuple[float, float]) -> np.ndarray:

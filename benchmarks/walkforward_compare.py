@@ -116,10 +116,11 @@ def _against_passive_overlay(run: Path, bpy: float) -> dict[str, str]:
     passive = passive_overlay(run, pd.DatetimeIndex(mean.index))
     if passive is None:
         return {"passive overlay Sharpe": "–", "agent − passive, p": "–"}
-    agent = mean["agent_log_return"].to_numpy()
-    test = sharpe_difference_hac(agent, passive.to_numpy(), bpy)
+    agent = np.expm1(mean["agent_log_return"].to_numpy())  # the accounts' simple returns
+    other = np.expm1(passive.to_numpy())
+    test = sharpe_difference_hac(agent, other, bpy)
     return {
-        "passive overlay Sharpe": f"{sharpe(passive.to_numpy(), bpy):.2f}",
+        "passive overlay Sharpe": f"{sharpe(other, bpy):.2f}",
         "agent − passive, p": f"{test.diff:+.2f}, {test.p_one_sided:.2g}",
     }
 

@@ -45,7 +45,8 @@ TRADING_KWARGS = {
     "bars_per_year; ≥ 0",
     "fill": "when a decision is filled: next_open, next_close (one bar of delay), close (at the "
     "close already seen, optimistic) or auto (next_open if the data has opens, else next_close)",
-    "reward_scale": "the reward is reward_scale × the step's log return after costs; > 0",
+    "reward_scale": "the reward is reward_scale × the account's log growth in the step after "
+    "costs; > 0",
     "episode_length": "steps of a training episode from a random start; null = to the end of "
     "the part",
     "random_start": "training episodes start at a random bar; false: at the part's first bar "

@@ -141,6 +141,7 @@ def timing_null(
 ) -> RandomTiming:
     """Where ``agent_sharpe`` ranks among ``n`` smooth random signals in ``band``
     (:func:`~riskppo.stats.null.random_signals`, span ``smoothness``) held in the agent's env
-    (``tables``): their annualised Sharpe ratios of net log returns, as the agent's."""
+    (``tables``): the annualised Sharpe ratios of their accounts' simple returns, as the
+    agent's ``agent_sharpe`` must be."""
     signals = random_signals(int(n), len(tables.scale), band, smoothness, seed)  # [n, T]
-    return rank_against_null(agent_sharpe, tables.returns(signals), periods_per_year)
+    return rank_against_null(agent_sharpe, np.expm1(tables.returns(signals)), periods_per_year)

@@ -46,14 +46,17 @@ class TrialSpec:
     """Where a judgement is recorded and what it judges: ``ledger`` (None: no ledger),
     ``config`` (the configuration as the user chose it; None: the judged run's own),
     ``kind`` (``"train"``, ``"walkforward"``, ``"pbt"``), ``protocol`` (what else defines the
-    trial, e.g. a walk-forward's schedule) and ``n_trials``, the user's ``--trials`` (a floor
-    for N)."""
+    trial, e.g. a walk-forward's schedule), ``n_trials``, the user's ``--trials`` (a floor
+    for N) and ``config_id``, the configuration hash where it is not ``config``'s (a
+    walk-forward's selection among configurations: the procedure's,
+    :func:`riskppo.evaluation.walkforward.select.procedure_hash`)."""
 
     ledger: Path | None
     config: Config | None = None
     kind: str = "train"
     protocol: Mapping[str, Any] = field(default_factory=dict)
     n_trials: int = 1
+    config_id: str | None = None
 
 
 def judge_trials(
@@ -64,8 +67,9 @@ def judge_trials(
     run_config: Config,
 ) -> Trials | None:
     """Record the agent's judged per-bar log ``returns`` (indexed by bar time) of the run in
-    ``run_dir`` (its config: ``run_config``) in the ledger and count the trials on its data;
-    None without a ledger."""
+    ``run_dir`` (its config: ``run_config``) in the ledger — as the account's simple returns
+    ``e^r − 1``, the returns every Sharpe ratio of a record is computed from — and count the
+    trials on its data; None without a ledger."""
     if spec is None or spec.ledger is None:
         return None
     cfg = spec.config or run_config
@@ -73,9 +77,9 @@ def judge_trials(
     judged = Judged(
         data=data_fingerprint(cfg),
         data_label=data_label(d.dataset, d.path, d.symbol),
-        config=config_hash(cfg, spec.kind, spec.protocol),
+        config=spec.config_id or config_hash(cfg, spec.kind, spec.protocol),
         kind=spec.kind,
-        returns=returns,
+        returns=np.expm1(returns.astype(np.float64)),
         periods_per_year=bars_per_year,
         run_dir=str(run_dir),
     )
@@ -103,7 +107,7 @@ def spa_entry(
     """The ``spa`` entry of a ``trials`` block: Hansen's (2005) SPA p-value and Romano & Wolf's
     (2005) StepM set (:func:`riskppo.stats.superior_ability`) over the configurations with
     records on exactly the judged record's bars (the set PBO uses) against ``benchmark``, the
-    judged run's per-bar log returns of its benchmark on those bars (indexed by bar time).
+    judged run's per-bar simple returns of its benchmark on those bars (indexed by bar time).
     ``p_sidak``: the verdict's Šidák-adjusted p, shown beside it. None with fewer than two such
     configurations or where ``benchmark``'s bars are not theirs."""
     same = trials.same_bars if trials is not None else None

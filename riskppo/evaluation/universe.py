@@ -4,7 +4,7 @@ its test period (``riskppo universe``; the runs themselves are made by :mod:`ris
 For each cell it reads the run's ``backtest_test/metrics.json`` (the agent's and the
 vol-targeted buy-and-hold's Sharpe, the constraint's own CVaR figure against its limit, the share
 of bars in the market and the mean |exposure|) and ``backtest_test/equity.csv`` (per-bar equity of
-both, from which the per-bar net log returns follow), and counts how many cells meet the CVaR
+both, from which the per-bar net simple returns follow), and counts how many cells meet the CVaR
 limit and how many match or beat vol-targeted buy-and-hold on Sharpe. The benchmark is the
 verdict's (:func:`riskppo.evaluation.references.choose_benchmark`): under the agent's risk overlay
 where it traded under one (``vt_bh_overlay``), else — and for a cell backtested before that
@@ -105,20 +105,22 @@ class CellResult:
         }
 
 
-def log_returns(equity_csv: Path, strategy: str) -> np.ndarray:
-    """Per-bar net log returns ``[n_bars]`` of ``strategy`` from a backtest's ``equity.csv``
-    (its ``<strategy>_equity`` column starts at 1 on the first decision bar)."""
+def account_returns(equity_csv: Path, strategy: str) -> np.ndarray:
+    """Per-bar net simple returns ``[n_bars]`` of ``strategy``'s account from a backtest's
+    ``equity.csv`` (its ``<strategy>_equity`` column starts at 1 on the first decision bar):
+    the returns its Sharpe ratio in ``metrics.json`` is computed from."""
     equity = pd.read_csv(equity_csv, usecols=[f"{strategy}_equity"]).iloc[:, 0].to_numpy()
-    return np.diff(np.log(equity.astype(np.float64)))
+    equity = equity.astype(np.float64)
+    return equity[1:] / equity[:-1] - 1.0
 
 
 def _returns(
     equity_csv: Path, n_bars: int | None, benchmark: str = BENCHMARK
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The agent's and the ``benchmark``'s per-bar log returns from ``equity_csv``;
+    """The agent's and the ``benchmark``'s per-bar simple returns from ``equity_csv``;
     ``ValueError`` unless each holds finite returns, ``n_bars`` of them where ``metrics.json``
     counts them."""
-    agent, bench = log_returns(equity_csv, "agent"), log_returns(equity_csv, benchmark)
+    agent, bench = account_returns(equity_csv, "agent"), account_returns(equity_csv, benchmark)
     for r in (agent, bench):
         if n_bars is not None and len(r) != n_bars:
             raise ValueError(f"{len(r)} bars where metrics.json counts {n_bars}")
@@ -128,7 +130,7 @@ def _returns(
 
 
 def paired_p_value(agent: np.ndarray, benchmark: np.ndarray, bars_per_year: float) -> float | None:
-    """One-sided p-value that the agent's Sharpe exceeds the benchmark's, from their per-bar log
+    """One-sided p-value that the agent's Sharpe exceeds the benchmark's, from their per-bar
     returns ``[n_bars]`` over the same bars (the paired test of
     :func:`riskppo.stats.paired_sharpe_test`); ``None`` when undefined (a constant
     record, or fewer than 3 bars)."""

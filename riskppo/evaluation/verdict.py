@@ -3,7 +3,9 @@
 Read by the backtest report (one split) and the walk-forward report (the stitched record).
 Inputs are backtest strategy frames (:func:`riskppo.evaluation.baselines.strategy_frame`: per
 bar ``position``, ``signal``, ``log_return``, ``gross_return``); the statistics themselves are
-the pure functions of :mod:`riskppo.stats`. The benchmark has the agent's risk machinery: under
+the pure functions of :mod:`riskppo.stats`, fed the account's per-bar **simple** returns
+(:func:`account_returns`), the returns the metrics table's Sharpe ratio uses too: one Sharpe
+ratio per strategy everywhere. The benchmark has the agent's risk machinery: under
 a risk overlay it is vol-targeted buy-and-hold held in the agent's env, overlay included
 (:func:`riskppo.evaluation.references.choose_benchmark`), and the random-timing null holds its
 random signals the same way (:mod:`riskppo.evaluation.timing_null`).
@@ -52,14 +54,14 @@ def statistics_block(
     n_trials = extra["n_trials"] if extra else n_trials
     chosen = choose_benchmark(frames, overlay)
     agent, bench = frames["agent"], frames[chosen.key]
-    agent_r, bench_r = agent["log_return"].to_numpy(), bench["log_return"].to_numpy()
+    agent_r, bench_r = account_returns(agent), account_returns(bench)
     agent_x = float(np.abs(agent["position"]).mean())
     bench_x = float(np.abs(bench["position"]).mean())
     var = trials.sharpe_var if trials is not None else None
     summary = stats.summarize(
         agent_r, bench_r, periods_per_year=bars_per_year, agent_exposure=agent_x,
         benchmark_exposure=bench_x, n_trials=n_trials, trials_sharpe_var=var,
-        benchmark_name=chosen.name, seed=seed,
+        benchmark_name=chosen.name, seed=seed, log_returns=False,
     )  # fmt: skip
     # the bootstrap below stats.SMALL_SAMPLE_BARS bars, else HAC: the summary's own verdict test
     test = stats.paired_sharpe_test(agent_r, bench_r, bars_per_year, seed=seed)
@@ -67,7 +69,7 @@ def statistics_block(
     if extra is not None:  # the ledger's configurations on these bars: Hansen's SPA, StepM
         extra["spa"] = spa_entry(
             trials,
-            bench["log_return"],
+            pd.Series(bench_r, index=bench.index),
             bars_per_year,
             p_sidak=verdict.p_adjusted,
             benchmark_name=summary.benchmark_name,
@@ -89,6 +91,12 @@ def statistics_block(
         "trials": extra,
         "test_method": test.method,
     }
+
+
+def account_returns(frame: pd.DataFrame) -> np.ndarray:
+    """``[n]`` per-bar simple returns of a strategy frame's account, ``e^{log_return} − 1``:
+    what every Sharpe ratio and test of a trading record is computed from."""
+    return np.expm1(frame["log_return"].to_numpy(dtype=np.float64))
 
 
 def benchmark_of(block: Mapping[str, Any]) -> Benchmark:
@@ -114,13 +122,13 @@ def honest_text(
 def supervised_comparison(
     frames: Mapping[str, pd.DataFrame], bars_per_year: float, *, seed: int = 0
 ) -> dict[str, float | None] | None:
-    """The supervised baseline's Sharpe ratio (log returns, as the verdict's) and the agent's
+    """The supervised baseline's Sharpe ratio (simple returns, as the verdict's) and the agent's
     paired test against it (the verdict's test, unadjusted); None where the record has no
     supervised baseline (walk-forward runs written before it existed)."""
     if "supervised" not in frames:
         return None
-    agent_r = frames["agent"]["log_return"].to_numpy()
-    sup_r = frames["supervised"]["log_return"].to_numpy()
+    agent_r = account_returns(frames["agent"])
+    sup_r = account_returns(frames["supervised"])
     test = stats.paired_sharpe_test(agent_r, sup_r, bars_per_year, seed=seed)
     figures = (stats.sharpe(sup_r, bars_per_year), test.diff, test.p_one_sided)
     return {
@@ -151,8 +159,8 @@ _HELD = {  # how the null's random signals became positions (random_timing's "he
 
 def verdict_lines(block: Mapping[str, Any], where: str = "") -> list[str]:
     """What a terminal shows of a statistics block (``where``, e.g. ``" on the test split (350
-    bars)"``, says which record): the verdict line, the Sharpe ratios it compares (log returns: the
-    test's own; the supervised baseline beside them where there is one) and the random-timing
+    bars)"``, says which record): the verdict line, the Sharpe ratios it compares (the metrics
+    table's; the supervised baseline beside them where there is one) and the random-timing
     null. The HTML reports show the same block in full."""
     s = block["stats"]
     bench = benchmark_of(block)
@@ -166,7 +174,7 @@ def verdict_lines(block: Mapping[str, Any], where: str = "") -> list[str]:
         )
     lines = [
         f"verdict{where}: {block['verdict']['text']}",
-        f"  Sharpe ratio (annual, log returns): {sharpes}",
+        f"  Sharpe ratio (annual): {sharpes}",
         f"  random timing: {random_timing_text(block['random_timing'])}",
     ]
     if bench.note:
@@ -208,17 +216,17 @@ def random_timing(
     band = (float(signal.min()), float(signal.max()))
     if band[1] - band[0] < 1e-9:
         return {"band": list(band), "percentile": None, "p_value": None, "n": 0}
-    agent_sharpe = stats.sharpe(frames["agent"]["log_return"].to_numpy(), bars_per_year)
     span = stats.matched_smoothness(signal, band, seed=seed)  # the agent's own turnover
     if tables is not None:
         held = "agent_env" if tables.cap is None else "agent_env_overlay"
+        agent_sharpe = stats.sharpe(account_returns(frames["agent"]), bars_per_year)
         null = timing_null(
             agent_sharpe, tables, band, smoothness=span, periods_per_year=bars_per_year, seed=seed
         )
-    else:
+    else:  # an old record: its null books exposure × log return, so log returns on both sides
         held = "vol_target_gross"
         null = stats.random_timing_null(
-            agent_sharpe,
+            stats.sharpe(frames["agent"]["log_return"].to_numpy(), bars_per_year),
             frames["buy_and_hold"]["gross_return"].to_numpy(),
             frames[BENCHMARK]["position"].to_numpy(),
             band,

@@ -8,7 +8,8 @@ A ledger is a directory (default ``runs/ledger`` beside the runs, ``$RISKPPO_LED
   ``O_APPEND`` in one ``write`` and ``fsync``-ed, so concurrent processes (walk-forward workers,
   universe cells) never interleave rows and a process killed at any point leaves at most one
   torn last line, which readers skip with a warning (the next append starts on a new line);
-* ``returns/<row id>.npz``: that record's out-of-sample per-bar log returns and bar times
+* ``returns/<row id>.npz``: that record's out-of-sample per-bar returns (the account's simple
+  returns; rows written before November 2026 hold log returns) and bar times
   (``numpy`` arrays, no pickle), written atomically before its row — what the probability of
   backtest overfitting needs (:func:`riskppo.stats.probability_of_backtest_overfitting`).
 
@@ -147,7 +148,7 @@ def config_hash(cfg: Config, kind: str, protocol: Mapping[str, Any] | None = Non
 @dataclass(frozen=True)
 class Judged:
     """A judged out-of-sample record, as the ledger needs it: ``returns`` are the agent's
-    per-bar net log returns ``[T]`` indexed by bar time; ``periods_per_year`` annualises its
+    per-bar net simple returns ``[T]`` indexed by bar time; ``periods_per_year`` annualises its
     Sharpe ratio."""
 
     data: str  # :func:`data_fingerprint`
@@ -386,7 +387,7 @@ def _load_returns(ledger: Path, row: LedgerRow) -> tuple[np.ndarray, np.ndarray]
 @dataclass(frozen=True)
 class SameBars:
     """The records of the configurations judged on exactly one record's bars: ``configs`` ``[K]``
-    (their hashes, in ledger order) and ``returns`` ``[T, K]`` (per-bar log returns; the seeds
+    (their hashes, in ledger order) and ``returns`` ``[T, K]`` (per-bar simple returns; the seeds
     of one configuration averaged bar by bar: capital split equally over them) at ``times``
     ``[T]`` (int64 nanoseconds, UTC for tz-aware bars)."""
 

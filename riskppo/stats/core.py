@@ -444,10 +444,12 @@ def scale_to_exposure(
     """The benchmark scaled to the agent's mean |exposure|: ``k × bench_returns`` with
     ``k = agent_mean_abs_exposure / bench_mean_abs_exposure``.
 
-    Exact for the trading env's per-bar return ``exposure × log_return - fee × |Δexposure|``:
-    scaling every exposure by ``k`` scales both the market term and the cost term by ``k``. The
-    scaled benchmark has the same Sharpe ratio (k > 0) but ``k`` times the volatility,
-    drawdown in log terms and CVaR, so it answers "what would the benchmark have done with the
+    An account holding an exposure ``p`` as a share of its equity earns ``p R − fee |Δp|`` in a
+    bar whose simple return is ``R`` (rebalanced at the bar's start): scaling every exposure by
+    ``k`` scales both terms by ``k`` (exact for such per-bar simple returns; to second order in
+    the returns where a bar has two legs or the share drifts between fills). The scaled
+    benchmark has the same Sharpe ratio (k > 0) but about ``k`` times the volatility and CVaR,
+    so it answers "what would the benchmark have done with the
     agent's average risk budget". Shape ``[T]``.
     """
     r = as_returns(bench_returns, "bench_returns")

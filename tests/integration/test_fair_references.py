@@ -160,7 +160,7 @@ def test_a_floor_of_zero_is_the_flat_reference_and_not_warned_about(plain: Any) 
 def test_the_verdict_reads_the_overlaid_benchmark_under_an_overlay(overlaid: Any) -> None:
     block = overlaid.statistics
     assert block["benchmark"]["key"] == "vt_bh_overlay" and block["benchmark"]["note"] is None
-    bench = overlaid.result.frames["vt_bh_overlay"]["log_return"].to_numpy()
+    bench = np.expm1(overlaid.result.frames["vt_bh_overlay"]["log_return"].to_numpy())
     bpy = overlaid.result.bars_per_year
     assert block["stats"]["benchmark"]["sharpe"]["estimate"] == pytest.approx(sharpe(bench, bpy))
     text = block["verdict"]["text"]
@@ -297,7 +297,7 @@ def test_the_null_sharpe_ratios_are_those_of_stepping_the_env(market: Path) -> N
     stepped = []
     for sig in random_signals(5, n_steps, band, span, seed=4):
         frame = run_policy(env, lambda bar, s=sig: float(s[bar - first]))
-        stepped.append(sharpe(frame["log_return"].to_numpy(), bpy))
+        stepped.append(sharpe(np.expm1(frame["log_return"].to_numpy()), bpy))  # the account's
     np.testing.assert_allclose(null.null_sharpes, stepped, rtol=1e-6)  # float32 actions
     assert null.percentile == pytest.approx(100.0 * np.mean(np.array(stepped) < 0.5))
 

@@ -75,7 +75,7 @@ def test_train_and_backtest_print_the_verdict(trading_run) -> None:
         lines = text.splitlines()
         (i,) = [i for i, line in enumerate(lines) if line.startswith("verdict on the test split")]
         assert lines[i].endswith(f" bars): {block['verdict']['text']}")
-        assert lines[i + 1].startswith("  Sharpe ratio (annual, log returns): agent ")
+        assert lines[i + 1].startswith("  Sharpe ratio (annual): agent ")
         # the default agent trades under the risk overlay: so do its benchmark and its null
         assert ", VT B&H+overlay " in lines[i + 1] and ", supervised " in lines[i + 1]
         assert lines[i + 2].startswith("  random timing: the agent's Sharpe beats ")

@@ -31,9 +31,10 @@ def _frames(n: int, edge: float, seed: int = 0) -> dict[str, pd.DataFrame]:
 
 
 def _returns(frames: dict[str, pd.DataFrame]) -> tuple[np.ndarray, np.ndarray]:
+    """The accounts' simple returns, which the verdict judges."""
     return (
-        frames["agent"]["log_return"].to_numpy(),
-        frames["vol_target_buy_and_hold"]["log_return"].to_numpy(),
+        np.expm1(frames["agent"]["log_return"].to_numpy()),
+        np.expm1(frames["vol_target_buy_and_hold"]["log_return"].to_numpy()),
     )
 
 

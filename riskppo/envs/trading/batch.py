@@ -18,8 +18,8 @@ from typing import Any, NamedTuple
 import numpy as np
 from gymnasium.utils import seeding
 
+from riskppo.envs.trading.account import account_step
 from riskppo.envs.trading.env import TradingEnv
-from riskppo.envs.trading.slopes import reward_slopes
 
 __all__ = ["BatchStep", "TradingBatch"]
 
@@ -54,8 +54,9 @@ class TradingBatch:
         self.env, self.n = env, n
         self._scale = np.asarray(env._scale, dtype=np.float64)  # [T] exposure per unit signal
         self._cap = np.asarray(env._cap, dtype=np.float64)  # [T] overlay cap on |exposure|
-        self._ret_old = np.asarray(env._ret_old, dtype=np.float64)  # [T]
-        self._ret_new = np.asarray(env._ret_new, dtype=np.float64)  # [T]
+        self._e_old = np.asarray(env._e_old, dtype=np.float64)  # [T] simple returns of the legs
+        self._e_new = np.asarray(env._e_new, dtype=np.float64)  # [T]
+        self._e_prev = np.asarray(env._e_prev, dtype=np.float64)  # [T]
         self._positions = np.asarray(env.positions, dtype=np.float64)  # [K] discrete targets
         self._rngs: list[np.random.Generator | None] = [None] * n
         # [14, n] float64: the episode state (rows _STATE), then the last step's flows (gross
@@ -102,17 +103,18 @@ class TradingBatch:
         target = np.clip(uncapped, -cap, cap)  # exposure decided at t
         new_dpda = np.where(inside & (np.abs(uncapped) < cap), env._slope_factor, 0.0)
         new_dpda *= self._scale[t]
-        dpos = np.abs(target - old)
-        gross = np.add(old * self._ret_old[t], target * self._ret_new[t], out=flows[0])
-        fee_cost = np.multiply(env.fee, dpos, out=flows[2])
-        held = old if env._delayed else target  # over bar t+1's session
-        # shorts only: -held * rate where held < 0 (held * -rate: the same product), else 0
-        np.maximum(held * -env._borrow_per_bar, 0.0, out=flows[3])
-        costs = np.add(fee_cost, flows[3], out=flows[1])
-        net = gross - costs
-        flows[4], flows[5] = reward_slopes(
-            old, target, self._ret_old[t], self._ret_new[t], new_dpda, dpda, env.slope_settings
+        acc = account_step(old, target, self._e_prev[t], self._e_old[t], self._e_new[t],
+                           new_dpda, dpda, env.account_settings)  # fmt: skip
+        gross, dpos = acc.gross, acc.traded
+        flows[0], flows[2], flows[3], flows[4], flows[5] = (
+            gross,
+            acc.fee_cost,
+            acc.borrow_cost,
+            acc.slope_new,
+            acc.slope_old,
         )
+        costs = np.add(acc.fee_cost, acc.borrow_cost, out=flows[1])
+        net = gross - costs
         np.add(log_eq, net, out=log_eq)
         np.maximum(peak, log_eq, out=peak)
         np.add(turnover, dpos, out=turnover)

@@ -23,6 +23,7 @@ from riskppo.envs.features import (
 )
 from riskppo.envs.market.ohlcv import validate_ohlcv
 from riskppo.envs.market.signals import check_signal_names
+from riskppo.envs.trading.account import AccountSettings, account_step, signal_slope
 from riskppo.envs.trading.args import (
     action_positions,
     continuous_signal,
@@ -34,7 +35,6 @@ from riskppo.envs.trading.args import (
 from riskppo.envs.trading.fills import fill_returns, resolve_fill
 from riskppo.envs.trading.overlay import RiskOverlay, binding_stats, overlay_table
 from riskppo.envs.trading.sizing import vol_target_scale
-from riskppo.envs.trading.slopes import SlopeSettings, reward_slopes, signal_slope
 
 __all__ = ["TradingEnv"]
 
@@ -78,21 +78,17 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
     ``p_t = clip(a_t · min(vol_target / σ̂_t, max_leverage), ±cap_t)``, or with its
     ``mode="scale"`` ``p_t = a_t · min(vol_target / σ̂_t, max_leverage, cap_t)``;
     :attr:`uncapped_scale` and :attr:`overlay_cap` hold the per-bar tables. The step returns the
-    observation of bar ``t+1`` and the reward (``old_t``/``new_t``: the log returns of the
-    fill's table; ``h_t``: the exposure held over bar ``t+1``'s session, ``p_{t-1}`` with
-    ``next_close``, else ``p_t``)
-
-    .. code-block:: text
-
-        gross_t  = p_{t-1} * old_t + p_t * new_t           (p before the first step: 0, flat)
-        fee_t    = fee * |p_t - p_{t-1}|
-        borrow_t = borrow_rate / bars_per_year * max(-h_t, 0)   (shorts only)
-        reward_t = reward_scale * (gross_t - fee_t - borrow_t)
+    observation of bar ``t+1`` and the reward ``reward_scale * (gross_t - fee_t - borrow_t)``:
+    the log growth of an account that holds the exposure as a share of its equity, rebalanced
+    to it at each fill, its share drifting with the price between fills; the fee is charged on
+    the share traded at the fill, the borrow cost on the short exposure held over bar ``t+1``'s
+    session (``p_{t-1}`` with ``next_close``, else ``p_t``). The formulas and the reward's exact
+    slopes: :mod:`riskppo.envs.trading.account`. Before the first step the account is flat.
 
     **Equity.** ``equity`` starts at 1 and is multiplied by ``exp(gross_t - fee_t - borrow_t)``
-    each step, so the sum of unscaled rewards is exactly ``log(final equity / initial equity)``
-    (the fee is thus a log-equity cost, ``exp(-fee |dp|) ≈ 1 - fee |dp|``, and ``p * log-return``
-    is the usual continuous-rebalancing convention for a position's log growth).
+    each step, so the sum of unscaled rewards is exactly ``log(final equity / initial equity)``,
+    the account's net asset value (the fee is a log-equity cost,
+    ``exp(-fee |Δ|) ≈ 1 - fee |Δ|``).
 
     **Actions.** ``Discrete(len(positions))``: action ``i`` targets ``positions[i]`` (default
     ``(-1, 0, 1)``: short, flat, long). ``continuous=True``: ``Box(-1, 1, (1,), float32)``, the
@@ -146,7 +142,7 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
     ``costs``, ``fee_cost``, ``borrow_cost`` (this step, unscaled), ``bar`` (position in ``df``
     of the observed bar), ``timestamp`` (its time, int nanoseconds since the epoch),
     ``episode_step``, ``fill`` (the fill mode in use), ``reward_slope`` and ``reward_slope_prev``
-    (``∂reward_t/∂a_t``, ``∂reward_t/∂a_{t-1}``: exact, :mod:`riskppo.envs.trading.slopes`).
+    (``∂reward_t/∂a_t``, ``∂reward_t/∂a_{t-1}``: exact, :mod:`riskppo.envs.trading.account`).
 
     ``step`` uses no pandas; it allocates a fresh observation array per step (safe to store).
     The env never touches global RNGs or warning filters.
@@ -339,6 +335,10 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
         # log return of step t -> t+1 earned by the exposure held before / decided at bar t
         self._ret_old: list[float] = ret.old.tolist()
         self._ret_new: list[float] = ret.new.tolist()
+        # the same as simple returns, and the previous step's second leg (account.py)
+        self._e_old: list[float] = np.expm1(ret.old).tolist()
+        self._e_new: list[float] = np.expm1(ret.new).tolist()
+        self._e_prev: list[float] = [0.0, *self._e_new[:-1]]
         self._delayed = ret.delayed  # the old exposure holds the bar (borrow cost on it)
         self._ts_ns: list[int] = self.df.index.as_unit("ns").asi8.tolist()
         self._features = np.clip(values, -FEATURE_BOUND, FEATURE_BOUND)  # [T, F] float32
@@ -360,7 +360,7 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
         self._windows = windows  # row t - window + 1 = bars t-window+1..t (a view)
         self._borrow_per_bar = self.borrow_rate / self.bars_per_year
         self._slope_factor = signal_slope(self.long_only, self.min_signal)
-        self.slope_settings = SlopeSettings(
+        self.account_settings = AccountSettings(
             self.fee, self._borrow_per_bar, self._delayed, self.reward_scale
         )
 
@@ -488,15 +488,12 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
             target = math.copysign(cap, target)
         self._signal = signal
         dpda = self._slope_factor * self._scale[t] if inside and abs(target) < cap else 0.0
-        dpos = abs(target - old)
-        gross = old * self._ret_old[t] + target * self._ret_new[t]
-        fee_cost = self.fee * dpos
-        held = old if self._delayed else target  # over bar t+1's session
-        borrow_cost = -held * self._borrow_per_bar if held < 0.0 else 0.0
+        acc = account_step(old, target, self._e_prev[t], self._e_old[t], self._e_new[t], dpda,
+                           self._dpda, self.account_settings)  # fmt: skip
+        gross, fee_cost, borrow_cost, dpos = acc.gross, acc.fee_cost, acc.borrow_cost, acc.traded
         costs = fee_cost + borrow_cost
         net = gross - costs
-        slopes = reward_slopes(old, target, self._ret_old[t], self._ret_new[t], dpda, self._dpda,
-                               self.slope_settings)  # fmt: skip
+        slopes = (acc.slope_new, acc.slope_old)
 
         log_eq = self._log_equity + net
         self._log_equity = log_eq

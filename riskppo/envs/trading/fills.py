@@ -2,16 +2,13 @@
 
 The agent decides at bar ``t`` after seeing its close ``c_t``; ``e_old`` is the exposure it held
 before (``e_{t-1}``, filled earlier) and ``e_new`` the one it now targets (``e_t``). One step
-goes from bar ``t`` to bar ``t+1`` and its gross log return is
-
-.. code-block:: text
-
-    gross_t = e_old * old_t + e_new * new_t
-
-with per-bar tables ``old``/``new`` fixed by the fill mode (``o``: opens, ``c``: closes):
+goes from bar ``t`` to bar ``t+1``: ``e_old`` earns the table ``old_t`` up to the fill, ``e_new``
+the table ``new_t`` after it (log returns; how an account holding those exposures as shares of
+its equity books them: :mod:`riskppo.envs.trading.account`). The tables are fixed by the fill
+mode (``o``: opens, ``c``: closes):
 
 ==============  ==========================  ==========================  =======================
-``fill``        ``old_t`` (earned by e_old) ``new_t`` (earned by e_new) fee on ``|e_new-e_old|``
+``fill``        ``old_t`` (earned by e_old) ``new_t`` (earned by e_new) the trade (fee)
 ==============  ==========================  ==========================  =======================
 ``close``       0                           ``log(c_{t+1} / c_t)``      at ``c_t``
 ``next_open``   ``log(o_{t+1} / c_t)`` gap  ``log(c_{t+1} / o_{t+1})``  at ``o_{t+1}``
@@ -28,7 +25,7 @@ with per-bar tables ``old``/``new`` fixed by the fill mode (``o``: opens, ``c``:
   fee) at the range's last close and earns after the range.
 * ``auto`` is ``next_open`` when the frame has an open on every bar, else ``next_close``.
 
-Every step's fee is paid inside the step (``exp(-fee |Δe|)`` on equity), so rewards still sum to
+Every step's fee is paid inside the step (``exp(-fee |Δ|)`` on equity), so rewards still sum to
 the log of the final equity. The exposure *held over bar t+1's session* (the one a per-bar
 borrow cost applies to and a backtest's ``position`` column shows) is ``e_new``, except with
 ``next_close``, where it is ``e_old``. Log returns are differences of logs, so ``old_t + new_t``
@@ -40,6 +37,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
+
+from riskppo.envs.trading.account import AccountSettings, account_step
 
 __all__ = ["FILLS", "FillReturns", "fill_returns", "resolve_fill", "step_returns"]
 
@@ -103,18 +102,19 @@ def step_returns(
 ) -> np.ndarray:
     """Net log returns ``gross - fee - borrow`` of holding ``exposure`` ``[..., T]`` (decided at
     T consecutive steps; leading axes: independent strategies, e.g. ``n`` random signals), as
-    :class:`~riskppo.envs.TradingEnv` books them step by step (module docstring).
+    :class:`~riskppo.envs.TradingEnv` books them step by step (the account of
+    :mod:`riskppo.envs.trading.account`).
 
     ``fills``: the fill table over those steps (``old``/``new`` ``[T]`` each); ``starts`` ``[T]``
     bool: steps that start flat (an episode's first, or a walk-forward segment's), where the
-    exposure held before is 0. ``fee`` per unit of ``|Δexposure|``; ``borrow_per_bar`` per unit
+    exposure held before is 0. ``fee`` per unit of share traded; ``borrow_per_bar`` per unit
     of short exposure held over the bar (``borrow_rate / bars_per_year``). The same float
     operations as the env's step, so equal to its returns to the last bit."""
     new = np.asarray(exposure, dtype=np.float64)
     old = np.concatenate([np.zeros_like(new[..., :1]), new[..., :-1]], axis=-1)
     old[..., np.asarray(starts, dtype=bool)] = 0.0
-    gross = old * fills.old + new * fills.new
-    fee_cost = fee * np.abs(new - old)
-    held = old if fills.delayed else new
-    borrow = np.where(held < 0.0, -held * borrow_per_bar, 0.0)
-    return gross - (fee_cost + borrow)
+    e_old, e_new = np.expm1(fills.old), np.expm1(fills.new)
+    e_prev = np.concatenate(([0.0], e_new[:-1]))
+    settings = AccountSettings(fee, borrow_per_bar, fills.delayed, 1.0)
+    acc = account_step(old, new, e_prev, e_old, e_new, 0.0, 0.0, settings)
+    return acc.gross - (acc.fee_cost + acc.borrow_cost)

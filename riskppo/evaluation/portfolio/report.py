@@ -116,7 +116,8 @@ def analyse_portfolio(
     baselines = [n for n in names if n != "agent"]
     metrics = {n: _metrics(mean, n, bars_per_year, risk) for n in names}
     best, rule = best_baseline(metrics, baselines)
-    agent_r, best_r = mean["agent_log_return"].to_numpy(), mean[f"{best}_log_return"].to_numpy()
+    # the accounts' simple returns, as the metrics' Sharpe ratios
+    agent_r, best_r = np.expm1(mean["agent_log_return"]), np.expm1(mean[f"{best}_log_return"])
     test = stats.paired_sharpe_test(agent_r, best_r, bars_per_year)
     verdict = stats.verdict(test, n_trials, best.replace("_", " "))
     seeds = {label: _segment_cvar(f, ["agent"], risk) for label, f in records.items()}
@@ -133,7 +134,7 @@ def analyse_portfolio(
         "cvar_alpha": cvar_alpha,
         "cvar_horizon": horizon,
         "metrics": metrics,
-        "sharpe_ci": {n: _ci(mean[f"{n}_log_return"], bars_per_year) for n in names},
+        "sharpe_ci": {n: _ci(np.expm1(mean[f"{n}_log_return"]), bars_per_year) for n in names},
         "best_baseline": best,
         "best_baseline_rule": rule,
         "paired_test": {"diff": test.diff, "p_one_sided": test.p_one_sided, "method": test.method},

@@ -140,17 +140,19 @@ def test_fees_on_exposure_change_and_borrow_on_short_exposure(googl):
             fill="close",
         )
         _, rewards, infos = run(env, [action] * 300)
-        prev_exposure = 0.0
+        held = 0.0  # the share of equity in the asset just before each fill
+        simple = np.expm1(lr)
         for r, prev, info in zip(rewards, infos[:-1], infos[1:]):
             t = prev["bar"]
             exposure = sign * scale[t]
             assert info["position"] == pytest.approx(exposure, rel=1e-12)
-            exp_fee = fee * abs(exposure - prev_exposure)
+            exp_fee = fee * abs(exposure - held)
             exp_borrow = borrow / 252 * max(-exposure, 0.0)
             assert info["fee_cost"] == pytest.approx(exp_fee, rel=1e-9, abs=1e-16)
             assert info["borrow_cost"] == pytest.approx(exp_borrow, rel=1e-12, abs=0)
-            assert r == pytest.approx(exposure * lr[t] - exp_fee - exp_borrow, rel=1e-9, abs=1e-15)
-            prev_exposure = exposure
+            growth = 1.0 + exposure * simple[t]  # equity's growth holding that share of it
+            assert r == pytest.approx(math.log(growth) - exp_fee - exp_borrow, rel=1e-9, abs=1e-15)
+            held = exposure * (1.0 + simple[t]) / growth  # the share drifts with the price
         fees = [i["fee_cost"] for i in infos[2:]]
         # a constant signal still pays for the rebalancing that the moving scale causes
         assert all(f > 0 for f in fees)

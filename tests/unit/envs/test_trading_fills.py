@@ -22,30 +22,37 @@ POSITIONS = (-1.0, 0.0, 0.5, 1.0)
 ACTIONS = [3, 2, 0, 1]  # decided at bars 0..3: exposures 1, 0.5, -1, 0
 L = math.log
 
-# Net log return of each step (decision bar 0..3 -> bar 1..4), written out by hand per mode.
-EXPECTED = {
-    # the decision at t earns close t -> close t+1
-    "close": [
-        1.0 * L(98 / 101) - FEE * 1.0,
-        0.5 * L(103 / 98) - FEE * 0.5,
-        -1.0 * L(101 / 103) - FEE * 1.5 - BORROW * 1.0,
-        0.0 * L(106 / 101) - FEE * 1.0,
-    ],
-    # the old exposure earns the gap close t -> open t+1, the new one open t+1 -> close t+1
-    "next_open": [
-        0.0 * L(102 / 101) + 1.0 * L(98 / 102) - FEE * 1.0,
-        1.0 * L(99 / 98) + 0.5 * L(103 / 99) - FEE * 0.5,
-        0.5 * L(104 / 103) - 1.0 * L(101 / 104) - FEE * 1.5 - BORROW * 1.0,
-        -1.0 * L(100 / 101) + 0.0 * L(106 / 100) - FEE * 1.0,
-    ],
-    # filled at close t+1: the exposure decided a step earlier earns close t -> close t+1
-    "next_close": [
-        0.0 * L(98 / 101) - FEE * 1.0,
-        1.0 * L(103 / 98) - FEE * 0.5,
-        0.5 * L(101 / 103) - FEE * 1.5,
-        -1.0 * L(106 / 101) - FEE * 1.0 - BORROW * 1.0,
-    ],
-}
+
+def cash_and_shares(fill: str, exposures: list[float]) -> tuple[list[float], float]:
+    """An independent account: cash and a number of shares, marked at every price it meets.
+
+    At each fill (price ``P``, equity ``E = cash + n P``) the step's costs are paid from
+    equity (``E ← E e^{−cost}``: the fee on the share traded ``|p − n P / E|`` and the borrow
+    cost on the short exposure held over the session), then the holding is reset to ``n = p E
+    / P``. Returns each step's log change of the equity marked at the closes, and the total
+    share traded. Nothing of the env's accounting code runs here."""
+    cash, n, traded, out = 1.0, 0.0, 0.0, []
+    prev = 0.0
+    for t, p in enumerate(exposures):
+        start_eq = cash + n * CLOSE[t]
+        fill_price = {"close": CLOSE[t], "next_open": OPEN[t + 1], "next_close": CLOSE[t + 1]}
+        price = fill_price[fill]
+        eq = cash + n * price
+        share = n * price / eq
+        held = prev if fill == "next_close" else p
+        cost = FEE * abs(p - share) + BORROW * max(-held, 0.0)
+        traded += abs(p - share)
+        eq *= math.exp(-cost)
+        n = p * eq / price
+        cash = eq - n * price
+        out.append(math.log((cash + n * CLOSE[t + 1]) / start_eq))
+        prev = p
+    return out, traded
+
+
+EXPOSURES = [1.0, 0.5, -1.0, 0.0]
+EXPECTED = {f: cash_and_shares(f, EXPOSURES)[0] for f in ("close", "next_open", "next_close")}
+
 # exposure held over each bar 1..4 (the backtest frame's position column)
 SESSION_EXPOSURE = {
     "close": [1.0, 0.5, -1.0, 0.0],
@@ -106,7 +113,20 @@ def test_rewards_by_hand(fill):
     assert {i["fill"] for i in infos} == {fill}
     np.testing.assert_allclose([i["gross_return"] - i["costs"] for i in infos], rewards, atol=1e-15)
     assert infos[-1]["log_equity"] == pytest.approx(sum(EXPECTED[fill]), abs=1e-12)
-    assert infos[-1]["turnover"] == 4.0  # 1 + 0.5 + 1.5 + 1, paid at the fills
+    turnover = cash_and_shares(fill, EXPOSURES)[1]  # 1 + 0.5 + 1.5 + 1 and the drifts' resets
+    assert infos[-1]["turnover"] == pytest.approx(turnover, abs=1e-12)
+    assert abs(turnover - 4.0) > 1e-3 or fill == "next_close"  # a drifted share is re-traded
+
+
+def test_the_account_is_not_exposure_times_log_return():
+    """Holding half the equity in the asset earns log(1 + 0.5 R) a bar, not 0.5 log(1 + R):
+    the continuous-rebalancing shortcut books (p − p²) R² / 2 too little."""
+    env = make_env("close")
+    rewards, _ = run(env, [2, 2, 2, 2])  # 0.5 of equity, rebalanced at every close
+    r = np.diff(np.log(CLOSE))
+    shortcut = 0.5 * r - np.r_[FEE * 0.5, np.zeros(3)]
+    assert np.abs(np.asarray(rewards) - shortcut).max() > 1e-4
+    np.testing.assert_allclose(rewards, cash_and_shares("close", [0.5] * 4)[0], atol=1e-12)
 
 
 @pytest.mark.parametrize("fill", ["close", "next_open", "next_close"])

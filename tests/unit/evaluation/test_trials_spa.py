@@ -112,8 +112,9 @@ def test_the_verdict_block_prints_spa_beside_sidak(tmp_path):
     assert spa is not None and spa["n_configs"] == 2
     assert spa["p_sidak"] == block["verdict"]["p_adjusted"]
     assert spa["benchmark"] == block["stats"]["benchmark_name"]
+    simple = np.expm1(BENCH)  # the verdict reads the accounts' simple returns
     expected = spa_entry(
-        trials, BENCH, PPY, p_sidak=spa["p_sidak"], benchmark_name=spa["benchmark"], seed=0
+        trials, simple, PPY, p_sidak=spa["p_sidak"], benchmark_name=spa["benchmark"], seed=0
     )
     assert spa == expected
     text = "\n".join(verdict_lines(block))

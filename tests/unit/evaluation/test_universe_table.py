@@ -12,7 +12,7 @@ import pytest
 
 from riskppo.cli import main
 from riskppo.config import Config, ConfigError
-from riskppo.evaluation.universe import cell_result, count_cells, format_table, log_returns
+from riskppo.evaluation.universe import account_returns, cell_result, count_cells, format_table
 from riskppo.universe import CELL_CHECKPOINT_EVERY, Cell, cell_config, check_symbols
 
 ROOT = Path(__file__).parents[3]
@@ -78,12 +78,14 @@ def test_cells_are_read_counted_and_tabulated(tmp_path: Path) -> None:
     assert "| stock | seed |" in several and "| AAPL | 1 |" in several
 
 
-def test_log_returns_from_equity_csv(tmp_path: Path) -> None:
+def test_account_returns_from_equity_csv(tmp_path: Path) -> None:
+    """Simple returns, as the metrics' Sharpe ratio (doubling then halving: +100%, -50%)."""
     equity = {"agent_equity": [1.0, 1.1, 0.99], "vol_target_buy_and_hold_equity": [1.0, 2.0, 1.0]}
     run = write_backtest(tmp_path / "A", agent_metrics(1, -0.01), agent_metrics(1, -0.01), equity)
-    r = log_returns(run / "backtest_test" / "equity.csv", "vol_target_buy_and_hold")
-    np.testing.assert_allclose(r, [np.log(2.0), -np.log(2.0)])
-    assert log_returns(run / "backtest_test" / "equity.csv", "agent").shape == (2,)
+    r = account_returns(run / "backtest_test" / "equity.csv", "vol_target_buy_and_hold")
+    np.testing.assert_allclose(r, [1.0, -0.5])
+    np.testing.assert_allclose(account_returns(run / "backtest_test" / "equity.csv", "agent"),
+                               [0.1, -0.1], rtol=1e-12)  # fmt: skip
 
 
 def test_cell_config_trades_the_stock_and_checkpoints() -> None:
