@@ -16,7 +16,7 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
 from pydantic import Field, ValidationError, model_validator
@@ -127,6 +127,12 @@ class Config(_Section):
         description="with compile: true on a CUDA device, replay the compiled loss and backward "
         "as CUDA graphs (inductor's reduce-overhead mode: one launch instead of one per kernel); "
         "no effect on the CPU",
+    )
+    prior_trials: dict[str, Annotated[int, Field(ge=0)]] = Field(
+        default_factory=dict,
+        description="configurations judged on a market before this config was chosen, by the "
+        "data's name as reports print it (e.g. {GOOGL: 5}): no trial ledger can know them, so "
+        "the verdict's N adds them to the ledger's count on that data (docs/risk.md)",
     )
     env: EnvConfig = Field(default_factory=EnvConfig)
     ppo: PPOConfig = Field(default_factory=PPOConfig)

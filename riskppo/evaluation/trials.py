@@ -12,6 +12,7 @@ bars (docs/risk.md, "How many trials").
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import math
 from collections.abc import Mapping
@@ -83,7 +84,9 @@ def judge_trials(
         periods_per_year=bars_per_year,
         run_dir=str(run_dir),
     )
-    return record_trial(spec.ledger, judged)
+    trials = record_trial(spec.ledger, judged)
+    prior = cfg.prior_trials.get(judged.data_label, 0)
+    return dataclasses.replace(trials, prior=prior) if prior else trials
 
 
 def trials_block(trials: Trials | None, n_trials: int) -> dict[str, Any] | None:
@@ -91,7 +94,7 @@ def trials_block(trials: Trials | None, n_trials: int) -> dict[str, Any] | None:
     verdict used and the user's ``--trials``."""
     if trials is None:
         return None
-    used = max(n_trials, trials.n_configs)
+    used = max(n_trials, trials.n_configs + trials.prior)
     return {"n_trials": used, "user_trials": n_trials, **trials.to_dict()}
 
 
@@ -166,11 +169,14 @@ def trial_lines(block: Mapping[str, Any]) -> list[str]:
     """The terminal lines of a ``trials`` entry: N and where it comes from, the configurations,
     PBO, the SPA p-value and StepM's set (where there is a ``spa`` entry)."""
     n, ledger, counted = block["n_trials"], block["ledger"], block["n_configs"]
+    prior = block.get("prior_trials", 0)  # absent from blocks written before it existed
     on = f"judged on this data (ledger: {ledger})"
-    if n > counted:
+    if n > counted + prior:
         head = f"N = {n} (--trials); the ledger has {counted} configuration(s) {on}"
     else:
         head = f"N = {n} configuration{'s' if n != 1 else ''} {on}"
+    if prior and n == counted + prior:
+        head = f"N = {n}: {counted} configuration(s) {on} + {prior} before it (prior_trials)"
     lines = [f"  trials: {head}"]
     for c in block["configs"][:MAX_LISTED]:
         runs = f"{c['rows']} run{'s' if c['rows'] != 1 else ''}"

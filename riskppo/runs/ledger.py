@@ -88,6 +88,7 @@ RUN_ONLY_KEYS: tuple[str, ...] = (
     "data.path",
     "data.dataset",
     "data.symbol",
+    "prior_trials",
 )
 PBO_MAX_BLOCKS = 16  # Bailey et al. (2017) use S = 16
 PBO_MIN_BLOCK_BARS = 20  # fewer bars per block and a block's Sharpe ratio is mostly noise
@@ -323,7 +324,9 @@ class Trials:
     over an overlapping span (the judged one included), the variance (ddof = 1) of their annual
     Sharpe ratios (None with fewer than two defined), and PBO over the configurations with
     records on exactly the same bars (None with fewer than two, or too few bars); ``same_bars``:
-    those records (for the test of superior predictive ability; not in :meth:`to_dict`)."""
+    those records (for the test of superior predictive ability; not in :meth:`to_dict`);
+    ``prior``: configurations judged on this data before the ledger could see them (the judged
+    config's ``prior_trials``), which the verdict's N adds to :attr:`n_configs`."""
 
     ledger: str
     configs: list[ConfigTrials]
@@ -331,6 +334,7 @@ class Trials:
     pbo: PBO | None
     skipped: int
     same_bars: SameBars | None = None
+    prior: int = 0
 
     @property
     def n_configs(self) -> int:
@@ -354,6 +358,7 @@ class Trials:
         return {
             "ledger": self.ledger,
             "n_configs": self.n_configs,
+            "prior_trials": self.prior,
             "sharpe_var": self.sharpe_var,
             "configs": [asdict(c) for c in self.configs],
             "pbo": pbo,

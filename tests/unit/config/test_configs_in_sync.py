@@ -19,5 +19,5 @@ def test_the_pbt_default_trains_the_same_agent() -> None:
     """pbt_trading.yaml: the GOOGL agent's env, data, PPO, critic and risk sections, plus PBT."""
     pbt = Config.from_yaml(preset_path("pbt_trading.yaml")).to_dict()
     googl = Config.from_yaml(preset_path("trading_googl.yaml")).to_dict()
-    for section in ("env", "data", "ppo", "critic", "risk", "policy"):
+    for section in ("env", "data", "ppo", "critic", "risk", "policy", "prior_trials"):
         assert pbt[section] == googl[section], section
