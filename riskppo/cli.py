@@ -477,14 +477,37 @@ def _backtest_parser(sub: Any) -> None:
     p.set_defaults(func=cmd_backtest)
 
 
+def _walkforward_configs(args: argparse.Namespace) -> list[Config]:
+    """The configs of ``riskppo walkforward`` (none with ``--resume``; ``--candidates``: one
+    per file, each with ``--set``), read and checked before torch and pandas load: a mistyped
+    key answers at once."""
+    if args.resume and (args.config or args.set or args.candidates):
+        raise ConfigError(
+            "--resume continues a run with its own config; drop --config/--set/--candidates"
+        )
+    if args.candidates and args.config:
+        raise ConfigError("--candidates replaces --config: name every configuration after it")
+    if args.select_bars is not None and not args.candidates:
+        raise ConfigError("--select-bars needs --candidates")
+    if args.resume:
+        return []
+    if not args.candidates:
+        return [load_config(args.config, args.set or [])]
+    configs = []
+    for path in args.candidates:
+        try:
+            configs.append(load_config(path, args.set or []))
+        except ConfigError as exc:
+            raise ConfigError(f"--candidates: {exc}") from None
+    return configs
+
+
 def cmd_walkforward(args: argparse.Namespace) -> int:
     """``riskppo walkforward``: see :mod:`riskppo.evaluation.walkforward.run`."""
-    if args.resume and (args.config or args.set):
-        raise ConfigError("--resume continues a run with its own config; drop --config/--set")
-    # the config is read and checked before torch and pandas load: a mistyped key answers at once
-    cfg = None if args.resume else load_config(args.config, args.set or [])
+    configs = _walkforward_configs(args)
     from riskppo.evaluation.walkforward.plan import WalkForwardSettings
     from riskppo.evaluation.walkforward.run import walk_forward
+    from riskppo.evaluation.walkforward.select import new_selection
 
     try:
         settings = WalkForwardSettings(
@@ -499,19 +522,23 @@ def cmd_walkforward(args: argparse.Namespace) -> int:
         )
     except ValueError as exc:  # a combination argparse cannot check (e.g. repeated seeds)
         raise ConfigError(str(exc)) from None
-    if cfg is None:
+    selection = None
+    if args.candidates:
+        selection = new_selection(args.candidates, configs, args.select_bars, settings.step)
+    if not configs:
         run_dir = Path(args.resume)
     else:
-        run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(cfg, prefix="wf")
+        run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(configs[0], prefix="wf")
     try:
         walk_forward(
-            cfg,
+            None if selection is not None or not configs else configs[0],
             run_dir,
             settings,
             resume=bool(args.resume),
             progress_bar=not args.no_progress,
             n_trials=args.trials,
             ledger=_ledger(args),
+            selection=selection,
         )
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: the workers are ended
         return _stopped(exc, "walkforward", "finished cells are kept", run_dir)

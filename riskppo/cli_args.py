@@ -108,6 +108,21 @@ def walkforward_parser(sub: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("--config", help=config_help(DEFAULT_CONFIG))
     add_set(p)
+    p.add_argument(
+        "--candidates",
+        nargs="+",
+        metavar="CONFIG",
+        help="instead of --config: configurations to choose among inside each segment's "
+        "training rows (by the Sharpe ratio on their last --select-bars rows), the chosen one "
+        "retrained and traded; judged as one configuration (--set applies to each; "
+        "docs/risk.md)",
+    )
+    p.add_argument(
+        "--select-bars",
+        type=positive_int,
+        help="with --candidates: the training rows at the end of each segment's training span "
+        "the candidates are compared on (default: --step)",
+    )
     p.add_argument("--run-dir", help="run directory (default: runs/<time>-wf-<env>-<data>-s<seed>)")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a walk-forward run")
     p.add_argument(

@@ -325,8 +325,8 @@ def test_a_cell_whose_files_do_not_read_back_is_trained_again(tmp_path: Path) ->
     resumed = _cli("--resume", str(damaged), "--no-progress")
     out, _ = resumed.communicate(timeout=600)
     assert resumed.returncode == 0 and "Traceback" not in out, out
-    assert out.splitlines()[0].startswith(
-        "riskppo walkforward: cells/seg00-s0/cell.json does not read back (Expecting"
+    assert out.splitlines()[0].startswith(  # the JSON error depends on where the cut falls
+        "riskppo walkforward: cells/seg00-s0/cell.json does not read back ("
     ), out
     assert out.splitlines()[0].endswith("; training that cell again")
     assert "1 cell trained in" in out

@@ -4,6 +4,8 @@ judge the stitched out-of-sample record.
 * :mod:`~riskppo.evaluation.walkforward.plan`: the segments and the settings;
 * :mod:`~riskppo.evaluation.walkforward.run`: the cells (one training each) in worker processes,
   resumable, and ``riskppo walkforward``;
+* :mod:`~riskppo.evaluation.walkforward.select`: ``--candidates``, the choice among
+  configurations inside each segment's training rows;
 * :mod:`~riskppo.evaluation.walkforward.analysis`: the stitched records and their statistics;
 * :mod:`~riskppo.evaluation.walkforward.report`: the tables, the charts and ``report.html``.
 

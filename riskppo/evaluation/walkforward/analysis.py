@@ -173,6 +173,7 @@ def cell_row(cell: dict[str, Any], overlay: bool = False) -> dict[str, Any]:
         "overlay_binding": (cell.get("overlay_test") or {}).get("binding_share"),
         "overlay_binding_train": (cell.get("overlay_train") or {}).get("binding_share"),
         "overlay_cut": (cell.get("overlay_test") or {}).get("mean_cut"),
+        **({"candidate": cell["candidate"]} if "candidate" in cell else {}),  # --candidates
     }
 
 

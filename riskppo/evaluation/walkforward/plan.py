@@ -137,10 +137,12 @@ class CellJob:
     steps: int
     cell_dir: Path
     warm_from: Path | None  # the previous segment's model/ (warm start)
+    after: tuple[Path, ...] = ()  # files that must exist before it starts (other cells' cell.json)
+    extra: Mapping[str, Any] | None = None  # written into its cell.json beside the summary
 
     @property
     def name(self) -> str:
-        return cell_name(self.segment, self.seed)
+        return self.cell_dir.name
 
 
 def cell_name(segment: Segment, seed: int) -> str:

@@ -32,6 +32,7 @@ from riskppo.evaluation.verdict import benchmark_of, verdict_lines
 from riskppo.evaluation.walkforward.analysis import BENCHMARK, CVAR_MATCHED, SCALED
 from riskppo.evaluation.walkforward.plan import MEAN_LABEL, Record, mean_record
 from riskppo.evaluation.walkforward.seeds import seed_line
+from riskppo.evaluation.walkforward.select import selection_html, selection_lines
 from riskppo.jsonable import jsonable
 from riskppo.safefs import ensure_real_dir, write_bytes_atomic, write_text_atomic
 
@@ -104,6 +105,7 @@ def summary_text(metrics: dict[str, Any]) -> str:
         f"{metrics['end'][:10]}, {len(metrics['settings']['seeds'])} seed(s)",
         *verdict_lines(h),
         *seed_line(metrics.get("seeds")),
+        *selection_lines(metrics.get("selection")),
     ]
     # the columns of the HTML report's statistics table
     bench = benchmark_of(h).label
@@ -314,6 +316,7 @@ def render(cfg: Config, metrics: dict[str, Any], images: dict[str, bytes]) -> st
 <p>{html.escape(_BENCHMARK_NOTE)}</p></section>
 <section><h2>Charts</h2>{figures}</section>
 <section><h2>Segments</h2>{_table(_cell_head(h), _cell_rows(metrics))}</section>
+{selection_html(metrics.get("selection"))}
 <section><h2>How to read this</h2><ul class="notes">{_NOTES}</ul></section>
 </main></body></html>
 """

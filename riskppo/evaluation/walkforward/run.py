@@ -13,6 +13,10 @@ One run directory holds it all::
     WF/records/s1.csv            a seed's stitched out-of-sample record; mean.csv the seeds' mean
     WF/metrics.json, WF/segments.csv, WF/report.html, WF/*.png
 
+With ``--candidates`` (nested selection among configurations,
+:mod:`riskppo.evaluation.walkforward.select`) ``WF/candidates/cI.yaml`` hold the configurations
+instead of ``config.yaml``, ``WF/select/`` the selection cells and each segment's choice.
+
 Cells are independent processes (all cores by default; warm-started cells wait for their
 predecessor). A cell is finished when its ``cell.json`` exists and its files read back
 (:func:`read_cell`); ``--resume`` (after Ctrl-C, a crash or SIGKILL, or on a copy damaged on
@@ -29,6 +33,7 @@ import logging
 import multiprocessing
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -63,6 +68,7 @@ from riskppo.safefs import ensure_real_dir, remove_entry, write_text_atomic
 
 if TYPE_CHECKING:
     from riskppo.agent import DistributionalPPO
+    from riskppo.evaluation.walkforward.select import Selection
     from riskppo.persist.checkpoint import CheckpointData
 from riskppo.runs.lock import lock_run
 
@@ -114,6 +120,7 @@ def run_cell(job: CellJob) -> dict[str, Any]:
         "start": str(frame.index[0]),
         "end": str(frame.index[-1]),
         "bars": len(frame),
+        "data_bars": list(job.segment.bars()),  # the rows its env was built on (data.bars)
         "bars_per_year": result.bars_per_year,
         "fee": result.env_settings["fee"],
         "fill": result.env_settings["fill"],  # fill and borrow rate: the null's env tables
@@ -124,6 +131,7 @@ def run_cell(job: CellJob) -> dict[str, Any]:
         "overlay_test": result.env_settings.get("overlay"),
         "overlay_train": overlay_train,  # the trained agent replayed over its training rows
         "record_sha256": sha256(record),  # what read_cell checks record.csv against
+        **(job.extra or {}),  # a selection's candidate
     }
     _write_json(job.cell_dir / CELL_DONE, summary)
     return summary
@@ -191,15 +199,23 @@ def _check_record(frame: pd.DataFrame, summary: dict[str, Any], path: Path) -> N
 class WalkForwardRun:
     """A walk-forward run directory and its plan; :meth:`run` fills in the cells."""
 
-    config: Config
+    config: Config  # with a selection: its first candidate's (the risk settings judged under)
     settings: WalkForwardSettings
     run_dir: Path
     segments: list[Segment]
+    selection: Selection | None = None  # --candidates
 
     def job(self, segment: Segment, seed: int) -> CellJob:
+        """Segment ``segment``'s test cell with ``seed``; with a selection it waits for the
+        segment's selection cells, and :meth:`resolve` gives it the chosen config."""
         s = self.settings
         prev = segment.index - 1
         warm = s.warm_start and prev >= 0
+        after: tuple[Path, ...] = ()
+        if self.selection is not None:
+            from riskppo.evaluation.walkforward.select import waits_for
+
+            after = waits_for(self.run_dir, self.selection, segment, s.seeds)
         return CellJob(
             self.config,
             segment,
@@ -209,32 +225,49 @@ class WalkForwardRun:
             self.run_dir / "cells" / cell_name(self.segments[prev], seed) / "model"
             if warm
             else None,
+            after,
         )
 
     def pending(self) -> list[CellJob]:
-        """Cells without a ``cell.json``, oldest segment first. A cell whose files do not read
-        back (:func:`read_cell`) is unfinished too: its ``cell.json`` is removed, so that no
-        warm start reads it, and the line naming it is printed."""
+        """Cells without a ``cell.json``, oldest segment first; with a selection, a segment's
+        unfinished selection cells before its test cells while its choice is not made. A cell
+        whose files do not read back (:func:`read_cell`) is unfinished too: its ``cell.json``
+        is removed, so that no warm start reads it, and the line naming it is printed."""
         out = []
         for seg in self.segments:
-            for seed in self.settings.seeds:
-                job = self.job(seg, seed)
-                try:
-                    done = read_cell(job.cell_dir) is not None
-                except UnreadableCell as exc:
-                    print(f"riskppo walkforward: {exc}; training that cell again")
-                    remove_entry(job.cell_dir / CELL_DONE)
-                    done = False
-                if not done:
-                    out.append(job)
+            tests = [j for j in (self.job(seg, s) for s in self.settings.seeds) if _unfinished(j)]
+            if tests and self.selection is not None and any(j.after for j in tests):
+                from riskppo.evaluation.walkforward.select import selection_jobs
+
+                jobs = selection_jobs(self.run_dir, self.selection, seg, self.settings.seeds)
+                out += [j for j in jobs if _unfinished(j)]
+            out += tests
         return out
+
+    def resolve(self, job: CellJob) -> CellJob:
+        """``job`` as it runs: with a selection, a test cell gets its segment's chosen
+        candidate (:func:`~riskppo.evaluation.walkforward.select.choose`, once the segment's
+        selection cells have finished)."""
+        if self.selection is None:
+            return job
+        from riskppo.evaluation.walkforward.select import choose, chosen_job, is_selection_cell
+
+        if is_selection_cell(job):
+            return job
+        choice = choose(self.run_dir, self.selection, job.segment, self.settings.seeds)
+        return chosen_job(job, self.selection, choice)
+
+    def n_cells(self) -> int:
+        """Cells of the run: segments × seeds, times (1 + candidates) with a selection."""
+        per = 1 + (len(self.selection.candidates) if self.selection is not None else 0)
+        return len(self.segments) * len(self.settings.seeds) * per
 
     def run(self, *, progress_bar: bool = True) -> str | None:
         """Run every pending cell in parallel processes, one progress bar over the cells;
         return the line saying how long that took (None when no cell was left to run)."""
         t0 = time.monotonic()
         todo = self.pending()
-        total = len(self.segments) * len(self.settings.seeds)
+        total = self.n_cells()
         workers = self.settings.workers or os.cpu_count() or 1
         ctx = multiprocessing.get_context("spawn")  # fork is unsafe with torch's threads
         bar = ProgressBar(
@@ -250,7 +283,7 @@ class WalkForwardRun:
         with bar, pool, sigterm_as_interrupt():
             bar.update(completed=total - len(todo))
             try:
-                _schedule(pool, todo, bar, warm=self.settings.warm_start)
+                _schedule(pool, todo, bar, self.resolve)
             except KeyboardInterrupt:  # Ctrl-C or SIGTERM: finished cells are on disk
                 _kill_workers(pool)
                 raise
@@ -290,17 +323,33 @@ def _kill_workers(pool: cf.ProcessPoolExecutor) -> None:
             process.kill()
 
 
+def _unfinished(job: CellJob) -> bool:
+    """Whether ``job``'s cell has no ``cell.json`` or one whose files do not read back (then
+    removed, with a line naming it)."""
+    try:
+        return read_cell(job.cell_dir) is None
+    except UnreadableCell as exc:
+        print(f"riskppo walkforward: {exc}; training that cell again")
+        remove_entry(job.cell_dir / CELL_DONE)
+        return True
+
+
 def _schedule(
-    pool: cf.ProcessPoolExecutor, todo: list[CellJob], bar: ProgressBar, *, warm: bool
+    pool: cf.ProcessPoolExecutor,
+    todo: list[CellJob],
+    bar: ProgressBar,
+    resolve: Callable[[CellJob], CellJob],
 ) -> None:
-    """Submit the cells whose predecessor (warm start) has finished; wait; repeat."""
+    """Submit the cells whose predecessors (warm start, selection) have finished, each as
+    ``resolve`` makes it; wait; repeat."""
     waiting = list(todo)
     running: dict[cf.Future[tuple[dict[str, Any], list[CaughtWarning]]], CellJob] = {}
     warned: set[tuple[str, str, str]] = set()  # the cells' warnings shown so far
     try:
         while waiting or running:
-            for job in [j for j in waiting if not warm or _ready(j)]:
+            for job in [j for j in waiting if _ready(j)]:
                 waiting.remove(job)
+                job = resolve(job)
                 running[pool.submit(_run_cell_catching, job)] = job
             if not running:
                 raise RuntimeError("walk-forward: no cell can start (a predecessor is missing)")
@@ -331,15 +380,24 @@ def _run_cell_catching(job: CellJob) -> tuple[dict[str, Any], list[CaughtWarning
 
 
 def _ready(job: CellJob) -> bool:
-    return job.warm_from is None or (job.warm_from.parent / CELL_DONE).is_file()
+    """Whether ``job``'s predecessors have finished: the cell it warm-starts from, the files it
+    waits for (a selection's cells)."""
+    warm = job.warm_from is None or (job.warm_from.parent / CELL_DONE).is_file()
+    return warm and all(p.is_file() for p in job.after)
 
 
 def prepare(
-    cfg: Config | None, settings: WalkForwardSettings, run_dir: Path, *, resume: bool
+    cfg: Config | None,
+    settings: WalkForwardSettings,
+    run_dir: Path,
+    *,
+    resume: bool,
+    selection: Selection | None = None,
 ) -> WalkForwardRun:
-    """The run's plan; a new run writes ``config.yaml`` and ``walkforward.json`` (and refuses a
-    directory that already holds files), ``resume`` reads them back (``cfg`` is then ignored
-    and only ``settings.workers`` is taken from ``settings``)."""
+    """The run's plan; a new run writes ``config.yaml`` (with a ``selection``, ``--candidates``:
+    ``candidates/``, and ``cfg`` is None) and ``walkforward.json`` (and refuses a directory that
+    already holds files), ``resume`` reads them back (``cfg`` and ``selection`` are then
+    ignored and only ``settings.workers`` is taken from ``settings``)."""
     settings_path = run_dir / SETTINGS_FILE
     if resume:
         if not settings_path.is_file():
@@ -347,14 +405,20 @@ def prepare(
                 f"{run_dir} is not a walk-forward run (no {SETTINGS_FILE}); start one with "
                 "`riskppo walkforward --run-dir DIR`"
             )
-        stored = _read_settings(settings_path)
-        cfg = Config.from_yaml(run_dir / "config.yaml")
-        settings = dataclasses.replace(stored, workers=settings.workers)
+        kept, selection = _read_settings(settings_path)
+        cfg = None if selection is not None else Config.from_yaml(run_dir / "config.yaml")
+        settings = dataclasses.replace(kept, workers=settings.workers)
     elif run_dir.exists() and any(p.name != ".lock" for p in run_dir.iterdir()):
         raise ConfigError(
             f"{run_dir} already holds files; continue it with `riskppo walkforward --resume "
             f"{run_dir}` or choose another --run-dir"
         )
+    elif selection is not None:
+        from riskppo.evaluation.walkforward.select import check_candidates
+
+        check_candidates(selection, settings)
+    if selection is not None:
+        cfg = selection.candidates[0].config
     if cfg is None:
         raise ValueError("a new walk-forward needs a config")
     if cfg.env.id not in (TRADING_ID, PORTFOLIO_ID):
@@ -364,30 +428,57 @@ def prepare(
         )
     if cfg.data.bars is not None:
         raise ConfigError("walk-forward sets data.bars itself for each segment; drop it")
-    try:
-        segments = plan_segments(_n_rows(cfg), settings)
-    except ValueError as exc:  # --initial longer than the data
-        raise ConfigError(str(exc)) from None
+    segments = _plan(cfg, settings, selection)
     if not resume:
         run_dir.mkdir(parents=True, exist_ok=True)
-        cfg.to_yaml(run_dir / "config.yaml")
-        _write_json(
-            settings_path,
-            {"settings": settings.to_dict(), "segments": [s.__dict__ for s in segments]},
-        )
-    return WalkForwardRun(cfg, settings, run_dir, segments)
+        stored: dict[str, Any] = {"settings": settings.to_dict()}
+        if selection is None:
+            cfg.to_yaml(run_dir / "config.yaml")
+        else:
+            from riskppo.evaluation.walkforward.select import write_selection
+
+            write_selection(run_dir, selection)
+            stored["select"] = selection.to_dict()
+        stored["segments"] = [s.__dict__ for s in segments]
+        _write_json(settings_path, stored)
+    return WalkForwardRun(cfg, settings, run_dir, segments, selection)
 
 
-def _read_settings(path: Path) -> WalkForwardSettings:
-    """The schedule a run was started with; ``ConfigError`` (one line) if the file does not
-    read back: without it the run's cells cannot be placed."""
+def _plan(cfg: Config, settings: WalkForwardSettings, selection: Selection | None) -> list[Segment]:
+    """The segments of ``cfg``'s data; with a selection, its candidates' shared data, each
+    segment long enough to hold its validation rows (``ConfigError`` otherwise)."""
+    if selection is None:
+        n_rows = _n_rows(cfg)
+    else:
+        from riskppo.evaluation.walkforward.select import check_data
+
+        n_rows = check_data(selection)
     try:
-        return WalkForwardSettings.from_dict(json.loads(path.read_text())["settings"])
+        segments = plan_segments(n_rows, settings)
+    except ValueError as exc:  # --initial longer than the data
+        raise ConfigError(str(exc)) from None
+    if selection is not None:
+        from riskppo.evaluation.walkforward.select import check_select_bars
+
+        check_select_bars(segments, selection.select_bars)
+    return segments
+
+
+def _read_settings(path: Path) -> tuple[WalkForwardSettings, Selection | None]:
+    """The schedule a run was started with, and its selection (None without
+    ``--candidates``); ``ConfigError`` (one line) if the file does not read back: without it
+    the run's cells cannot be placed."""
+    from riskppo.evaluation.walkforward.select import read_selection
+
+    try:
+        stored = json.loads(path.read_text())
+        settings = WalkForwardSettings.from_dict(stored["settings"])
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
         raise ConfigError(
             f"{path} does not read back ({exc}); the run's schedule is lost: start a new run "
             "with `riskppo walkforward --run-dir DIR`"
         ) from None
+    return settings, read_selection(path.parent, stored)
 
 
 def _n_rows(cfg: Config) -> int:
@@ -411,6 +502,7 @@ def walk_forward(
     progress_bar: bool = True,
     n_trials: int = 1,
     ledger: Path | None = None,
+    selection: Selection | None = None,
 ) -> dict[str, Any]:
     """Run (or ``resume``, when ``cfg`` may be None) a walk-forward of ``cfg`` into ``run_dir``;
     write the stitched records, ``metrics.json`` and the report; return the metrics (see
@@ -419,10 +511,14 @@ def walk_forward(
     so the best of several tries is not mistaken for an edge; a finished run can be judged again
     with another count (``resume``). ``ledger``: the trial ledger the stitched record (the
     seeds' mean) is recorded in; the verdict's N is the larger of ``n_trials`` and the ledger's
-    count of configurations judged on this data (:mod:`riskppo.runs.ledger`)."""
+    count of configurations judged on this data (:mod:`riskppo.runs.ledger`). ``selection``
+    (``cfg`` None): choose among configurations inside each segment's training rows and judge
+    the procedure as one configuration (:mod:`riskppo.evaluation.walkforward.select`)."""
     run_dir = Path(run_dir)
     with lock_run(run_dir, "riskppo walkforward"):
-        wf = prepare(cfg, settings or WalkForwardSettings(), run_dir, resume=resume)
+        wf = prepare(
+            cfg, settings or WalkForwardSettings(), run_dir, resume=resume, selection=selection
+        )
         took = wf.run(progress_bar=progress_bar)
         metrics = _outputs(wf, run_dir, n_trials, ledger)
     if took is not None:
@@ -445,20 +541,35 @@ def _outputs(
     cells = wf.cell_summaries()
     trials = _judge(wf, run_dir, records, ledger, float(cells[0]["bars_per_year"]))
     metrics = analyse(wf.config, wf.settings, records, cells, n_trials=n_trials, trials=trials)
+    if wf.selection is not None:
+        from riskppo.evaluation.walkforward.select import selection_block
+
+        protocol = _protocol(wf.settings)
+        metrics["selection"] = selection_block(run_dir, wf.selection, wf.segments, protocol)
     write_outputs(run_dir, wf.config, records, metrics)
     return metrics
+
+
+def _protocol(settings: WalkForwardSettings) -> dict[str, Any]:
+    """The schedule as part of a configuration (not the seeds or workers)."""
+    return {k: v for k, v in settings.to_dict().items() if k not in ("seeds", "workers")}
 
 
 def _judge(
     wf: WalkForwardRun, run_dir: Path, records: list[Record], ledger: Path | None, bpy: float
 ) -> Trials | None:
     """Record the seeds' mean out-of-sample record in the trial ledger (one configuration
-    whatever its seeds: the schedule, not the seeds or workers, is part of it) and count the
-    trials on its data."""
+    whatever its seeds: the schedule, not the seeds or workers, is part of it; with a
+    selection one configuration too, the procedure) and count the trials on its data."""
     from riskppo.evaluation.trials import TrialSpec, judge_trials
     from riskppo.evaluation.walkforward.plan import mean_record
 
-    protocol = {k: v for k, v in wf.settings.to_dict().items() if k not in ("seeds", "workers")}
-    spec = TrialSpec(ledger, wf.config, "walkforward", protocol)
+    protocol = _protocol(wf.settings)
+    procedure = None
+    if wf.selection is not None:
+        from riskppo.evaluation.walkforward.select import procedure_hash
+
+        procedure = procedure_hash(wf.selection, protocol)
+    spec = TrialSpec(ledger, wf.config, "walkforward", protocol, config_id=procedure)
     mean = mean_record(records) if len(records) > 1 else records[0]
     return judge_trials(spec, mean.returns("agent"), bpy, run_dir, wf.config)
