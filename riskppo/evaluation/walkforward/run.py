@@ -38,10 +38,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
 from riskppo.config import Config, ConfigError
 from riskppo.envs.registration import PORTFOLIO_ID, TRADING_ID, data_kwargs
+from riskppo.evaluation.walkforward.cells import CELL_DONE, UnreadableCell, read_cell, write_json
 from riskppo.evaluation.walkforward.plan import (
     CellJob,
     Record,
@@ -73,7 +72,6 @@ if TYPE_CHECKING:
 from riskppo.runs.lock import lock_run
 
 SETTINGS_FILE = "walkforward.json"
-CELL_DONE = "cell.json"
 
 
 def run_cell(job: CellJob) -> dict[str, Any]:
@@ -133,7 +131,7 @@ def run_cell(job: CellJob) -> dict[str, Any]:
         "record_sha256": sha256(record),  # what read_cell checks record.csv against
         **(job.extra or {}),  # a selection's candidate
     }
-    _write_json(job.cell_dir / CELL_DONE, summary)
+    write_json(job.cell_dir / CELL_DONE, summary)
     return summary
 
 
@@ -147,52 +145,6 @@ def warm_start(model: DistributionalPPO, ck: CheckpointData) -> None:
     restore_weights(model, ck)
     restore_statistics(model, ck)
     model.state = model.state.with_counters(num_timesteps=0, n_updates=0)
-
-
-def _write_json(path: Path, obj: Any) -> None:
-    """Write ``obj`` as JSON atomically (a temporary sibling, then a rename; never through a
-    link)."""
-    write_text_atomic(path, json.dumps(obj, indent=2, allow_nan=False, default=str) + "\n")
-
-
-class UnreadableCell(ValueError):
-    """A cell's ``cell.json`` is there but its files do not read back (a truncated write, a
-    damaged copy); the message names the cell, the file and what is wrong."""
-
-
-def read_cell(cell_dir: Path) -> tuple[dict[str, Any], pd.DataFrame] | None:
-    """A finished cell's summary and record, or ``None`` if it did not finish; a cell whose
-    files do not read back raises :class:`UnreadableCell`."""
-    done = cell_dir / CELL_DONE
-    if not done.is_file():
-        return None
-    where = f"{cell_dir.parent.name}/{cell_dir.name}"
-    try:
-        summary = json.loads(done.read_text())
-        if not isinstance(summary, dict) or not isinstance(summary.get("metrics"), dict):
-            raise ValueError("not a cell summary")
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise UnreadableCell(f"{where}/{CELL_DONE} does not read back ({exc})") from None
-    try:
-        frame = pd.read_csv(cell_dir / "record.csv", index_col=0, parse_dates=True)
-        _check_record(frame, summary, cell_dir / "record.csv")
-    except (OSError, UnicodeDecodeError, ValueError, KeyError, IndexError) as exc:
-        raise UnreadableCell(f"{where}/record.csv does not read back ({exc})") from None
-    return summary, frame
-
-
-def _check_record(frame: pd.DataFrame, summary: dict[str, Any], path: Path) -> None:
-    """Raise ``ValueError`` unless ``frame``, read from ``path``, is the whole record
-    ``summary`` describes: the file's SHA-256 (cells written before it was recorded: not
-    checked), the number of bars, the first and last bar."""
-    digest = summary.get("record_sha256")
-    if digest is not None and sha256(path) != digest:
-        raise ValueError("its SHA-256 differs from the one cell.json records")
-    if len(frame) != summary["bars"]:
-        raise ValueError(f"{len(frame)} bars where cell.json says {summary['bars']}")
-    span = (str(frame.index[0]), str(frame.index[-1]))
-    if span != (summary["start"], summary["end"]):
-        raise ValueError(f"bars {span[0]} … {span[1]} where cell.json says {summary['start']} …")
 
 
 @dataclass
@@ -440,7 +392,7 @@ def prepare(
             write_selection(run_dir, selection)
             stored["select"] = selection.to_dict()
         stored["segments"] = [s.__dict__ for s in segments]
-        _write_json(settings_path, stored)
+        write_json(settings_path, stored)
     return WalkForwardRun(cfg, settings, run_dir, segments, selection)
 
 

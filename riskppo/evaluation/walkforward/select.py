@@ -44,8 +44,8 @@ import numpy as np
 
 from riskppo.config import Config, ConfigError
 from riskppo.envs.registration import TRADING_ID, data_kwargs
+from riskppo.evaluation.walkforward.cells import CELL_DONE, read_cell, write_json
 from riskppo.evaluation.walkforward.plan import CellJob, Segment, WalkForwardSettings, cell_name
-from riskppo.evaluation.walkforward.run import CELL_DONE, _write_json, read_cell
 from riskppo.runs.ledger import config_hash, data_fingerprint
 from riskppo.safefs import remove_entry
 
@@ -378,7 +378,7 @@ def choose(run_dir: Path, sel: Selection, seg: Segment, seeds: Sequence[int]) ->
         "validation_end": summary["end"],
         "validation_bars": summary["bars"],
     }
-    _write_json(choice_path(run_dir, seg), choice)
+    write_json(choice_path(run_dir, seg), choice)
     return choice
 
 
