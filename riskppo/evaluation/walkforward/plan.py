@@ -218,17 +218,21 @@ def stitch(label: str, parts: Sequence[pd.DataFrame]) -> Record:
 
 
 def mean_record(records: Sequence[Record]) -> Record:
-    """The seeds' average: per bar, the mean of each strategy's log return and position — the
-    record of splitting capital equally over the seeds' agents, rebalanced every bar (to first
-    order in the returns). Baselines are deterministic, so theirs are unchanged; the env's tables
-    (``env_…`` columns) are the same for every seed and kept as they are."""
+    """The seeds' average: the record of splitting capital equally over the seeds' agents,
+    rebalanced every bar — per bar, the mean of each strategy's simple return (stored as its log,
+    ``log_return``), position, signal, gross return and costs. Baselines are deterministic, so
+    theirs are unchanged; the env's tables (``env_…`` columns) are the same for every seed and
+    kept as they are."""
     first = records[0].frame
     for r in records[1:]:
         if not r.frame.index.equals(first.index):
             raise ValueError(f"{r.label}: its bars differ from {records[0].label}'s")
     shared = ["close", *(c for c in first.columns if c.startswith(ENV_PREFIX))]
     numeric = [c for c in first.columns if c not in (*shared, "segment")]
-    mean = sum((r.frame[numeric] for r in records[1:]), records[0].frame[numeric]) / len(records)
+    logs = [c for c in numeric if c.endswith("_log_return")]
+    parts = [r.frame[numeric].assign(**{c: np.expm1(r.frame[c]) for c in logs}) for r in records]
+    mean = sum(parts[1:], parts[0]) / len(records)
+    mean[logs] = np.log1p(mean[logs])
     frame = first[shared].join(mean)[first.columns.drop("segment")]
     frame["segment"] = first["segment"]
     return Record(MEAN_LABEL, frame, records[0].segments)

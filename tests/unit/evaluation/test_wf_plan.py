@@ -81,7 +81,9 @@ def test_stitch_refuses_overlap_and_mean_averages_agents() -> None:
         stitch("x", [_part("2020-01-01", 3, 0, 1.0), _part("2020-01-02", 2, 1, 1.0)])
     b = Record("seed 1", a.frame.assign(agent_log_return=0.0, agent_position=0.0))
     m = mean_record([a, b])
-    assert np.allclose(m.returns("agent"), a.returns("agent") / 2)
+    # half the capital in each agent, rebalanced every bar: the simple returns average
+    np.testing.assert_allclose(np.expm1(m.returns("agent")), np.expm1(a.returns("agent")) / 2)
+    assert np.allclose(m.positions("agent"), a.positions("agent") / 2)
     assert (m.frame["segment"] == a.frame["segment"]).all()
 
 
