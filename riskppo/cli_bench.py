@@ -64,6 +64,12 @@ BENCHMARKS: dict[str, str] = {
     "vec_env_speed": "How much faster the batched trading env steps n envs than n separate envs",
     "learnability": "Does the agent find an edge planted in synthetic markets? Against the best "
     "simple rule, an oracle and a supervised forecast on the same bars",
+    "learnability_probe": "Where a trained agent's signal loses a planted edge: its action mean "
+    "before the clip against the supervised forecast, per walk-forward cell",
+    "trials_no_skill": "Does the trial ledger stop a fake edge? The best of 1, 5 or 20 no-skill "
+    "configurations judged with and without the ledger's N",
+    "trials_cli_sequence": "Five configurations judged one after another on one market through "
+    "the command line: the ledger's N, the adjusted p and PBO as printed",
 }
 
 
