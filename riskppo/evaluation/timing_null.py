@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 __all__ = ["TABLE_COLUMNS", "EnvTables", "env_tables", "tables_from_record", "timing_null"]
 
+NULL_CHUNK = 128  # random signals booked at once: bounds the memory of the null's temporaries
 TABLE_COLUMNS = ("env_scale", "env_cap", "env_ret_old", "env_ret_new")
 """A walk-forward record's per-bar columns of the agent env's tables (:meth:`EnvTables.columns`)."""
 
@@ -144,4 +145,7 @@ def timing_null(
     (``tables``): the annualised Sharpe ratios of their accounts' simple returns, as the
     agent's ``agent_sharpe`` must be."""
     signals = random_signals(int(n), len(tables.scale), band, smoothness, seed)  # [n, T]
-    return rank_against_null(agent_sharpe, np.expm1(tables.returns(signals)), periods_per_year)
+    paths = np.empty_like(signals)
+    for lo in range(0, len(signals), NULL_CHUNK):  # the account's temporaries, a chunk at a time
+        paths[lo : lo + NULL_CHUNK] = np.expm1(tables.returns(signals[lo : lo + NULL_CHUNK]))
+    return rank_against_null(agent_sharpe, paths, periods_per_year)
