@@ -20,14 +20,9 @@ from riskppo.evaluation.universe import CellResult, limit_section
 from riskppo.evaluation.walkforward.plan import WalkForwardSettings
 from riskppo.evaluation.walkforward.run import walk_forward
 from riskppo.universe import run_universe
+from tests.small_run import SMALL_WALKFORWARD_SETS
 
-SMALL = [
-    "env.n_envs=2",
-    "ppo.n_steps=64",
-    "ppo.batch_size=64",
-    "total_timesteps=256",
-    "env.kwargs.episode_length=100",
-]
+SMALL = SMALL_WALKFORWARD_SETS
 
 
 def test_a_walk_forward_reports_the_forecast_backtest(tmp_path: Path, capsys) -> None:

@@ -21,14 +21,9 @@ from riskppo.evaluation.walkforward.plan import WalkForwardSettings
 from riskppo.evaluation.walkforward.run import CELL_DONE, prepare, run_cell
 from tests.compilers import env_without_kernel
 from tests.processes import alive, reaped, spawned_workers
+from tests.small_run import SMALL_WALKFORWARD_SETS
 
-SMALL = [
-    "env.n_envs=2",
-    "ppo.n_steps=64",
-    "ppo.batch_size=64",
-    "total_timesteps=256",
-    "env.kwargs.episode_length=100",
-]
+SMALL = SMALL_WALKFORWARD_SETS
 SETTINGS = ["--initial", "700", "--step", "100"]
 
 

@@ -14,14 +14,9 @@ from pathlib import Path
 import pytest
 
 from riskppo.envs.market.synthetic import gbm
+from tests.small_run import SMALL_WALKFORWARD_SETS
 
-SMALL = [
-    "env.n_envs=2",
-    "ppo.n_steps=64",
-    "ppo.batch_size=64",
-    "total_timesteps=256",
-    "env.kwargs.episode_length=100",
-]
+SMALL = SMALL_WALKFORWARD_SETS
 
 
 def _walkforward(tmp: Path, data: Path, run: str, *sets: str) -> str:

@@ -24,14 +24,9 @@ from riskppo.envs.market.synthetic import gbm
 from riskppo.evaluation.walkforward.run import CELL_DONE
 from riskppo.evaluation.walkforward.select import new_selection, procedure_hash
 from riskppo.runs.ledger import config_hash, read_ledger
+from tests.small_run import SMALL_WALKFORWARD_SETS
 
-SMALL = [
-    "env.n_envs=2",
-    "ppo.n_steps=64",
-    "ppo.batch_size=64",
-    "total_timesteps=256",
-    "env.kwargs.episode_length=100",
-]
+SMALL = SMALL_WALKFORWARD_SETS
 # two segments of 100 test rows; each compares its candidates on its last 100 training rows
 SETTINGS = ["--initial", "700", "--step", "100", "--seeds", "0", "1", "--workers", "2"]
 # b trains another budget (the test cells' "steps" say which config was retrained); it is named
