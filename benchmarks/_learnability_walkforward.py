@@ -4,10 +4,11 @@ references over the same out-of-sample bars (``benchmarks/learnability.py --walk
 The agent's record is the command's own (the seeds' mean record the verdict is read on). The
 references are computed segment by segment on the same rows as the cells, with the same
 sizing, overlay, fills and fees: ``vt_bh`` (the full signal in the agent's env), the best
-simple rule chosen on each segment's training rows, the oracle (the planted conditional mean in
-the band) and the supervised ridge baseline fitted on each segment's training rows. Each gets
-the realised and the expected Sharpe ratio over the stitched out-of-sample bars and the
-one-sided p-value of the paired HAC test (Ledoit & Wolf 2008) against ``vt_bh``.
+simple rule chosen on each segment's training rows, the oracle (the best forecast from the
+prices under the generating model, in the band) and the supervised ridge baseline fitted on each
+segment's training rows. Each gets the realised and the expected Sharpe ratio over the stitched
+out-of-sample bars and the one-sided p-value of the paired HAC test (Ledoit & Wolf 2008)
+against ``vt_bh``.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ def reference_frames(cfg: Any, segments: list[dict[str, Any]], planted: Any) -> 
     from riskppo.evaluation.walkforward.plan import Segment, cell_config
 
     parts: dict[str, list[pd.DataFrame]] = {}
-    z = planted.cond_mean / planted.sigma
+    z = planted.forecast / planted.sigma  # the oracle: the best forecast from the prices
     for seg in segments:
         cell = cell_config(cfg, Segment(**seg), 0, cfg.total_timesteps)
         _, train_env = _agent_env(cell, "train")
@@ -58,6 +59,7 @@ def reference_frames(cfg: Any, segments: list[dict[str, Any]], planted: Any) -> 
         lo, hi = train_env.trading_range
         signals = {
             "vt_bh": np.full(len(test_env.df), test_env.signal_range[1]),
+            "floor": np.full(len(test_env.df), test_env.signal_range[0]),
             "rule": best_rule(train_env)[1],
             "oracle": forecast_signals(z, float(np.std(z[lo:hi])), test_env.signal_range),
             "supervised": supervised_signals(train_env, test_env)[0],
@@ -100,9 +102,30 @@ def walkforward_row(
             test = paired_sharpe_test(np.expm1(frame["log_return"].to_numpy()), bench, 252)
             row[f"p_{key}"] = test.p_one_sided
     row["corr_test"] = float(agent["signal"].corr(info.reindex(agent.index)))
+    gross = np.expm1(agent["log_return"] + agent["costs"])  # before the agent's own costs
+    floor = np.expm1(frames["floor"]["log_return"])
+    pd.DataFrame({"agent_gross": gross, "floor": floor}).to_csv(run_dir / "floor_pair.csv")
     verdict = headline(metrics)["verdict"]
     row["verdict_claim"], row["verdict_p"] = verdict["claim"], verdict["p_adjusted"]
     return row
+
+
+def floor_check(out: Path, rows: list[dict[str, Any]]) -> str:
+    """Does the agent trail its own floor position by more than its costs? Its returns before
+    its costs against the floor position's (the band's bottom held throughout), pooled over the
+    rows' records (one-sided paired HAC test of H1: the floor's Sharpe ratio is higher)."""
+    from riskppo.stats import sharpe_difference_hac
+    from riskppo.stats.core import sharpe
+
+    pairs = pd.concat(
+        pd.read_csv(out / f"wf_{r['market']}_s{r['seed']}" / "floor_pair.csv", index_col=0)
+        for r in rows
+    )
+    a, f = pairs["agent_gross"].to_numpy(), pairs["floor"].to_numpy()
+    test = sharpe_difference_hac(f, a, 252)
+    return (f"# the agent before its costs vs its floor position, {len(rows)} files pooled "
+            f"({len(pairs)} bars): Sharpe {sharpe(a, 252):.3f} vs {sharpe(f, 252):.3f}, "
+            f"one-sided p (floor higher) {test.p_one_sided:.3f}")  # fmt: skip
 
 
 def walkforward_table(rows: list[dict[str, Any]], capture: Any) -> str:

@@ -9,7 +9,9 @@ changes it). On the same bars, sizing, overlay, fills and fees:
 * ``vt_bh`` — vol-targeted buy-and-hold (the full signal);
 * ``rule`` — the best simple rule: momentum or reversal over 1, 5, 20 or 60 bars (top of the band
   when the sign says up, its floor else), chosen by Sharpe on the training rows;
-* ``oracle`` — the true conditional mean of the next return in units of its volatility, mapped
+* ``oracle`` — the best forecast of the next return from the prices under the generating model
+  (the true conditional mean where nothing is hidden; on regime files the Bayes filter's, since
+  no learner that sees prices can know the hidden regime), in units of its volatility, mapped
   into the band (``riskppo.evaluation.supervised.forecast_signals``);
 * ``supervised`` — the agent's features → a ridge forecast fitted on the training rows → the band;
 * ``agent`` — the trained agent, deterministic.
@@ -52,16 +54,16 @@ MARKETS = ("ar0.05", "ar0.1", "ar0.15", "ar0.2", "ar-0.1", "regime60", "regime12
 REFERENCES = ("vt_bh", "rule", "oracle", "supervised")
 
 
-def references(cfg: Any, planted: Any, expected_return: Any) -> dict[str, Any]:
-    """Test-row realised and expected (``e_``) Sharpe ratios of the references (and the rule's
-    name)."""
+def references(cfg: Any, planted: Any, expected_return: Any, part: str) -> dict[str, Any]:
+    """Realised and expected (``e_``) Sharpe ratios of the references on the rows of ``part``
+    (and the rule's name)."""
     from riskppo.evaluation.backtest import _agent_env
     from riskppo.evaluation.supervised import forecast_signals, supervised_signals
 
     _, train_env = _agent_env(cfg, "train")
-    _, test_env = _agent_env(cfg, "test")
+    _, test_env = _agent_env(cfg, part)
     rule, rule_sig = best_rule(train_env)
-    z = planted.cond_mean / planted.sigma
+    z = planted.forecast / planted.sigma  # the oracle: the best forecast from the prices
     lo, hi = train_env.trading_range
     oracle = forecast_signals(z, float(np.std(z[lo:hi])), test_env.signal_range)
     supervised, _ = supervised_signals(train_env, test_env)
@@ -73,7 +75,7 @@ def references(cfg: Any, planted: Any, expected_return: Any) -> dict[str, Any]:
     return out
 
 
-def worker(market: str, bars: int, seed: int, steps: int, sets: list[str], out: Path) -> None:
+def worker(args: argparse.Namespace, out: Path) -> None:
     import pandas as pd
     import torch
 
@@ -82,6 +84,7 @@ def worker(market: str, bars: int, seed: int, steps: int, sets: list[str], out: 
     from riskppo.config.bundled import resolve_config_path
     from riskppo.evaluation.backtest import backtest
 
+    market, bars, seed, steps, part = args.market, args.bars, args.seeds[0], args.steps, args.part
     torch.set_num_threads(1)
     df, planted = make_market(market, bars, seed)
     path = out / f"{market}_s{seed}.csv"
@@ -89,18 +92,19 @@ def worker(market: str, bars: int, seed: int, steps: int, sets: list[str], out: 
     cfg = apply_overrides(
         Config.from_yaml(resolve_config_path("trading_googl")),
         [f"data.path={path}", "data.dataset=null", f"total_timesteps={max(steps, 1)}",
-         f"seed={seed}", *sets],
+         f"seed={seed}", *args.sets],
     )  # fmt: skip
     expected = pd.Series(planted.cond_mean, index=df.index).shift(1)  # E[r_t | past], bar t
-    row: dict[str, Any] = {"market": market, "seed": seed, **references(cfg, planted, expected)}
+    row: dict[str, Any] = {"market": market, "seed": seed}
+    row.update(references(cfg, planted, expected, part))
     if steps > 0:
         model = DistributionalPPO(config=cfg)
         model.learn(steps)
         info = pd.Series(planted.info, index=df.index).shift(1)
-        for part in ("train", "test"):
-            frame = backtest(model, part).frames["agent"]
-            row[f"corr_{part}"] = float(frame["signal"].corr(info.reindex(frame.index)))
-            if part == "test":
+        for rows in ("train", part):
+            frame = backtest(model, rows).frames["agent"]
+            row[f"corr_{rows}"] = float(frame["signal"].corr(info.reindex(frame.index)))
+            if rows == part:
                 row["agent"], row["e_agent"] = scores(frame, expected)
                 row["signal_sd"] = float(frame["signal"].std())
     print(json.dumps(row))
@@ -126,7 +130,7 @@ def table(rows: list[dict[str, Any]], prefix: str = "") -> str:
         agent, corr = ["–", "–"], ["–", "–"]
         if "agent" in r:
             agent = [f"{r[prefix + 'agent']:.2f}", "–" if cap is None else f"{cap:.0%}"]
-            corr = [f"{r[k]:.2f}" for k in ("corr_train", "corr_test")]
+            corr = [f"{r['corr_train']:.2f}", f"{r.get('corr_test', r.get('corr_val')):.2f}"]
         lines.append("| " + " | ".join([*cells, *agent, *corr]) + " |")
     return "\n".join(lines)
 
@@ -207,6 +211,10 @@ def parser() -> BenchParser:
         default=[0, 1, 2],
         help="walk-forward seeds",
     )
+    ap.add_argument(
+        "--part", choices=("test", "val"), default="test",
+        help="the rows judged (one split): choose settings on validation, report on test",
+    )  # fmt: skip
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--market", help=argparse.SUPPRESS)
     return ap
@@ -217,7 +225,7 @@ def main() -> None:
     out = args.out or Path(tempfile.mkdtemp(prefix="learnability-"))
     out.mkdir(parents=True, exist_ok=True)
     if args.worker:
-        worker(args.market, args.bars, args.seeds[0], args.steps, args.sets, out)
+        worker(args, out)
         return
     if args.walkforward:
         walkforward_main(args, out)
@@ -228,15 +236,19 @@ def main() -> None:
         m, s = job
         extra = [f"--set={x}" for x in args.sets]
         argv = ["--market", m, "--bars", str(args.bars), "--seeds", str(s)]
-        return run_worker(__file__, [*argv, "--steps", str(args.steps), "--out", str(out), *extra])
+        argv += ["--steps", str(args.steps), "--part", args.part, "--out", str(out)]
+        return run_worker(__file__, [*argv, *extra])
 
     with cf.ThreadPoolExecutor(args.workers) as pool:
         rows = list(pool.map(run, jobs))
     print(f"# learnability: {args.bars} bars, {args.steps} agent steps, {machine()}")
     print(f"# agent settings: {args.sets or 'the shipped GOOGL config'}")
-    print("# realised Sharpe ratio, test rows")
+    print(f"# realised Sharpe ratio, {args.part} rows")
     print(table(rows))
-    print("# expected Sharpe ratio, test rows (the planted conditional mean; no realised noise)")
+    print(
+        f"# expected Sharpe ratio, {args.part} rows (the planted conditional mean; no realised "
+        "noise)"
+    )
     print(table(rows, "e_"))
     (out / "learnability.json").write_text(json.dumps(rows, indent=1))
     plot(rows, out / "learnability.png")
@@ -246,7 +258,7 @@ def main() -> None:
 def walkforward_main(args: argparse.Namespace, out: Path) -> None:
     """The suite judged by ``riskppo walkforward``: one run per file (continued if ``--out``
     holds an unfinished one), its table, JSON and plot."""
-    from _learnability_walkforward import walkforward_row, walkforward_table
+    from _learnability_walkforward import floor_check, walkforward_row, walkforward_table
 
     keys = ("steps", "initial", "step", "agent_seeds", "workers", "bars")
     options = {k: getattr(args, k) for k in keys}
@@ -258,6 +270,8 @@ def walkforward_main(args: argparse.Namespace, out: Path) -> None:
           f"{args.steps} steps per cell; {machine()}")  # fmt: skip
     print(f"# agent settings: {args.sets or 'the shipped GOOGL config'}")
     print(walkforward_table(rows, capture))
+    if no_edge := [r for r in rows if r["market"] == "ar0"]:
+        print(floor_check(out, no_edge))
     (out / "learnability_walkforward.json").write_text(json.dumps(rows, indent=1))
     plot(rows, out / "learnability_walkforward.png", "Sharpe, out-of-sample bars")
     print(f"# runs, figures and plot: {out}")

@@ -28,7 +28,7 @@ import pandas as pd
 
 from riskppo.envs.market.synthetic import _bars, _check_n, _index
 
-__all__ = ["Garch", "Planted", "ar_market", "regime_market", "signal_market"]
+__all__ = ["Garch", "Planted", "ar_market", "regime_filter", "regime_market", "signal_market"]
 
 _BARS_PER_YEAR = 252
 
@@ -75,12 +75,16 @@ class Planted:
     ``cond_mean[t]`` is ``E[r_{t+1} | bars <= t]`` under the generating model (the regime
     market's oracle also knows the hidden regime), ``info[t]`` the quantity the edge is a function
     of (known at the close of ``t``) and ``sigma[t]`` the noise's conditional volatility of
-    ``r_{t+1}``. The last bar's values look past the end of the frame and are never traded."""
+    ``r_{t+1}``. ``forecast[t]`` is the best forecast of ``r_{t+1}`` from the prices up to ``t``
+    alone, under the generating model: ``cond_mean`` itself where nothing is hidden (AR(1) and
+    signal markets), the Bayes filter's where the regime is (the most any learner that sees the
+    prices can know). The last bar's values look past the end of the frame and are never traded."""
 
     cond_mean: np.ndarray
     info: np.ndarray
     sigma: np.ndarray
     kind: str
+    forecast: np.ndarray
 
 
 def ar_market(
@@ -112,7 +116,7 @@ def ar_market(
     df = _bars(r, sig, 100.0, rng, _index(start, n, "B"))
     cond = m + phi * (r - m)
     next_sig = np.concatenate((sig[1:], sig[-1:]))
-    return df, Planted(cond_mean=cond, info=r.copy(), sigma=next_sig, kind=f"ar({phi:g})")
+    return df, Planted(cond, r.copy(), next_sig, f"ar({phi:g})", forecast=cond)
 
 
 def regime_market(
@@ -145,7 +149,32 @@ def regime_market(
     other = np.where(state == 0, bear, bull) / _BARS_PER_YEAR
     cond = (1.0 - p) * mu + p * other
     next_sig = np.concatenate((sig[1:], sig[-1:]))
-    return df, Planted(cond_mean=cond, info=mu.copy(), sigma=next_sig, kind=f"regime({duration:g})")
+    drifts = np.array([bull, bear]) / _BARS_PER_YEAR
+    forecast = regime_filter(r, sig, drifts, p, garch.nu)
+    kind = f"regime({duration:g})"
+    return df, Planted(cond, mu.copy(), next_sig, kind, forecast=forecast)
+
+
+def regime_filter(
+    r: np.ndarray, sigma: np.ndarray, drifts: np.ndarray, p: float, nu: float
+) -> np.ndarray:
+    """``E[r_{t+1} | r_0 … r_t]`` ``[n]`` of a two-state hidden drift that switches with
+    probability ``p`` per bar, from the log returns ``r`` ``[n]`` alone: the Bayes (Hamilton
+    1989) filter with the true ``drifts`` ``[2]`` (per bar), the noise's volatility ``sigma``
+    ``[n]`` of each ``r_t`` (known from past returns under GARCH) and its unit-variance
+    Student-t innovations of ``nu`` degrees of freedom; the chain starts in state 0, as
+    :func:`regime_market`'s does."""
+    move = np.array([[1.0 - p, p], [p, 1.0 - p]])
+    post = np.array([1.0, 0.0])  # before the first bar
+    out = np.empty(len(r))
+    unit = np.sqrt((nu - 2.0) / nu)
+    for t in range(len(r)):
+        prior = post @ move
+        x = (r[t] - drifts) / (sigma[t] * unit)
+        lik = (1.0 + x * x / nu) ** (-(nu + 1.0) / 2.0)  # the t density, up to a common factor
+        post = prior * lik / float(prior @ lik)
+        out[t] = float(post @ move @ drifts)
+    return out
 
 
 def signal_market(
@@ -182,4 +211,4 @@ def signal_market(
     df[column] = s
     next_sig = np.concatenate((sig[1:], sig[-1:]))
     cond = m + ic * next_sig * s
-    return df, Planted(cond_mean=cond, info=s.copy(), sigma=next_sig, kind=f"signal({ic:g})")
+    return df, Planted(cond, s.copy(), next_sig, f"signal({ic:g})", forecast=cond)
