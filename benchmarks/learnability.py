@@ -52,6 +52,7 @@ from _planted_refs import best_rule, make_market, run_signals, scores
 
 MARKETS = ("ar0.05", "ar0.1", "ar0.15", "ar0.2", "ar-0.1", "regime60", "regime120", "ar0")
 REFERENCES = ("vt_bh", "rule", "oracle", "supervised")
+MIN_GAIN = 0.02  # annual Sharpe ratio: the least advantage a capture is reported against
 
 
 def references(cfg: Any, planted: Any, expected_return: Any, part: str) -> dict[str, Any]:
@@ -112,11 +113,15 @@ def worker(args: argparse.Namespace, out: Path) -> None:
 
 def capture(row: dict[str, Any], prefix: str = "") -> float | None:
     """The agent's share of the best reference's advantage over ``vt_bh`` (``prefix="e_"``: of
-    the expected Sharpe ratios); None without an agent or where no reference beats ``vt_bh``."""
+    the expected Sharpe ratios); None without an agent or where no reference beats ``vt_bh`` by
+    :data:`MIN_GAIN` (a share of nothing is noise: on a random walk the oracle's expected edge
+    is its rounding)."""
     best = max(row[prefix + k] for k in ("rule", "oracle", "supervised"))
     gain = best - row[prefix + "vt_bh"]
     agent = row.get(prefix + "agent")
-    return (agent - row[prefix + "vt_bh"]) / gain if agent is not None and gain > 0 else None
+    if agent is None or gain < MIN_GAIN:
+        return None
+    return (agent - row[prefix + "vt_bh"]) / gain
 
 
 def table(rows: list[dict[str, Any]], prefix: str = "") -> str:
