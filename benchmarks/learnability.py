@@ -50,7 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import BenchParser, machine, non_negative_int, positive_int, run_main, run_worker
 from _planted_refs import best_rule, make_market, run_signals, scores
 
-MARKETS = ("ar0.05", "ar0.1", "ar0.15", "ar0.2", "ar-0.1", "regime60", "regime120", "ar0")
+MARKETS = ("ar0.05", "ar0.1", "ar0.15", "ar0.2", "ar-0.1", "regime60", "regime250", "ar0")
 REFERENCES = ("vt_bh", "rule", "oracle", "supervised")
 MIN_GAIN = 0.02  # annual Sharpe ratio: the least advantage a capture is reported against
 
