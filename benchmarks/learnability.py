@@ -126,7 +126,8 @@ def capture(row: dict[str, Any], prefix: str = "") -> float | None:
 
 def table(rows: list[dict[str, Any]], prefix: str = "") -> str:
     """A markdown table of realised (``prefix=""``) or expected (``"e_"``) Sharpe ratios."""
-    cols = ["market", "seed", *REFERENCES, "agent", "capture", "corr train", "corr test"]
+    judged = "val" if rows and "corr_val" in rows[0] else "test"  # the rows of --part
+    cols = ["market", "seed", *REFERENCES, "agent", "capture", "corr train", f"corr {judged}"]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
         cap = capture(r, prefix)
@@ -135,7 +136,7 @@ def table(rows: list[dict[str, Any]], prefix: str = "") -> str:
         agent, corr = ["–", "–"], ["–", "–"]
         if "agent" in r:
             agent = [f"{r[prefix + 'agent']:.2f}", "–" if cap is None else f"{cap:.0%}"]
-            corr = [f"{r['corr_train']:.2f}", f"{r.get('corr_test', r.get('corr_val')):.2f}"]
+            corr = [f"{r[k]:.2f}" for k in ("corr_train", f"corr_{judged}")]
         lines.append("| " + " | ".join([*cells, *agent, *corr]) + " |")
     return "\n".join(lines)
 
@@ -256,7 +257,7 @@ def main() -> None:
     )
     print(table(rows, "e_"))
     (out / "learnability.json").write_text(json.dumps(rows, indent=1))
-    plot(rows, out / "learnability.png")
+    plot(rows, out / "learnability.png", f"Sharpe, {args.part} rows")
     print(f"# figures and plot: {out}")
 
 
