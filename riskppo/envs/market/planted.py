@@ -116,7 +116,9 @@ def ar_market(
     df = _bars(r, sig, 100.0, rng, _index(start, n, "B"))
     cond = m + phi * (r - m)
     next_sig = np.concatenate((sig[1:], sig[-1:]))
-    return df, Planted(cond, r.copy(), next_sig, f"ar({phi:g})", forecast=cond)
+    return df, Planted(
+        cond_mean=cond, info=r.copy(), sigma=next_sig, kind=f"ar({phi:g})", forecast=cond
+    )
 
 
 def regime_market(
@@ -152,7 +154,7 @@ def regime_market(
     drifts = np.array([bull, bear]) / _BARS_PER_YEAR
     forecast = regime_filter(r, sig, drifts, p, garch.nu)
     kind = f"regime({duration:g})"
-    return df, Planted(cond, mu.copy(), next_sig, kind, forecast=forecast)
+    return df, Planted(cond_mean=cond, info=mu.copy(), sigma=next_sig, kind=kind, forecast=forecast)
 
 
 def regime_filter(
@@ -211,4 +213,6 @@ def signal_market(
     df[column] = s
     next_sig = np.concatenate((sig[1:], sig[-1:]))
     cond = m + ic * next_sig * s
-    return df, Planted(cond, s.copy(), next_sig, f"signal({ic:g})", forecast=cond)
+    return df, Planted(
+        cond_mean=cond, info=s.copy(), sigma=next_sig, kind=f"signal({ic:g})", forecast=cond
+    )
