@@ -20,7 +20,7 @@ from typing import Any
 
 from _common import BenchParser, machine, non_negative_int, run_main, table
 
-from riskppo.cli import preset_path
+from riskppo.cli.main import preset_path
 from riskppo.config import Config, apply_overrides
 from riskppo.evaluation.backtest import backtest_run
 from riskppo.pbt.local import run_pbt_local

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from riskppo.cli.runner import train_run
 from riskppo.config import Config
 from riskppo.envs.factory import make_trading_env
 from riskppo.envs.market.synthetic import gbm
@@ -25,7 +26,6 @@ from riskppo.evaluation.baselines import run_policy
 from riskppo.evaluation.timing_null import env_tables, timing_null
 from riskppo.evaluation.universe import cell_result, format_table
 from riskppo.evaluation.verdict import random_timing, random_timing_text, statistics_block
-from riskppo.runner import train_run
 from riskppo.stats.core import sharpe
 from riskppo.stats.null import random_signals
 
@@ -355,7 +355,7 @@ def test_the_walk_forward_record_keeps_the_references_and_reads_old_runs(
     references and the env's tables, the verdict is read against the overlaid benchmark and
     the null is held in the agent's env; a run written before them still reports, against
     plain vol-targeted buy-and-hold, and says so."""
-    from riskppo.cli import load_config
+    from riskppo.cli.main import load_config
     from riskppo.evaluation.walkforward.plan import WalkForwardSettings
     from riskppo.evaluation.walkforward.run import prepare, run_cell, walk_forward
 

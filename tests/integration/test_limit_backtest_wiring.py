@@ -12,14 +12,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from riskppo.cli import load_config
+from riskppo.cli.main import load_config
+from riskppo.cli.universe import run_universe
 from riskppo.config import Config
 from riskppo.envs.market.synthetic import gbm
 from riskppo.evaluation.limit_backtest import cell_limit, forecast_env, walkforward_limit
 from riskppo.evaluation.universe import CellResult, limit_section
 from riskppo.evaluation.walkforward.plan import WalkForwardSettings
 from riskppo.evaluation.walkforward.run import walk_forward
-from riskppo.universe import run_universe
 from tests.small_run import SMALL_WALKFORWARD_SETS
 
 SMALL = SMALL_WALKFORWARD_SETS

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from riskppo.cli import load_config, preset_path
+from riskppo.cli.main import load_config, preset_path
 from riskppo.evaluation.portfolio.backtest import OVERLAY_SUFFIX
 from riskppo.evaluation.portfolio.baselines import BASELINES
 from riskppo.evaluation.walkforward.plan import WalkForwardSettings

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from riskppo.cli import build_parser
+from riskppo.cli.main import build_parser
 from riskppo.config.bundled import bundled_names
 
 ROOT = Path(__file__).resolve().parents[2]

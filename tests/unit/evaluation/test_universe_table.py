@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 
 from riskppo.cli import main
+from riskppo.cli.universe import CELL_CHECKPOINT_EVERY, Cell, cell_config, check_symbols
 from riskppo.config import Config, ConfigError
 from riskppo.evaluation.universe import account_returns, cell_result, count_cells, format_table
-from riskppo.universe import CELL_CHECKPOINT_EVERY, Cell, cell_config, check_symbols
 
 ROOT = Path(__file__).parents[3]
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from riskppo import __version__
-from riskppo.cli_args import (
+from riskppo.cli.args import (
     DEFAULT_CONFIG,
     DEFAULT_PBT_CONFIG,
     RUN_DIR_HELP,
@@ -37,8 +37,8 @@ from riskppo.cli_args import (
     universe_parser,
     walkforward_parser,
 )
-from riskppo.cli_bench import cmd_bench
-from riskppo.cli_errors import user_error
+from riskppo.cli.bench import cmd_bench
+from riskppo.cli.errors import user_error
 from riskppo.config import Config, ConfigError, apply_overrides
 from riskppo.config.bundled import bundled_dir
 from riskppo.config.sections import TRADING_ID
@@ -78,10 +78,11 @@ def default_run_dir(cfg: Config, prefix: str = "") -> Path:
 
 def cmd_train(args: argparse.Namespace) -> int:
     """``riskppo train``; stopped by Ctrl-C or SIGTERM, it saves a checkpoint, prints what it
-    saved and the command that resumes it, and exits 130 / 143 (:func:`riskppo.runner._learn`)."""
+    saved and the command that resumes it, and exits 130 / 143
+    (:func:`riskppo.cli.runner._learn`)."""
     # the config is read and checked before torch loads: a mistyped key answers at once
     checked = None if args.resume else load_config(args.config, args.set or [])
-    from riskppo.runner import Interrupted, resume_run, train_run, with_periodic_checkpoints
+    from riskppo.cli.runner import Interrupted, resume_run, train_run, with_periodic_checkpoints
 
     progress_bar = not args.no_progress
     try:
@@ -186,8 +187,8 @@ def _under_run_lock(
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
+    from riskppo.cli.runner import robustness_run
     from riskppo.evaluation.summary import evaluation_summary, format_evaluation, write_evaluation
-    from riskppo.runner import robustness_run
 
     if args.attack:
         from riskppo.evaluation.robustness import check_attack_args
@@ -343,7 +344,7 @@ def _run_universe(args: argparse.Namespace, run_dir: Path) -> list[Any]:
             raise ConfigError(f"--resume continues a universe as it was started; drop {flags}")
     # the config is read and checked before torch loads: a mistyped key answers at once
     cfg = None if args.resume else load_config(args.config, args.set or [])
-    from riskppo.universe import resume_universe, run_universe
+    from riskppo.cli.universe import resume_universe, run_universe
 
     if cfg is None:
         results = resume_universe(
@@ -585,7 +586,3 @@ def run_command(args: argparse.Namespace) -> int:
             raise
         print(message, file=sys.stderr)
         return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())
