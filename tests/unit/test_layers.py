@@ -141,7 +141,7 @@ def test_the_cycle_finder_finds_one():
 # agent ← runs ← cli). Top-level modules are rooms of their own. The command line (cli/) is the
 # top room: the application; everything below it is the library.
 LAYERS: list[set[str]] = [
-    {"version", "jsonable", "safefs", "_aliases", "logs"},
+    {"version", "jsonable", "safefs", "lazy", "logs"},
     {"config"},
     {"core", "stats"},
     {"nn", "demos"},
