@@ -10,7 +10,6 @@ final evaluation/report.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 import time
@@ -107,6 +106,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     except Interrupted as stopped:
         print(stopped, file=sys.stderr)
         return stopped.exit_code
+    from riskppo.cli.backtest import print_flat_warning
+
     print_flat_warning(run_dir / "backtest_test")
     return 0
 
@@ -148,22 +149,6 @@ def check_resume_args(args: argparse.Namespace, run_dir: Path) -> None:
             f"--resume continues {run_dir} in place; drop --run-dir {args.run_dir} (to branch a "
             "run off, copy its directory and resume the copy)"
         )
-
-
-def print_flat_warning(backtest_dir: Path, prefix: str = "riskppo") -> None:
-    """Print the one-line flat/near-flat warning of a written backtest (nothing if none)."""
-    path = backtest_dir / "metrics.json"
-    if not path.is_file():  # not a trading or portfolio run
-        return
-    from riskppo.evaluation.backtest import flat_warning
-
-    split = backtest_dir.name.removeprefix("backtest_")
-    metrics = json.loads(path.read_text())
-    if "best_baseline" in metrics:  # a portfolio report: its strategies are one level down
-        metrics = metrics["metrics"]
-    warning = flat_warning(metrics, split=split)
-    if warning:
-        print(f"{prefix}: {warning}")
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -223,7 +208,7 @@ def parse_floats(text: str, option: str) -> list[float]:
 
 def cmd_backtest(args: argparse.Namespace) -> int:
     """``riskppo backtest``: writes ``backtest_<split>/`` into the run, under the run's lock."""
-    from riskppo.evaluation.backtest import cmd_backtest as run
+    from riskppo.cli.backtest import cmd_backtest as run
 
     return _under_run_lock(args, "riskppo backtest", run)
 
@@ -231,7 +216,7 @@ def cmd_backtest(args: argparse.Namespace) -> int:
 def cmd_signal(args: argparse.Namespace) -> int:
     """``riskppo signal``: reads the run, writes only ``--json OUT``
     (:mod:`riskppo.evaluation.live.signal`)."""
-    from riskppo.evaluation.live.signal import cmd_signal as run
+    from riskppo.cli.live import cmd_signal as run
 
     return run(args)
 
@@ -239,7 +224,7 @@ def cmd_signal(args: argparse.Namespace) -> int:
 def cmd_paper(args: argparse.Namespace) -> int:
     """``riskppo paper``: writes ``RUN_DIR/paper/``, under the run's lock
     (:mod:`riskppo.evaluation.live.paper`)."""
-    from riskppo.evaluation.live.paper import cmd_paper as run
+    from riskppo.cli.live import cmd_paper as run
 
     return _under_run_lock(args, "riskppo paper", run)
 
@@ -313,6 +298,7 @@ def _finish_pbt(cfg: Config, run_dir: Path, args: argparse.Namespace, ledger: Pa
         )
         return 1
     if cfg.env.id == TRADING_ID:  # the best member's held-out test backtest
+        from riskppo.cli.backtest import print_flat_warning
         from riskppo.evaluation.backtest import backtest_run
         from riskppo.evaluation.trials import TrialSpec
 

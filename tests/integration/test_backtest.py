@@ -21,7 +21,7 @@ import pytest
 from matplotlib.colors import to_rgb
 
 from riskppo import DistributionalPPO
-from riskppo.cli.main import print_flat_warning
+from riskppo.cli.backtest import cmd_backtest, print_flat_warning
 from riskppo.cli.runner import train_run
 from riskppo.config import Config
 from riskppo.envs.factory import make_trading_env, trading_range
@@ -31,7 +31,6 @@ from riskppo.evaluation.backtest import (
     STRATEGIES,
     backtest,
     backtest_run,
-    cmd_backtest,
     flat_warning,
     overlay_binding_replayed,
 )
