@@ -37,11 +37,11 @@ from riskppo.cli.args import (
     walkforward_parser,
 )
 from riskppo.cli.bench import cmd_bench
-from riskppo.cli.errors import user_error
+from riskppo.cli.errors import show_warning, user_error
 from riskppo.config import Config, ConfigError, apply_overrides
 from riskppo.config.bundled import bundled_dir
 from riskppo.config.sections import TRADING_ID
-from riskppo.logs import configure_terminal, show_warning
+from riskppo.logs import configure_terminal
 from riskppo.runs.interrupt import interrupt_signal, signal_name
 from riskppo.runs.processes import die_with_parent_if_asked
 
