@@ -7,10 +7,11 @@ errors: ``riskppo: warning: …``, ``riskppo: error: …``, ``riskppo: …`` for
 (its ``warnings.showwarning``: :func:`riskppo.cli.errors.show_warning`). Another library's log
 record keeps its level and name (``WARNING matplotlib: …``).
 
-The library prints nothing (docs/design.md, Layout). What a function finds it returns; a line
-for its user while it runs (a damaged file it makes again, the population it starts) goes to
-its ``on_message`` argument (:data:`OnMessage`), by default :func:`log_message`; the command line
-passes ``print``, so the line reads as it did and appears when it did.
+The library prints nothing but the training output a Python user asks for (SB3's ``verbose``
+and ``progress_bar``); the command line prints (docs/design.md, Layout). What a function finds
+it returns; a line for its user while it runs (a damaged file it makes again, the population it
+starts) goes to its ``on_message`` argument (:data:`OnMessage`), by default :func:`log_message`;
+the command line passes ``print``, so the line reads as it did and appears when it did.
 
 A spawned worker starts with Python's default logging (its records would print bare, or not at
 all); :func:`current_setup` in the parent and :func:`apply` first thing in the worker give it the

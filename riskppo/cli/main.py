@@ -286,8 +286,13 @@ def cmd_pbt(args: argparse.Namespace) -> int:
 
 def _finish_pbt(cfg: Config, run_dir: Path, args: argparse.Namespace, ledger: Path | None) -> int:
     from riskppo.pbt import run_pbt
+    from riskppo.pbt.local import summary_lines
 
-    summary = run_pbt(cfg, run_dir, progress_bar=not args.no_progress, resume=bool(args.resume))
+    summary = run_pbt(
+        cfg, run_dir, progress_bar=not args.no_progress, resume=bool(args.resume), on_message=print
+    )
+    for line in summary_lines(summary, run_dir):
+        print(line)
     if "best_checkpoint" in summary and summary["best_checkpoint"] is None:  # all failed
         first = summary["failures"][0] if summary.get("failures") else None
         cause = f"; first: m{first['member']}: {first['reason']}" if first else ""
@@ -517,7 +522,7 @@ def cmd_walkforward(args: argparse.Namespace) -> int:
     else:
         run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(configs[0], prefix="wf")
     try:
-        walk_forward(
+        done = walk_forward(
             None if selection is not None or not configs else configs[0],
             run_dir,
             settings,
@@ -526,9 +531,14 @@ def cmd_walkforward(args: argparse.Namespace) -> int:
             n_trials=args.trials,
             ledger=_ledger(args),
             selection=selection,
+            on_message=print,
         )
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: the workers are ended
         return _stopped(exc, "walkforward", "finished cells are kept", run_dir)
+    print(done.summary)
+    print(f"riskppo walkforward: report → {done.report}")
+    if done.took is not None:
+        print(done.took)
     return 0
 
 

@@ -349,9 +349,7 @@ SMALL = [
 ]
 
 
-def test_the_walk_forward_record_keeps_the_references_and_reads_old_runs(
-    tmp_path: Path, capsys: Any
-) -> None:
+def test_the_walk_forward_record_keeps_the_references_and_reads_old_runs(tmp_path: Path) -> None:
     """One (segment, seed) cell of the default agent (overlay on): its record holds the
     references and the env's tables, the verdict is read against the overlaid benchmark and
     the null is held in the agent's env; a run written before them still reports, against
@@ -367,8 +365,8 @@ def test_the_walk_forward_record_keeps_the_references_and_reads_old_runs(
     run = tmp_path / "wf"
     wf = prepare(cfg, settings, run, resume=False)
     run_cell(wf.job(wf.segments[0], 0))
-    metrics = walk_forward(None, run, settings, resume=True, progress_bar=False)
-    out = capsys.readouterr().out
+    done = walk_forward(None, run, settings, resume=True, progress_bar=False)
+    metrics, out = done.metrics, done.summary
     block = metrics["records"]["seed 0"]
     assert block["benchmark"]["key"] == "vt_bh_overlay"
     assert "under the same risk overlay" in metrics["verdict"]["text"]
@@ -382,8 +380,8 @@ def test_the_walk_forward_record_keeps_the_references_and_reads_old_runs(
     assert "VT B&amp;H+overlay Sharpe" in (run / "report.html").read_text()
 
     _make_old(run / "cells" / "seg00-s0")
-    metrics = walk_forward(None, run, settings, resume=True, progress_bar=False)
-    out = capsys.readouterr().out
+    done = walk_forward(None, run, settings, resume=True, progress_bar=False)
+    metrics, out = done.metrics, done.summary
     block = metrics["records"]["seed 0"]
     assert block["benchmark"]["key"] == "vol_target_buy_and_hold"
     assert "written before that reference existed" in block["benchmark"]["note"]
