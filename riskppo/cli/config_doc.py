@@ -6,7 +6,7 @@ section; then the keyword arguments of the trading env (``env.kwargs`` for
 ``riskppo/Trading-v0``), read from :class:`riskppo.envs.trading.TradingEnv`'s signature.
 
 ``python -m riskppo.cli.config_doc docs/config.md`` rewrites the page;
-``tests/unit/config/test_config_doc.py`` and ``tests/integration/test_config_doc_subprocess.py``
+``tests/unit/cli/test_config_doc.py`` and ``tests/integration/test_config_doc_subprocess.py``
 fail when the page and the models disagree.
 """
 
