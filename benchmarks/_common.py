@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
-from riskppo.cli_errors import user_error
+from riskppo.cli.errors import user_error
 from riskppo.config import ConfigError
 
 
@@ -52,7 +52,7 @@ non_negative_int = int_at_least(0)
 def run_main(main: Callable[[], object]) -> int:
     """Run a script's ``main``; exit status 0, or 2 with one line on stderr for the user's error
     (a bad argument, config, data file or path: the rules of ``riskppo``'s own command line,
-    :mod:`riskppo.cli_errors`). Anything else is a bug and keeps its traceback."""
+    :mod:`riskppo.cli.errors`). Anything else is a bug and keeps its traceback."""
     prog = Path(sys.argv[0]).name
     try:
         main()

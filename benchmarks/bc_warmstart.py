@@ -23,10 +23,10 @@ from typing import Any
 
 from _common import BenchParser, non_negative_int, positive_int, run_main, table
 
-from riskppo.cli import load_config
+from riskppo.cli.main import load_config
+from riskppo.cli.runner import train_run
 from riskppo.config import apply_overrides
 from riskppo.evaluation.backtest import backtest_run
-from riskppo.runner import train_run
 
 KEYS = ("market_share", "cvar_horizon", "cvar_limit_met", "sharpe", "mean_abs_exposure")
 

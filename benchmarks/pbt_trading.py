@@ -20,17 +20,19 @@ from typing import Any
 
 from _common import BenchParser, machine, non_negative_int, run_main, table
 
-from riskppo.cli import preset_path
+from riskppo.cli.main import preset_path
 from riskppo.config import Config, apply_overrides
 from riskppo.evaluation.backtest import backtest_run
-from riskppo.pbt.local import run_pbt_local
+from riskppo.pbt.local import run_pbt_local, summary_lines
 
 KEYS = ["sharpe", "cvar_95", "max_drawdown", "annual_return", "turnover"]
 
 
 def arm(cfg: Config, run_dir: Path) -> dict[str, Any]:
     t0 = time.perf_counter()
-    summary = run_pbt_local(cfg, run_dir, progress_bar=False)
+    summary = run_pbt_local(cfg, run_dir, progress_bar=False, on_message=print)
+    for line in summary_lines(summary, run_dir):
+        print(line)
     best = Path(summary["best_dir"])
     out: dict[str, Any] = {"summary": summary, "minutes": (time.perf_counter() - t0) / 60}
     for split in ("val", "test"):

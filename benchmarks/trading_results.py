@@ -42,10 +42,10 @@ from typing import Any
 
 from _common import BenchParser, mean_std_cell, non_negative_int, read_jsonl, run_main, table
 
+from riskppo.cli.runner import train_run
 from riskppo.config import Config, apply_overrides
 from riskppo.evaluation.backtest import STRATEGIES, backtest_run
 from riskppo.evaluation.metrics import aggregate_metrics
-from riskppo.runner import train_run
 
 # (metrics.json key, column header, format); the horizon CVaR's header names H and the limit.
 COLUMNS: list[tuple[str, str, str]] = [

@@ -35,7 +35,7 @@ from _common import BenchParser, machine, positive_int, run_main, table
 from riskppo import DistributionalPPO
 from riskppo.algo.collect import collect_rollout
 from riskppo.algo.loop import reset_carry
-from riskppo.cli import load_config
+from riskppo.cli.main import load_config
 from riskppo.envs.vec.build import find_normalizer
 from riskppo.nn.policy import RecurrentActorCritic, RolloutActor
 

@@ -10,10 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from riskppo import _aliases
 from riskppo.version import __version__
-
-_aliases.install()  # old module paths (riskppo.train.…) for one release
 
 _LAZY = {
     "DistributionalPPO": "riskppo.agent",

@@ -3,8 +3,15 @@ worker processes it spawns (PBT members, walk-forward cells).
 
 The library logs to the ``riskppo`` logger, warns through :mod:`warnings` and configures neither;
 a Python user's own set-up decides. The command line shows both as one line each, like its
-errors: ``riskppo: warning: …``, ``riskppo: error: …``, ``riskppo: …`` for information. Another
-library's log record keeps its level and name (``WARNING matplotlib: …``).
+errors: ``riskppo: warning: …``, ``riskppo: error: …``, ``riskppo: …`` for information
+(its ``warnings.showwarning``: :func:`riskppo.cli.errors.show_warning`). Another library's log
+record keeps its level and name (``WARNING matplotlib: …``).
+
+The library prints nothing but the training output a Python user asks for (SB3's ``verbose``
+and ``progress_bar``); the command line prints (docs/design.md, Layout). What a function finds
+it returns; a line for its user while it runs (a damaged file it makes again, the population it
+starts) goes to its ``on_message`` argument (:data:`OnMessage`), by default :func:`log_message`;
+the command line passes ``print``, so the line reads as it did and appears when it did.
 
 A spawned worker starts with Python's default logging (its records would print bare, or not at
 all); :func:`current_setup` in the parent and :func:`apply` first thing in the worker give it the
@@ -15,40 +22,35 @@ parent's levels and format. Its warnings are sent to the parent to be shown ther
 from __future__ import annotations
 
 import logging
-import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TextIO
 
 __all__ = [
     "LogSetup",
+    "OnMessage",
     "TerminalFormatter",
     "apply",
     "configure_terminal",
     "current_setup",
-    "show_warning",
+    "log_message",
+    "one_line",
 ]
 
+OnMessage = Callable[[str], None]
+"""A function's ``on_message``: takes each line it has for its user while it runs."""
 
-def show_warning(
-    message: Warning | str,
-    category: type[Warning],
-    filename: str,
-    lineno: int,
-    file: TextIO | None = None,
-    line: str | None = None,
-) -> None:
-    """``warnings.showwarning`` of the command line: ``riskppo: warning: MESSAGE`` on one line,
-    without Python's ``file:line: Category`` and the echoed source line."""
-    cli_text = getattr(message, "cli_text", None)  # a remedy spelled as --set options
-    text = cli_text() if callable(cli_text) else str(message)
-    print(f"riskppo: warning: {_one_line(text)}", file=file or sys.stderr)
+
+def log_message(message: str) -> None:
+    """The default ``on_message``: an INFO record of the ``riskppo`` logger, shown where a Python
+    user's own logging set-up shows it (``logging.basicConfig(level=logging.INFO)``)."""
+    logging.getLogger("riskppo").info(message)
 
 
 # a riskppo record's label after "riskppo: ", by its level (none below WARNING)
 _LABELS = ((logging.ERROR, "error: "), (logging.WARNING, "warning: "))
 
 
-def _one_line(text: str) -> str:
+def one_line(text: str) -> str:
     """``text`` with every run of whitespace (newlines included) as one space."""
     return " ".join(text.split())
 
@@ -66,7 +68,7 @@ class TerminalFormatter(logging.Formatter):
         message = record.getMessage()
         if _is_riskppo(record):
             label = next((text for lv, text in _LABELS if record.levelno >= lv), "")
-            line = f"riskppo: {label}{_one_line(message)}"
+            line = f"riskppo: {label}{one_line(message)}"
         else:
             line = f"{record.levelname} {record.name}: {message}"
         if record.exc_info:

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from riskppo.cli import load_config, preset_path
+from riskppo.cli.main import load_config, preset_path
+from riskppo.cli.runner import train_run
 from riskppo.config import Config
 from riskppo.envs.market.datasets import load_dataset
 from riskppo.envs.portfolio.data import load_portfolio
-from riskppo.runner import train_run
 
 TINY = [
     "total_timesteps=512",

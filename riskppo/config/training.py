@@ -294,7 +294,7 @@ class CheckpointConfig(_Section):
     After each periodic checkpoint the envs are re-seeded (seed + update count) and reset, in
     the uninterrupted run and in a run resumed from that checkpoint alike, which makes the
     resumed run bit-identical on CPU (R-REL-4). ``riskppo train`` stopped by Ctrl-C or SIGTERM
-    trains on to the next such checkpoint, saves it and exits (:mod:`riskppo.runner`).
+    trains on to the next such checkpoint, saves it and exits (:mod:`riskppo.cli.runner`).
     """
 
     every_updates: int | None = Field(

@@ -39,7 +39,6 @@ _LAZY: dict[str, str] = {
     "BacktestResult": "riskppo.evaluation.backtest",
     "backtest": "riskppo.evaluation.backtest",
     "backtest_run": "riskppo.evaluation.backtest",
-    "cmd_backtest": "riskppo.evaluation.backtest",
     "flat_strategies": "riskppo.evaluation.backtest",
     "flat_warning": "riskppo.evaluation.backtest",
     "save_plots": "riskppo.evaluation.plots",

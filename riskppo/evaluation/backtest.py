@@ -37,14 +37,12 @@ than :data:`~riskppo.evaluation.metrics.FLAT_MARKET_SHARE` of the bars is ``flat
     report.html        one self-contained page (plots embedded)
     equity.png  position.png  returns.png  critic.png
 
-:func:`cmd_backtest` is the ``riskppo backtest RUN_DIR --split test`` command.
+:mod:`riskppo.cli.backtest` is the ``riskppo backtest RUN_DIR --split test`` command.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,7 +57,6 @@ from riskppo.agent import DistributionalPPO
 from riskppo.config import Config
 from riskppo.envs.factory import SPLIT_PARTS, make_trading_env
 from riskppo.envs.registration import (
-    PORTFOLIO_ID,
     TRADING_ID,
     data_kwargs,
     data_label,
@@ -87,14 +84,12 @@ from riskppo.evaluation.metrics import (
 )
 from riskppo.evaluation.plots import save_plots
 from riskppo.evaluation.references import FLAT_BY_DESIGN, FLOOR_OVERLAY, VT_BH_OVERLAY
-from riskppo.evaluation.report import STRATEGY_LABELS, format_value, metric_rows, write_report
+from riskppo.evaluation.report import STRATEGY_LABELS, write_report
 from riskppo.evaluation.supervised import supervised_signals
 from riskppo.evaluation.timing_null import env_tables
 from riskppo.evaluation.trials import TrialSpec, judge_trials
 from riskppo.evaluation.verdict import statistics_block, verdict_lines
 from riskppo.jsonable import jsonable
-from riskppo.persist.checkpoint import CheckpointError
-from riskppo.runs.ledger import ledger_path
 from riskppo.runs.rundir import load_for_evaluation
 from riskppo.safefs import ensure_real_dir, write_text_atomic
 
@@ -105,7 +100,6 @@ __all__ = [
     "BacktestResult",
     "backtest",
     "backtest_run",
-    "cmd_backtest",
     "flat_strategies",
     "flat_warning",
     "overlay_binding_replayed",
@@ -504,78 +498,3 @@ def backtest_run(
     write_text_atomic(out / "statistics.json", json.dumps(jsonable(block), indent=2) + "\n")
     report = write_report(result, out / "report.html", images=plots, info=info, statistics=block)
     return BacktestArtifacts(result, out, metrics_path, report, equity_csv, plots, ckpt, block)
-
-
-def cmd_backtest(args: argparse.Namespace) -> int:
-    """``riskppo backtest RUN_DIR --split test``: write the report, print a metrics table.
-
-    Reads ``args.run_dir`` and ``args.split`` (``train`` | ``val`` | ``test``, default test).
-    Returns the exit status (2 on a missing/bad run directory or checkpoint).
-    """
-    split = getattr(args, "split", None) or "test"
-    try:
-        if _is_portfolio_run(Path(args.run_dir)):
-            return _portfolio_backtest(args.run_dir, split)
-        no_ledger = bool(getattr(args, "no_ledger", False))
-        ledger = ledger_path(getattr(args, "ledger", None), enabled=not no_ledger)
-        art = backtest_run(args.run_dir, split, trial=TrialSpec(ledger))
-    except (CheckpointError, FileNotFoundError, ValueError) as exc:
-        print(f"riskppo backtest: {exc}", file=sys.stderr)
-        return 2
-    print_metrics_table(art.result)
-    warning = flat_warning(art.result)
-    if warning:
-        print(f"riskppo backtest: {warning}")
-    print(art.verdict())
-    print(f"report: {art.report}")
-    return 0
-
-
-def _is_portfolio_run(run_dir: Path) -> bool:
-    """Whether the run's own config (if it has one) trains the portfolio env."""
-    path = run_dir / "config.yaml"
-    return path.is_file() and Config.from_yaml(path).env.id == PORTFOLIO_ID
-
-
-def _portfolio_backtest(run_dir: str | Path, split: str) -> int:
-    """``riskppo backtest`` of a portfolio run (:mod:`riskppo.evaluation.portfolio.run`)."""
-    from riskppo.evaluation.portfolio.run import portfolio_backtest_run
-
-    done = portfolio_backtest_run(run_dir, split)
-    print(done.metrics["verdict"]["text"])
-    print(f"report: {done.report}")
-    return 0
-
-
-# the console table's headers and width: seven strategies in 104 columns
-_CONSOLE_WIDTH = 104
-_CONSOLE_LABELS = {
-    "vol_target_buy_and_hold": "VT B&H",
-    VT_BH_OVERLAY: "VT B&H +overlay",
-    FLOOR_OVERLAY: "floor +overlay",
-    "sma_crossover": "SMA",
-}
-
-
-def print_metrics_table(result: BacktestResult) -> None:
-    """A compact metrics table (rich) of all strategies on stdout."""
-    from rich.console import Console
-    from rich.table import Table
-
-    r = result
-    table = Table(
-        title=f"{r.dataset} · {r.part} · {r.start:%Y-%m-%d} → {r.end:%Y-%m-%d} "
-        f"({len(r.frames['agent'])} bars, after costs)",
-        show_edge=False,
-        pad_edge=False,
-    )
-    table.add_column("metric", no_wrap=True)
-    for name in STRATEGIES:
-        flat = " (FLAT)" if r.metrics[name].flat else ""
-        table.add_column(_CONSOLE_LABELS.get(name, STRATEGY_LABELS[name]) + flat, justify="right")
-    metrics = r.metrics_dict()
-    for row in metric_rows(r):
-        table.add_row(row.label, *(format_value(metrics[s][row.key], row.fmt) for s in STRATEGIES))
-    console = Console(soft_wrap=True)
-    console.width = max(console.width, _CONSOLE_WIDTH)  # seven strategies: wider than 80
-    console.print(table)

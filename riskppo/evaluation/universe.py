@@ -1,5 +1,5 @@
 """The verdict table of a universe run: one trained agent per (stock, seed), each backtested on
-its test period (``riskppo universe``; the runs themselves are made by :mod:`riskppo.universe`).
+its test period (``riskppo universe``; the runs themselves are made by :mod:`riskppo.cli.universe`).
 
 For each cell it reads the run's ``backtest_test/metrics.json`` (the agent's and the
 vol-targeted buy-and-hold's Sharpe, the constraint's own CVaR figure against its limit, the share

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from riskppo.config import Config, ConfigError
+from riskppo.logs import OnMessage, log_message
 from riskppo.pbt.member import (
     PopulationMember,
     exploit,
@@ -30,12 +31,19 @@ __all__ = [
 
 
 def run_pbt(
-    cfg: Config, run_dir: Path, *, progress_bar: bool = True, resume: bool = False
+    cfg: Config,
+    run_dir: Path,
+    *,
+    progress_bar: bool = True,
+    resume: bool = False,
+    on_message: OnMessage = log_message,
 ) -> dict[str, Any]:
-    """Run the population of ``cfg.pbt`` into ``run_dir``; returns the summary dict.
+    """Run the population of ``cfg.pbt`` into ``run_dir``; returns the summary dict (what
+    ``riskppo pbt`` prints of it: :func:`riskppo.pbt.local.summary_lines`).
 
     ``resume``: continue the run in ``run_dir`` from its last completed round (local backend;
-    ``cfg`` must be the run's own config)."""
+    ``cfg`` must be the run's own config). ``on_message``: the local backend's line when the
+    population starts (:mod:`riskppo.logs`; Ray Tune reports its own trials)."""
     if cfg.ppo.lr_schedule != "constant":
         raise ConfigError(
             f"ppo.lr_schedule={cfg.ppo.lr_schedule!r} with PBT: each member trains in "
@@ -53,4 +61,6 @@ def run_pbt(
         return run_pbt_ray(cfg, run_dir, progress_bar=progress_bar)
     from riskppo.pbt.local import run_pbt_local
 
-    return run_pbt_local(cfg, run_dir, progress_bar=progress_bar, resume=resume)
+    return run_pbt_local(
+        cfg, run_dir, progress_bar=progress_bar, resume=resume, on_message=on_message
+    )

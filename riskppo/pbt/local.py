@@ -31,13 +31,14 @@ import math
 import os
 import shutil
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from riskppo.config import Config
+from riskppo.logs import OnMessage, log_message
 from riskppo.monitor.progress import ProgressBar, fmt
 from riskppo.pbt.audit import archive_source
 from riskppo.pbt.member import (
@@ -67,7 +68,15 @@ from riskppo.persist.checkpoint import CheckpointError
 from riskppo.runs.interrupt import sigterm_as_interrupt
 from riskppo.safefs import append_text, write_text_atomic
 
-__all__ = ["PBTRun", "append_jsonl", "initial_members", "json_safe", "n_rounds", "run_pbt_local"]
+__all__ = [
+    "PBTRun",
+    "append_jsonl",
+    "initial_members",
+    "json_safe",
+    "n_rounds",
+    "run_pbt_local",
+    "summary_lines",
+]
 
 
 def initial_members(cfg: Config) -> list[PopulationMember]:
@@ -369,9 +378,15 @@ def rollback_member_dir(mdir: Path, recorded: Path | None, names: set[str]) -> l
 
 
 def run_pbt_local(
-    cfg: Config, run_dir: Path, *, progress_bar: bool = True, resume: bool = False
+    cfg: Config,
+    run_dir: Path,
+    *,
+    progress_bar: bool = True,
+    resume: bool = False,
+    on_message: OnMessage = log_message,
 ) -> dict[str, Any]:
-    """Run the whole population; returns the summary (also in ``pbt_summary.json``).
+    """Run the whole population; returns the summary (also in ``pbt_summary.json``). The line
+    saying what it starts goes to ``on_message`` (:mod:`riskppo.logs`).
 
     ``resume``: continue the run in ``run_dir`` from its last completed round (``cfg`` must be
     the run's own config, up to ``pbt.workers``); without it, a directory that already holds a
@@ -382,7 +397,7 @@ def run_pbt_local(
     rounds = n_rounds(cfg)
     workers = cfg.pbt.workers or min(cfg.pbt.population, os.cpu_count() or 1)
     resumed = f", resumed after round {pbt.round} of {rounds}" if resume else ""
-    print(
+    on_message(
         f"riskppo pbt: {cfg.pbt.population} members × {rounds} rounds of "
         f"{cfg.pbt.ready_updates} updates, {workers} worker(s), metric {pbt.metric}{resumed} → "
         f"{run_dir}"
@@ -400,7 +415,6 @@ def run_pbt_local(
         if fault is None:
             raise
         raise pbt.stop(fault) from exc
-    _print_summary(summary, pbt.metric, run_dir)
     return summary
 
 
@@ -453,18 +467,22 @@ def run_rounds(pbt: PBTRun, rounds: int, workers: int, progress_bar: bool) -> No
             bar.update(advance=1, best=fmt(pbt.best().performance, ".4g"))
 
 
-def _print_summary(summary: dict[str, Any], metric: str, run_dir: Path) -> None:
+def summary_lines(summary: Mapping[str, Any], run_dir: Path) -> list[str]:
+    """The lines ``riskppo pbt`` prints at the end of a local population: the best member and
+    every failed interval (none for the Ray backend's summary: Ray Tune reports its trials)."""
+    if summary.get("backend") == "ray":
+        return []
     failed = f", {summary['n_failures']} failed interval(s)" if summary["n_failures"] else ""
-    print(
-        f"riskppo pbt: best member m{summary['best_member']} ({metric} "
+    lines = [
+        f"riskppo pbt: best member m{summary['best_member']} ({summary['metric']} "
         f"{fmt(summary['best_score'], '.4g')}), {summary['n_exploits']} exploits{failed} → "
         f"{run_dir / 'pbt_history.jsonl'}"
-    )
-    for f in summary["failures"]:
-        print(
-            f"riskppo pbt: m{f['member']} failed in round {f['round']} ({f['reason']}): "
-            f"{f['action']}"
-        )
+    ]
+    lines += [
+        f"riskppo pbt: m{f['member']} failed in round {f['round']} ({f['reason']}): {f['action']}"
+        for f in summary["failures"]
+    ]
+    return lines
 
 
 def append_jsonl(path: Path, obj: dict[str, Any]) -> None:

@@ -1,4 +1,4 @@
-"""A run directory on disk, below the code that drives runs (:mod:`riskppo.runner`).
+"""A run directory on disk, below the code that drives runs (:mod:`riskppo.cli.runner`).
 
 ::
 

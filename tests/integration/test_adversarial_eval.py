@@ -11,8 +11,8 @@ import torch
 
 from riskppo.agent import DistributionalPPO
 from riskppo.cli import main
+from riskppo.cli.runner import train_run
 from riskppo.config import Config
-from riskppo.runner import train_run
 
 SMALL = {
     "env": {"n_envs": 2, "normalize_obs": True},

@@ -21,7 +21,8 @@ import pytest
 from matplotlib.colors import to_rgb
 
 from riskppo import DistributionalPPO
-from riskppo.cli import print_flat_warning
+from riskppo.cli.backtest import cmd_backtest, print_flat_warning
+from riskppo.cli.runner import train_run
 from riskppo.config import Config
 from riskppo.envs.factory import make_trading_env, trading_range
 from riskppo.envs.market.datasets import load_dataset
@@ -30,7 +31,6 @@ from riskppo.evaluation.backtest import (
     STRATEGIES,
     backtest,
     backtest_run,
-    cmd_backtest,
     flat_warning,
     overlay_binding_replayed,
 )
@@ -49,7 +49,6 @@ from riskppo.evaluation.plots import (
     save_plots,
 )
 from riskppo.evaluation.report import write_report
-from riskppo.runner import train_run
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 FEE = 0.0005  # TradingEnv default, used by the run below

@@ -12,7 +12,7 @@ from safetensors.torch import save_file
 from riskppo import DistributionalPPO
 from riskppo.algo.bc import attach_bc
 from riskppo.cli import main as cli_main
-from riskppo.cli_errors import user_error
+from riskppo.cli.errors import user_error
 from riskppo.config import Config
 from riskppo.demos.files import DemonstrationError, load_demonstrations
 from riskppo.envs.teacher import TeacherRecorder

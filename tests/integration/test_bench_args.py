@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from riskppo.cli_bench import benchmarks_dir
+from riskppo.cli.bench import benchmarks_dir
 
 BENCH = benchmarks_dir()
 pytestmark = pytest.mark.skipif(BENCH is None, reason="no benchmarks/ folder (an installed wheel)")

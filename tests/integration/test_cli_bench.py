@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from riskppo.cli import main
-from riskppo.cli_bench import BENCHMARKS, bench_description, benchmarks_dir
+from riskppo.cli.bench import BENCHMARKS, bench_description, benchmarks_dir
 
 
 def test_bench_lists_the_scripts_in_a_users_words(capsys: pytest.CaptureFixture) -> None:

@@ -49,8 +49,8 @@ def run_cli(*argv: str) -> dict[str, object]:
     ids=lambda command: command[0],
 )
 def test_a_mistyped_key_is_one_line_before_torch_loads(command: list[str]) -> None:
-    """Mutation check: importing :mod:`riskppo.runner` before the config is read in
-    ``cmd_train`` (or at the top of ``riskppo/cli.py``) makes this fail."""
+    """Mutation check: importing :mod:`riskppo.cli.runner` before the config is read in
+    ``cmd_train`` (or at the top of ``riskppo/cli/main.py``) makes this fail."""
     result = run_cli(*command, "--set", "ppo.learnig_rate=1")
     assert result["code"] == 2
     assert result["err"] == (

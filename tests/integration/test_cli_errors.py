@@ -263,12 +263,12 @@ class Bug(Exception):
     ids=["exception", "KeyError", "EMFILE"],
 )
 def test_an_internal_bug_keeps_its_traceback(error, tmp_path: Path, monkeypatch) -> None:
-    import riskppo.runner
+    import riskppo.cli.runner
 
     def broken(*args: Any, **kwargs: Any) -> None:
         raise error
 
-    monkeypatch.setattr(riskppo.runner, "train_run", broken)
+    monkeypatch.setattr(riskppo.cli.runner, "train_run", broken)
     with pytest.raises(type(error)):
         cli.main(["train", "--run-dir", str(tmp_path / "r")])
 

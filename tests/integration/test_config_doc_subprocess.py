@@ -1,4 +1,5 @@
-"""The documented command ``python -m riskppo.config_doc`` writes the committed docs/config.md."""
+"""The documented command ``python -m riskppo.cli.config_doc`` writes the committed
+docs/config.md."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from riskppo.config_doc import render
+from riskppo.cli.config_doc import render
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "config.md"
@@ -14,11 +15,11 @@ PAGE = ROOT / "docs" / "config.md"
 
 def test_docs_config_md_is_what_the_generator_writes(tmp_path: Path):
     """Run the documented command; its page must be the committed one (regenerate with
-    ``python -m riskppo.config_doc docs/config.md`` after changing a config field)."""
+    ``python -m riskppo.cli.config_doc docs/config.md`` after changing a config field)."""
     out = tmp_path / "config.md"
-    cmd = [sys.executable, "-m", "riskppo.config_doc", str(out)]
+    cmd = [sys.executable, "-m", "riskppo.cli.config_doc", str(out)]
     subprocess.run(cmd, check=True, cwd=ROOT, timeout=120)
     assert out.read_text(encoding="utf-8") == render()
     assert PAGE.read_text(encoding="utf-8") == render(), (
-        "docs/config.md is out of date: run python -m riskppo.config_doc docs/config.md"
+        "docs/config.md is out of date: run python -m riskppo.cli.config_doc docs/config.md"
     )

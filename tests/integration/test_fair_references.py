@@ -16,16 +16,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from riskppo.cli.backtest import print_metrics_table
+from riskppo.cli.runner import train_run
 from riskppo.config import Config
 from riskppo.envs.factory import make_trading_env
 from riskppo.envs.market.synthetic import gbm
 from riskppo.envs.trading.env import TradingEnv
-from riskppo.evaluation.backtest import backtest_run, flat_warning, print_metrics_table
+from riskppo.evaluation.backtest import backtest_run, flat_warning
 from riskppo.evaluation.baselines import run_policy
 from riskppo.evaluation.timing_null import env_tables, timing_null
 from riskppo.evaluation.universe import cell_result, format_table
 from riskppo.evaluation.verdict import random_timing, random_timing_text, statistics_block
-from riskppo.runner import train_run
 from riskppo.stats.core import sharpe
 from riskppo.stats.null import random_signals
 
@@ -348,14 +349,12 @@ SMALL = [
 ]
 
 
-def test_the_walk_forward_record_keeps_the_references_and_reads_old_runs(
-    tmp_path: Path, capsys: Any
-) -> None:
+def test_the_walk_forward_record_keeps_the_references_and_reads_old_runs(tmp_path: Path) -> None:
     """One (segment, seed) cell of the default agent (overlay on): its record holds the
     references and the env's tables, the verdict is read against the overlaid benchmark and
     the null is held in the agent's env; a run written before them still reports, against
     plain vol-targeted buy-and-hold, and says so."""
-    from riskppo.cli import load_config
+    from riskppo.cli.main import load_config
     from riskppo.evaluation.walkforward.plan import WalkForwardSettings
     from riskppo.evaluation.walkforward.run import prepare, run_cell, walk_forward
 
@@ -366,8 +365,8 @@ def test_the_walk_forward_record_keeps_the_references_and_reads_old_runs(
     run = tmp_path / "wf"
     wf = prepare(cfg, settings, run, resume=False)
     run_cell(wf.job(wf.segments[0], 0))
-    metrics = walk_forward(None, run, settings, resume=True, progress_bar=False)
-    out = capsys.readouterr().out
+    done = walk_forward(None, run, settings, resume=True, progress_bar=False)
+    metrics, out = done.metrics, done.summary
     block = metrics["records"]["seed 0"]
     assert block["benchmark"]["key"] == "vt_bh_overlay"
     assert "under the same risk overlay" in metrics["verdict"]["text"]
@@ -381,8 +380,8 @@ def test_the_walk_forward_record_keeps_the_references_and_reads_old_runs(
     assert "VT B&amp;H+overlay Sharpe" in (run / "report.html").read_text()
 
     _make_old(run / "cells" / "seg00-s0")
-    metrics = walk_forward(None, run, settings, resume=True, progress_bar=False)
-    out = capsys.readouterr().out
+    done = walk_forward(None, run, settings, resume=True, progress_bar=False)
+    metrics, out = done.metrics, done.summary
     block = metrics["records"]["seed 0"]
     assert block["benchmark"]["key"] == "vol_target_buy_and_hold"
     assert "written before that reference existed" in block["benchmark"]["note"]

@@ -12,28 +12,28 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from riskppo.cli import load_config
+from riskppo.cli.main import load_config
+from riskppo.cli.universe import run_universe
 from riskppo.config import Config
 from riskppo.envs.market.synthetic import gbm
 from riskppo.evaluation.limit_backtest import cell_limit, forecast_env, walkforward_limit
 from riskppo.evaluation.universe import CellResult, limit_section
 from riskppo.evaluation.walkforward.plan import WalkForwardSettings
 from riskppo.evaluation.walkforward.run import walk_forward
-from riskppo.universe import run_universe
 from tests.small_run import SMALL_WALKFORWARD_SETS
 
 SMALL = SMALL_WALKFORWARD_SETS
 
 
-def test_a_walk_forward_reports_the_forecast_backtest(tmp_path: Path, capsys) -> None:
+def test_a_walk_forward_reports_the_forecast_backtest(tmp_path: Path) -> None:
     data = tmp_path / "m.csv"
     gbm(1000, seed=5).reset_index().to_csv(data, index=False)
     cfg = load_config(None, [*SMALL, f"data.path={data}"])
     assert cfg.env.kwargs.get("overlay")  # the default agent trades under the overlay
     run = tmp_path / "wf"
     settings = WalkForwardSettings(initial=600, step=200, workers=1)
-    metrics = walk_forward(cfg, run, settings, progress_bar=False)
-    out = capsys.readouterr().out
+    done = walk_forward(cfg, run, settings, progress_bar=False)
+    metrics, out = done.metrics, done.summary
     block = metrics["limit_backtest"]
     assert block is not None and "error" not in block, block
     # 400 out-of-sample bars, 20-bar windows: 19 with a 20-bar outcome in the data

@@ -283,7 +283,7 @@ def test_portfolio_member_score_is_constrained_like_trading() -> None:
     """``pbt.metric: auto`` on the portfolio env ranks as on the trading env: the validation
     record's Sharpe among feasible members (horizon CVaR >= the limit, in the market), every
     infeasible member below them (it was the unconstrained mean evaluation return)."""
-    from riskppo.cli import load_config, preset_path
+    from riskppo.cli.main import load_config, preset_path
     from riskppo.config import PBTConfig
     from riskppo.pbt.member import (
         INFEASIBLE_BASE,

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from riskppo.agent import DistributionalPPO
-from riskppo.cli import load_config, preset_path
+from riskppo.cli.main import load_config, preset_path
 from riskppo.envs.portfolio.data import load_portfolio
 from riskppo.evaluation.portfolio.backtest import (
     OVERLAY_SUFFIX,

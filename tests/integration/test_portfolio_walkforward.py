@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from riskppo.cli import load_config, preset_path
+from riskppo.cli.main import load_config, preset_path
 from riskppo.evaluation.portfolio.backtest import OVERLAY_SUFFIX
 from riskppo.evaluation.portfolio.baselines import BASELINES
 from riskppo.evaluation.walkforward.plan import WalkForwardSettings
@@ -31,7 +31,7 @@ SMALL = [
 def test_portfolio_walkforward_writes_the_report(tmp_path: Path) -> None:
     cfg = load_config(str(preset_path("portfolio_sp20.yaml")), SMALL)
     settings = WalkForwardSettings(initial=8012, step=150, seeds=(0,), workers=1)
-    metrics = walk_forward(cfg, tmp_path / "wf", settings, progress_bar=False)
+    metrics = walk_forward(cfg, tmp_path / "wf", settings, progress_bar=False).metrics
     held = {f"{n}{OVERLAY_SUFFIX}" for n in BASELINES}  # the same allocations under the overlay
     assert set(metrics["metrics"]) == {"agent", *BASELINES, *held}
     assert metrics["best_baseline"] in {*BASELINES, *held}

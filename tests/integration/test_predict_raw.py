@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from riskppo import DistributionalPPO
-from riskppo.cli import load_config, preset_path
+from riskppo.cli.main import load_config, preset_path
 from riskppo.envs.vec.build import find_normalizer
 
 SMALL = ["env.n_envs=2", "ppo.n_steps=64", "ppo.batch_size=64", "ppo.n_epochs=1"]

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from riskppo.cli import default_run_dir
+from riskppo.cli.main import default_run_dir
 from riskppo.config import Config
 from riskppo.envs.market.ohlcv import default_split, load_ohlcv
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from riskppo.cli import load_config
+from riskppo.cli.main import load_config
 from riskppo.envs.market.synthetic import gbm
 from riskppo.evaluation.walkforward.plan import WalkForwardSettings
 from riskppo.evaluation.walkforward.run import CELL_DONE, prepare, run_cell

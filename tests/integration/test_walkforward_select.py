@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from riskppo.cli import load_config
+from riskppo.cli.main import load_config
 from riskppo.envs.market.synthetic import gbm
 from riskppo.evaluation.walkforward.run import CELL_DONE
 from riskppo.evaluation.walkforward.select import new_selection, procedure_hash

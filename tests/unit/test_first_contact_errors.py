@@ -9,14 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from riskppo import cli, cli_bench
+from riskppo.cli import bench as cli_bench
+from riskppo.cli.main import load_config, main
 from riskppo.config import Config, ConfigError, apply_overrides
 from riskppo.envs.kwargs_check import check_env_kwargs
 from riskppo.envs.registration import register_envs
 
 
 def one_line(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
-    assert cli.main(argv) == 2
+    assert main(argv) == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1, lines
     return lines[0]
@@ -88,7 +89,7 @@ def test_env_kwargs_are_checked_against_the_ids_constructor() -> None:
 )
 def test_a_cvar_limit_in_percent_or_of_the_wrong_sign_is_refused(limit: str, says: str) -> None:
     with pytest.raises(ConfigError) as ei:
-        cli.load_config(None, [f"risk.cvar_limit={limit}"])  # the default: trading
+        load_config(None, [f"risk.cvar_limit={limit}"])  # the default: trading
     message = str(ei.value)
     assert says in message and f"risk.cvar_limit={float(limit)}: " in message
     pct = abs(float(limit)) if abs(float(limit)) >= 1 else 100 * abs(float(limit))
@@ -97,11 +98,11 @@ def test_a_cvar_limit_in_percent_or_of_the_wrong_sign_is_refused(limit: str, say
 
 def test_cvar_limits_that_make_sense_are_kept() -> None:
     for limit in ("0", "-0.04", "-1"):
-        cli.load_config(None, [f"risk.cvar_limit={limit}"])
+        load_config(None, [f"risk.cvar_limit={limit}"])
     # the limit is in reward units: reward_scale=100 makes -4 a 4% loss
-    cli.load_config(None, ["env.kwargs.reward_scale=100", "risk.cvar_limit=-4"])
+    load_config(None, ["env.kwargs.reward_scale=100", "risk.cvar_limit=-4"])
     # other envs' rewards are not log returns: any limit
-    cli.load_config(None, ["env.id=CartPole-v1", "env.kwargs={}", "risk.cvar_limit=10"])
+    load_config(None, ["env.id=CartPole-v1", "env.kwargs={}", "risk.cvar_limit=10"])
 
 
 @pytest.mark.parametrize("source", ["file", "teacher"])
@@ -132,5 +133,5 @@ def test_bench_runs_in_the_users_directory(tmp_path, monkeypatch) -> None:
     user.mkdir()
     monkeypatch.chdir(user)
     monkeypatch.setattr(cli_bench, "benchmarks_dir", lambda: bench)
-    assert cli.main(["bench", "where", "out.txt"]) == 0
+    assert main(["bench", "where", "out.txt"]) == 0
     assert (user / "out.txt").read_text() == str(user)

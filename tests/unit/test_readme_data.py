@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from riskppo.cli import load_config
+from riskppo.cli.main import load_config
 from riskppo.config import ConfigError
 from riskppo.envs.factory import make_trading_env
 from riskppo.envs.market.ohlcv import load_ohlcv

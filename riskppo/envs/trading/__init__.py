@@ -15,7 +15,7 @@ env's module, whose features module itself imports the sizing.
 
 from __future__ import annotations
 
-from riskppo._aliases import lazy_names
+from riskppo.lazy import lazy_names
 
 __all__ = ["TradingEnv"]
 __getattr__ = lazy_names(__name__, "riskppo.envs.trading.env", frozenset(__all__))

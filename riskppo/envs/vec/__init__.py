@@ -18,6 +18,6 @@ trading env's batched form can import the infos without building the vec env's m
 
 from __future__ import annotations
 
-from riskppo._aliases import lazy_names
+from riskppo.lazy import lazy_names
 
 __getattr__ = lazy_names(__name__, "riskppo.envs.vec.build")

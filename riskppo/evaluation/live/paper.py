@@ -14,8 +14,8 @@ position. Equity is counted from there.
 **The check.** Every call ends by replaying the backtest's own stepping
 (:func:`~riskppo.evaluation.live.signal.live_run`) over the same bars from the same first bar and
 comparing: the orders it implies from the paper start, the last decision, the LSTM state and the
-equity must equal the live record exactly; the one-line verdict is printed (exit 1 on a
-mismatch).
+equity must equal the live record exactly; the one-line verdict is :attr:`PaperReport.check`
+(``riskppo paper`` prints it and exits 1 on a mismatch, :mod:`riskppo.cli.live`).
 
 **Reasons** of an order: ``start``; ``overlay`` (the risk overlay capped the new position);
 ``signal`` (the policy's action changed); ``sizing`` (only the volatility scale moved).
@@ -26,8 +26,6 @@ before the last consumed bar is refused with one line, and nothing is written.
 
 from __future__ import annotations
 
-import argparse
-import csv
 import math
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -59,7 +57,7 @@ if TYPE_CHECKING:
 
     from riskppo.agent import DistributionalPPO
 
-__all__ = ["PaperReport", "cmd_paper", "order_rows", "paper_step"]
+__all__ = ["PaperReport", "order_rows", "paper_step"]
 
 # the env's episode state (its _new_episode_state) besides the bar and the episode end
 TRADING_EPISODE = (
@@ -371,37 +369,3 @@ def _same_position(state: PaperState, d: Decision) -> bool:
 def _same_lstm(a: Any, b: Any) -> bool:
     pairs = [(a.pi, b.pi), *zip(a.vf, b.vf, strict=True)]
     return all(torch.equal(x.h, y.h) and torch.equal(x.c, y.c) for x, y in pairs)
-
-
-def _order_line(row: str) -> str:
-    """An ``orders.csv`` row (time,asset,from,to,reason) for a terminal."""
-    when, asset, old, new, reason = next(csv.reader([row]))
-    move = f"{float(old):+.4f} → {float(new):+.4f}"
-    return f"{bar_time(pd.Timestamp(when))} {asset}: {move} ({reason})"
-
-
-def cmd_paper(args: argparse.Namespace) -> int:
-    """``riskppo paper RUN_DIR --data FEED``; exit 1 when the check finds a mismatch."""
-    report = paper_step(args.run_dir, args.data)
-    s = report.state
-    last = bar_time(pd.Timestamp(s.last_bar))
-    if report.new_bars == 0:
-        print(f"riskppo paper: no new bars in {args.data} since {last}")
-    elif s.orders_rows == len(report.rows) and s.paper_start == s.last_bar:
-        print(
-            f"riskppo paper: warmed up on {report.new_bars} bars from "
-            f"{bar_time(pd.Timestamp(s.episode_start))}; the paper account starts at {last}"
-        )
-    else:
-        print(f"riskppo paper: {report.new_bars} new bar(s) up to {last}")
-    for row in report.rows:
-        print(f"  order {_order_line(row)}")
-    equity = math.exp(s.log_equity - s.log_equity_start)
-    print(
-        f"riskppo paper: target exposure {s.exposure:+.6f} from the bar after {last}; "
-        f"equity {equity:.6f} since {bar_time(pd.Timestamp(s.paper_start))}; {s.orders_rows} "
-        "order row(s) "
-        "in total"
-    )
-    print(f"riskppo paper: {report.check}")
-    return 0 if report.ok else 1

@@ -12,7 +12,6 @@ at ``t`` is the ``position`` the backtest (started at the same bar) holds from b
 
 from __future__ import annotations
 
-import argparse
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -34,7 +33,6 @@ if TYPE_CHECKING:
 __all__ = [
     "LiveRun",
     "SignalRecord",
-    "cmd_signal",
     "live_run",
     "signal",
     "signal_record",
@@ -180,14 +178,3 @@ def write_signal(record: SignalRecord, out: str | Path) -> Path:
     """Write ``record`` as JSON to ``out`` atomically (temp file, rename)."""
     text = json.dumps(record.to_dict(), indent=2, allow_nan=False) + "\n"
     return write_text_atomic(Path(out), text)
-
-
-def cmd_signal(args: argparse.Namespace) -> int:
-    """``riskppo signal RUN_DIR --data FILE [--start TIME] [--json OUT]``."""
-    record = signal(args.run_dir, args.data, start=args.start)
-    print(f"riskppo signal: {args.run_dir} on {args.data}")
-    for line in record.lines():
-        print(f"  {line}")
-    if args.json:
-        print(f"riskppo signal: written to {write_signal(record, args.json)}")
-    return 0

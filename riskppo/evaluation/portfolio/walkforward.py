@@ -6,7 +6,7 @@ cell's own training rows; the stitched records get the portfolio report
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +34,13 @@ if TYPE_CHECKING:
     from riskppo.agent import DistributionalPPO
     from riskppo.evaluation.walkforward.plan import CellJob
 
-__all__ = ["portfolio_cell", "portfolio_outputs", "portfolio_rows", "training_binding"]
+__all__ = [
+    "portfolio_cell",
+    "portfolio_outputs",
+    "portfolio_rows",
+    "portfolio_summary",
+    "training_binding",
+]
 
 
 def portfolio_rows(cfg: Config) -> int:
@@ -100,7 +106,8 @@ def portfolio_outputs(
     n_trials: int,
 ) -> dict[str, Any]:
     """Write the stitched records, ``metrics.json``, the charts and ``report.html``; return
-    the metrics (with the per-cell table and the CVaR multipliers)."""
+    the metrics (with the per-cell table and the CVaR multipliers; what ``riskppo
+    walkforward`` prints of them: :func:`portfolio_summary`)."""
     out = ensure_real_dir(run_dir / "records")
     frames = {r.label: r.frame for r in records}
     for r in records:
@@ -128,10 +135,12 @@ def portfolio_outputs(
         for c in cells
     ]
     metrics["risk"] = risk_summary(metrics["cells"])
-    report = write_portfolio_report(run_dir, frames, metrics)
-    print(metrics["verdict"]["text"])
-    line = risk_line(metrics["risk"])
-    if line:
-        print(line)
-    print(f"riskppo walkforward: report → {report}")
+    write_portfolio_report(run_dir, frames, metrics)
     return metrics
+
+
+def portfolio_summary(metrics: Mapping[str, Any]) -> str:
+    """The summary of :func:`portfolio_outputs`' metrics: the verdict line, and the CVaR
+    multipliers' and the risk overlay's line when there is one."""
+    line = risk_line(metrics["risk"])
+    return "\n".join([metrics["verdict"]["text"], *([line] if line else [])])

@@ -16,6 +16,6 @@ imported on first use (PEP 562).
 
 from __future__ import annotations
 
-from riskppo._aliases import lazy_names
+from riskppo.lazy import lazy_names
 
 __getattr__ = lazy_names(__name__, "riskppo.evaluation.walkforward.run")

@@ -1,5 +1,6 @@
-"""What a walk-forward run writes and prints: stitched records, ``metrics.json``, the
-per-segment table, two charts and one self-contained HTML report with the verdict on top."""
+"""What a walk-forward run writes and says: stitched records, ``metrics.json``, the
+per-segment table, two charts and one self-contained HTML report with the verdict on top; the
+summary ``riskppo walkforward`` prints (:func:`summary_text`)."""
 
 from __future__ import annotations
 
@@ -62,7 +63,7 @@ def write_outputs(
     run_dir: Path, cfg: Config, records: Sequence[Record], metrics: dict[str, Any]
 ) -> Path:
     """Write records, ``metrics.json``, ``segments.csv``, the charts and ``report.html``;
-    print the summary; return the report's path."""
+    return the report's path."""
     out = ensure_real_dir(run_dir / "records")
     for r in records:
         write_text_atomic(out / f"s{r.label.split()[-1]}.csv", _csv(r.frame))
@@ -81,8 +82,6 @@ def write_outputs(
         write_bytes_atomic(run_dir / f"{name}.png", png)
     report = run_dir / "report.html"
     write_text_atomic(report, render(cfg, metrics, images))
-    print(summary_text(metrics))
-    print(f"riskppo walkforward: report → {report}")
     return report
 
 

@@ -52,6 +52,7 @@ from riskppo.evaluation.walkforward.plan import (
     segment_frame,
     stitch,
 )
+from riskppo.logs import OnMessage, log_message
 from riskppo.monitor.progress import ProgressBar, wall_time_line
 from riskppo.persist.files import sha256
 from riskppo.runs.interrupt import sigterm_as_interrupt
@@ -149,13 +150,15 @@ def warm_start(model: DistributionalPPO, ck: CheckpointData) -> None:
 
 @dataclass
 class WalkForwardRun:
-    """A walk-forward run directory and its plan; :meth:`run` fills in the cells."""
+    """A walk-forward run directory and its plan; :meth:`run` fills in the cells.
+    ``on_message`` takes the lines it has while it runs (:mod:`riskppo.logs`)."""
 
     config: Config  # with a selection: its first candidate's (the risk settings judged under)
     settings: WalkForwardSettings
     run_dir: Path
     segments: list[Segment]
     selection: Selection | None = None  # --candidates
+    on_message: OnMessage = log_message
 
     def job(self, segment: Segment, seed: int) -> CellJob:
         """Segment ``segment``'s test cell with ``seed``; with a selection it waits for the
@@ -167,7 +170,7 @@ class WalkForwardRun:
         if self.selection is not None:
             from riskppo.evaluation.walkforward.select import waits_for
 
-            after = waits_for(self.run_dir, self.selection, segment, s.seeds)
+            after = waits_for(self.run_dir, self.selection, segment, s.seeds, self.on_message)
         return CellJob(
             self.config,
             segment,
@@ -184,15 +187,19 @@ class WalkForwardRun:
         """Cells without a ``cell.json``, oldest segment first; with a selection, a segment's
         unfinished selection cells before its test cells while its choice is not made. A cell
         whose files do not read back (:func:`read_cell`) is unfinished too: its ``cell.json``
-        is removed, so that no warm start reads it, and the line naming it is printed."""
+        is removed, so that no warm start reads it, and a line naming it goes to
+        ``on_message``."""
         out = []
+        say = self.on_message
         for seg in self.segments:
-            tests = [j for j in (self.job(seg, s) for s in self.settings.seeds) if _unfinished(j)]
+            tests = [
+                j for j in (self.job(seg, s) for s in self.settings.seeds) if _unfinished(j, say)
+            ]
             if tests and self.selection is not None and any(j.after for j in tests):
                 from riskppo.evaluation.walkforward.select import selection_jobs
 
                 jobs = selection_jobs(self.run_dir, self.selection, seg, self.settings.seeds)
-                out += [j for j in jobs if _unfinished(j)]
+                out += [j for j in jobs if _unfinished(j, say)]
             out += tests
         return out
 
@@ -206,7 +213,9 @@ class WalkForwardRun:
 
         if is_selection_cell(job):
             return job
-        choice = choose(self.run_dir, self.selection, job.segment, self.settings.seeds)
+        choice = choose(
+            self.run_dir, self.selection, job.segment, self.settings.seeds, self.on_message
+        )
         return chosen_job(job, self.selection, choice)
 
     def n_cells(self) -> int:
@@ -275,13 +284,13 @@ def _kill_workers(pool: cf.ProcessPoolExecutor) -> None:
             process.kill()
 
 
-def _unfinished(job: CellJob) -> bool:
+def _unfinished(job: CellJob, on_message: OnMessage) -> bool:
     """Whether ``job``'s cell has no ``cell.json`` or one whose files do not read back (then
-    removed, with a line naming it)."""
+    removed, with a line naming it to ``on_message``)."""
     try:
         return read_cell(job.cell_dir) is None
     except UnreadableCell as exc:
-        print(f"riskppo walkforward: {exc}; training that cell again")
+        on_message(f"riskppo walkforward: {exc}; training that cell again")
         remove_entry(job.cell_dir / CELL_DONE)
         return True
 
@@ -345,11 +354,13 @@ def prepare(
     *,
     resume: bool,
     selection: Selection | None = None,
+    on_message: OnMessage = log_message,
 ) -> WalkForwardRun:
     """The run's plan; a new run writes ``config.yaml`` (with a ``selection``, ``--candidates``:
     ``candidates/``, and ``cfg`` is None) and ``walkforward.json`` (and refuses a directory that
     already holds files), ``resume`` reads them back (``cfg`` and ``selection`` are then
-    ignored and only ``settings.workers`` is taken from ``settings``)."""
+    ignored and only ``settings.workers`` is taken from ``settings``). ``on_message``: the
+    run's lines while it runs."""
     settings_path = run_dir / SETTINGS_FILE
     if resume:
         if not settings_path.is_file():
@@ -393,7 +404,7 @@ def prepare(
             stored["select"] = selection.to_dict()
         stored["segments"] = [s.__dict__ for s in segments]
         write_json(settings_path, stored)
-    return WalkForwardRun(cfg, settings, run_dir, segments, selection)
+    return WalkForwardRun(cfg, settings, run_dir, segments, selection, on_message)
 
 
 def _plan(cfg: Config, settings: WalkForwardSettings, selection: Selection | None) -> list[Segment]:
@@ -455,41 +466,63 @@ def walk_forward(
     n_trials: int = 1,
     ledger: Path | None = None,
     selection: Selection | None = None,
-) -> dict[str, Any]:
+    on_message: OnMessage = log_message,
+) -> WalkForwardResult:
     """Run (or ``resume``, when ``cfg`` may be None) a walk-forward of ``cfg`` into ``run_dir``;
     write the stitched records, ``metrics.json`` and the report; return the metrics (see
-    :func:`riskppo.evaluation.walkforward.analysis.analyse`). ``n_trials``: the configurations
+    :func:`riskppo.evaluation.walkforward.analysis.analyse`) with the report's path and the
+    summary (:class:`WalkForwardResult`). ``n_trials``: the configurations
     tried on this data, this one included — the verdict's p-value is adjusted for them (Šidák),
     so the best of several tries is not mistaken for an edge; a finished run can be judged again
     with another count (``resume``). ``ledger``: the trial ledger the stitched record (the
     seeds' mean) is recorded in; the verdict's N is the larger of ``n_trials`` and the ledger's
     count of configurations judged on this data (:mod:`riskppo.runs.ledger`). ``selection``
     (``cfg`` None): choose among configurations inside each segment's training rows and judge
-    the procedure as one configuration (:mod:`riskppo.evaluation.walkforward.select`)."""
+    the procedure as one configuration (:mod:`riskppo.evaluation.walkforward.select`).
+    ``on_message``: the lines it has while it runs (a damaged cell it trains again)."""
     run_dir = Path(run_dir)
     with lock_run(run_dir, "riskppo walkforward"):
         wf = prepare(
-            cfg, settings or WalkForwardSettings(), run_dir, resume=resume, selection=selection
+            cfg,
+            settings or WalkForwardSettings(),
+            run_dir,
+            resume=resume,
+            selection=selection,
+            on_message=on_message,
         )
         took = wf.run(progress_bar=progress_bar)
-        metrics = _outputs(wf, run_dir, n_trials, ledger)
-    if took is not None:
-        print(took)
-    return metrics
+        done = _outputs(wf, run_dir, n_trials, ledger)
+    return dataclasses.replace(done, took=took)
+
+
+@dataclass(frozen=True)
+class WalkForwardResult:
+    """What :func:`walk_forward` found: ``metrics`` (those of ``metrics.json``), the report's
+    path, the ``summary`` (the verdict and the statistics under it, as ``riskppo walkforward``
+    prints them) and ``took``, the line saying how long the cells took (None when no cell was
+    left to run)."""
+
+    metrics: dict[str, Any]
+    report: Path
+    summary: str
+    took: str | None = None
 
 
 def _outputs(
     wf: WalkForwardRun, run_dir: Path, n_trials: int, ledger: Path | None = None
-) -> dict[str, Any]:
-    """Analyse the finished cells of ``wf``, write the report files and return the metrics."""
+) -> WalkForwardResult:
+    """Analyse the finished cells of ``wf``, write the report files and return the metrics,
+    the report's path and the summary."""
     from riskppo.evaluation.walkforward.analysis import analyse  # the heavy statistics, when needed
-    from riskppo.evaluation.walkforward.report import write_outputs
+    from riskppo.evaluation.walkforward.report import summary_text, write_outputs
 
     records = wf.records()
     if wf.config.env.id == PORTFOLIO_ID:
-        from riskppo.evaluation.portfolio.walkforward import portfolio_outputs
+        from riskppo.evaluation.portfolio.walkforward import portfolio_outputs, portfolio_summary
 
-        return portfolio_outputs(run_dir, wf.config, records, wf.cell_summaries(), n_trials)
+        metrics = portfolio_outputs(run_dir, wf.config, records, wf.cell_summaries(), n_trials)
+        report = run_dir / "report.html"  # written by portfolio_outputs
+        return WalkForwardResult(metrics, report, portfolio_summary(metrics))
     cells = wf.cell_summaries()
     trials = _judge(wf, run_dir, records, ledger, float(cells[0]["bars_per_year"]))
     metrics = analyse(wf.config, wf.settings, records, cells, n_trials=n_trials, trials=trials)
@@ -497,9 +530,11 @@ def _outputs(
         from riskppo.evaluation.walkforward.select import selection_block
 
         protocol = _protocol(wf.settings)
-        metrics["selection"] = selection_block(run_dir, wf.selection, wf.segments, protocol)
-    write_outputs(run_dir, wf.config, records, metrics)
-    return metrics
+        metrics["selection"] = selection_block(
+            run_dir, wf.selection, wf.segments, protocol, wf.on_message
+        )
+    report = write_outputs(run_dir, wf.config, records, metrics)
+    return WalkForwardResult(metrics, report, summary_text(metrics))
 
 
 def _protocol(settings: WalkForwardSettings) -> dict[str, Any]:

@@ -46,6 +46,7 @@ from riskppo.config import Config, ConfigError
 from riskppo.envs.registration import TRADING_ID, data_kwargs
 from riskppo.evaluation.walkforward.cells import CELL_DONE, read_cell, write_json
 from riskppo.evaluation.walkforward.plan import CellJob, Segment, WalkForwardSettings, cell_name
+from riskppo.logs import OnMessage, log_message
 from riskppo.runs.ledger import config_hash, data_fingerprint
 from riskppo.safefs import remove_entry
 
@@ -311,9 +312,12 @@ def selection_jobs(
     ]
 
 
-def stored_choice(run_dir: Path, sel: Selection, seg: Segment) -> dict[str, Any] | None:
+def stored_choice(
+    run_dir: Path, sel: Selection, seg: Segment, on_message: OnMessage = log_message
+) -> dict[str, Any] | None:
     """Segment ``seg``'s choice as written by :func:`choose`; None when it is not there yet. A
-    file that does not read back is removed (with a line saying so): it is made again."""
+    file that does not read back is removed (with a line saying so to ``on_message``): it is
+    made again."""
     path = choice_path(run_dir, seg)
     if not path.is_file():
         return None
@@ -322,19 +326,25 @@ def stored_choice(run_dir: Path, sel: Selection, seg: Segment) -> dict[str, Any]
         if choice["segment"] != seg.index or choice["chosen"] not in sel.names:
             raise ValueError("not this segment's choice")
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
-        print(f"riskppo walkforward: {SELECT_DIR}/{path.name} does not read back ({exc}); "
-              "choosing again")  # fmt: skip
+        on_message(
+            f"riskppo walkforward: {SELECT_DIR}/{path.name} does not read back ({exc}); "
+            "choosing again"
+        )
         remove_entry(path)
         return None
     return dict(choice)
 
 
 def waits_for(
-    run_dir: Path, sel: Selection, seg: Segment, seeds: Sequence[int]
+    run_dir: Path,
+    sel: Selection,
+    seg: Segment,
+    seeds: Sequence[int],
+    on_message: OnMessage = log_message,
 ) -> tuple[Path, ...]:
     """The files segment ``seg``'s test cells wait for: its selection cells' ``cell.json``
-    (none once its choice is made)."""
-    if stored_choice(run_dir, sel, seg) is not None:
+    (none once its choice is made; ``on_message``: :func:`stored_choice`'s)."""
+    if stored_choice(run_dir, sel, seg, on_message) is not None:
         return ()
     return tuple(
         select_cell_dir(run_dir, seg, seed, i) / CELL_DONE
@@ -343,13 +353,20 @@ def waits_for(
     )
 
 
-def choose(run_dir: Path, sel: Selection, seg: Segment, seeds: Sequence[int]) -> dict[str, Any]:
+def choose(
+    run_dir: Path,
+    sel: Selection,
+    seg: Segment,
+    seeds: Sequence[int],
+    on_message: OnMessage = log_message,
+) -> dict[str, Any]:
     """Segment ``seg``'s choice: the stored one, or made from its finished selection cells by
     :data:`STATISTIC_TEXT` and written to ``select/segKK.json`` (atomically, so every seed's
     test cell, on ``--resume`` too, trades the same candidate). Its row ranges ``[a, b)`` are
     the rows each part reads: ``inner_train_rows``, ``validation_rows`` (the last one only
-    settles the last position) and ``test_rows`` (the segment's test backtest's)."""
-    stored = stored_choice(run_dir, sel, seg)
+    settles the last position) and ``test_rows`` (the segment's test backtest's).
+    ``on_message``: :func:`stored_choice`'s."""
+    stored = stored_choice(run_dir, sel, seg, on_message)
     if stored is not None:
         return stored
     by_seed: dict[str, dict[str, float | None]] = {}
@@ -406,13 +423,18 @@ def procedure_hash(sel: Selection, protocol: Mapping[str, Any]) -> str:
 
 
 def selection_block(
-    run_dir: Path, sel: Selection, segments: Sequence[Segment], protocol: Mapping[str, Any]
+    run_dir: Path,
+    sel: Selection,
+    segments: Sequence[Segment],
+    protocol: Mapping[str, Any],
+    on_message: OnMessage = log_message,
 ) -> dict[str, Any]:
     """``metrics.json``'s ``selection``: the candidates (with their configuration hashes), the
-    settings, every segment's choice and how often each candidate was chosen."""
+    settings, every segment's choice and how often each candidate was chosen
+    (``on_message``: :func:`stored_choice`'s)."""
     choices = []
     for seg in segments:
-        choice = stored_choice(run_dir, sel, seg)
+        choice = stored_choice(run_dir, sel, seg, on_message)
         if choice is None:
             raise RuntimeError(f"segment {seg.index} has no choice ({choice_path(run_dir, seg)})")
         choices.append(choice)

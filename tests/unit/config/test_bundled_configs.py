@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from riskppo import cli
 from riskppo.algo.settings import config_from_keywords
+from riskppo.cli.main import load_config, main
 from riskppo.config import Config, ConfigError
 from riskppo.config.bundled import bundled_dir, bundled_names, resolve_config_path
 
@@ -53,7 +53,7 @@ def test_keywords_change_a_shipped_preset() -> None:
 
 
 def test_the_cli_reads_a_shipped_name_and_says_one_line_for_a_wrong_one(capsys) -> None:
-    assert cli.load_config("cartpole_masked", ["seed=2"]).seed == 2
-    assert cli.main(["train", "--config", "cartpol_masked"]) != 0
+    assert load_config("cartpole_masked", ["seed=2"]).seed == 2
+    assert main(["train", "--config", "cartpol_masked"]) != 0
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "nor a shipped config" in err

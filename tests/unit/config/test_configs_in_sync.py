@@ -5,7 +5,7 @@ population the same agent."""
 
 from __future__ import annotations
 
-from riskppo.cli import load_config, preset_path
+from riskppo.cli.main import load_config, preset_path
 from riskppo.config import Config
 
 

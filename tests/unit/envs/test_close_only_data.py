@@ -218,7 +218,7 @@ def test_sp500_config_validation(overrides: list[str], match: str) -> None:
 
 
 def test_sp500_config_reaches_the_env_and_labels(caplog) -> None:
-    from riskppo.cli import default_run_dir
+    from riskppo.cli.main import default_run_dir
     from riskppo.envs.registration import data_kwargs
     from riskppo.evaluation.summary import run_label
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from riskppo.cli_errors import user_error
+from riskppo.cli.errors import user_error
 from riskppo.config import Config, apply_overrides
 from riskppo.envs.factory import trading_range
 from riskppo.envs.market.errors import Remedy

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from riskppo.cli_errors import user_error
+from riskppo.cli.errors import user_error
 from riskppo.config import Config, ConfigError, apply_overrides
 from riskppo.envs.factory import trading_range
 from riskppo.envs.market.errors import DataWarning

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from riskppo.cli import preset_path
+from riskppo.cli.main import preset_path
 from riskppo.config import Config, ConfigError
 from riskppo.envs.kwargs_check import check_env_kwargs
 from riskppo.envs.market.errors import DataError

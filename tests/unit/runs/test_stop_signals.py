@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from riskppo.cli.runner import Interrupted, train_run
 from riskppo.config import Config
-from riskppo.runner import Interrupted, train_run
 from riskppo.runs.interrupt import (
     Terminated,
     interrupt_signal,

@@ -1,5 +1,5 @@
-"""How the command line reports errors: one line, what and where, what to do (its warnings and
-log records: :mod:`riskppo.logs`).
+"""How the command line reports errors: one line, what and where, what to do; and warnings,
+one line each too (:func:`show_warning`; its log records: :mod:`riskppo.logs`).
 
 An error in the user's input (config, data, run directory, checkpoint, env, a path) is one line
 on stderr and exit code 2 (:func:`user_error` gives the line); anything else is a bug and keeps
@@ -9,6 +9,10 @@ its traceback.
 from __future__ import annotations
 
 import errno
+import sys
+from typing import TextIO
+
+from riskppo.logs import one_line
 
 # OS errors that come from the user's paths or machine (a missing or unwritable path, a full
 # disk), with what to do about them; any other OSError is reported as a bug (traceback).
@@ -96,3 +100,18 @@ def _advice(exc: BaseException) -> str:
     if isinstance(exc, UnregisteredEnv):
         return "; check env.id (a registered Gymnasium id, or 'module:Name' that registers it)"
     return ""
+
+
+def show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
+    """``warnings.showwarning`` of the command line: ``riskppo: warning: MESSAGE`` on one line,
+    without Python's ``file:line: Category`` and the echoed source line."""
+    cli_text = getattr(message, "cli_text", None)  # a remedy spelled as --set options
+    text = cli_text() if callable(cli_text) else str(message)
+    print(f"riskppo: warning: {one_line(text)}", file=file or sys.stderr)

@@ -14,9 +14,9 @@ Layout of the parent run directory::
     universe.md              the table (and that backtest's section), also printed
 
 Each cell is a ``riskppo train`` process (``--resume`` for a cell with a checkpoint), so the run
-lock, checkpoints, resume and the final backtest are those of :mod:`riskppo.runner`. A cell
+lock, checkpoints, resume and the final backtest are those of :mod:`riskppo.cli.runner`. A cell
 is *finished* when its evaluation and test backtest report exist and read back
-(:func:`riskppo.runner.run_finished`, :func:`_finished`): a resumed universe skips it and leaves
+(:func:`riskppo.cli.runner.run_finished`, :func:`_finished`): a resumed universe skips it and leaves
 its files alone (one whose files do not read back has its evaluation written again);
 a cell with a checkpoint resumes from it; a cell without one starts again from scratch. Cells
 checkpoint every :data:`CELL_CHECKPOINT_EVERY` updates unless the config sets
@@ -45,6 +45,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO
 
+from riskppo.cli.runner import evaluation_damage, run_finished
 from riskppo.config import Config, ConfigError
 from riskppo.config.sections import SP500_SYMBOLS
 from riskppo.envs.features import left_out_line, split_features
@@ -57,7 +58,6 @@ from riskppo.evaluation.universe import (
     limit_section,
 )
 from riskppo.monitor.progress import ProgressBar, wall_time_line
-from riskppo.runner import evaluation_damage, run_finished
 from riskppo.runs.interrupt import sigterm_as_interrupt
 from riskppo.runs.ledger import LEDGER_ENV
 from riskppo.runs.processes import child_env

@@ -16,7 +16,7 @@ __all__ = ["BENCHMARKS", "bench_description", "benchmarks_dir", "cmd_bench"]
 
 def benchmarks_dir() -> Path | None:
     """The repository's ``benchmarks/`` (present in a source checkout, not in a wheel)."""
-    candidate = Path(__file__).resolve().parents[1] / "benchmarks"
+    candidate = Path(__file__).resolve().parents[2] / "benchmarks"  # riskppo/cli/bench.py
     return candidate if (candidate / "_common.py").is_file() else None
 
 

@@ -1,14 +1,14 @@
 """docs/config.md is the configuration reference: every key of the config models, with a
 description, and the trading env's keyword arguments. It is generated
-(``python -m riskppo.config_doc docs/config.md``); these tests fail when a field has no
+(``python -m riskppo.cli.config_doc docs/config.md``); these tests fail when a field has no
 description or the page was not regenerated after the models changed."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from riskppo.cli.config_doc import TRADING_KWARGS, leaf_fields, trading_kwargs
 from riskppo.config import Config, HyperparamSpec
-from riskppo.config_doc import TRADING_KWARGS, leaf_fields, trading_kwargs
 
 ROOT = Path(__file__).resolve().parents[3]
 PAGE = ROOT / "docs" / "config.md"

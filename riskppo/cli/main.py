@@ -10,7 +10,6 @@ final evaluation/report.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 import time
@@ -20,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from riskppo import __version__
-from riskppo.cli_args import (
+from riskppo.cli.args import (
     DEFAULT_CONFIG,
     DEFAULT_PBT_CONFIG,
     RUN_DIR_HELP,
@@ -37,12 +36,12 @@ from riskppo.cli_args import (
     universe_parser,
     walkforward_parser,
 )
-from riskppo.cli_bench import cmd_bench
-from riskppo.cli_errors import user_error
+from riskppo.cli.bench import cmd_bench
+from riskppo.cli.errors import show_warning, user_error
 from riskppo.config import Config, ConfigError, apply_overrides
 from riskppo.config.bundled import bundled_dir
 from riskppo.config.sections import TRADING_ID
-from riskppo.logs import configure_terminal, show_warning
+from riskppo.logs import configure_terminal
 from riskppo.runs.interrupt import interrupt_signal, signal_name
 from riskppo.runs.processes import die_with_parent_if_asked
 
@@ -78,10 +77,11 @@ def default_run_dir(cfg: Config, prefix: str = "") -> Path:
 
 def cmd_train(args: argparse.Namespace) -> int:
     """``riskppo train``; stopped by Ctrl-C or SIGTERM, it saves a checkpoint, prints what it
-    saved and the command that resumes it, and exits 130 / 143 (:func:`riskppo.runner._learn`)."""
+    saved and the command that resumes it, and exits 130 / 143
+    (:func:`riskppo.cli.runner._learn`)."""
     # the config is read and checked before torch loads: a mistyped key answers at once
     checked = None if args.resume else load_config(args.config, args.set or [])
-    from riskppo.runner import Interrupted, resume_run, train_run, with_periodic_checkpoints
+    from riskppo.cli.runner import Interrupted, resume_run, train_run, with_periodic_checkpoints
 
     progress_bar = not args.no_progress
     try:
@@ -106,6 +106,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     except Interrupted as stopped:
         print(stopped, file=sys.stderr)
         return stopped.exit_code
+    from riskppo.cli.backtest import print_flat_warning
+
     print_flat_warning(run_dir / "backtest_test")
     return 0
 
@@ -149,22 +151,6 @@ def check_resume_args(args: argparse.Namespace, run_dir: Path) -> None:
         )
 
 
-def print_flat_warning(backtest_dir: Path, prefix: str = "riskppo") -> None:
-    """Print the one-line flat/near-flat warning of a written backtest (nothing if none)."""
-    path = backtest_dir / "metrics.json"
-    if not path.is_file():  # not a trading or portfolio run
-        return
-    from riskppo.evaluation.backtest import flat_warning
-
-    split = backtest_dir.name.removeprefix("backtest_")
-    metrics = json.loads(path.read_text())
-    if "best_baseline" in metrics:  # a portfolio report: its strategies are one level down
-        metrics = metrics["metrics"]
-    warning = flat_warning(metrics, split=split)
-    if warning:
-        print(f"{prefix}: {warning}")
-
-
 def cmd_eval(args: argparse.Namespace) -> int:
     """``riskppo eval``: writes its report into the run directory, so it holds the run's lock
     (a run still training is refused, not evaluated half-way)."""
@@ -186,8 +172,8 @@ def _under_run_lock(
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
+    from riskppo.cli.runner import robustness_run
     from riskppo.evaluation.summary import evaluation_summary, format_evaluation, write_evaluation
-    from riskppo.runner import robustness_run
 
     if args.attack:
         from riskppo.evaluation.robustness import check_attack_args
@@ -222,7 +208,7 @@ def parse_floats(text: str, option: str) -> list[float]:
 
 def cmd_backtest(args: argparse.Namespace) -> int:
     """``riskppo backtest``: writes ``backtest_<split>/`` into the run, under the run's lock."""
-    from riskppo.evaluation.backtest import cmd_backtest as run
+    from riskppo.cli.backtest import cmd_backtest as run
 
     return _under_run_lock(args, "riskppo backtest", run)
 
@@ -230,7 +216,7 @@ def cmd_backtest(args: argparse.Namespace) -> int:
 def cmd_signal(args: argparse.Namespace) -> int:
     """``riskppo signal``: reads the run, writes only ``--json OUT``
     (:mod:`riskppo.evaluation.live.signal`)."""
-    from riskppo.evaluation.live.signal import cmd_signal as run
+    from riskppo.cli.live import cmd_signal as run
 
     return run(args)
 
@@ -238,7 +224,7 @@ def cmd_signal(args: argparse.Namespace) -> int:
 def cmd_paper(args: argparse.Namespace) -> int:
     """``riskppo paper``: writes ``RUN_DIR/paper/``, under the run's lock
     (:mod:`riskppo.evaluation.live.paper`)."""
-    from riskppo.evaluation.live.paper import cmd_paper as run
+    from riskppo.cli.live import cmd_paper as run
 
     return _under_run_lock(args, "riskppo paper", run)
 
@@ -300,8 +286,13 @@ def cmd_pbt(args: argparse.Namespace) -> int:
 
 def _finish_pbt(cfg: Config, run_dir: Path, args: argparse.Namespace, ledger: Path | None) -> int:
     from riskppo.pbt import run_pbt
+    from riskppo.pbt.local import summary_lines
 
-    summary = run_pbt(cfg, run_dir, progress_bar=not args.no_progress, resume=bool(args.resume))
+    summary = run_pbt(
+        cfg, run_dir, progress_bar=not args.no_progress, resume=bool(args.resume), on_message=print
+    )
+    for line in summary_lines(summary, run_dir):
+        print(line)
     if "best_checkpoint" in summary and summary["best_checkpoint"] is None:  # all failed
         first = summary["failures"][0] if summary.get("failures") else None
         cause = f"; first: m{first['member']}: {first['reason']}" if first else ""
@@ -312,6 +303,7 @@ def _finish_pbt(cfg: Config, run_dir: Path, args: argparse.Namespace, ledger: Pa
         )
         return 1
     if cfg.env.id == TRADING_ID:  # the best member's held-out test backtest
+        from riskppo.cli.backtest import print_flat_warning
         from riskppo.evaluation.backtest import backtest_run
         from riskppo.evaluation.trials import TrialSpec
 
@@ -343,7 +335,7 @@ def _run_universe(args: argparse.Namespace, run_dir: Path) -> list[Any]:
             raise ConfigError(f"--resume continues a universe as it was started; drop {flags}")
     # the config is read and checked before torch loads: a mistyped key answers at once
     cfg = None if args.resume else load_config(args.config, args.set or [])
-    from riskppo.universe import resume_universe, run_universe
+    from riskppo.cli.universe import resume_universe, run_universe
 
     if cfg is None:
         results = resume_universe(
@@ -530,7 +522,7 @@ def cmd_walkforward(args: argparse.Namespace) -> int:
     else:
         run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(configs[0], prefix="wf")
     try:
-        walk_forward(
+        done = walk_forward(
             None if selection is not None or not configs else configs[0],
             run_dir,
             settings,
@@ -539,9 +531,14 @@ def cmd_walkforward(args: argparse.Namespace) -> int:
             n_trials=args.trials,
             ledger=_ledger(args),
             selection=selection,
+            on_message=print,
         )
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: the workers are ended
         return _stopped(exc, "walkforward", "finished cells are kept", run_dir)
+    print(done.summary)
+    print(f"riskppo walkforward: report → {done.report}")
+    if done.took is not None:
+        print(done.took)
     return 0
 
 
@@ -585,7 +582,3 @@ def run_command(args: argparse.Namespace) -> int:
             raise
         print(message, file=sys.stderr)
         return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from riskppo.cli import build_parser
+from riskppo.cli.main import build_parser
 from riskppo.config.bundled import bundled_names
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def subcommands() -> dict[str, argparse.ArgumentParser]:
