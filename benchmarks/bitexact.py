@@ -43,15 +43,28 @@ CASES: dict[str, tuple[str | None, str | dict[str, Any] | None, dict[str, Any], 
     "cvar-dual-bc": (
         "CartPole-v1",
         None,
-        dict(SMALL, cvar_limit=10.0, cvar_alpha=0.25, cvar_horizon=8, cvar_min_segments=2,
-             bc_coef=0.1, clip_range_vf=0.2),
+        dict(
+            SMALL,
+            cvar_limit=10.0,
+            cvar_alpha=0.25,
+            cvar_horizon=8,
+            cvar_min_segments=2,
+            bc_coef=0.1,
+            clip_range_vf=0.2,
+        ),
         1024,
-    ),  # fmt: skip
+    ),
     "trading-googl": (
-        None, "configs/trading_googl.yaml", dict(n_envs=4, cvar_min_segments=8), 4096
+        None,
+        "configs/trading_googl.yaml",
+        dict(n_envs=4, cvar_min_segments=8),
+        4096,
     ),
     "trading-bc": (
-        None, "configs/trading_googl.yaml", dict(n_envs=4, cvar_min_segments=8, bc_coef=0.1), 2048
+        None,
+        "configs/trading_googl.yaml",
+        dict(n_envs=4, cvar_min_segments=8, bc_coef=0.1),
+        2048,
     ),
     "sa-ppo": (
         "Pendulum-v1",
@@ -62,12 +75,22 @@ CASES: dict[str, tuple[str | None, str | dict[str, Any] | None, dict[str, Any], 
     "compiled-cvar-bc": (
         "CartPole-v1",
         None,
-        dict(SMALL, compile=True, cvar_limit=10.0, cvar_alpha=0.25, cvar_horizon=8,
-             cvar_min_segments=2, bc_coef=0.1),
+        dict(
+            SMALL,
+            compile=True,
+            cvar_limit=10.0,
+            cvar_alpha=0.25,
+            cvar_horizon=8,
+            cvar_min_segments=2,
+            bc_coef=0.1,
+        ),
         512,
-    ),  # fmt: skip
+    ),
     "compiled-trading": (
-        None, "configs/trading_googl.yaml", dict(n_envs=4, cvar_min_segments=8, compile=True), 1024
+        None,
+        "configs/trading_googl.yaml",
+        dict(n_envs=4, cvar_min_segments=8, compile=True),
+        1024,
     ),
 }
 """The configurations, each a few seconds to a minute on one CPU thread."""

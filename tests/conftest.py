@@ -14,8 +14,8 @@ from gymnasium import spaces
 
 from riskppo import DistributionalPPO
 from riskppo.algo.buffer import ChunkBatch
-from riskppo.algo.constraints import constraint_for
 from riskppo.algo.collect import collect_rollout
+from riskppo.algo.constraints import constraint_for
 from riskppo.algo.estimate import Estimates, estimate
 from riskppo.algo.loop import apply_rescales, reset_carry
 from riskppo.config import PolicyConfig

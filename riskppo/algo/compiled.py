@@ -23,8 +23,9 @@ rows. The eager path stays the default and the reference.
 Not compiled (the update runs eager, and the reason is logged once per model): a term whose
 ``not_compiled`` says why — the SA-PPO regulariser (its PGD inner loop takes ``autograd.grad``
 and draws from a generator), BC from demonstration files or a teacher (chunks sampled with a
-generator per minibatch) — and a compile that fails (e.g. no C++ compiler: the error is logged). The first call pays the
-compile (``compile_seconds``); inductor's disk cache makes later processes' compiles cheap.
+generator per minibatch) — and a compile that fails (e.g. no C++ compiler: the error is
+logged). The first call pays the compile (``compile_seconds``); inductor's disk cache makes
+later processes' compiles cheap.
 """
 
 from __future__ import annotations
@@ -142,9 +143,7 @@ class CompiledLoss:
         t0 = time.perf_counter()
         try:
             fn = _compiled(compile_mode(ctx.cfg, like.device))
-            loss, stats, n_bad = fn(
-                ctx.policy, ctx.critic, ctx.cfg, terms, layout, ent, coefs, *xs
-            )
+            loss, stats, n_bad = fn(ctx.policy, ctx.critic, ctx.cfg, terms, layout, ent, coefs, *xs)
         except Exception as exc:  # any compile failure falls back to eager
             self.failed = f"torch.compile failed ({type(exc).__name__}: {exc})".split("\n")[0]
             self._log_once(self.failed)

@@ -2,7 +2,7 @@
 
 The eager and the compiled minibatch loss iterate the terms of an update
 (:func:`update_terms`): the registered ones that are on, in registration order, then the
-constraint's (:meth:`riskppo.algo.constraint.Constraint.loss_terms`). Built in:
+constraint's (:meth:`riskppo.algo.constraints.Constraint.loss_terms`). Built in:
 
 * ``sa_kl``: the SA-PPO regulariser ``κ · max_δ KL(π(s) ‖ π(s+δ))`` (Zhang et al. 2020), while
   ``adversarial.kappa > 0`` and its ε is above 0 (not compiled: a PGD inner loop);

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
-import torch
-
 import pytest
+import torch
 
 from riskppo.algo.constraints import ConstraintInput, constraint_for
 from riskppo.algo.constraints.cvar import (
