@@ -164,12 +164,7 @@ def risk_estimate(
     if r.lambda_update == "pid":
         metrics.update({"risk/pid_p": pid.p, "risk/pid_i": pid.i, "risk/pid_d": pid.d})
     targets = {RISK_TARGETS: scaling.to_norm(y).float()}
-    rescales = (
-        (Rescale("risk_head", state.scaling, scaling),)
-        if rescales_outputs(cfg, state.scaling)
-        else ()
-    )  # the risk head follows its own statistics (PopArt)
-    return RiskEstimate(new_state, lam, a_cvar, metrics, targets, rescales)
+    return RiskEstimate(new_state, lam, a_cvar, metrics, targets)
 
 
 class RiskHeadTerm(LossTerm):
@@ -202,7 +197,10 @@ class CVaRConstraint(Lagrangian[RiskState]):
         return initial_risk_state(self.cfg, n_envs)
 
     def after_rollout(self, state: RiskState, x: ConstraintInput) -> RiskEstimate:
-        return risk_estimate(self.cfg, state, x.rewards, x.dones, x.head())
+        step = risk_estimate(self.cfg, state, x.rewards, x.dones, x.head())
+        if rescales_outputs(self.cfg, state.scaling):  # the head follows its statistics (PopArt)
+            step.rescales = (Rescale("risk_head", state.scaling, step.state.scaling),)
+        return step
 
     def loss_terms(self) -> tuple[LossTerm, ...]:
         return (_RISK_HEAD_TERM,)
