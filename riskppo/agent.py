@@ -25,6 +25,7 @@ from riskppo import core
 from riskppo.algo.bc import BCSource, attach_bc
 from riskppo.algo.collect import StopRollout
 from riskppo.algo.compiled import CompiledLoss
+from riskppo.algo.constraints import needs_risk_head
 from riskppo.algo.log import UpdateLog
 from riskppo.algo.loop import (
     Learner,
@@ -135,9 +136,7 @@ class DistributionalPPO:
         except ValueError as e:
             raise ConfigError(str(e)) from None
         # everything that changes between updates, besides weights and optimizer
-        self.state: TrainingState = initial_training_state(
-            cfg, self.n_envs, risk=self.policy.has_risk_head
-        )
+        self.state: TrainingState = initial_training_state(cfg, self.n_envs)
         self.run_dir = Path(run_dir) if run_dir else None
         # without run_dir: tensorboard_log/<tb_log_name>_<N>, a new N per run (as in SB3)
         self._tb_root = _tb_dir(cfg) if not run_dir else None
@@ -160,7 +159,7 @@ class DistributionalPPO:
                 cfg.policy,
                 n_critics=2 if cfg.critic.twin else 1,
                 critic_out=self.critic.n_out,
-                risk_head=cfg.risk.cvar_limit is not None,
+                risk_head=needs_risk_head(cfg),
             ).to(self.device)
 
     def _build_env(self, env: EnvSpec | gym.Env) -> VecEnv:

@@ -15,6 +15,7 @@ from gymnasium import spaces
 from riskppo import DistributionalPPO
 from riskppo.algo.buffer import ChunkBatch
 from riskppo.algo.collect import collect_rollout
+from riskppo.algo.constraints import constraint_for
 from riskppo.algo.estimate import Estimates, estimate
 from riskppo.algo.loop import apply_rescales, reset_carry
 from riskppo.config import PolicyConfig
@@ -59,7 +60,10 @@ def _rollout_and_estimates(model: DistributionalPPO) -> tuple[Any, Estimates]:
         cfg.ppo.chunk_len,
         model.state.rng.sample,
     )
-    est = estimate(cfg, model.policy, model.critic, model.state.scaling, rollout, model.state.risk)
+    constraint = constraint_for(cfg) if model.state.risk is not None else None
+    est = estimate(
+        cfg, model.policy, model.critic, model.state.scaling, rollout, constraint, model.state.risk
+    )
     apply_rescales(model.policy, est.rescales)
     return rollout, est
 

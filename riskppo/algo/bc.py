@@ -31,7 +31,8 @@ constant), so PPO takes over from the demonstrator. ``train/bc_loss``, ``train/b
 The source is an explicit component: :func:`attach_bc` (called when the model is built) sets the
 model's :class:`BCSource` — it loads and validates the file, or wraps the env; the training loop
 turns it into one update's :class:`BCInputs` (:func:`bc_inputs`: the decayed coefficient and the
-replayed demonstrations) and :func:`bc_term` is the BC part of the minibatch loss.
+replayed demonstrations) and :class:`BCTerm` (:func:`bc_term`) is the BC part of the minibatch
+loss, eager and compiled alike.
 """
 
 from __future__ import annotations
@@ -49,23 +50,41 @@ from torch import Tensor
 
 from riskppo import core
 from riskppo.algo.buffer import ChunkBatch
-from riskppo.algo.losses import awr_loss, bc_loss_ratio
+from riskppo.algo.losses import (
+    LossTerm,
+    TermInput,
+    awr_loss,
+    bc_loss_ratio,
+    other_terms_size,
+)
 from riskppo.config import BCConfig, Config, ConfigError
 from riskppo.demos.types import Demonstrations
 from riskppo.envs.vec.build import find_normalizer
 from riskppo.nn.policy import RecurrentActorCritic
 from riskppo.nn.recurrent import LSTMState
 
-__all__ = ["BCInputs", "BCSource", "attach_bc", "bc_coef_at", "bc_inputs", "bc_term"]
+__all__ = [
+    "BCInputs",
+    "BCSource",
+    "BCTerm",
+    "attach_bc",
+    "bc_coef_at",
+    "bc_inputs",
+    "bc_term",
+]
 
 
 class _Context(Protocol):
     """What :func:`bc_term` reads of the update context (``riskppo.algo.update``)."""
 
-    cfg: Config
-    policy: RecurrentActorCritic
-    generator: torch.Generator
-    bc: BCInputs | None
+    @property
+    def cfg(self) -> Config: ...
+    @property
+    def policy(self) -> RecurrentActorCritic: ...
+    @property
+    def generator(self) -> torch.Generator | None: ...
+    @property
+    def bc(self) -> BCInputs | None: ...
 
 
 class _Model(Protocol):
@@ -189,31 +208,62 @@ def bc_inputs(
 
 
 def bc_term(
-    ctx: _Context, mb: ChunkBatch, log_prob: Tensor, others: Tensor
-) -> tuple[Tensor, dict[str, Tensor]]:
+    ctx: _Context, mb: ChunkBatch, log_prob: Tensor, others: Tensor,
+    coef: float | Tensor | None = None,
+) -> tuple[Tensor, dict[str, Tensor]]:  # fmt: skip
     """The BC term ``coef · L_BC`` of one (micro-)batch and its stats.
 
     ``log_prob`` ``[L·B]``: the PPO forward's log-probabilities of ``mb``'s actions (the rollout
     source reuses them); ``others`` (0-dim): the magnitude of the other loss terms, for
-    ``bc_loss_ratio``. Only the actor (LSTM, MLP, action head) gets gradient from it.
+    ``bc_loss_ratio``; ``coef``: ``ctx.bc.coef`` unless given — a 0-dim tensor in the compiled
+    loss, where ``ctx.bc`` is None (the rollout source, AWR). Only the actor (LSTM, MLP, action
+    head) gets gradient from it.
     """
-    bc = ctx.bc
-    assert bc is not None
-    cfg, coef = ctx.cfg.bc, bc.coef
-    if coef == 0.0:
+    bc, cfg = ctx.bc, ctx.cfg.bc
+    if coef is None:
+        assert bc is not None
+        coef = bc.coef
+    if isinstance(coef, float) and coef == 0.0:  # decayed to 0: nothing to compute or draw
         zero = log_prob.new_zeros(())
         return zero, {"bc_loss": zero, "bc_loss_ratio": zero, "bc_coef": zero}
-    if not bc.from_demos:
-        bc_loss = awr_loss(mb.raw_advantages, log_prob, cfg.beta, cfg.max_weight)
-    else:
+    if bc is not None and bc.from_demos:
         bc_loss = _demo_loss(ctx, bc.demos, mb.n_chunks)
+    else:
+        bc_loss = awr_loss(mb.raw_advantages, log_prob, cfg.beta, cfg.max_weight)
+    if isinstance(coef, Tensor):  # no branch on its value: 0 must not multiply an inf
+        bc_loss = torch.where(coef != 0.0, bc_loss, torch.zeros_like(bc_loss))
     term = coef * bc_loss
     stats = {
         "bc_loss": bc_loss.detach(),
         "bc_loss_ratio": bc_loss_ratio(term, others),
-        "bc_coef": log_prob.new_tensor(coef),
+        "bc_coef": coef.to(term.dtype) if isinstance(coef, Tensor) else log_prob.new_tensor(coef),
     }
     return term, stats
+
+
+class BCTerm(LossTerm):
+    """The behaviour-cloning term (R-ALG-12) as a loss term: on while the update has BC inputs;
+    compiled for the rollout source (AWR) only."""
+
+    name = "bc"
+
+    def enabled(self, ctx: Any) -> bool:
+        return ctx.bc is not None
+
+    def coef(self, ctx: Any) -> float:
+        return float(ctx.bc.coef)
+
+    def not_compiled(self, ctx: Any) -> str | None:
+        if ctx.bc is not None and ctx.bc.from_demos:
+            return (
+                "BC from demonstrations (bc.source: file | teacher) samples chunks with a "
+                "generator per minibatch, which is not compiled"
+            )
+        return None
+
+    def compute(self, x: TermInput) -> tuple[Tensor, dict[str, Tensor]]:
+        others = other_terms_size(x.base, x.weights)
+        return bc_term(x.ctx, x.mb, x.fwd.log_prob, others, x.coef)
 
 
 def _demo_loss(ctx: _Context, ch: DemoChunks | None, n_chunks: int) -> Tensor:

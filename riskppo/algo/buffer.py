@@ -10,7 +10,8 @@ no Python loop over sequences.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -57,22 +58,61 @@ def cat_states(states: list[LSTMState]) -> LSTMState:
     return LSTMState(torch.cat([s.h for s in states], 1), torch.cat([s.c for s in states], 1))
 
 
+Leaf = Tensor | None
+"""A leaf of a batch's flat form: a tensor, or None for an input that is absent."""
+
+Layout = tuple[object, ...]
+"""The structure of a batch's flat form (hashable: a key of the compiled loss's input shapes)."""
+
+
+def _flatten(x: object, leaves: list[Leaf]) -> object:
+    """Append ``x``'s leaves to ``leaves``; its structure: ``None`` for a leaf, ``(type,
+    children)`` for a named tuple, ``(tuple, children)`` for a tuple, ``(dict, keys,
+    children)`` for a mapping (keys sorted)."""
+    if x is None or isinstance(x, Tensor):
+        leaves.append(x)
+        return None
+    if isinstance(x, dict):
+        keys = tuple(sorted(x))
+        return (dict, keys, tuple(_flatten(x[k], leaves) for k in keys))
+    if isinstance(x, tuple):
+        return (type(x), tuple(_flatten(v, leaves) for v in x))
+    raise TypeError(f"a batch holds tensors, named tuples, tuples and dicts, not {type(x)}")
+
+
+def _unflatten(spec: object, leaves: Iterator[Leaf]) -> object:
+    if spec is None:
+        return next(leaves)
+    assert isinstance(spec, tuple)
+    if spec[0] is dict:
+        _, keys, children = spec
+        return {k: _unflatten(c, leaves) for k, c in zip(keys, children)}
+    kind, children = spec
+    values = [_unflatten(c, leaves) for c in children]
+    return tuple(values) if kind is tuple else kind(*values)
+
+
 @dataclass
 class ChunkBatch:
-    """Chunks of ``L`` steps, time-major ``[L, B, ...]``: a whole rollout or one minibatch."""
+    """Chunks of ``L`` steps, time-major ``[L, B, ...]``: a whole rollout or one minibatch.
+
+    Every field is indexed by chunk along dimension 1 unless its metadata says otherwise
+    (``chunk_dim``); :meth:`select` and the flat form (:meth:`flat`, :meth:`from_flat`: what
+    the compiled loss takes) are derived from the fields, so a new field needs no other code."""
 
     obs: Tensor  # [L, B, D]
     actions: Tensor  # [L, B, *A]
     old_log_probs: Tensor  # [L, B]
-    advantages: Tensor  # [L, B] normalised advantages (+ λ·CVaR term when constrained)
+    advantages: Tensor  # [L, B] normalised advantages (combined with a constraint's, if any)
     targets: Tensor  # [L, B] normalised λ-return targets
-    old_critic: Tensor  # [C, L, B, K] old critic predictions, in current normalised units
+    # [C, L, B, K] old critic predictions, in current normalised units
+    old_critic: Tensor = field(metadata={"chunk_dim": 2})
     episode_starts: Tensor  # [L, B] bool
     state: RecurrentState  # state entering each chunk (pre-mask), batch B
     raw_advantages: Tensor  # [L, B] advantages before normalisation (AWR weights)
-    risk_targets: Tensor | None = None  # [L, B] segment return-to-go targets (NaN: unfinished)
-    # [L, B] ∂return/∂action of each decision, unit RMS over the rollout (the pathwise term)
-    slopes: Tensor | None = None
+    # [L, B, ...] inputs of the auxiliary loss terms and the constraint, by name (e.g. the risk
+    # head's segment targets, the pathwise term's reward slopes): see riskppo.algo.terms
+    aux: dict[str, Tensor] = field(default_factory=dict)
 
     @property
     def n_samples(self) -> int:
@@ -85,25 +125,30 @@ class ChunkBatch:
     def select(self, idx: Tensor) -> ChunkBatch:
         """The chunks ``idx`` (``index_select`` along the chunk dimension: the same values as
         ``x[:, idx]``, for a third of its dispatch cost)."""
-
         idx = idx.to(self.obs.device)  # index_select takes no index from another device
+        picked: dict[str, Any] = {}
+        for f in _FIELDS:
+            x = getattr(self, f.name)
+            if isinstance(x, Tensor):
+                picked[f.name] = x.index_select(f.metadata.get("chunk_dim", 1), idx)
+            elif isinstance(x, dict):
+                picked[f.name] = {k: v.index_select(1, idx) for k, v in x.items()}
+            else:
+                picked[f.name] = x.select(idx)
+        return ChunkBatch(**picked)
 
-        def pick(x: Tensor, dim: int = 1) -> Tensor:
-            return x.index_select(dim, idx)
+    def flat(self) -> tuple[list[Leaf], Layout]:
+        """The batch's tensors in field order and its structure (:meth:`from_flat` inverts)."""
+        leaves: list[Leaf] = []
+        layout = tuple(_flatten(getattr(self, f.name), leaves) for f in _FIELDS)
+        return leaves, layout
 
-        return ChunkBatch(
-            obs=pick(self.obs),
-            actions=pick(self.actions),
-            old_log_probs=pick(self.old_log_probs),
-            advantages=pick(self.advantages),
-            targets=pick(self.targets),
-            old_critic=pick(self.old_critic, 2),
-            episode_starts=pick(self.episode_starts),
-            state=self.state.select(idx),
-            raw_advantages=pick(self.raw_advantages),
-            risk_targets=None if self.risk_targets is None else pick(self.risk_targets),
-            slopes=None if self.slopes is None else pick(self.slopes),
-        )
+    @staticmethod
+    def from_flat(leaves: tuple[Leaf, ...] | list[Leaf], layout: Layout) -> ChunkBatch:
+        """The batch whose :meth:`flat` is ``(leaves, layout)``."""
+        it = iter(leaves)
+        values: dict[str, Any] = {f.name: _unflatten(s, it) for f, s in zip(_FIELDS, layout)}
+        return ChunkBatch(**values)
 
     def minibatches(
         self, chunks_per_batch: int, generator: torch.Generator
@@ -113,3 +158,6 @@ class ChunkBatch:
         perm = torch.randperm(self.n_chunks, generator=generator).to(self.obs.device)
         for start in range(0, self.n_chunks, chunks_per_batch):
             yield self.select(perm[start : start + chunks_per_batch])
+
+
+_FIELDS = fields(ChunkBatch)

@@ -4,8 +4,11 @@
 host syncs or data-dependent Python branches, so ``torch.compile`` (inductor) captures the whole
 forward — the LSTM recurrence (:func:`riskppo.nn.lstm_kernel.masked_lstm_recurrence`: the C
 kernel as one custom op with its registered backward, or, without it, the recurrence unrolled
-over the chunk), heads, PPO, value and risk losses, the BC term — as one graph, and AOTAutograd
-compiles its backward. The update loop is unchanged: it calls the
+over the chunk), heads, PPO and value losses, the auxiliary terms that say they can be compiled
+(:class:`~riskppo.algo.losses.LossTerm`: the risk head's, AWR, pathwise) — as one graph, and
+AOTAutograd compiles its backward. It is the eager loss's own assembler
+(:func:`riskppo.algo.losses.assemble`), traced; the batch goes in as its flat form
+(:meth:`~riskppo.algo.buffer.ChunkBatch.flat`). The update loop is unchanged: it calls the
 compiled function where it would call the eager one, then ``backward`` as before. On a CUDA
 device both are replayed as CUDA graphs (inductor's ``reduce-overhead`` mode; ``cuda_graphs:
 false`` turns that off): the loop reads the loss and stats of a minibatch before the next call,
@@ -17,11 +20,12 @@ inductor's fused kernels for the heads and losses (and the unrolled LSTM where t
 unavailable), and the risk head's loss as a masked mean instead of a mean over the selected
 rows. The eager path stays the default and the reference.
 
-Not compiled (the update runs eager, and the reason is logged once per model): the SA-PPO
-regulariser (its PGD inner loop takes ``autograd.grad`` and draws from a generator), BC from
-demonstration files or a teacher (chunks sampled with a generator per minibatch), and a
-compile that fails (e.g. no C++ compiler: the error is logged). The first call pays the
-compile (``compile_seconds``); inductor's disk cache makes later processes' compiles cheap.
+Not compiled (the update runs eager, and the reason is logged once per model): a term whose
+``not_compiled`` says why — the SA-PPO regulariser (its PGD inner loop takes ``autograd.grad``
+and draws from a generator), BC from demonstration files or a teacher (chunks sampled with a
+generator per minibatch) — and a compile that fails (e.g. no C++ compiler: the error is
+logged). The first call pays the compile (``compile_seconds``); inductor's disk cache makes
+later processes' compiles cheap.
 """
 
 from __future__ import annotations
@@ -34,41 +38,26 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from riskppo.algo.buffer import ChunkBatch
-from riskppo.algo.losses import (
-    LossWeights,
-    awr_loss,
-    base_stats,
-    bc_loss_ratio,
-    other_terms_size,
-    ppo_terms,
-    total,
-    with_pathwise,
-    with_risk_head,
-)
+from riskppo.algo.buffer import ChunkBatch, Layout, Leaf
+from riskppo.algo.losses import LossTerm, LossWeights, TracedContext, assemble
+from riskppo.algo.terms import update_terms
 from riskppo.algo.update import minibatch_loss
 from riskppo.config import Config
 from riskppo.nn.critics import Critic
-from riskppo.nn.policy import RecurrentActorCritic, RecurrentState
-from riskppo.nn.recurrent import LSTMState
+from riskppo.nn.policy import RecurrentActorCritic
 
 __all__ = ["CompiledLoss", "compile_mode", "fallback_reason", "traced_minibatch_loss"]
 
 log = logging.getLogger("riskppo")
 
 
-def fallback_reason(cfg: Config, ctx: Any) -> str | None:
-    """Why the update cannot use the compiled loss (None: it can)."""
-    if cfg.adversarial.kappa > 0 and ctx.sa_eps > 0:
-        return (
-            "the SA-PPO regulariser (adversarial.kappa > 0) runs a PGD inner loop "
-            "(autograd.grad, generator draws) that is not compiled"
-        )
-    if ctx.bc is not None and ctx.bc.from_demos:
-        return (
-            "BC from demonstrations (bc.source: file | teacher) samples chunks with a "
-            "generator per minibatch, which is not compiled"
-        )
+def fallback_reason(ctx: Any, terms: list[tuple[LossTerm, float]]) -> str | None:
+    """Why the update cannot use the compiled loss (None: it can): the first term of the update
+    that the compiled loss cannot capture."""
+    for term, _ in terms:
+        reason = term.not_compiled(ctx)
+        if reason is not None:
+            return reason
     return None
 
 
@@ -78,73 +67,28 @@ def traced_minibatch_loss(
     critic: Critic,
     mb: ChunkBatch,
     ent_coef: Tensor,
-    bc_coef: Tensor | None,
+    terms: tuple[tuple[LossTerm, Tensor], ...],
 ) -> tuple[Tensor, dict[str, Tensor], Tensor]:
     """:func:`~riskppo.algo.update.minibatch_loss` without syncs: same loss and stats; the count
-    of non-finite log-ratios as a 0-dim tensor; ``ent_coef`` and ``bc_coef`` (None: no BC term)
-    as 0-dim tensors so that their schedules do not recompile."""
-    t = ppo_terms(cfg, policy, critic, mb)
-    # the risk head's loss as a masked mean (0 when no segment ended): no host sync
-    terms = with_pathwise(with_risk_head(cfg, policy, t, mb, masked=True), t, mb)
-    weights = LossWeights(cfg.ppo.vf_coef, ent_coef, pathwise_coef=cfg.ppo.pathwise_coef)
-    stats = base_stats(t, terms)
-    if bc_coef is not None:  # R-ALG-12, rollout source (AWR): see riskppo.algo.bc.bc_term
-        others = other_terms_size(terms, weights)
-        bc_loss = awr_loss(mb.raw_advantages, t.log_prob, cfg.bc.beta, cfg.bc.max_weight)
-        bc_loss = torch.where(bc_coef != 0.0, bc_loss, torch.zeros_like(bc_loss))
-        term = bc_coef * bc_loss
-        stats["bc_loss"] = bc_loss.detach()
-        stats["bc_loss_ratio"] = bc_loss_ratio(term, others)
-        stats["bc_coef"] = bc_coef.to(term.dtype)
-        terms = terms._replace(bc=term)
-    return total(terms, weights), stats, t.pg.n_nonfinite
-
-
-def _flat(mb: ChunkBatch) -> list[Tensor | None]:
-    s = mb.state
-    return [
-        mb.obs,
-        mb.actions,
-        mb.old_log_probs,
-        mb.advantages,
-        mb.targets,
-        mb.old_critic,
-        mb.episode_starts,
-        s.pi.h,
-        s.pi.c,
-        mb.raw_advantages,
-        mb.risk_targets,
-        mb.slopes,
-        *(t for v in s.vf for t in (v.h, v.c)),
-    ]
-
-
-def _unflat(xs: tuple[Tensor | None, ...]) -> ChunkBatch:
-    vf = tuple(LSTMState(xs[i], xs[i + 1]) for i in range(12, len(xs), 2))  # type: ignore[arg-type]
-    return ChunkBatch(
-        obs=xs[0],  # type: ignore[arg-type]
-        actions=xs[1],  # type: ignore[arg-type]
-        old_log_probs=xs[2],  # type: ignore[arg-type]
-        advantages=xs[3],  # type: ignore[arg-type]
-        targets=xs[4],  # type: ignore[arg-type]
-        old_critic=xs[5],  # type: ignore[arg-type]
-        episode_starts=xs[6],  # type: ignore[arg-type]
-        state=RecurrentState(LSTMState(xs[7], xs[8]), vf),  # type: ignore[arg-type]
-        raw_advantages=xs[9],  # type: ignore[arg-type]
-        risk_targets=xs[10],
-        slopes=xs[11],
-    )
+    of non-finite log-ratios as a 0-dim tensor; ``ent_coef`` and the terms' coefficients as 0-dim
+    tensors so that their schedules do not recompile."""
+    weights = LossWeights(cfg.ppo.vf_coef, ent_coef)
+    ctx = TracedContext(cfg, policy)
+    return assemble(cfg, policy, critic, mb, weights, terms, traced=True, ctx=ctx)
 
 
 def _traced(
     policy: RecurrentActorCritic,
     critic: Critic,
     cfg: Config,
+    terms: tuple[LossTerm, ...],
+    layout: Layout,
     ent_coef: Tensor,
-    bc_coef: Tensor | None,
-    *xs: Tensor | None,
+    coefs: tuple[Tensor, ...],
+    *xs: Leaf,
 ) -> tuple[Tensor, dict[str, Tensor], Tensor]:
-    return traced_minibatch_loss(cfg, policy, critic, _unflat(xs), ent_coef, bc_coef)
+    mb = ChunkBatch.from_flat(xs, layout)
+    return traced_minibatch_loss(cfg, policy, critic, mb, ent_coef, tuple(zip(terms, coefs)))
 
 
 _COMPILED: dict[str, Callable[..., Any]] = {}  # torch.compile(_traced) per mode, on first use
@@ -182,7 +126,8 @@ class CompiledLoss:
             log.warning("compile: the update runs eager: %s", reason)
 
     def __call__(self, ctx: Any, mb: ChunkBatch) -> tuple[Tensor, dict[str, Tensor], int]:
-        reason = self.failed or fallback_reason(ctx.cfg, ctx)
+        active = update_terms(ctx, ctx.constraint_terms)
+        reason = self.failed or fallback_reason(ctx, active)
         if reason is not None:
             self._log_once(reason)
             return minibatch_loss(ctx, mb)
@@ -190,14 +135,15 @@ class CompiledLoss:
         # inductor from using CUDA graphs
         like = mb.advantages
         ent = like.new_tensor(float(ctx.ent_coef))
-        bc = None if ctx.bc is None else like.new_tensor(float(ctx.bc.coef))
-        xs = _flat(mb)
-        key = tuple(None if x is None else (tuple(x.shape), x.dtype) for x in xs)
+        terms = tuple(t for t, _ in active)
+        coefs = tuple(like.new_tensor(float(c)) for _, c in active)
+        xs, layout = mb.flat()
+        key = (layout, *(None if x is None else (tuple(x.shape), x.dtype) for x in xs))
         first = key not in self._shapes
         t0 = time.perf_counter()
         try:
             fn = _compiled(compile_mode(ctx.cfg, like.device))
-            loss, stats, n_bad = fn(ctx.policy, ctx.critic, ctx.cfg, ent, bc, *xs)
+            loss, stats, n_bad = fn(ctx.policy, ctx.critic, ctx.cfg, terms, layout, ent, coefs, *xs)
         except Exception as exc:  # any compile failure falls back to eager
             self.failed = f"torch.compile failed ({type(exc).__name__}: {exc})".split("\n")[0]
             self._log_once(self.failed)
@@ -206,5 +152,5 @@ class CompiledLoss:
             self._shapes.add(key)
             dt = time.perf_counter() - t0
             self.compile_seconds += dt
-            log.info("compile: minibatch loss compiled in %.1f s (shapes %s)", dt, key[0])
+            log.info("compile: minibatch loss compiled in %.1f s (shapes %s)", dt, key[1])
         return loss, stats, int(n_bad)

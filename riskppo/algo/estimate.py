@@ -11,15 +11,18 @@ statistics; :attr:`Estimates.rescales` says which, and the training loop applies
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from riskppo import core
 from riskppo.algo.buffer import ChunkBatch, Rollout, cat_states, chunk_critic, to_chunks
-from riskppo.algo.constraint import RiskEstimate, RiskState, constraint_for
+from riskppo.algo.constraints import Constraint, ConstraintInput, ConstraintStep
 from riskppo.algo.returns import Rescale, ReturnScaling, rescales_outputs, update_scaling
+from riskppo.algo.terms import rollout_inputs
 from riskppo.config import Config
 from riskppo.nn.critics import Critic
 from riskppo.nn.policy import RecurrentActorCritic, RecurrentState
@@ -43,7 +46,7 @@ class Estimates:
     scaling: ReturnScaling  # updated statistics
     uncapped_scale: float
     explained_variance: float
-    risk: RiskEstimate | None = None  # the CVaR constraint's part (when configured)
+    constraint: ConstraintStep[Any] | None = None  # the constraint's part (when there is one)
     # PopArt rescales of output layers that the loop must apply before the update (R-ALG-8)
     rescales: tuple[Rescale, ...] = ()
 
@@ -111,14 +114,14 @@ def estimate(
     critic: Critic,
     scaling: ReturnScaling,
     rollout: Rollout,
-    risk_state: RiskState | None = None,
+    constraint: Constraint[Any] | None = None,
+    constraint_state: Any = None,
 ) -> Estimates:
     """Turn a rollout into training chunks (see module docstring for the order of operations).
 
-    With ``risk_state`` (a CVaR constraint is configured) the constraint
-    (:func:`~riskppo.algo.constraint.constraint_for`) makes the advantages the policy loss sees
-    ``(A + λ·Â_cvar)/(1+λ)`` (:func:`riskppo.core.lagrangian_advantage`, R-RISK-4) and the risk
-    head gets its segment return-to-go targets (R-RISK-2).
+    With a ``constraint`` (:mod:`riskppo.algo.constraints`) and its state, the constraint's
+    part of the rollout: the advantages the policy loss sees combine the return's and the
+    constraint's (``(A + λ·Â_c)/(1+λ)``, R-RISK-4), and its loss terms get their inputs.
     """
     p = cfg.ppo
     out, values, next_values, final, vf_chunks = critic_values(
@@ -135,23 +138,20 @@ def estimate(
     if popart:  # the outputs will be rescaled: their old predictions must follow (R-ALG-5/8)
         old_pred = new_scaling.to_norm(scaling.to_raw(old_pred))
     adv_norm, adv_stats = _normalized(adv, cfg)
-    constraint = constraint_for(cfg, risk_state)
-    dones = rollout.terminated | rollout.truncated
-    risk = constraint.after_rollout(
-        risk_state, rollout.rewards, dones, lambda: policy.risk_output(out)
-    )
-    if risk is not None:  # the risk head follows its own statistics (PopArt)
-        assert risk_state is not None
-        if rescales_outputs(cfg, risk_state.scaling):
-            rescales.append(Rescale("risk_head", risk_state.scaling, risk.state.scaling))
-    adv_norm = constraint.advantage(adv_norm, risk, p.per_env_advantage)
+    step, aux = None, {}
+    if constraint is not None:
+        dones = rollout.terminated | rollout.truncated
+        x = ConstraintInput(rollout.rewards, dones, lambda: policy.risk_output(out))
+        step = constraint.after_rollout(constraint_state, x)
+        rescales.extend(step.rescales)
+        adv_norm = constraint.advantage(adv_norm, step, p.per_env_advantage)
+        aux.update(step.batch)
+    terms = constraint.loss_terms() if constraint is not None else ()
+    aux.update(rollout_inputs(cfg, rollout, _return_scale(constraint, step), terms))
     vf_states = tuple(cat_states([c[k] for c in vf_chunks]) for k in range(len(final)))
     states = RecurrentState(cat_states(rollout.pi_chunk_states), vf_states)
     targets = new_scaling.to_norm(returns)
-    one_dim = rollout.actions.dim() == 3 and rollout.actions.shape[-1] == 1
-    continuous = one_dim and rollout.actions.is_floating_point()
-    slopes = _unit_slopes(rollout.reward_slopes if continuous else None, cfg, risk)
-    data = _chunks(rollout, cfg, states, adv_norm, adv, targets, old_pred, risk, slopes)
+    data = _chunks(rollout, cfg, states, adv_norm, adv, targets, old_pred, aux)
     return Estimates(
         data=data,
         values=values,
@@ -164,9 +164,18 @@ def estimate(
         scaling=new_scaling,
         uncapped_scale=uncapped,
         explained_variance=_explained_variance(returns, values),
-        risk=risk,
+        constraint=step,
         rescales=tuple(rescales),
     )
+
+
+def _return_scale(
+    constraint: Constraint[Any] | None, step: ConstraintStep[Any] | None
+) -> Callable[[Tensor], Tensor]:
+    """What the constraint does to a return signal (the identity without one)."""
+    if constraint is None or step is None:
+        return lambda x: x
+    return lambda x: constraint.scale_return(x, step)
 
 
 def _explained_variance(returns: Tensor, values: Tensor) -> float:
@@ -185,18 +194,6 @@ def _normalized(adv: Tensor, cfg: Config) -> tuple[Tensor, core.AdvantageStats]:
     return adv, stats
 
 
-def _unit_slopes(slopes: Tensor | None, cfg: Config, risk: RiskEstimate | None) -> Tensor | None:
-    """The pathwise term's slopes ``[T, N]`` at unit RMS over the rollout (so ``pathwise_coef``
-    weighs them as normalised advantages are weighed), divided by ``1 + λ`` under a CVaR
-    constraint as the return's part of the advantage is; None when the term is off (and for
-    any action space but a one-dimensional Box: the term follows one action mean)."""
-    if slopes is None or cfg.ppo.pathwise_coef == 0:
-        return None
-    rms = slopes.pow(2).mean().sqrt()
-    unit = slopes / rms if rms > 0 else torch.zeros_like(slopes)
-    return unit if risk is None else unit / (1.0 + risk.lam)
-
-
 def _chunks(
     rollout: Rollout,
     cfg: Config,
@@ -205,8 +202,7 @@ def _chunks(
     adv: Tensor,
     targets: Tensor,
     old_pred: Tensor,
-    risk: RiskEstimate | None,
-    slopes: Tensor | None,
+    aux: dict[str, Tensor],
 ) -> ChunkBatch:
     """The training chunks ``[L, n_chunks·N, ...]`` (:mod:`riskppo.algo.buffer`) entering
     with ``states``."""
@@ -221,6 +217,5 @@ def _chunks(
         episode_starts=to_chunks(rollout.episode_starts, L),
         state=states,
         raw_advantages=to_chunks(adv, L),
-        risk_targets=None if risk is None else to_chunks(risk.targets, L),
-        slopes=None if slopes is None else to_chunks(slopes, L),
+        aux={k: to_chunks(v, L) for k, v in aux.items()},
     )

@@ -127,7 +127,7 @@ class RiskLog:
     """R-RISK-1: predicted and empirical CVaR, and the constraint's own metrics."""
 
     cvar_pred: float
-    constraint: dict[str, float]  # risk/… metrics of the multiplier step (riskppo.algo.constraint)
+    constraint: dict[str, float]  # risk/… metrics of the multiplier step (riskppo.algo.constraints)
     cvar_empirical: float | None
     var_empirical: float | None
 

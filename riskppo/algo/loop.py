@@ -24,7 +24,7 @@ from riskppo.adversarial.regularizer import sa_eps
 from riskppo.algo.bc import BCSource, bc_inputs
 from riskppo.algo.buffer import Rollout
 from riskppo.algo.collect import CollectorState, RolloutHooks, collect_rollout
-from riskppo.algo.constraint import constraint_for
+from riskppo.algo.constraints import Constraint, constraint_for
 from riskppo.algo.estimate import Estimates, estimate
 from riskppo.algo.log import (
     EntropyFloorLog,
@@ -63,6 +63,11 @@ class Learner:
     loss_fn: LossFn | None = None
     hooks: RolloutHooks | None = None  # called during collection (e.g. SB3 callbacks)
 
+    @property
+    def constraint(self) -> Constraint[Any] | None:
+        """The constraint the config turns on (:mod:`riskppo.algo.constraints`), if any."""
+        return constraint_for(self.cfg)
+
 
 def learning_rate(cfg: Config, state: TrainingState) -> float:
     """The learning rate of the next update: constant, or linear to 0 at ``schedule_total``."""
@@ -80,7 +85,7 @@ def set_learning_rate(optimizer: torch.optim.Optimizer, lr: float) -> None:
 
 def reset_carry(learner: Learner, state: TrainingState) -> TrainingState:
     """Reset every env with seeds derived from (seed, update count) and zero the LSTMs; the
-    reset ends every open CVaR segment (R-REL-4)."""
+    reset ends every open segment of the constraint (R-REL-4)."""
     env, policy = learner.env, learner.policy
     env.seed(learner.cfg.seed + state.counters.n_updates)
     obs = obs_tensor(env.reset(), next(policy.parameters()).device)
@@ -88,7 +93,10 @@ def reset_carry(learner: Learner, state: TrainingState) -> TrainingState:
     carry = CollectorState(
         obs, torch.ones(n, dtype=torch.bool, device=obs.device), policy.initial_state(n, obs.device)
     )
-    risk = constraint_for(learner.cfg, state.risk).end_segments(state.risk)
+    constraint = learner.constraint
+    risk = state.risk
+    if constraint is not None and risk is not None:
+        risk = constraint.end_segments(risk)
     return state.replace(carry=carry, risk=risk)
 
 
@@ -142,12 +150,15 @@ def estimate_stage(
     the output layers; the state gets the return statistics, the constraint's state and the
     critic's LSTM state after the rollout."""
     assert state.carry is not None
-    est = estimate(learner.cfg, learner.policy, learner.critic, state.scaling, rollout, state.risk)
+    est = estimate(
+        learner.cfg, learner.policy, learner.critic, state.scaling, rollout,
+        learner.constraint if state.risk is not None else None, state.risk,
+    )  # fmt: skip
     apply_rescales(learner.policy, est.rescales)
     carry = dataclasses.replace(
         state.carry, state=RecurrentState(state.carry.state.pi, est.vf_state)
     )
-    risk = est.risk.state if est.risk is not None else None
+    risk = est.constraint.state if est.constraint is not None else None
     return state.replace(scaling=est.scaling, risk=risk, carry=carry), est
 
 
@@ -290,5 +301,5 @@ def risk_log(learner: Learner, est: Estimates, state: TrainingState) -> RiskLog:
     if len(returns) >= 2:
         c, v = core.empirical_cvar(torch.tensor(list(returns)), alpha)
         cvar, var = float(c), float(v)
-    constraint = dict(est.risk.metrics) if est.risk is not None else {}
+    constraint = dict(est.constraint.metrics) if est.constraint is not None else {}
     return RiskLog(float(cvar_states.mean()), constraint, cvar, var)

@@ -1,14 +1,21 @@
-"""Every term of the minibatch loss — PPO, value, the risk head's and the AWR behaviour-cloning
-term — written once, shared by the eager update (:func:`riskppo.algo.update.minibatch_loss`),
-the compiled one (:func:`riskppo.algo.compiled.traced_minibatch_loss`) and BC
-(:func:`riskppo.algo.bc.bc_term`), so that they cannot drift apart.
+"""Every term of the minibatch loss, and the one function that assembles them.
 
-Both paths collect the terms in a :class:`LossTerms` and :func:`total` sums them, in one fixed
-order (as TorchRL's PPO objectives return named loss terms that the caller sums)."""
+:func:`assemble` is the loss of one (micro-)batch for the eager update
+(:func:`riskppo.algo.update.minibatch_loss`) and the compiled one
+(:func:`riskppo.algo.compiled.traced_minibatch_loss`) alike, so that they cannot drift apart:
+the PPO forward's terms (clipped surrogate, value, entropy), then each auxiliary
+:class:`LossTerm` of the update — the SA-PPO regulariser, behaviour cloning, the pathwise
+term, a constraint's terms (:mod:`riskppo.algo.terms`), a user's — in one fixed order. As TorchRL's
+PPO objectives return named loss terms that the caller sums, a term is an object with a name,
+a ``compute`` and whether the compiled loss can capture it: a new one is one file.
+
+The pure loss functions (pathwise, risk head, AWR) are here too, with their shapes."""
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, NamedTuple
 
 import torch
 from torch import Tensor
@@ -21,9 +28,13 @@ from riskppo.nn.distributions import ActionDistribution
 from riskppo.nn.policy import RecurrentActorCritic
 
 __all__ = [
+    "LossTerm",
     "LossTerms",
     "LossWeights",
     "PPOTerms",
+    "TermInput",
+    "TracedContext",
+    "assemble",
     "awr_loss",
     "base_stats",
     "bc_loss_ratio",
@@ -32,8 +43,6 @@ __all__ = [
     "ppo_terms",
     "risk_head_loss",
     "total",
-    "with_pathwise",
-    "with_risk_head",
 ]
 
 
@@ -75,21 +84,14 @@ def ppo_terms(
 
 
 class LossTerms(NamedTuple):
-    """The terms of one minibatch's loss (0-dim tensors; None: the term is off), unweighted
-    except ``bc``. :func:`total` is the loss."""
+    """The terms of one minibatch's loss (0-dim tensors). :func:`total` is the loss."""
 
     policy: Tensor  # clipped surrogate L_clip (R-ALG-9)
-    value: Tensor  # the value critics' loss L_V (R-ALG-4)
+    # the value critics' loss L_V plus the auxiliary terms of the critic part (e.g. the risk
+    # head's loss): what ``vf_coef`` weights and ``value_loss`` logs
+    critic: Tensor
     entropy: Tensor  # mean policy entropy H
-    risk_head: Tensor | None = None  # the risk head's quantile loss (docs/risk.md)
-    sa_kl: Tensor | None = None  # SA-PPO regulariser max_δ KL(π(s) ‖ π(s+δ)) (Zhang et al. 2020)
-    bc: Tensor | None = None  # the BC term, already times its scheduled coefficient
-    pathwise: Tensor | None = None  # −mean(∂R/∂a · μ(s)): the reward's own gradient (below)
-
-    @property
-    def critic(self) -> Tensor:
-        """``L_V + L_risk``: what ``vf_coef`` weights and ``value_loss`` logs."""
-        return self.value if self.risk_head is None else self.value + self.risk_head
+    aux: tuple[Tensor, ...] = ()  # the auxiliary terms of the loss part, weighted, in order
 
 
 class LossWeights(NamedTuple):
@@ -97,22 +99,143 @@ class LossWeights(NamedTuple):
 
     vf_coef: float  # c_v
     ent_coef: float | Tensor  # c_e (a 0-dim tensor in the compiled loss, so it never recompiles)
-    sa_kappa: float = 0.0  # κ of the SA-PPO regulariser
-    pathwise_coef: float = 0.0  # c_p of the pathwise term
 
 
 def total(t: LossTerms, w: LossWeights) -> Tensor:
-    """``L = L_clip + c_v·(L_V + L_risk) − c_e·H + κ·KL_SA + BC + c_p·L_path``, summed left to
-    right in this order (which fixes the float rounding: the eager and compiled paths add
-    alike)."""
+    """``L = L_clip + c_v·L_critic − c_e·H + Σ aux``, summed left to right in this order (which
+    fixes the float rounding: the eager and compiled paths add alike)."""
     loss = t.policy + w.vf_coef * t.critic - w.ent_coef * t.entropy
-    if t.sa_kl is not None:
-        loss = loss + w.sa_kappa * t.sa_kl
-    if t.bc is not None:
-        loss = loss + t.bc
-    if t.pathwise is not None:
-        loss = loss + w.pathwise_coef * t.pathwise
+    for term in t.aux:
+        loss = loss + term
     return loss
+
+
+# ---- auxiliary terms as plug-ins ---------------------------------------------------------------
+
+Part = Literal["critic", "loss"]
+"""Where a term's value goes: into the critic's loss (weighted by ``vf_coef``, logged in
+``value_loss``) or straight into the loss."""
+
+
+class TracedContext(NamedTuple):
+    """The update context a term sees inside the compiled loss: no generator, no
+    demonstrations, no SA-PPO (the features that are not compiled)."""
+
+    cfg: Config
+    policy: RecurrentActorCritic
+    generator: None = None
+    bc: None = None
+    sa_eps: float = 0.0
+
+
+@dataclass(frozen=True)
+class TermInput:
+    """What a :class:`LossTerm` reads of one (micro-)batch."""
+
+    cfg: Config
+    policy: RecurrentActorCritic
+    mb: ChunkBatch
+    fwd: PPOTerms  # the PPO forward pass over ``mb``: distribution, critic outputs, log-probs
+    base: LossTerms  # the PPO terms (with the critic part's terms, for the loss part's terms)
+    weights: LossWeights
+    coef: float | Tensor  # the term's coefficient at this update (0-dim tensor when traced)
+    # inside the compiled loss: no host syncs, no data-dependent Python branches or shapes
+    traced: bool
+    # the update context (riskppo.algo.update.UpdateContext), or a TracedContext when traced
+    ctx: Any
+
+
+class LossTerm:
+    """An auxiliary term of the minibatch loss; :mod:`riskppo.algo.terms` registers them.
+
+    A term says whether it is on at an update and with what coefficient (from the update context
+    ``ctx``: ``cfg``, ``policy``, ``generator``, ``sa_eps``, ``bc`` of
+    :class:`~riskppo.algo.update.UpdateContext`), asked once per minibatch; the coefficient
+    reaches the compiled loss as a 0-dim tensor, so a schedule never recompiles it.
+    :meth:`compute` returns the term as it enters the loss (times its coefficient) and its
+    logged stats (0-dim tensors, logged as ``train/<key>``), or None where the batch lacks its
+    inputs. :meth:`rollout_inputs` adds per-step inputs to the batch (``ChunkBatch.aux``)."""
+
+    name: str = ""  # unique among the registered terms
+    part: Part = "loss"
+
+    def enabled(self, ctx: Any) -> bool:
+        return True
+
+    def coef(self, ctx: Any) -> float:
+        return 1.0
+
+    def not_compiled(self, ctx: Any) -> str | None:
+        """Why the compiled loss cannot capture this term at ``ctx`` (None: it can)."""
+        return None
+
+    def rollout_inputs(
+        self, cfg: Config, rollout: Any, scale_return: Callable[[Tensor], Tensor]
+    ) -> dict[str, Tensor]:
+        """``[T, N, ...]`` tensors of a rollout (:class:`~riskppo.algo.buffer.Rollout`) that
+        :meth:`compute` reads in ``mb.aux``, chunked with the batch. ``scale_return``: what the
+        constraint does to the return's part of the advantage (the identity without one)."""
+        return {}
+
+    def compute(self, x: TermInput) -> tuple[Tensor, dict[str, Tensor]] | None:
+        raise NotImplementedError
+
+
+def assemble(
+    cfg: Config,
+    policy: RecurrentActorCritic,
+    critic: Critic,
+    mb: ChunkBatch,
+    weights: LossWeights,
+    terms: Sequence[tuple[LossTerm, float | Tensor]],
+    *,
+    traced: bool,
+    ctx: Any,
+) -> tuple[Tensor, dict[str, Tensor], Tensor]:
+    """The loss of one (micro-)batch, its stats (0-dim tensors: nothing is synchronised with the
+    host) and the count of non-finite log-ratios (0-dim). ``terms``: the auxiliary terms with
+    their coefficients; the critic part's terms are added to L_V first, then the loss part's
+    to the loss, each part in the order given."""
+    fwd = ppo_terms(cfg, policy, critic, mb)
+    base = LossTerms(fwd.pg_loss, fwd.vf_loss, fwd.entropy)
+    extra: dict[str, Tensor] = {}
+    aux: list[Tensor] = []
+    for part in ("critic", "loss"):
+        for term, coef in terms:
+            if term.part != part:
+                continue
+            x = TermInput(cfg, policy, mb, fwd, base, weights, coef, traced, ctx)
+            out = term.compute(x)
+            if out is None:
+                continue
+            value, stats = out
+            extra.update(stats)
+            if part == "critic":
+                base = base._replace(critic=base.critic + value)
+            else:
+                aux.append(value)
+    stats = base_stats(fwd, base)
+    stats.update(extra)
+    return total(base._replace(aux=tuple(aux)), weights), stats, fwd.pg.n_nonfinite
+
+
+def base_stats(t: PPOTerms, terms: LossTerms) -> dict[str, Tensor]:
+    """The minibatch's logged PPO numbers (``value_loss``: with the critic part's terms), as
+    tensors: nothing is synchronised with the host here."""
+    return {
+        "policy_loss": t.pg_loss.detach(),
+        "value_loss": terms.critic.detach(),
+        "entropy": t.entropy.detach(),
+        "clip_fraction": t.pg.clip_fraction,
+        "log_ratio_clamp_frac": t.pg.clamp_fraction,
+        "large_log_ratio_count": t.pg.n_large_log_ratio.float(),
+        "approx_kl_k1": t.pg.approx_kl_k1,
+        "approx_kl_k3": t.pg.approx_kl_k3,
+        "vf_clip_fraction": t.vf_clip.detach(),
+    }
+
+
+# ---- the pure loss functions -------------------------------------------------------------------
 
 
 def pathwise_loss(mean: Tensor, slopes: Tensor) -> Tensor:
@@ -131,45 +254,6 @@ def pathwise_loss(mean: Tensor, slopes: Tensor) -> Tensor:
             f"{tuple(slopes.shape)}"
         )
     return -(slopes.reshape(-1) * mean[:, 0]).mean()
-
-
-def with_pathwise(terms: LossTerms, t: PPOTerms, mb: ChunkBatch) -> LossTerms:
-    """``terms`` with the pathwise term when the batch has reward slopes (else unchanged)."""
-    if mb.slopes is None:
-        return terms
-    mean = t.dist.mode()  # the Gaussian's mean [N, 1]
-    return terms._replace(pathwise=pathwise_loss(mean, mb.slopes))
-
-
-def with_risk_head(
-    cfg: Config, policy: RecurrentActorCritic, t: PPOTerms, mb: ChunkBatch, *, masked: bool
-) -> LossTerms:
-    """The PPO forward's terms, and the risk head's loss when the batch has its targets
-    (``masked``: see :func:`risk_head_loss`)."""
-    risk = None
-    if mb.risk_targets is not None:  # R-RISK-2: risk head ← segment return-to-go quantiles
-        q = policy.risk_output(t.out).reshape(-1, t.out.shape[-1])
-        risk = risk_head_loss(q, mb.risk_targets, cfg.critic.kappa, masked=masked)
-    return LossTerms(t.pg_loss, t.vf_loss, t.entropy, risk)
-
-
-def base_stats(t: PPOTerms, terms: LossTerms) -> dict[str, Tensor]:
-    """The minibatch's logged numbers (``value_loss``: with the risk head's part, when there is
-    one), as tensors: nothing is synchronised with the host here."""
-    stats = {
-        "policy_loss": t.pg_loss.detach(),
-        "value_loss": terms.critic.detach(),
-        "entropy": t.entropy.detach(),
-        "clip_fraction": t.pg.clip_fraction,
-        "log_ratio_clamp_frac": t.pg.clamp_fraction,
-        "large_log_ratio_count": t.pg.n_large_log_ratio.float(),
-        "approx_kl_k1": t.pg.approx_kl_k1,
-        "approx_kl_k3": t.pg.approx_kl_k3,
-        "vf_clip_fraction": t.vf_clip.detach(),
-    }
-    if terms.pathwise is not None:
-        stats["pathwise_loss"] = terms.pathwise.detach()
-    return stats
 
 
 def risk_head_loss(q: Tensor, targets: Tensor, kappa: float, *, masked: bool = False) -> Tensor:
@@ -202,8 +286,8 @@ def awr_loss(raw_advantages: Tensor, log_prob: Tensor, beta: float, max_weight: 
 
 
 def other_terms_size(t: LossTerms, w: LossWeights) -> Tensor:
-    """``|L_clip| + c_v·|L_V + L_risk| + c_e·|H|`` (0-dim): the size of the loss terms besides
-    BC."""
+    """``|L_clip| + c_v·|L_critic| + c_e·|H|`` (0-dim): the size of the PPO terms (for the BC
+    term's share of the loss)."""
     return t.policy.abs() + w.vf_coef * t.critic.abs() + w.ent_coef * t.entropy.abs()
 
 

@@ -5,6 +5,7 @@ Shared by the value critics (λ-returns) and the CVaR risk head (segment return-
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -81,3 +82,13 @@ def apply_rescale(layers: list[nn.Linear], r: Rescale) -> None:
             )
             layer.weight.copy_(w)
             layer.bias.copy_(b)
+
+
+def check_scaling(name: str, sc: ReturnScaling) -> None:
+    """What types cannot say of a decoded scaling (R-REL-3): variances and counts ≥ 0, scale
+    finite and > 0, mean finite. ``ValueError`` naming it."""
+    m = sc.moments
+    if bool((m.var < 0).any()) or bool((m.count < 0).any()):
+        raise ValueError(f"{name}/moments: negative variance or count")
+    if not (math.isfinite(sc.scale) and sc.scale > 0 and math.isfinite(sc.mean)):
+        raise ValueError(f"{name}: scale must be finite and > 0, mean finite")

@@ -19,8 +19,8 @@ import torch
 
 from riskppo import core
 from riskppo.algo.collect import CollectorState, EpisodeStats
-from riskppo.algo.constraint import RiskState, initial_risk_state
-from riskppo.algo.returns import ReturnScaling, initial_scaling
+from riskppo.algo.constraints import ConstraintState, constraint_for
+from riskppo.algo.returns import ReturnScaling, check_scaling, initial_scaling
 from riskppo.algo.settings import ENT_FLOOR_COEF_MIN
 from riskppo.config import Config
 
@@ -86,7 +86,8 @@ class TrainingState:
 
     counters: Counters
     scaling: ReturnScaling  # return statistics and the critics' normalisation (R-ALG-8)
-    risk: RiskState | None  # the CVaR constraint (λ, its controller, open segments)
+    # the constraint's own state (λ, its controller, open segments; riskppo.algo.constraints)
+    risk: ConstraintState | None
     entropy: EntropyControl
     rng: Rngs
     episodes: EpisodeWindow
@@ -102,12 +103,13 @@ class TrainingState:
         return self.replace(counters=dataclasses.replace(self.counters, **changes))
 
 
-def initial_training_state(cfg: Config, n_envs: int, *, risk: bool) -> TrainingState:
+def initial_training_state(cfg: Config, n_envs: int) -> TrainingState:
     """The state of a fresh model (also the template a checkpoint is decoded on)."""
+    constraint = constraint_for(cfg)
     return TrainingState(
         counters=Counters(),
         scaling=initial_scaling(cfg),
-        risk=initial_risk_state(cfg, n_envs) if risk else None,
+        risk=constraint.initial_state(n_envs) if constraint is not None else None,
         entropy=EntropyControl(
             coef=cfg.ppo.ent_coef,
             schedule=core.EntropyScheduleState(),
@@ -122,18 +124,9 @@ def initial_training_state(cfg: Config, n_envs: int, *, risk: bool) -> TrainingS
 
 
 def check_invariants(state: TrainingState) -> None:
-    """What types cannot say (a decoded checkpoint, R-REL-3): variances, counts, segment
-    lengths and λ non-negative, scales positive. ``ValueError`` naming the field."""
-    scalings = {"scaling": state.scaling}
+    """What types cannot say (a decoded checkpoint, R-REL-3): variances, counts and scales of the
+    return statistics, and the constraint's own (:meth:`ConstraintState.check`: λ ≥ 0, segment
+    lengths ≥ 0, …). ``ValueError`` naming the field."""
+    check_scaling("scaling", state.scaling)
     if state.risk is not None:
-        scalings["risk/scaling"] = state.risk.scaling
-        if state.risk.lam < 0 or not math.isfinite(state.risk.lam):
-            raise ValueError(f"risk/lam must be a finite number >= 0, not {state.risk.lam}")
-        if bool((state.risk.length < 0).any()):
-            raise ValueError("risk/length has negative segment lengths")
-    for name, sc in scalings.items():
-        m = sc.moments
-        if bool((m.var < 0).any()) or bool((m.count < 0).any()):
-            raise ValueError(f"{name}/moments: negative variance or count")
-        if not (math.isfinite(sc.scale) and sc.scale > 0 and math.isfinite(sc.mean)):
-            raise ValueError(f"{name}: scale must be finite and > 0, mean finite")
+        state.risk.check()

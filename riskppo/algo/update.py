@@ -21,19 +21,12 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from riskppo.adversarial.regularizer import sa_regularizer
-from riskppo.algo.bc import BCInputs, bc_term
+from riskppo.algo.bc import BCInputs
 from riskppo.algo.buffer import ChunkBatch
+from riskppo.algo.constraints import constraint_for
 from riskppo.algo.log import CLIP_NORM
-from riskppo.algo.losses import (
-    LossWeights,
-    base_stats,
-    other_terms_size,
-    ppo_terms,
-    total,
-    with_pathwise,
-    with_risk_head,
-)
+from riskppo.algo.losses import LossTerm, LossWeights, assemble
+from riskppo.algo.terms import update_terms
 from riskppo.config import Config
 from riskppo.nn.critics import Critic
 from riskppo.nn.policy import RecurrentActorCritic
@@ -96,8 +89,12 @@ class UpdateContext:
     clip_owner: Tensor = field(init=False)
     adam: AdamLists | None = None
     c_adam: CAdam | None = None  # ``adam`` as C pointer arrays (compile: true, the C tail)
+    # the constraint's auxiliary loss terms (riskppo.algo.constraints), after the registered ones
+    constraint_terms: tuple[LossTerm, ...] = field(init=False)
 
     def __post_init__(self) -> None:
+        constraint = constraint_for(self.cfg)
+        self.constraint_terms = constraint.loss_terms() if constraint is not None else ()
         self.groups = param_groups(self.policy)
         self.group_index = {id(q): i for i, ps in enumerate(self.groups.values()) for q in ps}
         self.params = list(self.policy.parameters())
@@ -161,33 +158,15 @@ def clip_groups(policy: RecurrentActorCritic) -> dict[str, list[nn.Parameter]]:
 
 
 def minibatch_loss(ctx: UpdateContext, mb: ChunkBatch) -> tuple[Tensor, dict[str, Tensor], int]:
-    """Loss of one (micro-)batch and its stats; also the count of non-finite log-ratios."""
-    cfg, policy = ctx.cfg, ctx.policy
-    sa = cfg.adversarial
-    t = ppo_terms(cfg, policy, ctx.critic, mb)
-    terms = with_pathwise(with_risk_head(cfg, policy, t, mb, masked=False), t, mb)
-    weights = LossWeights(cfg.ppo.vf_coef, ctx.ent_coef, sa.kappa, cfg.ppo.pathwise_coef)
-    if sa.kappa > 0 and ctx.sa_eps > 0:  # R-ADV: SA-PPO, κ · max_δ KL(π(s) ‖ π(s+δ))
-        sa_kl = sa_regularizer(
-            policy,
-            mb.obs,
-            mb.episode_starts,
-            mb.state.pi,
-            t.dist,
-            eps=ctx.sa_eps,
-            steps=sa.pgd_steps,
-            step_size=sa.pgd_step_size,
-            generator=ctx.generator,
-        )
-        terms = terms._replace(sa_kl=sa_kl)
-    stats = base_stats(t, terms)
-    if terms.sa_kl is not None:
-        stats["sa_kl"] = terms.sa_kl.detach()
-    if ctx.bc is not None:  # R-ALG-12: rollout (AWR), demonstration file or teacher source
-        bc, bc_stats = bc_term(ctx, mb, t.log_prob, other_terms_size(terms, weights))
-        stats.update(bc_stats)
-        terms = terms._replace(bc=bc)
-    return total(terms, weights), stats, int(t.pg.n_nonfinite)
+    """Loss of one (micro-)batch and its stats (:func:`riskppo.algo.losses.assemble` with the
+    update's terms, :func:`riskppo.algo.terms.update_terms`); also the count of non-finite
+    log-ratios."""
+    weights = LossWeights(ctx.cfg.ppo.vf_coef, ctx.ent_coef)
+    terms = update_terms(ctx, ctx.constraint_terms)
+    loss, stats, n_bad = assemble(
+        ctx.cfg, ctx.policy, ctx.critic, mb, weights, terms, traced=False, ctx=ctx
+    )
+    return loss, stats, int(n_bad)
 
 
 def split_micro(mb: ChunkBatch, n: int) -> list[ChunkBatch]:

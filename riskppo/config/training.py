@@ -19,7 +19,8 @@ from riskppo.config.limits import (
 
 
 class RiskConfig(_Section):
-    """CVaR monitor and constraint (R-RISK)."""
+    """CVaR monitor and the risk constraint (R-RISK): CVaR (``cvar_limit``) or standard
+    deviation (``std_limit``) of segment returns."""
 
     cvar_alpha: float = Field(
         0.05,
@@ -92,6 +93,14 @@ class RiskConfig(_Section):
     )
     cvar_min_segments: int = Field(
         40, ge=1, description="finished segments needed before λ moves (until then λ holds)"
+    )
+    std_limit: float | None = Field(
+        None,
+        gt=0,
+        allow_inf_nan=False,
+        description="constraint std(R) <= std_limit on the returns R of the same episodes or "
+        "cvar_horizon-step segments, in raw reward units, with the multiplier settings above "
+        "(cvar_window, cvar_min_segments included); None = off; not with cvar_limit (docs/risk.md)",
     )
 
 

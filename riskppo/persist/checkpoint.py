@@ -39,7 +39,7 @@ from safetensors.torch import load as load_bytes
 from safetensors.torch import save as save_bytes
 from stable_baselines3.common.running_mean_std import RunningMeanStd
 
-from riskppo.algo.constraint import RiskState
+from riskppo.algo.constraints.cvar import RiskState
 from riskppo.algo.returns import ReturnScaling
 from riskppo.algo.state import Rngs, TrainingState, check_invariants, initial_training_state
 from riskppo.config import Config, ConfigError
@@ -260,7 +260,7 @@ def read_checkpoint(path: Path) -> CheckpointData:
     if version == 1:
         state["training"], tensors["training.safetensors"] = migrate_v1(cfg, state, tensors, path)
     n_envs = int(state["n_envs"])
-    template = initial_training_state(cfg, n_envs, risk=cfg.risk.cvar_limit is not None)
+    template = initial_training_state(cfg, n_envs)
     try:
         training = decode(template, state["training"], tensors["training.safetensors"], "training")
         check_invariants(training)
@@ -485,16 +485,24 @@ def restore_normalizers(model: Restorable, ck: CheckpointData) -> None:
 
 def restore_statistics(model: Restorable, ck: CheckpointData) -> None:
     """What must follow copied weights (PBT exploit): observation and return statistics, the
-    CVaR constraint's state and the step/update counters. The model keeps its own random
-    generators, entropy schedule and episode statistics."""
+    constraint's state (where it has the same kind and shapes) and the step/update counters.
+    The model keeps its own random generators, entropy schedule and episode statistics."""
     restore_normalizers(model, ck)
     src = ck.training
     risk = model.state.risk
-    if risk is not None and src.risk is not None and src.risk.acc.shape == risk.acc.shape:
+    if risk is not None and src.risk is not None and _same_layout(src.risk, risk):
         risk = src.risk
     model.state = model.state.with_counters(
         num_timesteps=src.counters.num_timesteps, n_updates=src.counters.n_updates
     ).replace(scaling=src.scaling, risk=risk)
+
+
+def _same_layout(a: Any, b: Any) -> bool:
+    """Whether two constraint states have one kind and the same tensor shapes (e.g. envs)."""
+    if type(a) is not type(b):
+        return False
+    (_, ta), (_, tb) = encode(a), encode(b)
+    return ta.keys() == tb.keys() and all(ta[k].shape == tb[k].shape for k in ta)
 
 
 def migrate_v1(
@@ -503,7 +511,7 @@ def migrate_v1(
     """A format-1 checkpoint's counters, schedules, statistics and generators as the format-2
     ``training`` tree and tensors (then decoded and validated like any other)."""
     norm, rng = tensors["normalizer.safetensors"], tensors["rng.safetensors"]
-    old = initial_training_state(cfg, int(state["n_envs"]), risk=cfg.risk.cvar_limit is not None)
+    old = initial_training_state(cfg, int(state["n_envs"]))
     try:
         scalar: Callable[[str], float] = lambda k: float(norm[k])  # noqa: E731
         n = int(state["num_timesteps"])

@@ -23,8 +23,10 @@ from riskppo.algo import compiled
 from riskppo.algo.bc import BCInputs
 from riskppo.algo.buffer import ChunkBatch
 from riskppo.algo.collect import collect_rollout
+from riskppo.algo.constraints.cvar import RISK_TARGETS
 from riskppo.algo.estimate import estimate
 from riskppo.algo.loop import apply_rescales, reset_carry, train_iteration
+from riskppo.algo.terms import update_terms
 from riskppo.algo.update import UpdateContext, minibatch_loss
 from riskppo.config import Config
 from riskppo.nn.lstm_kernel import _MaskedLSTMRecurrence, unrolled_recurrence
@@ -67,7 +69,7 @@ def batch_and_context(env: str, **kw) -> tuple[DistributionalPPO, UpdateContext,
         g = torch.Generator().manual_seed(1)
         y = torch.randn(data.targets.shape, generator=g)
         y[torch.rand(y.shape, generator=g) < 0.5] = float("nan")
-        data.risk_targets = y
+        data.aux[RISK_TARGETS] = y
     bc = BCInputs(cfg.bc.bc_coef, False) if cfg.bc.bc_coef > 0 else None
     ctx = UpdateContext(
         cfg, model.policy, model.critic, model.optimizer, model.state.rng.shuffle, 0.01, bc=bc
@@ -85,9 +87,9 @@ def loss_and_grads(model, fn, ctx, mb):
 
 def traced_eager(ctx, mb):
     """The traceable loss without compiling (the eager LSTM kernel runs inside)."""
-    bc = None if ctx.bc is None else torch.tensor(ctx.bc.coef)
+    terms = tuple((t, torch.tensor(c)) for t, c in update_terms(ctx, ctx.constraint_terms))
     loss, stats, n_bad = compiled.traced_minibatch_loss(
-        ctx.cfg, ctx.policy, ctx.critic, mb, torch.tensor(ctx.ent_coef), bc
+        ctx.cfg, ctx.policy, ctx.critic, mb, torch.tensor(ctx.ent_coef), terms
     )
     return loss, stats, int(n_bad)
 

@@ -51,7 +51,10 @@ def test_estimate_changes_no_weight() -> None:
         model.policy, model.env, model.state.carry, 32, cfg.ppo.chunk_len, model.state.rng.sample
     )
     before = {k: v.clone() for k, v in model.policy.state_dict().items()}
-    est = estimate(cfg, model.policy, model.critic, model.state.scaling, rollout, model.state.risk)
+    constraint = model.learner().constraint
+    est = estimate(
+        cfg, model.policy, model.critic, model.state.scaling, rollout, constraint, model.state.risk
+    )
     after = model.policy.state_dict()
     assert all(torch.equal(before[k], after[k]) for k in before)
     assert [r.target for r in est.rescales] == ["critics", "risk_head"]

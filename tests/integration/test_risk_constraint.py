@@ -14,7 +14,7 @@ from gymnasium import spaces
 
 from riskppo import DistributionalPPO, core
 from riskppo.algo.buffer import to_chunks
-from riskppo.algo.constraint import initial_risk_state, multiplier_step, risk_estimate
+from riskppo.algo.constraints.cvar import initial_risk_state, multiplier_step, risk_estimate
 from riskppo.algo.loop import risk_log
 from riskppo.config import Config
 from riskppo.monitor.writer import Monitor
@@ -32,8 +32,8 @@ def test_cvar_term_reaches_the_advantages_the_policy_loss_sees(rollout_and_estim
     model.config.risk.cvar_min_segments = 1_000_000  # λ holds at 2 for this rollout
     cfg = model.config
     _, est = rollout_and_estimates(model)
-    assert est.risk is not None and est.risk.lam == 2.0
-    a_cvar = est.risk.a_cvar
+    assert est.constraint is not None and est.constraint.lam == 2.0
+    a_cvar = est.constraint.advantage
     assert float(a_cvar.abs().sum()) > 0.0
     adv_norm, _ = core.normalize_advantages(est.advantages)
     # independent of the code under test: scale A_cvar to unit std by hand and combine
@@ -96,7 +96,7 @@ def test_nu_is_the_empirical_var_once_enough_segments_finished(min_segments):
     r = rewards.double()
     acc = r * torch.arange(16, dtype=torch.float64).remainder(4).unsqueeze(1)
     want = (torch.clamp(4 * r - nu, max=0) - torch.clamp(acc + q - nu, max=0)) / 0.25
-    torch.testing.assert_close(est.a_cvar.double(), want, rtol=1e-9, atol=1e-9)
+    torch.testing.assert_close(est.advantage.double(), want, rtol=1e-9, atol=1e-9)
 
 
 @pytest.mark.parametrize("update", ["dual", "pid"])

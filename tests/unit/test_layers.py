@@ -156,7 +156,11 @@ LAYERS: list[set[str]] = [
 ]
 # Rooms that read only a few of the algorithm's modules (its state and log types), or none.
 ALGO_READS = {
-    "persist": {"riskppo.algo.state", "riskppo.algo.constraint", "riskppo.algo.returns"},
+    "persist": {
+        "riskppo.algo.state",
+        "riskppo.algo.constraints.cvar",  # the format-1 checkpoint migration
+        "riskppo.algo.returns",
+    },
     "monitor": {"riskppo.algo.log"},
     "evaluation": set(),
     "pbt": set(),

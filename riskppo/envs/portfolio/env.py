@@ -91,7 +91,7 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
     borrow cost ``borrow_rate / bars_per_year`` per unit of short weight. The reward is
     ``reward_scale · (gross − fee − borrow)``, ``gross`` the portfolio's log return, so rewards
     sum to the log of the final equity and a CVaR constraint on ``cvar_horizon``-step sums of
-    rewards is a constraint on the portfolio's log return (:mod:`riskppo.algo.constraint`).
+    rewards is a constraint on the portfolio's log return (:mod:`riskppo.algo.constraints.cvar`).
 
     **Observation** (float32, ``window · N · F + N``): for bars ``t-window+1 .. t`` (oldest
     first) each asset's ``F`` causal ``features`` (:mod:`riskppo.envs.features`, asset by asset

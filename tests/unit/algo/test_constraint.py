@@ -1,20 +1,22 @@
-"""The constraint as a component: the no-op of a run without one, and the CVaR constraint's
-reset and advantage points (docs/risk.md)."""
+"""The constraint as a component: none without a limit, and the CVaR constraint's reset and
+advantage points (docs/risk.md)."""
 
 from __future__ import annotations
 
 import dataclasses
 
+import pytest
 import torch
 
-from riskppo.algo.constraint import (
+from riskppo.algo.constraints import ConstraintInput, constraint_for
+from riskppo.algo.constraints.cvar import (
+    RISK_TARGETS,
     CVaRConstraint,
-    NoConstraint,
     RiskEstimate,
-    constraint_for,
     initial_risk_state,
 )
-from riskppo.config import Config
+from riskppo.algo.constraints.std import StdConstraint
+from riskppo.config import Config, ConfigError
 
 
 def _cfg() -> Config:
@@ -23,15 +25,13 @@ def _cfg() -> Config:
     )
 
 
-def test_a_state_without_a_risk_part_gets_the_no_op_constraint():
-    cfg = _cfg()
-    none = constraint_for(cfg, None)
-    assert isinstance(none, NoConstraint)
-    adv = torch.randn(6, 2)
-    assert none.end_segments(None) is None
-    assert none.after_rollout(None, torch.ones(6, 2), torch.zeros(6, 2), lambda: adv) is None
-    assert none.advantage(adv, None, per_env=False) is adv
-    assert isinstance(constraint_for(cfg, initial_risk_state(cfg, 2)), CVaRConstraint)
+def test_the_config_turns_one_constraint_on():
+    assert constraint_for(Config()) is None
+    assert isinstance(constraint_for(_cfg()), CVaRConstraint)
+    assert isinstance(constraint_for(Config.build({"risk": {"std_limit": 1.0}})), StdConstraint)
+    both = Config.build({"critic": {"kind": "quantile"}, "risk": {"cvar_limit": 0, "std_limit": 1}})
+    with pytest.raises(ConfigError, match="one constraint at a time"):
+        constraint_for(both)
 
 
 def test_a_reset_ends_every_open_segment_and_keeps_the_multiplier():
@@ -55,7 +55,7 @@ def test_the_policy_sees_the_return_and_cvar_advantages_weighted_by_the_multipli
     g = torch.Generator().manual_seed(0)
     adv, a_cvar = torch.randn(8, 2, generator=g), 5.0 * torch.randn(8, 2, generator=g)
     state = initial_risk_state(cfg, 2)
-    est = RiskEstimate(a_cvar, 3.0, torch.zeros(8, 2), state, {})
+    est = RiskEstimate(state, 3.0, a_cvar, {}, {RISK_TARGETS: torch.zeros(8, 2)})
     got = CVaRConstraint(cfg).advantage(adv, est, per_env=False)
     expected = (adv + 3.0 * a_cvar / a_cvar.std()) / 4.0  # (A + λ·Â_cvar)/(1+λ), Â_cvar unit std
     torch.testing.assert_close(got, expected)
@@ -80,7 +80,8 @@ def _estimate(limit: float, margin: float) -> RiskEstimate:
     state.recent.extend((0.01 * torch.randn(200, generator=g, dtype=torch.float64)).tolist())
     rewards = torch.zeros(8, 2)
     out = torch.zeros(8, 2, 8)
-    return CVaRConstraint(cfg).after_rollout(state, rewards, torch.zeros(8, 2), lambda: out)
+    dones = torch.zeros(8, 2, dtype=torch.bool)
+    return CVaRConstraint(cfg).after_rollout(state, ConstraintInput(rewards, dones, lambda: out))
 
 
 def test_the_margin_makes_the_constraint_keep_the_limit_divided_by_it():

@@ -3,22 +3,25 @@ sync-free (masked) risk-head loss are one mean, and the AWR term is the weighted
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import pytest
 import torch
 
 from riskppo import core
+from riskppo.algo.constraints.cvar import RISK_TARGETS, RiskHeadTerm
 from riskppo.algo.losses import (
+    LossTerm,
     LossTerms,
     LossWeights,
+    TermInput,
+    TracedContext,
+    assemble,
     awr_loss,
     bc_loss_ratio,
     ppo_terms,
     risk_head_loss,
     total,
-    with_risk_head,
 )
 from riskppo.config import Config
 from riskppo.nn.critics import build_critic
@@ -56,30 +59,53 @@ def test_bc_loss_ratio_is_the_share_of_the_bc_term():
     assert ratio.item() == pytest.approx(0.25)
 
 
+class _Fixed(LossTerm):
+    """A term of a fixed value, in the critic's or the loss's part."""
+
+    def __init__(self, name: str, part: str, value: torch.Tensor) -> None:
+        self.name, self.part, self.value = name, part, value  # type: ignore[assignment]
+
+    def compute(self, x: TermInput) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        return x.coef * self.value, {self.name: self.value}
+
+
 def test_the_loss_is_every_named_term_with_its_coefficient(tiny_policy, random_chunk_batch):
-    """``total`` over the PPO forward's terms, the risk head's loss (on the ended segments only),
-    the SA-PPO regulariser and the BC term equals the sum written out by hand, term by term."""
-    cfg = Config.build({"critic": {"kind": "quantile", "n_quantiles": 8}})
+    """``assemble`` over the PPO forward's terms, the risk head's loss (on the ended segments
+    only, in the critic's part) and two loss-part terms with their coefficients equals the sum
+    written out by hand, term by term, in that order."""
+    cfg = Config.build({"critic": {"kind": "quantile", "n_quantiles": 8}, "ppo": {"vf_coef": 0.5}})
     policy = tiny_policy(critic_out=8, risk_head=True).double()
     mb = random_chunk_batch(policy, 4)
     targets = torch.randn(8, 4, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
     targets[::3] = math.nan  # unfinished segments: no target
-    mb = dataclasses.replace(mb, risk_targets=targets)
-    t = ppo_terms(cfg, policy, build_critic(cfg.critic), mb)
-    terms = with_risk_head(cfg, policy, t, mb, masked=False)
+    mb.aux[RISK_TARGETS] = targets
+    critic = build_critic(cfg.critic)
+    t = ppo_terms(cfg, policy, critic, mb)
     done = torch.isfinite(targets.reshape(-1))
     q = policy.risk_output(t.out).reshape(-1, 8)[done]
     y = targets.reshape(-1)[done].unsqueeze(-1)
     risk = core.quantile_huber_loss(q, y, kappa=cfg.critic.kappa).mean()
-    assert terms.risk_head is not None
-    torch.testing.assert_close(terms.risk_head, risk)
     sa_kl, bc = torch.tensor(0.3, dtype=torch.float64), torch.tensor(-0.2, dtype=torch.float64)
-    terms = terms._replace(sa_kl=sa_kl, bc=bc)
-    got = total(terms, LossWeights(vf_coef=0.5, ent_coef=0.01, sa_kappa=2.0))
+    terms = [
+        (_Fixed("sa", "loss", sa_kl), 2.0),
+        (RiskHeadTerm(), 1.0),
+        (_Fixed("bc", "loss", bc), 1.0),
+    ]
+    w = LossWeights(vf_coef=0.5, ent_coef=0.01)
+    got, stats, _ = assemble(
+        cfg, policy, critic, mb, w, terms, traced=False, ctx=TracedContext(cfg, policy)
+    )
     expected = t.pg_loss + 0.5 * (t.vf_loss + risk) - 0.01 * t.entropy + 2.0 * sa_kl + bc
     torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(stats["value_loss"], t.vf_loss + risk)
+    assert list(stats)[-2:] == ["sa", "bc"]
     without = total(LossTerms(t.pg_loss, t.vf_loss, t.entropy), LossWeights(0.5, 0.01))
     assert torch.equal(without, t.pg_loss + 0.5 * t.vf_loss - 0.01 * t.entropy)
+    mb.aux.clear()  # no targets: the risk head's term is left out
+    none, _, _ = assemble(
+        cfg, policy, critic, mb, w, terms[1:2], traced=False, ctx=TracedContext(cfg, policy)
+    )
+    torch.testing.assert_close(none, without, rtol=1e-12, atol=1e-12)
 
 
 def test_pathwise_loss_moves_each_mean_by_its_slope():
@@ -94,8 +120,8 @@ def test_pathwise_loss_moves_each_mean_by_its_slope():
         pathwise_loss(torch.zeros(4, 2), g)
 
 
-def test_total_adds_the_pathwise_term_with_its_weight():
+def test_total_adds_the_loss_part_terms_in_order():
     terms = LossTerms(torch.tensor(1.0), torch.tensor(2.0), torch.tensor(0.5))
-    base = total(terms, LossWeights(0.5, 0.1, pathwise_coef=3.0))
-    with_term = total(terms._replace(pathwise=torch.tensor(-0.25)), LossWeights(0.5, 0.1, 0, 3.0))
+    base = total(terms, LossWeights(0.5, 0.1))
+    with_term = total(terms._replace(aux=(torch.tensor(-0.75),)), LossWeights(0.5, 0.1))
     assert float(with_term - base) == pytest.approx(-0.75)

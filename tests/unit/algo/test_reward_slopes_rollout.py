@@ -3,12 +3,14 @@ to it, at unit RMS for the loss, and none where the env reports none or the term
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import torch
 
 from riskppo.algo.collect import _Buffers
-from riskppo.algo.estimate import _unit_slopes
+from riskppo.algo.terms import SLOPES, PathwiseTerm
 from riskppo.config import Config
 
 
@@ -41,10 +43,20 @@ def test_no_slopes_without_reports_and_bad_reports_count_as_zero():
     assert bad.reward_slopes(torch.device("cpu")).tolist() == [[0.0], [2.0]]
 
 
+def _slopes(cfg: Config, g: torch.Tensor, actions: torch.Tensor, scale=lambda x: x):
+    rollout = SimpleNamespace(actions=actions, reward_slopes=g)
+    return PathwiseTerm().rollout_inputs(cfg, rollout, scale).get(SLOPES)  # type: ignore[arg-type]
+
+
 def test_unit_slopes_have_unit_rms_and_are_off_at_zero_weight():
+    """The pathwise term's batch input: the slopes at unit RMS, scaled as the constraint scales
+    the return's part of the advantage; none at weight 0 or for discrete actions."""
     cfg = Config(ppo={"pathwise_coef": 1.0})
     g = torch.tensor([[3.0, -1.0], [0.0, 2.0]])
-    unit = _unit_slopes(g, cfg, None)
+    box = torch.zeros(2, 2, 1)
+    unit = _slopes(cfg, g, box)
     assert unit is not None and float(unit.pow(2).mean()) == pytest.approx(1.0)
     assert torch.allclose(unit * g.pow(2).mean().sqrt(), g)
-    assert _unit_slopes(g, Config(ppo={"pathwise_coef": 0.0}), None) is None
+    assert torch.equal(_slopes(cfg, g, box, lambda x: x / 3.0), unit / 3.0)
+    assert _slopes(Config(ppo={"pathwise_coef": 0.0}), g, box) is None
+    assert _slopes(cfg, g, torch.zeros(2, 2, dtype=torch.long)) is None

@@ -45,8 +45,8 @@ def roundtrip(state: TrainingState, template: TrainingState) -> TrainingState:
 
 def test_roundtrip_restores_every_field() -> None:
     cfg = risky_config()
-    state = played(initial_training_state(cfg, 4, risk=True))
-    back = roundtrip(state, initial_training_state(cfg, 4, risk=True))
+    state = played(initial_training_state(cfg, 4))
+    back = roundtrip(state, initial_training_state(cfg, 4))
     assert back.counters == state.counters
     assert back.risk is not None and state.risk is not None
     assert back.risk.lam == 0.7 and torch.equal(back.risk.acc, state.risk.acc)
@@ -66,15 +66,15 @@ def test_a_new_field_is_saved_without_being_listed() -> None:
         note: int = field(default=0, metadata={"min": 0})
 
     cfg = risky_config()
-    state = Extended(played(initial_training_state(cfg, 4, risk=True)), torch.arange(4.0), 7)
-    template = Extended(initial_training_state(cfg, 4, risk=True), torch.zeros(4), 0)
+    state = Extended(played(initial_training_state(cfg, 4)), torch.arange(4.0), 7)
+    template = Extended(initial_training_state(cfg, 4), torch.zeros(4), 0)
     back = roundtrip(state, template)  # type: ignore[arg-type]
     assert torch.equal(back.extra, torch.arange(4.0)) and back.note == 7
 
 
 def tampered(path: str, value: object) -> tuple[object, dict[str, torch.Tensor]]:
     cfg = risky_config()
-    tree, tensors = encode(played(initial_training_state(cfg, 4, risk=True)), "training")
+    tree, tensors = encode(played(initial_training_state(cfg, 4)), "training")
     *parents, leaf = path.split(".")
     node = tree
     for key in parents:
@@ -109,22 +109,22 @@ def tampered(path: str, value: object) -> tuple[object, dict[str, torch.Tensor]]
 )
 def test_decode_names_the_field_it_refuses(path: str, value: object, match: str) -> None:
     tree, tensors = tampered(path, value)
-    template = initial_training_state(risky_config(), 4, risk=True)
+    template = initial_training_state(risky_config(), 4)
     with pytest.raises(StateDecodeError, match=match):
         decode(template, tree, {k: v for k, v in tensors.items() if v is not None}, "training")
 
 
 def test_a_state_for_a_model_without_risk_is_refused_by_one_with_it() -> None:
     cfg = risky_config()
-    plain = initial_training_state(cfg, 4, risk=False)
+    plain = initial_training_state(cfg, 4).replace(risk=None)
     with pytest.raises(StateDecodeError, match="training/risk"):
-        roundtrip(plain, initial_training_state(cfg, 4, risk=True))
+        roundtrip(plain, initial_training_state(cfg, 4))
     with pytest.raises(StateDecodeError, match="saved with a value where this model has none"):
-        roundtrip(initial_training_state(cfg, 4, risk=True), plain)
+        roundtrip(initial_training_state(cfg, 4), plain)
 
 
 def test_invariants_types_cannot_say() -> None:
-    state = initial_training_state(risky_config(), 4, risk=True)
+    state = initial_training_state(risky_config(), 4)
     check_invariants(state)
     assert state.risk is not None
     neg = dataclasses.replace(state.risk, length=torch.tensor([0, -1, 0, 0]))

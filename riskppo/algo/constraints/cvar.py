@@ -18,30 +18,54 @@ Per rollout (see ``docs/risk.md``, "Which CVaR each consumer reads"):
    depend on the return scale. The estimate step combines ``A`` and ``A_cvar`` with
    :func:`riskppo.core.lagrangian_advantage`.
 
-The training loop reaches the constraint only through a :class:`Constraint`, at three named
-points (as OmniSafe's PPO-Lagrangian and CPPO-PID plug into PPO through their multiplier update
-and advantage combination): :meth:`~Constraint.end_segments` when the envs are reset,
-:meth:`~Constraint.after_rollout` in the estimate step (segments, CVaR estimates and the
-multiplier step) and :meth:`~Constraint.advantage` for the advantage the policy loss sees.
-:class:`CVaRConstraint` is this module's constraint, :class:`NoConstraint` the no-op of a run
-without ``risk.cvar_limit``. Both are stateless: the state is the training state's
-:class:`RiskState` (``TrainingState.risk``), checkpointed with it.
+:class:`CVaRConstraint` plugs this into the training loop
+(:mod:`riskppo.algo.constraints.base`); :class:`RiskHeadTerm` is the risk head's loss, a term
+of the critic's part of the minibatch loss. The state is :class:`RiskState`
+(``TrainingState.risk``), checkpointed with the training state.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import math
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import ClassVar
 
 import torch
 from torch import Tensor
 
 from riskppo import core
-from riskppo.algo.returns import ReturnScaling, initial_scaling, update_scaling
-from riskppo.config import Config, RiskConfig
+from riskppo.algo.constraints.base import (
+    ConstraintInput,
+    ConstraintStep,
+    Lagrangian,
+    initial_pid,
+    multiplier_step,
+)
+from riskppo.algo.losses import LossTerm, TermInput, risk_head_loss
+from riskppo.algo.returns import (
+    Rescale,
+    ReturnScaling,
+    check_scaling,
+    initial_scaling,
+    rescales_outputs,
+    update_scaling,
+)
+from riskppo.config import Config
+
+__all__ = [
+    "RISK_TARGETS",
+    "CVaRConstraint",
+    "RiskEstimate",
+    "RiskHeadTerm",
+    "RiskState",
+    "initial_risk_state",
+    "multiplier_step",
+    "risk_estimate",
+]
+
+RISK_TARGETS = "risk_targets"
+"""``ChunkBatch.aux`` key of the risk head's targets ``[L, B]`` (NaN: segment unfinished)."""
 
 
 @dataclass
@@ -56,30 +80,30 @@ class RiskState:
     recent: deque[float]  # returns of the last ``risk.cvar_window`` finished segments
     pid: core.PIDLagrangeState  # the PID Lagrangian's state (unused with lambda_update: dual)
 
+    def check(self) -> None:
+        """λ finite and ≥ 0, segment lengths ≥ 0, the head's scaling valid (R-REL-3)."""
+        check_scaling("risk/scaling", self.scaling)
+        if self.lam < 0 or not math.isfinite(self.lam):
+            raise ValueError(f"risk/lam must be a finite number >= 0, not {self.lam}")
+        if bool((self.length < 0).any()):
+            raise ValueError("risk/length has negative segment lengths")
+
 
 def initial_risk_state(cfg: Config, n_envs: int) -> RiskState:
-    # The PID integral starts where λ_init puts it (λ = ki·I with no P/D signal yet).
-    ki = cfg.risk.pid_ki
-    integral = cfg.risk.lambda_init / ki if ki > 0 else 0.0
     return RiskState(
         lam=cfg.risk.lambda_init,
         acc=torch.zeros(n_envs, dtype=torch.float64),
         length=torch.zeros(n_envs, dtype=torch.long),
         scaling=initial_scaling(cfg),
         recent=deque(maxlen=cfg.risk.cvar_window),
-        pid=core.PIDLagrangeState(integral=integral),
+        pid=initial_pid(cfg.risk),
     )
 
 
-@dataclass
-class RiskEstimate:
-    """What one rollout contributes to the constraint."""
-
-    a_cvar: Tensor  # [T, N] CVaR advantage A_cvar, raw return units (0: no signal)
-    lam: float  # λ after this rollout's update: the weight of the CVaR part in this update
-    targets: Tensor  # [T, N] normalised segment return-to-go targets (NaN: segment unfinished)
-    state: RiskState
-    metrics: dict[str, float]
+RiskEstimate = ConstraintStep[RiskState]
+"""What one rollout contributes to the CVaR constraint: ``advantage`` is the CVaR advantage
+A_cvar (raw return units), ``batch[RISK_TARGETS]`` the risk head's normalised segment
+return-to-go targets ``[T, N]`` (NaN: segment unfinished)."""
 
 
 def risk_estimate(
@@ -139,102 +163,49 @@ def risk_estimate(
     )
     if r.lambda_update == "pid":
         metrics.update({"risk/pid_p": pid.p, "risk/pid_i": pid.i, "risk/pid_d": pid.d})
-    return RiskEstimate(a_cvar, lam, scaling.to_norm(y).float(), new_state, metrics)
+    targets = {RISK_TARGETS: scaling.to_norm(y).float()}
+    return RiskEstimate(new_state, lam, a_cvar, metrics, targets)
 
 
-def multiplier_step(
-    r: RiskConfig, lam: float, pid: core.PIDLagrangeState, violation: float
-) -> tuple[float, core.PIDLagrangeState]:
-    """λ after one violation measurement: dual ascent or PID (R-RISK-2, R-RISK-4)."""
-    if r.lambda_update == "pid":
-        return core.pid_lagrange_step(
-            pid,
-            violation,
-            kp=r.pid_kp,
-            ki=r.pid_ki,
-            kd=r.pid_kd,
-            ema=r.pid_ema,
-            lam_max=r.lambda_max,
-            i_max=r.pid_i_max,
-        )
-    cap = core.dual_cap(r.lambda_max, r.dual_lambda_max)  # anti wind-up, as pid_i_max
-    return core.lagrange_step(lam, violation, r.lambda_lr, cap), pid
+class RiskHeadTerm(LossTerm):
+    """The risk head's quantile loss against the segment return-to-go targets
+    (:func:`~riskppo.algo.losses.risk_head_loss`), in the critic's part of the loss (weighted by
+    ``vf_coef``, logged in ``value_loss``); a masked mean when traced (no host sync)."""
+
+    name = "risk_head"
+    part = "critic"
+
+    def compute(self, x: TermInput) -> tuple[Tensor, dict[str, Tensor]] | None:
+        targets = x.mb.aux.get(RISK_TARGETS)
+        if targets is None:
+            return None
+        q = x.policy.risk_output(x.fwd.out).reshape(-1, x.fwd.out.shape[-1])
+        return risk_head_loss(q, targets, x.cfg.critic.kappa, masked=x.traced), {}
 
 
-RiskHead = Callable[[], Tensor]
-"""The risk head's outputs over the rollout, ``[T, N, K]`` (normalised), computed when called:
-only a constraint reads them (a run without one has no risk head)."""
-
-
-class Constraint(Protocol):
-    """The points where a constraint plugs into one training iteration (module docstring).
-    ``state``: the training state's ``risk`` (None without a constraint)."""
-
-    def end_segments(self, state: RiskState | None) -> RiskState | None:
-        """The state after every env was reset: every open segment ends (R-REL-4)."""
-        ...
-
-    def after_rollout(
-        self, state: RiskState | None, rewards: Tensor, dones: Tensor, head: RiskHead
-    ) -> RiskEstimate | None:
-        """One rollout's part (``rewards``, ``dones`` ``[T, N]``), its multiplier step included;
-        None: no constraint."""
-        ...
-
-    def advantage(self, adv_norm: Tensor, est: RiskEstimate | None, per_env: bool) -> Tensor:
-        """The advantage ``[T, N]`` the policy loss sees, from the normalised return one."""
-        ...
+_RISK_HEAD_TERM = RiskHeadTerm()
 
 
 @dataclass(frozen=True)
-class NoConstraint:
-    """A run without a constraint: every point is a no-op."""
-
-    def end_segments(self, state: RiskState | None) -> RiskState | None:
-        return state
-
-    def after_rollout(
-        self, state: RiskState | None, rewards: Tensor, dones: Tensor, head: RiskHead
-    ) -> RiskEstimate | None:
-        return None
-
-    def advantage(self, adv_norm: Tensor, est: RiskEstimate | None, per_env: bool) -> Tensor:
-        return adv_norm
-
-
-@dataclass(frozen=True)
-class CVaRConstraint:
+class CVaRConstraint(Lagrangian[RiskState]):
     """``CVaR_α(R) ≥ risk.cvar_limit`` by a Lagrangian (module docstring)."""
 
-    cfg: Config
+    part: ClassVar[str] = "cvar"
+    risk_head: ClassVar[bool] = True
 
-    def end_segments(self, state: RiskState | None) -> RiskState | None:
-        assert state is not None, "the CVaR constraint needs the training state's risk part"
-        return dataclasses.replace(
-            state, acc=torch.zeros_like(state.acc), length=torch.zeros_like(state.length)
-        )
+    def initial_state(self, n_envs: int) -> RiskState:
+        return initial_risk_state(self.cfg, n_envs)
 
-    def after_rollout(
-        self, state: RiskState | None, rewards: Tensor, dones: Tensor, head: RiskHead
-    ) -> RiskEstimate | None:
-        assert state is not None, "the CVaR constraint needs the training state's risk part"
-        return risk_estimate(self.cfg, state, rewards, dones, head())
+    def after_rollout(self, state: RiskState, x: ConstraintInput) -> RiskEstimate:
+        step = risk_estimate(self.cfg, state, x.rewards, x.dones, x.head())
+        if rescales_outputs(self.cfg, state.scaling):  # the head follows its statistics (PopArt)
+            step.rescales = (Rescale("risk_head", state.scaling, step.state.scaling),)
+        return step
 
-    def advantage(self, adv_norm: Tensor, est: RiskEstimate | None, per_env: bool) -> Tensor:
-        """R-RISK-4: ``(A + λ·Â_cvar)/(1+λ)``, Â_cvar on unit scale — λ cannot swamp the policy.
-        Logs each part's mean magnitude in ``est.metrics``."""
-        assert est is not None
-        combined, a_cvar_unit = core.lagrangian_advantage(
-            adv_norm, est.a_cvar, est.lam, per_env=per_env
-        )
-        weight = 1.0 + est.lam
-        est.metrics["risk/adv_return_part_abs_mean"] = float(adv_norm.abs().mean() / weight)
-        est.metrics["risk/adv_cvar_part_abs_mean"] = float(
-            est.lam * a_cvar_unit.abs().mean() / weight
-        )
-        return combined
+    def loss_terms(self) -> tuple[LossTerm, ...]:
+        return (_RISK_HEAD_TERM,)
 
-
-def constraint_for(cfg: Config, state: RiskState | None) -> Constraint:
-    """The constraint of a training state: the CVaR one where it has a risk part."""
-    return NoConstraint() if state is None else CVaRConstraint(cfg)
+    @staticmethod
+    def build(cfg: Config) -> CVaRConstraint | None:
+        """The constraint of ``cfg``: on when ``risk.cvar_limit`` is set."""
+        return CVaRConstraint(cfg) if cfg.risk.cvar_limit is not None else None
