@@ -43,6 +43,7 @@ from riskppo.config.bundled import bundled_dir
 from riskppo.config.sections import TRADING_ID
 from riskppo.logs import configure_terminal
 from riskppo.runs.interrupt import interrupt_signal, signal_name
+from riskppo.runs.jobs import Backend
 from riskppo.runs.processes import die_with_parent_if_asked
 
 
@@ -119,6 +120,12 @@ def _ledger(args: argparse.Namespace) -> Path | None:
 
     path = ledger_path(args.ledger, enabled=not args.no_ledger)
     return open_ledger(path) if path is not None else None  # a bad path stops before training
+
+
+def _backend(args: argparse.Namespace) -> Backend:
+    """Where ``riskppo walkforward`` / ``universe`` run their cells (``--backend``,
+    ``--ray-address``)."""
+    return Backend(args.backend, args.ray_address)
 
 
 def _drop_if_empty(run_dir: Path) -> None:
@@ -289,7 +296,12 @@ def _finish_pbt(cfg: Config, run_dir: Path, args: argparse.Namespace, ledger: Pa
     from riskppo.pbt.local import summary_lines
 
     summary = run_pbt(
-        cfg, run_dir, progress_bar=not args.no_progress, resume=bool(args.resume), on_message=print
+        cfg,
+        run_dir,
+        progress_bar=not args.no_progress,
+        resume=bool(args.resume),
+        on_message=print,
+        ray_address=args.ray_address,
     )
     for line in summary_lines(summary, run_dir):
         print(line)
@@ -335,11 +347,16 @@ def _run_universe(args: argparse.Namespace, run_dir: Path) -> list[Any]:
             raise ConfigError(f"--resume continues a universe as it was started; drop {flags}")
     # the config is read and checked before torch loads: a mistyped key answers at once
     cfg = None if args.resume else load_config(args.config, args.set or [])
+    backend = _backend(args)
     from riskppo.cli.universe import resume_universe, run_universe
 
     if cfg is None:
         results = resume_universe(
-            run_dir, workers=args.workers, progress_bar=not args.no_progress, ledger=_ledger(args)
+            run_dir,
+            workers=args.workers,
+            progress_bar=not args.no_progress,
+            ledger=_ledger(args),
+            backend=backend,
         )
     else:
         results = run_universe(
@@ -350,6 +367,7 @@ def _run_universe(args: argparse.Namespace, run_dir: Path) -> list[Any]:
             workers=args.workers,
             progress_bar=not args.no_progress,
             ledger=_ledger(args),
+            backend=backend,
         )
     return results
 
@@ -497,6 +515,7 @@ def _walkforward_configs(args: argparse.Namespace) -> list[Config]:
 def cmd_walkforward(args: argparse.Namespace) -> int:
     """``riskppo walkforward``: see :mod:`riskppo.evaluation.walkforward.run`."""
     configs = _walkforward_configs(args)
+    backend = _backend(args)
     from riskppo.evaluation.walkforward.plan import WalkForwardSettings
     from riskppo.evaluation.walkforward.run import walk_forward
     from riskppo.evaluation.walkforward.select import new_selection
@@ -532,6 +551,7 @@ def cmd_walkforward(args: argparse.Namespace) -> int:
             ledger=_ledger(args),
             selection=selection,
             on_message=print,
+            backend=backend,
         )
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: the workers are ended
         return _stopped(exc, "walkforward", "finished cells are kept", run_dir)
