@@ -38,7 +38,14 @@ from riskppo.config import ConfigError
 from riskppo.runs.interrupt import sigterm_as_interrupt
 from riskppo.runs.jobs.command import Command, run_command
 from riskppo.runs.jobs.local import LocalRunner
-from riskppo.runs.jobs.outcome import Failed, Finished, JobFailed, Outcome, describe_exit
+from riskppo.runs.jobs.outcome import (
+    Failed,
+    Finished,
+    JobFailed,
+    Outcome,
+    RemoteTraceback,
+    describe_exit,
+)
 from riskppo.runs.jobs.ray_tasks import RayRunner, ray_connection
 
 __all__ = [
@@ -53,6 +60,7 @@ __all__ = [
     "LocalRunner",
     "Outcome",
     "RayRunner",
+    "RemoteTraceback",
     "describe_exit",
     "open_runner",
     "ray_connection",

@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,8 @@ from pathlib import Path
 from riskppo.runs.processes import child_env
 
 __all__ = ["Command", "run_command"]
+
+POLL_S = 0.2
 
 
 @dataclass(frozen=True)
@@ -46,7 +49,11 @@ def run_command(cmd: Command) -> int:
             start_new_session=True,
         )
         try:
-            return proc.wait()
+            # polled: Ray's stop request (an exception raised between two bytecodes) would wait
+            # for a blocking wait() to return
+            while (code := proc.poll()) is None:
+                time.sleep(POLL_S)
+            return code
         except KeyboardInterrupt:  # the runner's stop: the command stops at its own safe point
             proc.send_signal(signal.SIGTERM)
             proc.wait()

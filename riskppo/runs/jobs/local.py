@@ -30,7 +30,7 @@ from types import FrameType
 from typing import Any
 
 from riskppo.runs.interrupt import Terminated
-from riskppo.runs.jobs.outcome import Failed, Job, Outcome, Reply, describe_exit, execute
+from riskppo.runs.jobs.outcome import Failed, Job, Outcome, Reply, describe_exit, execute_split
 from riskppo.runs.processes import WorkerSetup, reissue, start_worker, worker_setup
 
 __all__ = ["LocalRunner"]
@@ -52,11 +52,12 @@ def _worker_main(conn: Connection, setup: WorkerSetup) -> None:
                 return
             if job is None:
                 return
-            reply = execute(*job)
+            reply, error = execute_split(*job)
+            conn.send(reply)
             try:
-                conn.send(reply)
-            except Exception:  # the job's exception does not pickle: its text still travels
-                conn.send(reply.without_error())
+                conn.send(error)
+            except Exception:  # the job's exception does not pickle: its text has travelled
+                conn.send(None)
     except KeyboardInterrupt:  # stopped by the runner: nobody waits for an answer
         return
 
@@ -177,17 +178,20 @@ class LocalRunner:
         name = worker.job.name
         try:
             reply: Reply = worker.conn.recv()
+            try:
+                error = worker.conn.recv()
+            except (EOFError, OSError):
+                raise
+            except Exception:  # the exception does not rebuild here: its text came with the reply
+                error = None
         except (EOFError, OSError):  # the worker died without answering
             self._reap(worker)
             self.replaced += 1
             reason = f"worker process died ({describe_exit(worker.proc.exitcode)})"
             return Failed(name, "died", reason)
-        except Exception as exc:  # the answer does not unpickle here (an exception's class)
-            self._idle.append(worker)
-            return Failed(name, "raised", f"its error did not come back ({exc!r})")
         self._idle.append(worker)
         reissue(reply.caught, self.warned)
-        return reply.outcome(name)
+        return reply.with_error(error).outcome(name)
 
     def _reap(self, worker: _Worker) -> None:
         worker.kill()

@@ -29,6 +29,7 @@ __all__ = [
     "Reply",
     "describe_exit",
     "execute",
+    "execute_split",
 ]
 
 
@@ -103,9 +104,14 @@ class Reply:
             return Finished(name, self.value)
         return Failed(name, "raised", self.reason, self.error, self.trace)
 
-    def without_error(self) -> Reply:
-        """This reply with the exception object left out (it would not travel back)."""
-        return Reply(self.ok, self.value, None, self.reason, self.trace, self.caught)
+    def split(self) -> tuple[Reply, BaseException | None]:
+        """This reply without its exception, and the exception: they travel back apart, so
+        that an exception which does not rebuild in the other process (a class whose
+        constructor takes other arguments) loses only itself, not the reply."""
+        return Reply(self.ok, self.value, None, self.reason, self.trace, self.caught), self.error
+
+    def with_error(self, error: BaseException | None) -> Reply:
+        return Reply(self.ok, self.value, error, self.reason, self.trace, self.caught)
 
 
 def execute(fn: Callable[[Any], Any], arg: Any) -> Reply:
@@ -123,6 +129,11 @@ def execute(fn: Callable[[Any], Any], arg: Any) -> Reply:
         return Reply(True, value, caught=caught)
     reason = (repr(error).splitlines() or [type(error).__name__])[0]
     return Reply(False, None, error, reason, trace, caught)
+
+
+def execute_split(fn: Callable[[Any], Any], arg: Any) -> tuple[Reply, BaseException | None]:
+    """:func:`execute`, its reply and its exception apart (:meth:`Reply.split`)."""
+    return execute(fn, arg).split()
 
 
 def describe_exit(exitcode: int | None) -> str:

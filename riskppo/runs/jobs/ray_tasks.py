@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from riskppo.config import ConfigError
-from riskppo.runs.jobs.outcome import Failed, Job, Outcome, Reply, execute
+from riskppo.runs.jobs.outcome import Failed, Job, Outcome, Reply, execute_split
 from riskppo.runs.processes import reissue
 
 __all__ = ["RayRunner", "import_ray", "ray_connection"]
@@ -79,9 +79,9 @@ class RayRunner:
         self._ray = ray
         self.cpus = _cluster_cpus(ray)
         self.workers = max(1, workers or self.cpus)
-        self._task = ray.remote(num_cpus=1, max_retries=0)(execute)
+        self._task = ray.remote(num_cpus=1, max_retries=0, num_returns=2)(execute_split)
         self._queue: deque[Job] = deque()
-        self._running: dict[Any, Job] = {}  # ObjectRef → its job
+        self._running: dict[Any, tuple[Job, Any]] = {}  # reply's ObjectRef → job, error's ref
         self._done: deque[Outcome] = deque()
         self.warned: set[tuple[str, str, str]] = set()
         self._close: Callable[[], None] = lambda: None
@@ -119,7 +119,7 @@ class RayRunner:
 
     def cancel(self, name: str) -> None:
         self._queue = deque(j for j in self._queue if j.name != name)
-        for ref, job in list(self._running.items()):
+        for ref, (job, _) in list(self._running.items()):
             if job.name == name:
                 del self._running[ref]
                 self._ray.cancel(ref, force=True)
@@ -149,19 +149,25 @@ class RayRunner:
     def _fill(self) -> None:
         while self._queue and len(self._running) < self.workers:
             job = self._queue.popleft()
-            self._running[self._task.remote(job.fn, job.arg)] = job
+            reply, error = self._task.remote(job.fn, job.arg)
+            self._running[reply] = (job, error)
 
     def _wait(self) -> None:
         ready, _ = self._ray.wait(list(self._running), num_returns=1)
         for ref in ready:
-            self._done.append(self._collect(self._running.pop(ref), ref))
+            job, error = self._running.pop(ref)
+            self._done.append(self._collect(job, ref, error))
         self._fill()
 
-    def _collect(self, job: Job, ref: Any) -> Outcome:
+    def _collect(self, job: Job, ref: Any, error_ref: Any) -> Outcome:
         try:
             reply: Reply = self._ray.get(ref)
         except self._ray.exceptions.RayError as exc:  # its worker or node died, or it was cancelled
             line = (str(exc).strip().splitlines() or [""])[0]
             return Failed(job.name, "died", f"Ray task failed ({type(exc).__name__}: {line})")
+        try:
+            error = self._ray.get(error_ref)
+        except Exception:  # the exception does not rebuild here: its text came with the reply
+            error = None
         reissue(reply.caught, self.warned)
-        return reply.outcome(job.name)
+        return reply.with_error(error).outcome(job.name)
