@@ -90,7 +90,13 @@ def add_ledger(p: argparse.ArgumentParser) -> None:
 
 
 def add_backend(p: argparse.ArgumentParser, what: str) -> None:
-    """``--backend {local,ray}`` and ``--ray-address``: where ``what`` run (docs/cluster.md)."""
+    """``--workers``, ``--backend {local,ray}`` and ``--ray-address``: where ``what`` run and
+    how many at a time (docs/cluster.md)."""
+    p.add_argument(
+        "--workers",
+        type=positive_int,
+        help=f"{what} trained at a time (default: all cores, or all CPUs of the Ray cluster)",
+    )
     p.add_argument(
         "--backend",
         choices=("local", "ray"),
@@ -180,11 +186,6 @@ def walkforward_parser(sub: Any) -> argparse.ArgumentParser:
         type=positive_int,
         help="steps of a warm-started segment (default: a quarter of total_timesteps)",
     )
-    p.add_argument(
-        "--workers",
-        type=positive_int,
-        help="cells trained at a time (default: all cores, or all CPUs of the Ray cluster)",
-    )
     add_backend(p, "cells")
     p.add_argument(
         "--trials",
@@ -266,11 +267,6 @@ def universe_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--symbols", nargs="+", metavar="SYM", help="stocks (default: all 20)")
     p.add_argument(
         "--seeds", nargs="+", type=non_negative_int, metavar="N", help="seeds (default: 0)"
-    )
-    p.add_argument(
-        "--workers",
-        type=positive_int,
-        help="cells trained at a time (default: all cores, or all CPUs of the Ray cluster)",
     )
     add_backend(p, "cells")
     p.add_argument("--run-dir", help="parent directory (default: runs/<time>-universe)")

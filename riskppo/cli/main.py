@@ -122,12 +122,6 @@ def _ledger(args: argparse.Namespace) -> Path | None:
     return open_ledger(path) if path is not None else None  # a bad path stops before training
 
 
-def _backend(args: argparse.Namespace) -> Backend:
-    """Where ``riskppo walkforward`` / ``universe`` run their cells (``--backend``,
-    ``--ray-address``)."""
-    return Backend(args.backend, args.ray_address)
-
-
 def _drop_if_empty(run_dir: Path) -> None:
     """Remove ``run_dir`` if it holds nothing but its (released) lock file: a run that failed
     before writing anything leaves no empty ``runs/<time>-…/`` behind."""
@@ -295,11 +289,12 @@ def _finish_pbt(cfg: Config, run_dir: Path, args: argparse.Namespace, ledger: Pa
     from riskppo.pbt import run_pbt
     from riskppo.pbt.local import summary_lines
 
+    progress, resume = not args.no_progress, bool(args.resume)
     summary = run_pbt(
         cfg,
         run_dir,
-        progress_bar=not args.no_progress,
-        resume=bool(args.resume),
+        progress_bar=progress,
+        resume=resume,
         on_message=print,
         ray_address=args.ray_address,
     )
@@ -347,29 +342,18 @@ def _run_universe(args: argparse.Namespace, run_dir: Path) -> list[Any]:
             raise ConfigError(f"--resume continues a universe as it was started; drop {flags}")
     # the config is read and checked before torch loads: a mistyped key answers at once
     cfg = None if args.resume else load_config(args.config, args.set or [])
-    backend = _backend(args)
     from riskppo.cli.universe import resume_universe, run_universe
 
+    run = {
+        "workers": args.workers,
+        "progress_bar": not args.no_progress,
+        "ledger": _ledger(args),
+        "backend": Backend(args.backend, args.ray_address),  # where the cells run
+    }
     if cfg is None:
-        results = resume_universe(
-            run_dir,
-            workers=args.workers,
-            progress_bar=not args.no_progress,
-            ledger=_ledger(args),
-            backend=backend,
-        )
-    else:
-        results = run_universe(
-            cfg,
-            run_dir,
-            **({"symbols": args.symbols} if args.symbols else {}),
-            seeds=args.seeds or [0],
-            workers=args.workers,
-            progress_bar=not args.no_progress,
-            ledger=_ledger(args),
-            backend=backend,
-        )
-    return results
+        return resume_universe(run_dir, **run)
+    symbols = {"symbols": args.symbols} if args.symbols else {}
+    return run_universe(cfg, run_dir, **symbols, seeds=args.seeds or [0], **run)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -515,7 +499,7 @@ def _walkforward_configs(args: argparse.Namespace) -> list[Config]:
 def cmd_walkforward(args: argparse.Namespace) -> int:
     """``riskppo walkforward``: see :mod:`riskppo.evaluation.walkforward.run`."""
     configs = _walkforward_configs(args)
-    backend = _backend(args)
+    backend = Backend(args.backend, args.ray_address)  # where the cells run
     from riskppo.evaluation.walkforward.plan import WalkForwardSettings
     from riskppo.evaluation.walkforward.run import walk_forward
     from riskppo.evaluation.walkforward.select import new_selection

@@ -134,3 +134,17 @@ def test_cancel_drops_a_queued_job_and_kills_a_running_one(tmp_path: Path) -> No
 def test_a_ray_address_needs_the_ray_backend() -> None:
     with pytest.raises(ConfigError, match="--ray-address needs --backend ray"):
         Backend("local", "auto")
+
+
+def test_without_ray_the_ray_backend_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--backend ray`` where Ray is not installed: what to install, not a traceback."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # what `import ray` finds without Ray
+    with (
+        pytest.raises(
+            ConfigError, match=r'the Ray backend needs Ray: pip install "riskppo\[ray\]"'
+        ),
+        open_runner(Backend("ray")),
+    ):
+        pass
