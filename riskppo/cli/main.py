@@ -277,6 +277,8 @@ def cmd_pbt(args: argparse.Namespace) -> int:
     else:
         cfg = load_config(args.config, overrides, default=DEFAULT_PBT_CONFIG)
         run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(cfg, prefix="pbt")
+    if args.ray_address is not None and cfg.pbt.backend != "ray":
+        raise ConfigError("--ray-address needs the Ray backend (--backend ray, pbt.backend=ray)")
     ledger = _ledger(args)
     with lock_run(run_dir, "riskppo pbt"):
         try:

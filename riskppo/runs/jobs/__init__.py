@@ -29,7 +29,10 @@ it ran: jobs seed themselves and set their own thread counts.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
+import signal
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -46,7 +49,7 @@ from riskppo.runs.jobs.outcome import (
     RemoteTraceback,
     describe_exit,
 )
-from riskppo.runs.jobs.ray_tasks import RayRunner, ray_connection
+from riskppo.runs.jobs.ray_tasks import INSTALL_HINT, RayRunner, ray_connection
 
 __all__ = [
     "BACKENDS",
@@ -85,6 +88,8 @@ class Backend:
             raise ConfigError(f"backend {self.kind!r}: choose one of {', '.join(BACKENDS)}")
         if self.address is not None and self.kind != "ray":
             raise ConfigError("--ray-address needs --backend ray")
+        if self.kind == "ray" and importlib.util.find_spec("ray") is None:
+            raise ConfigError(f"the Ray backend needs Ray: {INSTALL_HINT}")  # before any file
 
     @property
     def label(self) -> str:
@@ -123,18 +128,24 @@ def open_runner(
     this machine, or of the Ray cluster). Leaving the block early stops every job (the one stop
     path, ``stop_grace`` seconds for each to stop at a safe point); leaving it normally ends
     the idle workers. SIGTERM raises :class:`~riskppo.runs.interrupt.Terminated` inside."""
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGTERM) if main else None  # ray.init replaces it
     runner: JobRunner
-    if backend.kind == "ray":
-        runner = RayRunner.open(backend.address, workers)
-    else:
-        runner = LocalRunner(workers or os.cpu_count() or 1)
-    with sigterm_as_interrupt():
-        try:
-            yield runner
-        except BaseException:
-            runner.stop(stop_grace)
-            raise
-    runner.close()
+    try:
+        if backend.kind == "ray":
+            runner = RayRunner.open(backend.address, workers)
+        else:
+            runner = LocalRunner(workers or os.cpu_count() or 1)
+        with sigterm_as_interrupt():
+            try:
+                yield runner
+            except BaseException:
+                runner.stop(stop_grace)
+                raise
+        runner.close()
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def run_all(runner: JobRunner, fn: Callable[[Any], Any], args: list[Any]) -> list[Outcome]:

@@ -137,14 +137,15 @@ def test_a_ray_address_needs_the_ray_backend() -> None:
 
 
 def test_without_ray_the_ray_backend_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``--backend ray`` where Ray is not installed: what to install, not a traceback."""
+    """``--backend ray`` where Ray is not installed: what to install, before anything is
+    written, not a traceback."""
     import sys
 
+    from riskppo.runs.jobs.ray_tasks import ray_connection
+
     monkeypatch.setitem(sys.modules, "ray", None)  # what `import ray` finds without Ray
-    with (
-        pytest.raises(
-            ConfigError, match=r'the Ray backend needs Ray: pip install "riskppo\[ray\]"'
-        ),
-        open_runner(Backend("ray")),
-    ):
+    says = r'the Ray backend needs Ray: pip install "riskppo\[ray\]"'
+    with pytest.raises(ConfigError, match=says):
+        Backend("ray")
+    with pytest.raises(ConfigError, match=says), ray_connection(None, 1):
         pass
