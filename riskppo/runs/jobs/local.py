@@ -123,6 +123,7 @@ class LocalRunner:
         for worker in [w for w in self._busy if w.job is not None and w.job.name == name]:
             self._busy.remove(worker)
             self._reap(worker)
+        self._fill()  # its worker's place goes to the next queued job
 
     def stop(self, grace: float = 0.0) -> None:
         """End every job now: the queue is dropped; with ``grace`` each running job is asked to

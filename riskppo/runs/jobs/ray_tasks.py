@@ -123,6 +123,7 @@ class RayRunner:
             if job.name == name:
                 del self._running[ref]
                 self._ray.cancel(ref, force=True)
+        self._fill()
 
     def stop(self, grace: float = 0.0) -> None:
         """End every job: the queue is dropped; with ``grace`` each running task is asked to

@@ -118,9 +118,12 @@ def test_a_graceful_stop_lets_each_job_reach_a_safe_point(backend: Backend, tmp_
         assert _gone(pid)
 
 
-def test_cancel_drops_a_queued_job_and_kills_a_running_one(tmp_path: Path) -> None:
+def test_cancel_drops_a_queued_job_and_kills_a_running_one(
+    backend: Backend, tmp_path: Path
+) -> None:
+    """A cancelled job has no outcome; the next queued job takes its place."""
     path = tmp_path / "long.pid"
-    with open_runner(Backend("local"), 1) as runner:
+    with open_runner(backend, 1) as runner:
         runner.submit("long", jf.pid_then_sleep, str(path))
         runner.submit("queued", jf.square, 3)
         runner.submit("kept", jf.square, 4)
