@@ -54,6 +54,7 @@ def test_walk_forward_on_ray_writes_the_local_record(local_ray: str, tmp_path: P
         assert files and _files(on_ray, pattern) == files, pattern
 
 
+@pytest.mark.slow  # two universes of one `riskppo train` cell each: over a minute on 2 cores
 def test_universe_on_ray_writes_the_local_record(
     local_ray: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
