@@ -3,9 +3,12 @@ policy network and a random chunk batch for it."""
 
 from __future__ import annotations
 
+import logging
 import math
 import os
-from collections.abc import Callable
+import signal
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -145,3 +148,32 @@ def _random_chunk_batch(
 def random_chunk_batch() -> Callable[..., ChunkBatch]:
     """``random_chunk_batch(policy, n_chunks, L=8, obs_dim=3, k=8)``."""
     return _random_chunk_batch
+
+
+@pytest.fixture(scope="session")
+def local_ray() -> Iterator[str]:
+    """A local Ray instance of two CPUs in this test process (``ray.init(num_cpus=2)``), for the
+    tests of the Ray backend; its address, for a command to join with ``--ray-address``. Its
+    workers import ``tests.*`` (job functions travel by reference). Shut down at the end of the
+    session; this process's SIGTERM handler (which ``ray.init`` replaces) comes back."""
+    ray = pytest.importorskip("ray")
+    root = str(Path(__file__).parents[1])
+    path = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join([root, path] if path else [root])
+    previous = signal.getsignal(signal.SIGTERM)
+    context = ray.init(
+        address="local",
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        logging_level=logging.WARNING,
+    )
+    try:
+        yield str(context.address_info["gcs_address"])
+    finally:
+        ray.shutdown()
+        signal.signal(signal.SIGTERM, previous)
+        if path is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = path

@@ -25,6 +25,28 @@ def children(pid: int) -> list[int]:
     return out
 
 
+def descendants(pid: int) -> list[int]:
+    """Pids of ``pid``'s children, their children, and so on."""
+    out = []
+    for child in children(pid):
+        out += [child, *descendants(child)]
+    return out
+
+
+def commands(pid: int, *words: str) -> list[int]:
+    """``pid``'s descendants whose command line holds each of ``words`` (e.g. the
+    ``riskppo.cli train`` processes a job runner's workers started)."""
+    out = []
+    for p in descendants(pid):
+        try:
+            argv = Path(f"/proc/{p}/cmdline").read_text().split("\0")
+        except OSError:
+            continue
+        if all(w in argv for w in words):
+            out.append(p)
+    return out
+
+
 def spawned_workers(pid: int) -> list[int]:
     """``pid``'s children that are multiprocessing ``spawn`` workers."""
     out = []

@@ -89,6 +89,34 @@ def add_ledger(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_backend(p: argparse.ArgumentParser, what: str) -> None:
+    """``--workers``, ``--backend {local,ray}`` and ``--ray-address``: where ``what`` run and
+    how many at a time (docs/cluster.md)."""
+    p.add_argument(
+        "--workers",
+        type=positive_int,
+        help=f"{what} trained at a time (default: all cores, or all CPUs of the Ray cluster)",
+    )
+    p.add_argument(
+        "--backend",
+        choices=("local", "ray"),
+        default="local",
+        help=f"where the {what} run: local worker processes, or Ray tasks on a local Ray "
+        "instance or the cluster of --ray-address; the results are the same (docs/cluster.md; "
+        "default: %(default)s)",
+    )
+    add_ray_address(p)
+
+
+def add_ray_address(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--ray-address",
+        metavar="ADDRESS",
+        help="with --backend ray: the Ray cluster to run on (auto: the one `ray start --head` "
+        "started here; host:port; ray://host:10001); default: a local Ray instance",
+    )
+
+
 def config_help(default: str, what: str = "YAML config file") -> str:
     """``--config``'s help: a file, or one of the configs shipped in the package (listed from
     ``riskppo/configs``, so a new one appears here without an edit)."""
@@ -158,7 +186,7 @@ def walkforward_parser(sub: Any) -> argparse.ArgumentParser:
         type=positive_int,
         help="steps of a warm-started segment (default: a quarter of total_timesteps)",
     )
-    p.add_argument("--workers", type=positive_int, help="parallel processes (default: all cores)")
+    add_backend(p, "cells")
     p.add_argument(
         "--trials",
         type=positive_int,
@@ -219,6 +247,7 @@ def pbt_parser(sub: Any) -> argparse.ArgumentParser:
         help="continue a PBT run (local backend) from its last completed round, with its config",
     )
     p.add_argument("--backend", choices=("local", "ray"), help="overrides pbt.backend")
+    add_ray_address(p)
     add_ledger(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p
@@ -239,9 +268,7 @@ def universe_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--seeds", nargs="+", type=non_negative_int, metavar="N", help="seeds (default: 0)"
     )
-    p.add_argument(
-        "--workers", type=positive_int, help="cells trained at a time (default: all cores)"
-    )
+    add_backend(p, "cells")
     p.add_argument("--run-dir", help="parent directory (default: runs/<time>-universe)")
     p.add_argument("--resume", metavar="DIR", help="continue a stopped universe")
     add_ledger(p)

@@ -43,6 +43,7 @@ from riskppo.config.bundled import bundled_dir
 from riskppo.config.sections import TRADING_ID
 from riskppo.logs import configure_terminal
 from riskppo.runs.interrupt import interrupt_signal, signal_name
+from riskppo.runs.jobs import Backend
 from riskppo.runs.processes import die_with_parent_if_asked
 
 
@@ -276,6 +277,8 @@ def cmd_pbt(args: argparse.Namespace) -> int:
     else:
         cfg = load_config(args.config, overrides, default=DEFAULT_PBT_CONFIG)
         run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(cfg, prefix="pbt")
+    if args.ray_address is not None and cfg.pbt.backend != "ray":
+        raise ConfigError("--ray-address needs the Ray backend (--backend ray, pbt.backend=ray)")
     ledger = _ledger(args)
     with lock_run(run_dir, "riskppo pbt"):
         try:
@@ -288,8 +291,14 @@ def _finish_pbt(cfg: Config, run_dir: Path, args: argparse.Namespace, ledger: Pa
     from riskppo.pbt import run_pbt
     from riskppo.pbt.local import summary_lines
 
+    progress, resume = not args.no_progress, bool(args.resume)
     summary = run_pbt(
-        cfg, run_dir, progress_bar=not args.no_progress, resume=bool(args.resume), on_message=print
+        cfg,
+        run_dir,
+        progress_bar=progress,
+        resume=resume,
+        on_message=print,
+        ray_address=args.ray_address,
     )
     for line in summary_lines(summary, run_dir):
         print(line)
@@ -337,21 +346,16 @@ def _run_universe(args: argparse.Namespace, run_dir: Path) -> list[Any]:
     cfg = None if args.resume else load_config(args.config, args.set or [])
     from riskppo.cli.universe import resume_universe, run_universe
 
+    run = {
+        "workers": args.workers,
+        "progress_bar": not args.no_progress,
+        "ledger": _ledger(args),
+        "backend": Backend(args.backend, args.ray_address),  # where the cells run
+    }
     if cfg is None:
-        results = resume_universe(
-            run_dir, workers=args.workers, progress_bar=not args.no_progress, ledger=_ledger(args)
-        )
-    else:
-        results = run_universe(
-            cfg,
-            run_dir,
-            **({"symbols": args.symbols} if args.symbols else {}),
-            seeds=args.seeds or [0],
-            workers=args.workers,
-            progress_bar=not args.no_progress,
-            ledger=_ledger(args),
-        )
-    return results
+        return resume_universe(run_dir, **run)
+    symbols = {"symbols": args.symbols} if args.symbols else {}
+    return run_universe(cfg, run_dir, **symbols, seeds=args.seeds or [0], **run)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -497,6 +501,7 @@ def _walkforward_configs(args: argparse.Namespace) -> list[Config]:
 def cmd_walkforward(args: argparse.Namespace) -> int:
     """``riskppo walkforward``: see :mod:`riskppo.evaluation.walkforward.run`."""
     configs = _walkforward_configs(args)
+    backend = Backend(args.backend, args.ray_address)  # where the cells run
     from riskppo.evaluation.walkforward.plan import WalkForwardSettings
     from riskppo.evaluation.walkforward.run import walk_forward
     from riskppo.evaluation.walkforward.select import new_selection
@@ -532,6 +537,7 @@ def cmd_walkforward(args: argparse.Namespace) -> int:
             ledger=_ledger(args),
             selection=selection,
             on_message=print,
+            backend=backend,
         )
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: the workers are ended
         return _stopped(exc, "walkforward", "finished cells are kept", run_dir)

@@ -24,6 +24,10 @@ checkpoint every :data:`CELL_CHECKPOINT_EVERY` updates unless the config sets
 (checkpoints re-seed the envs, so a cell's result is deterministic but differs from a
 ``riskppo train`` run of the same config without periodic checkpoints).
 
+The cells are jobs of the shared runner (:mod:`riskppo.runs.jobs`), each running its command
+(:func:`~riskppo.runs.jobs.run_command`): on local worker processes, or as Ray tasks on a
+cluster (``--backend ray``; the run directory on a file system every node sees).
+
 Stopping: Ctrl-C or SIGTERM to the universe stops each running cell once (the cells run in
 sessions of their own, so a terminal's Ctrl-C reaches the universe only); each trains on to its
 next checkpoint, saves and exits, and the universe says how to continue. A cell dies with a
@@ -36,14 +40,10 @@ import json
 import logging
 import os
 import shutil
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import IO
 
 from riskppo.cli.runner import evaluation_damage, run_finished
 from riskppo.config import Config, ConfigError
@@ -58,9 +58,8 @@ from riskppo.evaluation.universe import (
     limit_section,
 )
 from riskppo.monitor.progress import ProgressBar, wall_time_line
-from riskppo.runs.interrupt import sigterm_as_interrupt
+from riskppo.runs.jobs import LOCAL, Backend, Command, Failed, open_runner, run_command
 from riskppo.runs.ledger import LEDGER_ENV
-from riskppo.runs.processes import child_env
 from riskppo.runs.rundir import checkpoint_dir
 from riskppo.safefs import remove_entry, write_text_atomic
 
@@ -68,7 +67,6 @@ __all__ = ["CELL_CHECKPOINT_EVERY", "SPEC_FILE", "Cell", "resume_universe", "run
 
 SPEC_FILE = "universe_spec.json"
 CELL_CHECKPOINT_EVERY = 10  # updates between a cell's checkpoints, unless the config sets it
-POLL_S = 0.2
 STOP_WAIT_S = 300.0  # how long a stopped universe waits for a cell to reach its checkpoint
 log = logging.getLogger("riskppo")
 
@@ -117,11 +115,13 @@ def run_universe(
     workers: int | None = None,
     progress_bar: bool = True,
     ledger: Path | None = None,
+    backend: Backend = LOCAL,
 ) -> list[CellResult]:
     """Train and backtest ``cfg`` on each (symbol, seed) into ``run_dir/cells/``, ``workers``
-    processes at a time (default: all cores); write and print the table. ``run_dir`` must be
-    new or empty (continue one with :func:`resume_universe`). Each cell's verdict is recorded
-    in the trial ledger ``ledger`` (None: none; :mod:`riskppo.runs.ledger`)."""
+    cells at a time (default: all cores, or all CPUs of the Ray cluster) on ``backend``; write
+    and print the table. ``run_dir`` must be new or empty (continue one with
+    :func:`resume_universe`). Each cell's verdict is recorded in the trial ledger ``ledger``
+    (None: none; :mod:`riskppo.runs.ledger`)."""
     if cfg.env.id != TRADING_ID:
         raise ConfigError(f"riskppo universe trains trading agents; env.id is {cfg.env.id!r}")
     if run_dir.exists() and any(run_dir.iterdir()):
@@ -131,7 +131,9 @@ def run_universe(
     spec = {"symbols": check_symbols(symbols), "seeds": list(dict.fromkeys(seeds))}
     run_dir.mkdir(parents=True, exist_ok=True)
     write_text_atomic(run_dir / SPEC_FILE, json.dumps(spec | {"config": cfg.to_dict()}, indent=2))
-    return resume_universe(run_dir, workers=workers, progress_bar=progress_bar, ledger=ledger)
+    return resume_universe(
+        run_dir, workers=workers, progress_bar=progress_bar, ledger=ledger, backend=backend
+    )
 
 
 def resume_universe(
@@ -140,6 +142,7 @@ def resume_universe(
     workers: int | None = None,
     progress_bar: bool = True,
     ledger: Path | None = None,
+    backend: Backend = LOCAL,
 ) -> list[CellResult]:
     """Run every cell of ``run_dir``'s spec that is not finished (finished ones are skipped,
     their files untouched), then write ``universe.json`` / ``universe.md`` and print the table."""
@@ -150,14 +153,17 @@ def resume_universe(
         )
     base, cells = _read_spec(spec_path)
     _note_close_only(base)
+    todo = [c for c in cells if not _finished(base, c, run_dir)]
     t0 = time.monotonic()
-    workers = workers or os.cpu_count() or 1
-    errors, trained = _run_cells(base, cells, run_dir, workers, progress_bar, ledger)
+    errors, took = _run_cells(base, (cells, todo), run_dir, workers, progress_bar, ledger, backend)
     results = [cell_result(c.symbol, c.seed, _cell_dir(run_dir, c), errors.get(c)) for c in cells]
     _write_results(run_dir, base, results)
-    if trained:
-        workers = min(workers, trained)
-        print(wall_time_line("riskppo universe", trained, workers, time.monotonic() - t0))
+    if took is not None:
+        used, cpus = took
+        line = wall_time_line(
+            "riskppo universe", len(todo), used, time.monotonic() - t0, cpus, backend.label
+        )
+        print(line)
     return results
 
 
@@ -194,85 +200,76 @@ def _note_close_only(base: Config) -> None:
             print(f"riskppo universe: {left_out_line('sp500', ('close',), left_out)}")
 
 
-def _command(base: Config, cell: Cell, cell_dir: Path) -> list[str]:
-    """The ``riskppo train`` command line of a cell: resume from its checkpoint, else a fresh
-    run (what an earlier attempt left without a checkpoint is removed first)."""
-    cli = [sys.executable, "-m", "riskppo.cli", "train", "--no-progress"]
+def _command(base: Config, cell: Cell, run_dir: Path, ledger: Path | None) -> Command:
+    """The ``riskppo train`` command of a cell: resume from its checkpoint, else a fresh run
+    (what an earlier attempt left without a checkpoint is removed first); one core per cell
+    (the cells run in parallel), its output appended to the cell's log."""
+    cell_dir = _cell_dir(run_dir, cell)
+    cli = ["-m", "riskppo.cli", "train", "--no-progress"]
     if (checkpoint_dir(cell_dir) / "latest").is_file():
-        return [*cli, "--resume", str(cell_dir)]
-    if cell_dir.exists():
-        shutil.rmtree(cell_dir)
-    cell_dir.mkdir(parents=True)
-    config = cell_dir.with_name(f"{cell.name}.yaml")
-    cell_config(base, cell).to_yaml(config)
-    return [*cli, "--config", str(config), "--run-dir", str(cell_dir)]
-
-
-@dataclass
-class _Running:
-    cell: Cell
-    proc: subprocess.Popen[bytes]
-    log: IO[bytes]
+        args = [*cli, "--resume", str(cell_dir)]
+    else:
+        if cell_dir.exists():
+            shutil.rmtree(cell_dir)
+        cell_dir.mkdir(parents=True)
+        config = cell_dir.with_name(f"{cell.name}.yaml")
+        cell_config(base, cell).to_yaml(config)
+        args = [*cli, "--config", str(config), "--run-dir", str(cell_dir)]
+    env = {
+        "OMP_NUM_THREADS": "1",
+        LEDGER_ENV: str(ledger.resolve()) if ledger is not None else "off",  # the cell's train
+    }
+    return Command(tuple(args), _cell_log(run_dir, cell), env)
 
 
 def _run_cells(
     base: Config,
-    cells: list[Cell],
+    cells: tuple[list[Cell], list[Cell]],
     run_dir: Path,
-    workers: int,
+    workers: int | None,
     progress_bar: bool,
     ledger: Path | None,
-) -> tuple[dict[Cell, str], int]:
-    """Run the unfinished cells, ``workers`` at a time; return each failed cell's reason and
-    how many cells ran."""
-    todo = [c for c in cells if not _finished(base, c, run_dir)]
-    n_todo = len(todo)
-    print(
-        f"riskppo universe: {len(cells)} cells ({len(cells) - len(todo)} finished), "
-        f"{min(workers, max(len(todo), 1))} at a time → {run_dir}"
-    )
+    backend: Backend,
+) -> tuple[dict[Cell, str], tuple[int, int] | None]:
+    """Run the unfinished cells (``cells``: all of them, those to run), ``workers`` at a time
+    on ``backend``; return each failed cell's reason and, where cells ran, the workers they ran
+    on and the cores of the machine or cluster. Stopped (Ctrl-C, SIGTERM), the runner asks each
+    running cell to stop at its next checkpoint and waits up to :data:`STOP_WAIT_S` for it."""
+    every, todo = cells
     errors: dict[Cell, str] = {}
-    running: list[_Running] = []
     bar = ProgressBar(
-        len(cells),
+        len(every),
         description="universe",
         unit="cells",
         fields={"running": "running", "failed": "failed"},
         enabled=progress_bar,
     )
-    with bar, sigterm_as_interrupt():
-        bar.update(completed=len(cells) - len(todo), running="0", failed="0")
-        try:
-            while todo or running:
-                while todo and len(running) < workers:
-                    running.append(_start(base, todo.pop(0), run_dir, ledger))
-                time.sleep(POLL_S)
-                for r in [r for r in running if r.proc.poll() is not None]:
-                    running.remove(r)
-                    r.log.close()
-                    if r.proc.returncode != 0:
-                        errors[r.cell] = _failure(r, _cell_log(run_dir, r.cell))
-                    bar.update(advance=1, running=str(len(running)), failed=str(len(errors)))
-        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the cells stop at a checkpoint
-            _stop_cells(running)
-            raise
-    return errors, n_todo
+    if not todo:
+        _say_start(every, todo, 1, run_dir)
+        return errors, None
+    by_name = {c.name: c for c in todo}
+    with open_runner(backend, workers, stop_grace=STOP_WAIT_S) as runner:
+        _say_start(every, todo, runner.workers, run_dir)
+        with bar:
+            bar.update(completed=len(every) - len(todo), running="0", failed="0")
+            for cell in todo:
+                runner.submit(cell.name, run_command, _command(base, cell, run_dir, ledger))
+            for outcome in runner.results():
+                cell = by_name[outcome.name]
+                if isinstance(outcome, Failed):  # its worker died (or its command did not start)
+                    errors[cell] = outcome.reason
+                elif outcome.value != 0:
+                    errors[cell] = _failure(outcome.value, _cell_log(run_dir, cell))
+                running = min(runner.pending, runner.workers)
+                bar.update(advance=1, running=str(running), failed=str(len(errors)))
+        return errors, (min(runner.workers, len(todo)), runner.cpus)
 
 
-def _stop_cells(running: list[_Running]) -> None:
-    """Ask every running cell to stop (``riskppo train`` trains on to its next checkpoint and
-    exits) and wait for them (a cell still running after :data:`STOP_WAIT_S` is killed: it
-    resumes from its previous checkpoint)."""
-    for r in running:
-        r.proc.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + STOP_WAIT_S
-    for r in running:
-        try:
-            r.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            r.proc.kill()
-            r.proc.wait()
-        r.log.close()
+def _say_start(every: list[Cell], todo: list[Cell], workers: int, run_dir: Path) -> None:
+    print(
+        f"riskppo universe: {len(every)} cells ({len(every) - len(todo)} finished), "
+        f"{min(workers, max(len(todo), 1))} at a time → {run_dir}"
+    )
 
 
 def _finished(base: Config, cell: Cell, run_dir: Path) -> bool:
@@ -295,25 +292,11 @@ def _finished(base: Config, cell: Cell, run_dir: Path) -> bool:
     return False
 
 
-def _start(base: Config, cell: Cell, run_dir: Path, ledger: Path | None) -> _Running:
-    cell_dir = _cell_dir(run_dir, cell)
-    cmd = _command(base, cell, cell_dir)
-    out = open(_cell_log(run_dir, cell), "ab")  # noqa: SIM115 (closed when the process ends)
-    env = os.environ | {"OMP_NUM_THREADS": "1"}  # one core per cell; the cells run in parallel
-    env[LEDGER_ENV] = str(ledger.resolve()) if ledger is not None else "off"  # the cell's train
-    # A session of its own: Ctrl-C reaches the universe only, which stops each cell once
-    # (_stop_cells); a cell dies with the universe if that is killed (child_env).
-    proc = subprocess.Popen(
-        cmd, stdout=out, stderr=subprocess.STDOUT, env=child_env(env), start_new_session=True
-    )
-    return _Running(cell, proc, out)
-
-
-def _failure(r: _Running, log: Path) -> str:
+def _failure(returncode: int, log: Path) -> str:
     """The last line of a failed cell's log (its one-line error), with the exit status."""
     lines = log.read_text(errors="replace").strip().splitlines()
     last = lines[-1].strip() if lines else ""
-    return f"exit code {r.proc.returncode}" + (f": {last}" if last else "")
+    return f"exit code {returncode}" + (f": {last}" if last else "")
 
 
 def _write_results(run_dir: Path, base: Config, results: list[CellResult]) -> None:

@@ -45,13 +45,22 @@ def hms(seconds: float | None) -> str:
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
-def wall_time_line(command: str, cells: int, workers: int, seconds: float) -> str:
+def wall_time_line(
+    command: str,
+    cells: int,
+    workers: int,
+    seconds: float,
+    cores: int | None = None,
+    unit: str = "worker process",
+) -> str:
     """The line a parallel run prints at its end: how many cells it trained, with how many
-    worker processes on how many cores, in how much wall time (``H:MM:SS``)."""
-    cores = os.cpu_count() or 1
+    workers (``unit``: ``worker process``, ``Ray task``) on how many cores (default: this
+    machine's), in how much wall time (``H:MM:SS``)."""
+    cores = cores or os.cpu_count() or 1
+    units = unit + ("es" if unit.endswith("s") else "s")
     return (
         f"{command}: {cells} cell{'s' * (cells != 1)} trained in {hms(seconds)} wall time, "
-        f"{workers} worker process{'es' * (workers != 1)} on {cores} core{'s' * (cores != 1)}"
+        f"{workers} {units if workers != 1 else unit} on {cores} core{'s' * (cores != 1)}"
     )
 
 

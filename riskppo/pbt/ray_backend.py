@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from riskppo.config import Config
+from riskppo.config import Config, ConfigError
 from riskppo.pbt.audit import archive_source
 from riskppo.pbt.local import append_jsonl, initial_members, json_safe, n_rounds
 from riskppo.pbt.member import (
@@ -31,6 +31,7 @@ from riskppo.pbt.member import (
     member_score,
     resolve_metric,
 )
+from riskppo.runs.jobs import ray_connection
 from riskppo.safefs import write_text_atomic
 
 _WORST = -1e30  # Ray reports must be finite: a failed evaluation ranks last
@@ -147,25 +148,23 @@ def _mutations(cfg: Config) -> dict[str, Any]:
     }
 
 
-def run_pbt_ray(cfg: Config, run_dir: Path, *, progress_bar: bool = True) -> dict[str, Any]:
-    """Run the population with Ray Tune on the running Ray instance (or a local one)."""
+def run_pbt_ray(
+    cfg: Config, run_dir: Path, *, progress_bar: bool = True, address: str | None = None
+) -> dict[str, Any]:
+    """Run the population with Ray Tune: on the Ray instance this process is already connected
+    to, else on the cluster at ``address``, else on a local Ray instance of ``pbt.workers``
+    CPUs (the connection of :func:`riskppo.runs.jobs.ray_connection`, as walk-forward and
+    universe cells use it)."""
     try:
-        import ray
-        import ray.tune  # Tune is an extra of Ray: fail here, with the hint
+        import ray.tune  # noqa: F401  (Tune is an extra of Ray: fail here, with the hint)
     except ImportError:
-        raise RuntimeError('pbt.backend=ray needs Ray Tune: pip install "riskppo[ray]"') from None
+        raise ConfigError('pbt.backend=ray needs Ray Tune: pip install "riskppo[ray]"') from None
 
     run_dir = run_dir.resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     cfg.to_yaml(run_dir / "config.yaml")
-    started = not ray.is_initialized()
-    if started:  # a local Ray instance; on a cluster, ray.init(address=...) beforehand
-        ray.init(num_cpus=cfg.pbt.workers or os.cpu_count(), include_dashboard=False)
-    try:
+    with ray_connection(address, cfg.pbt.workers or os.cpu_count()):
         results = _tuner(cfg, run_dir, progress_bar).fit()
-    finally:
-        if started:
-            ray.shutdown()
     summary = _summary(cfg, run_dir, results)
     write_text_atomic(run_dir / "pbt_summary.json", json.dumps(json_safe(summary), indent=2))
     # matplotlib only in the driver: the trainables import this module too

@@ -20,8 +20,9 @@ import pytest
 from tests.processes import (
     alive,
     as_a_terminal_starts_it,
-    children,
+    commands,
     reaped,
+    spawned_workers,
     stop_as_users_do,
 )
 
@@ -105,8 +106,9 @@ def test_universe_survives_sigkill_and_resumes(tmp_path: Path) -> None:
 @contextmanager
 def started_cells(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], list[int]]]:
     """A universe of two long cells (AAPL, KO) in a session of its own (as a shell starts a
-    command), once both cells have saved a checkpoint: the coordinator and its two cells;
-    killed on leaving if still running."""
+    command), once both cells have saved a checkpoint: the coordinator and its processes (the
+    two cells' ``riskppo train`` and the two workers of the job runner that run them); killed
+    on leaving if still running."""
     run = tmp_path / "uni"
     sets = [a for s in [*TINY, "total_timesteps=2000000"] for a in ("--set", s)]
     args = ["--symbols", "AAPL", "KO", "--workers", "2", "--run-dir", str(run), *sets]
@@ -122,8 +124,11 @@ def started_cells(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], list[
         while len(list(run.glob("cells/*/checkpoints/latest"))) < 2:
             assert proc.poll() is None and time.monotonic() < deadline, "no checkpoint saved"
             time.sleep(0.1)
-        cells = children(proc.pid)
+        cells = commands(proc.pid, "riskppo.cli", "train")
         assert len(cells) == 2
+        workers = spawned_workers(proc.pid)
+        assert len(workers) == 2
+        cells += workers
         try:
             yield proc, cells
         finally:  # the cells run in sessions of their own: killing the group leaves them

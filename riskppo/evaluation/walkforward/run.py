@@ -17,8 +17,10 @@ With ``--candidates`` (nested selection among configurations,
 :mod:`riskppo.evaluation.walkforward.select`) ``WF/candidates/cI.yaml`` hold the configurations
 instead of ``config.yaml``, ``WF/select/`` the selection cells and each segment's choice.
 
-Cells are independent processes (all cores by default; warm-started cells wait for their
-predecessor). A cell is finished when its ``cell.json`` exists and its files read back
+Cells are independent jobs of the shared runner (:mod:`riskppo.runs.jobs`): local worker
+processes (all cores by default) or Ray tasks on a cluster (``--backend ray``), with the same
+result for a cell wherever it runs; warm-started cells wait for their predecessor.
+A cell is finished when its ``cell.json`` exists and its files read back
 (:func:`read_cell`); ``--resume`` (after Ctrl-C, a crash or SIGKILL, or on a copy damaged on
 the way) re-runs only the unfinished cells, from scratch — a cell is one training, and a fresh
 cell with the same seed gives the same result.
@@ -26,11 +28,9 @@ cell with the same seed gives the same result.
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import dataclasses
 import json
 import logging
-import multiprocessing
 import os
 import time
 from collections.abc import Callable
@@ -55,15 +55,8 @@ from riskppo.evaluation.walkforward.plan import (
 from riskppo.logs import OnMessage, log_message
 from riskppo.monitor.progress import ProgressBar, wall_time_line
 from riskppo.persist.files import sha256
-from riskppo.runs.interrupt import sigterm_as_interrupt
+from riskppo.runs.jobs import LOCAL, Backend, Failed, JobRunner, open_runner
 from riskppo.runs.ledger import Trials
-from riskppo.runs.processes import (
-    CaughtWarning,
-    catching_warnings,
-    reissue,
-    start_worker,
-    worker_setup,
-)
 from riskppo.safefs import ensure_real_dir, remove_entry, write_text_atomic
 
 if TYPE_CHECKING:
@@ -223,14 +216,12 @@ class WalkForwardRun:
         per = 1 + (len(self.selection.candidates) if self.selection is not None else 0)
         return len(self.segments) * len(self.settings.seeds) * per
 
-    def run(self, *, progress_bar: bool = True) -> str | None:
-        """Run every pending cell in parallel processes, one progress bar over the cells;
+    def run(self, *, progress_bar: bool = True, backend: Backend = LOCAL) -> str | None:
+        """Run every pending cell as a job on ``backend``, one progress bar over the cells;
         return the line saying how long that took (None when no cell was left to run)."""
         t0 = time.monotonic()
         todo = self.pending()
         total = self.n_cells()
-        workers = self.settings.workers or os.cpu_count() or 1
-        ctx = multiprocessing.get_context("spawn")  # fork is unsafe with torch's threads
         bar = ProgressBar(
             total,
             description="walk-forward",
@@ -238,19 +229,19 @@ class WalkForwardRun:
             fields={"last": "last", "sharpe": "Sharpe"},
             enabled=progress_bar,
         )
-        workers = min(workers, max(len(todo), 1))
-        # a worker dies with this process, however it is killed: no orphan trains on
-        pool = cf.ProcessPoolExecutor(workers, ctx, start_worker, (worker_setup(),))
-        with bar, pool, sigterm_as_interrupt():
-            bar.update(completed=total - len(todo))
-            try:
-                _schedule(pool, todo, bar, self.resolve)
-            except KeyboardInterrupt:  # Ctrl-C or SIGTERM: finished cells are on disk
-                _kill_workers(pool)
-                raise
-        if not todo:
+        workers = self.settings.workers
+        if not todo:  # judged again: no worker, no Ray connection
+            with bar:
+                bar.update(completed=total)
             return None
-        return wall_time_line("riskppo walkforward", len(todo), workers, time.monotonic() - t0)
+        # Ctrl-C, SIGTERM, a failed cell: the runner ends every worker; finished cells are on disk
+        with bar, open_runner(backend, min(workers, len(todo)) if workers else None) as runner:
+            bar.update(completed=total - len(todo))
+            _schedule(runner, todo, bar, self.resolve)
+            used = min(runner.workers, len(todo))
+            cpus = runner.cpus
+        took = time.monotonic() - t0
+        return wall_time_line("riskppo walkforward", len(todo), used, took, cpus, backend.label)
 
     def records(self) -> list[Record]:
         """Each seed's stitched record (every cell must be finished)."""
@@ -275,15 +266,6 @@ class WalkForwardRun:
         return out
 
 
-def _kill_workers(pool: cf.ProcessPoolExecutor) -> None:
-    """End the pool's workers now: a running cell is retrained on ``--resume`` anyway, and
-    leaving the pool would wait for it to finish. ``_processes`` is the executor's own table of
-    its workers (no public handle exists)."""
-    for process in list(getattr(pool, "_processes", {}).values()):
-        if process.is_alive():
-            process.kill()
-
-
 def _unfinished(job: CellJob, on_message: OnMessage) -> bool:
     """Whether ``job``'s cell has no ``cell.json`` or one whose files do not read back (then
     removed, with a line naming it to ``on_message``)."""
@@ -296,48 +278,31 @@ def _unfinished(job: CellJob, on_message: OnMessage) -> bool:
 
 
 def _schedule(
-    pool: cf.ProcessPoolExecutor,
+    runner: JobRunner,
     todo: list[CellJob],
     bar: ProgressBar,
     resolve: Callable[[CellJob], CellJob],
 ) -> None:
     """Submit the cells whose predecessors (warm start, selection) have finished, each as
-    ``resolve`` makes it; wait; repeat."""
+    ``resolve`` makes it; take the next finished cell; repeat. A failed cell stops the run
+    (its error raised here; ``--resume`` retries it)."""
     waiting = list(todo)
-    running: dict[cf.Future[tuple[dict[str, Any], list[CaughtWarning]]], CellJob] = {}
-    warned: set[tuple[str, str, str]] = set()  # the cells' warnings shown so far
-    try:
-        while waiting or running:
-            for job in [j for j in waiting if _ready(j)]:
-                waiting.remove(job)
-                job = resolve(job)
-                running[pool.submit(_run_cell_catching, job)] = job
-            if not running:
-                raise RuntimeError("walk-forward: no cell can start (a predecessor is missing)")
-            done, _ = cf.wait(running, return_when=cf.FIRST_COMPLETED)
-            for fut in done:
-                job = running.pop(fut)
-                summary, caught = fut.result()  # a failed cell stops the run; --resume retries it
-                reissue(caught, warned)
-                sharpe = summary["metrics"]["agent"].get("sharpe")
-                bar.update(
-                    advance=1, last=job.name, sharpe="-" if sharpe is None else f"{sharpe:.2f}"
-                )
-    # Ctrl-C or SIGTERM: the caller ends the workers. Cancelling the futures first would make the
-    # executor's thread fail on them when the workers die (Python 3.11).
-    except KeyboardInterrupt:
-        raise
-    except BaseException:
-        for fut in running:
-            fut.cancel()
-        raise
 
+    def submit_ready() -> None:
+        for job in [j for j in waiting if _ready(j)]:
+            waiting.remove(job)
+            job = resolve(job)
+            runner.submit(job.name, run_cell, job)
+        if waiting and not runner.pending:
+            raise RuntimeError("walk-forward: no cell can start (a predecessor is missing)")
 
-def _run_cell_catching(job: CellJob) -> tuple[dict[str, Any], list[CaughtWarning]]:
-    """:func:`run_cell` in a worker, with the warnings it raised (for the parent to show)."""
-    with catching_warnings() as caught:
-        summary = run_cell(job)
-    return summary, caught
+    submit_ready()
+    for outcome in runner.results():
+        if isinstance(outcome, Failed):
+            raise outcome.exception()
+        sharpe = outcome.value["metrics"]["agent"].get("sharpe")
+        bar.update(advance=1, last=outcome.name, sharpe="-" if sharpe is None else f"{sharpe:.2f}")
+        submit_ready()
 
 
 def _ready(job: CellJob) -> bool:
@@ -467,6 +432,7 @@ def walk_forward(
     ledger: Path | None = None,
     selection: Selection | None = None,
     on_message: OnMessage = log_message,
+    backend: Backend = LOCAL,
 ) -> WalkForwardResult:
     """Run (or ``resume``, when ``cfg`` may be None) a walk-forward of ``cfg`` into ``run_dir``;
     write the stitched records, ``metrics.json`` and the report; return the metrics (see
@@ -479,7 +445,9 @@ def walk_forward(
     count of configurations judged on this data (:mod:`riskppo.runs.ledger`). ``selection``
     (``cfg`` None): choose among configurations inside each segment's training rows and judge
     the procedure as one configuration (:mod:`riskppo.evaluation.walkforward.select`).
-    ``on_message``: the lines it has while it runs (a damaged cell it trains again)."""
+    ``on_message``: the lines it has while it runs (a damaged cell it trains again).
+    ``backend``: where the cells run (:mod:`riskppo.runs.jobs`; local processes by default, or
+    a Ray cluster) — the records are the same wherever they run."""
     run_dir = Path(run_dir)
     with lock_run(run_dir, "riskppo walkforward"):
         wf = prepare(
@@ -490,7 +458,7 @@ def walk_forward(
             selection=selection,
             on_message=on_message,
         )
-        took = wf.run(progress_bar=progress_bar)
+        took = wf.run(progress_bar=progress_bar, backend=backend)
         done = _outputs(wf, run_dir, n_trials, ledger)
     return dataclasses.replace(done, took=took)
 

@@ -1,0 +1,174 @@
+"""The Ray backend: jobs as Ray Core tasks, on a local Ray instance or a Ray cluster.
+
+Each job is one task (one CPU, no automatic retry: a job whose worker dies is reported like a
+local worker's death, and the caller decides — walk-forward and universe resume it). The task
+runs :func:`~riskppo.runs.jobs.outcome.execute`, so a job's value, error and warnings come back
+as they do from a local worker. Functions travel by reference: every node needs riskppo (and
+its dependencies) installed, and the run directory must be on a file system every node sees
+at the same path — jobs read and write their files there, not through Ray's object store.
+
+:func:`ray_connection` connects: ``address`` None starts a local instance of ``num_cpus`` CPUs
+(never someone else's: ``address="local"``), otherwise it joins that cluster (``"auto"``: the
+one ``ray start --head`` started on this machine; ``"host:port"``; ``"ray://host:10001"``). A
+Ray instance this process started is shut down when the connection closes. Without Ray
+installed the error is one line (:class:`~riskppo.config.ConfigError`) saying what to install.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from riskppo.config import ConfigError
+from riskppo.runs.jobs.outcome import Failed, Job, Outcome, Reply, execute_split
+from riskppo.runs.processes import reissue
+
+__all__ = ["RayRunner", "import_ray", "ray_connection"]
+
+INSTALL_HINT = 'pip install "riskppo[ray]" (on this machine and on every node of the cluster)'
+
+
+def import_ray() -> Any:
+    """The ``ray`` module; :class:`ConfigError` (one line) where it is not installed."""
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError(f"the Ray backend needs Ray: {INSTALL_HINT}") from None
+    return ray
+
+
+@contextmanager
+def ray_connection(address: str | None, num_cpus: int | None) -> Iterator[Any]:
+    """Ray, connected (see the module docstring); this process's SIGTERM handler (which
+    ``ray.init`` replaces) comes back on exit. Where Ray is already initialised in this
+    process it is used as it is and left running."""
+    ray = import_ray()
+    started = not ray.is_initialized()
+    previous = signal.getsignal(signal.SIGTERM)
+    if started:
+        local = address is None
+        ray.init(
+            address="local" if local else address,
+            num_cpus=num_cpus if local else None,
+            include_dashboard=False,
+            log_to_driver=False,  # a job's errors and warnings come back with its outcome
+            logging_level=logging.WARNING,
+        )
+    try:
+        yield ray
+    finally:
+        if started:
+            ray.shutdown()
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
+
+
+def _cluster_cpus(ray: Any) -> int:
+    return max(1, int(ray.cluster_resources().get("CPU", 1)))
+
+
+class RayRunner:
+    """At most ``workers`` jobs in flight as Ray tasks (default: the cluster's CPUs); the rest
+    queue here. Open with :meth:`open`, or on an existing connection."""
+
+    def __init__(self, ray: Any, workers: int | None) -> None:
+        self._ray = ray
+        self.cpus = _cluster_cpus(ray)
+        self.workers = max(1, workers or self.cpus)
+        self._task = ray.remote(num_cpus=1, max_retries=0, num_returns=2)(execute_split)
+        self._queue: deque[Job] = deque()
+        self._running: dict[Any, tuple[Job, Any]] = {}  # reply's ObjectRef → job, error's ref
+        self._done: deque[Outcome] = deque()
+        self.warned: set[tuple[str, str, str]] = set()
+        self._close: Callable[[], None] = lambda: None
+
+    @classmethod
+    def open(cls, address: str | None, workers: int | None) -> RayRunner:
+        """A runner on a fresh connection (:func:`ray_connection`), closed by :meth:`close`."""
+        conn = ray_connection(address, workers)
+        ray = conn.__enter__()
+        try:
+            runner = cls(ray, workers)
+        except BaseException:
+            conn.__exit__(None, None, None)
+            raise
+
+        def close() -> None:
+            conn.__exit__(None, None, None)
+
+        runner._close = close
+        return runner
+
+    @property
+    def pending(self) -> int:
+        return len(self._queue) + len(self._running) + len(self._done)
+
+    def submit(self, name: str, fn: Callable[[Any], Any], arg: Any) -> None:
+        self._queue.append(Job(name, fn, arg))
+        self._fill()
+
+    def results(self) -> Iterator[Outcome]:
+        while self.pending:
+            if not self._done:
+                self._wait()
+            yield self._done.popleft()
+
+    def cancel(self, name: str) -> None:
+        self._queue = deque(j for j in self._queue if j.name != name)
+        for ref, (job, _) in list(self._running.items()):
+            if job.name == name:
+                del self._running[ref]
+                self._ray.cancel(ref, force=True)
+        self._fill()
+
+    def stop(self, grace: float = 0.0) -> None:
+        """End every job: the queue is dropped; with ``grace`` each running task is asked to
+        stop (``KeyboardInterrupt`` in the task) and given that many seconds, then its worker
+        is killed."""
+        self._queue.clear()
+        refs = list(self._running)
+        try:
+            if grace > 0 and refs:
+                for ref in refs:
+                    self._ray.cancel(ref, force=False)
+                self._ray.wait(refs, num_returns=len(refs), timeout=grace)
+        finally:
+            for ref in refs:
+                self._ray.cancel(ref, force=True)  # a no-op for a finished task
+            self._running.clear()
+            self._done.clear()
+            self.close()
+
+    def close(self) -> None:
+        close, self._close = self._close, lambda: None
+        close()
+
+    def _fill(self) -> None:
+        while self._queue and len(self._running) < self.workers:
+            job = self._queue.popleft()
+            reply, error = self._task.remote(job.fn, job.arg)
+            self._running[reply] = (job, error)
+
+    def _wait(self) -> None:
+        ready, _ = self._ray.wait(list(self._running), num_returns=1)
+        for ref in ready:
+            job, error = self._running.pop(ref)
+            self._done.append(self._collect(job, ref, error))
+        self._fill()
+
+    def _collect(self, job: Job, ref: Any, error_ref: Any) -> Outcome:
+        try:
+            reply: Reply = self._ray.get(ref)
+        except self._ray.exceptions.RayError as exc:  # its worker or node died, or it was cancelled
+            line = (str(exc).strip().splitlines() or [""])[0]
+            return Failed(job.name, "died", f"Ray task failed ({type(exc).__name__}: {line})")
+        try:
+            error = self._ray.get(error_ref)
+        except Exception:  # the exception does not rebuild here: its text came with the reply
+            error = None
+        reissue(reply.caught, self.warned)
+        return reply.with_error(error).outcome(job.name)
