@@ -23,14 +23,21 @@ import os
 import signal
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from types import FrameType
 from typing import Any
 
 from riskppo.runs.interrupt import Terminated
-from riskppo.runs.jobs.outcome import Failed, Job, Outcome, Reply, describe_exit, execute_split
+from riskppo.runs.jobs.outcome import (
+    Failed,
+    Job,
+    Outcome,
+    QueuedJobs,
+    Reply,
+    describe_exit,
+    execute_split,
+)
 from riskppo.runs.processes import WorkerSetup, reissue, start_worker, worker_setup
 
 __all__ = ["LocalRunner"]
@@ -83,7 +90,7 @@ class _Worker:
         self.kill()
 
 
-class LocalRunner:
+class LocalRunner(QueuedJobs):
     """At most ``workers`` spawned worker processes; jobs queue until one is free."""
 
     def __init__(self, workers: int) -> None:
@@ -91,31 +98,15 @@ class LocalRunner:
         self.cpus = os.cpu_count() or 1
         self._ctx = multiprocessing.get_context("spawn")  # fork is unsafe with torch threads
         self._setup = worker_setup()
-        self._queue: deque[Job] = deque()
+        super().__init__()
         self._idle: list[_Worker] = []
         self._busy: list[_Worker] = []
         self._started: list[_Worker] = []  # every live worker this runner started
-        self._done: deque[Outcome] = deque()
         self.warned: set[tuple[str, str, str]] = set()  # the workers' warnings shown
         self.replaced = 0  # dead workers replaced so far
 
-    @property
-    def pending(self) -> int:
-        """Jobs submitted whose outcome has not been taken yet."""
-        return len(self._queue) + len(self._busy) + len(self._done)
-
-    def submit(self, name: str, fn: Callable[[Any], Any], arg: Any) -> None:
-        """Queue ``fn(arg)`` as job ``name``; it starts as soon as a worker is free."""
-        self._queue.append(Job(name, fn, arg))
-        self._fill()
-
-    def results(self) -> Iterator[Outcome]:
-        """Each pending job's outcome as it completes, until none is pending (jobs submitted
-        meanwhile included)."""
-        while self.pending:
-            if not self._done:
-                self._wait()
-            yield self._done.popleft()
+    def _in_flight(self) -> int:
+        return len(self._busy)
 
     def cancel(self, name: str) -> None:
         """Drop job ``name``: unqueued, or its worker killed; it has no outcome."""

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import signal
 import traceback
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -25,6 +26,7 @@ __all__ = [
     "Job",
     "JobFailed",
     "Outcome",
+    "QueuedJobs",
     "RemoteTraceback",
     "Reply",
     "describe_exit",
@@ -85,6 +87,43 @@ class Failed:
 
 
 Outcome = Finished | Failed
+
+
+class QueuedJobs:
+    """What both backends share: jobs queue here until a worker is free (``_fill``), outcomes
+    wait in ``_done`` until taken; a backend keeps its running jobs and says how many
+    (``_in_flight``) and blocks until one finishes (``_wait``)."""
+
+    def __init__(self) -> None:
+        self._queue: deque[Job] = deque()
+        self._done: deque[Outcome] = deque()
+
+    def _in_flight(self) -> int:
+        raise NotImplementedError
+
+    def _fill(self) -> None:
+        raise NotImplementedError
+
+    def _wait(self) -> None:
+        raise NotImplementedError
+
+    @property
+    def pending(self) -> int:
+        """Jobs submitted whose outcome has not been taken yet."""
+        return len(self._queue) + self._in_flight() + len(self._done)
+
+    def submit(self, name: str, fn: Callable[[Any], Any], arg: Any) -> None:
+        """Queue ``fn(arg)`` as job ``name``; it starts as soon as a worker is free."""
+        self._queue.append(Job(name, fn, arg))
+        self._fill()
+
+    def results(self) -> Iterator[Outcome]:
+        """Each pending job's outcome as it completes, until none is pending (jobs submitted
+        meanwhile included)."""
+        while self.pending:
+            if not self._done:
+                self._wait()
+            yield self._done.popleft()
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from riskppo.config import ConfigError
-from riskppo.runs.jobs.outcome import Failed, Job, Outcome, Reply, execute_split
+from riskppo.runs.jobs.outcome import Failed, Job, Outcome, QueuedJobs, Reply, execute_split
 from riskppo.runs.processes import reissue
 
 __all__ = ["RayRunner", "import_ray", "ray_connection"]
@@ -71,7 +71,7 @@ def _cluster_cpus(ray: Any) -> int:
     return max(1, int(ray.cluster_resources().get("CPU", 1)))
 
 
-class RayRunner:
+class RayRunner(QueuedJobs):
     """At most ``workers`` jobs in flight as Ray tasks (default: the cluster's CPUs); the rest
     queue here. Open with :meth:`open`, or on an existing connection."""
 
@@ -80,9 +80,8 @@ class RayRunner:
         self.cpus = _cluster_cpus(ray)
         self.workers = max(1, workers or self.cpus)
         self._task = ray.remote(num_cpus=1, max_retries=0, num_returns=2)(execute_split)
-        self._queue: deque[Job] = deque()
+        super().__init__()
         self._running: dict[Any, tuple[Job, Any]] = {}  # reply's ObjectRef → job, error's ref
-        self._done: deque[Outcome] = deque()
         self.warned: set[tuple[str, str, str]] = set()
         self._close: Callable[[], None] = lambda: None
 
@@ -103,19 +102,8 @@ class RayRunner:
         runner._close = close
         return runner
 
-    @property
-    def pending(self) -> int:
-        return len(self._queue) + len(self._running) + len(self._done)
-
-    def submit(self, name: str, fn: Callable[[Any], Any], arg: Any) -> None:
-        self._queue.append(Job(name, fn, arg))
-        self._fill()
-
-    def results(self) -> Iterator[Outcome]:
-        while self.pending:
-            if not self._done:
-                self._wait()
-            yield self._done.popleft()
+    def _in_flight(self) -> int:
+        return len(self._running)
 
     def cancel(self, name: str) -> None:
         self._queue = deque(j for j in self._queue if j.name != name)
