@@ -43,8 +43,8 @@ def accepted_kwargs(env_id: str) -> frozenset[str] | None:
     except (gym.error.Error, ImportError, AttributeError, ValueError):
         return None
     if env_id == TRADING_ID:  # make_trading_env passes its **env_kwargs on to TradingEnv
-        from riskppo.envs.factory import make_trading_env
         from riskppo.envs.trading.env import TradingEnv
+        from riskppo.envs.trading.factory import make_trading_env
 
         names = _named(make_trading_env) | (_named(TradingEnv) - {"df", "start", "end"})
         return names | _MAKE_KWARGS

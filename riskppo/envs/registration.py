@@ -6,7 +6,7 @@ that never makes a trading env never imports pandas).
 
 * ``riskppo/Trading-v0`` — :class:`~riskppo.envs.trading.TradingEnv` on one part (train / val /
   test) of a dataset, features warmed up on the bars before that part
-  (:func:`riskppo.envs.factory.make_trading_env`);
+  (:func:`riskppo.envs.trading.factory.make_trading_env`);
 * ``riskppo/Portfolio-v0`` — :class:`~riskppo.envs.portfolio.env.PortfolioEnv` on many assets
   (:func:`riskppo.envs.portfolio.factory.make_portfolio_env`);
 * ``riskppo/RiskyChoice-v0``, ``riskppo/Chain-v0`` (:mod:`riskppo.envs.tasks.risk`);
@@ -79,7 +79,7 @@ def portfolio_data_kwargs(data: DataConfig) -> dict[str, Any]:
 
 
 def resolve_overlay(kwargs: Mapping[str, Any], risk: RiskConfig | None) -> dict[str, Any]:
-    """``env.kwargs`` with its risk ``overlay`` (:mod:`riskppo.envs.trading.overlay`) completed:
+    """``env.kwargs`` with its risk ``overlay`` (:mod:`riskppo.envs.execution.overlay`) completed:
     ``true`` or a mapping without ``limit`` / ``alpha`` / ``horizon`` takes them from the ``risk``
     section (``risk.cvar_limit``, ``risk.cvar_alpha``, ``risk.cvar_horizon``), so the overlay keeps
     the limit the constraint keeps; ``false`` / ``null`` removes it."""
@@ -121,7 +121,7 @@ def data_label(dataset: str | None, path: str | None, symbol: str | None = None)
 def register_envs() -> None:
     """Register riskppo's env ids with Gymnasium (idempotent)."""
     if TRADING_ID not in gym.registry:
-        gym.register(TRADING_ID, entry_point="riskppo.envs.factory:make_trading_env")
+        gym.register(TRADING_ID, entry_point="riskppo.envs.trading.factory:make_trading_env")
     if PORTFOLIO_ID not in gym.registry:
         gym.register(PORTFOLIO_ID, entry_point="riskppo.envs.portfolio.factory:make_portfolio_env")
     for name, entry in SIMPLE_IDS.items():

@@ -55,7 +55,7 @@ import torch
 from riskppo import core
 from riskppo.agent import DistributionalPPO
 from riskppo.config import Config
-from riskppo.envs.factory import SPLIT_PARTS, make_trading_env
+from riskppo.envs.market.parts import SPLIT_PARTS
 from riskppo.envs.registration import (
     TRADING_ID,
     data_kwargs,
@@ -63,6 +63,7 @@ from riskppo.envs.registration import (
     resolve_overlay,
 )
 from riskppo.envs.trading.env import TradingEnv
+from riskppo.envs.trading.factory import make_trading_env
 from riskppo.evaluation.backtest_result import SPLIT_NAMES, BacktestResult, flat_strategies
 from riskppo.evaluation.baselines import (
     STRATEGIES,

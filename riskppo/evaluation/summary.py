@@ -31,8 +31,8 @@ from typing import Any
 
 from riskppo.agent import DistributionalPPO
 from riskppo.config import Config
-from riskppo.envs.factory import trading_range
 from riskppo.envs.registration import TRADING_ID, data_kwargs, data_label
+from riskppo.envs.trading.factory import trading_range
 from riskppo.evaluation.backtest import BacktestResult, backtest
 from riskppo.evaluation.backtest_result import SPLIT_NAMES
 from riskppo.runs.rundir import latest_good_checkpoint, open_run

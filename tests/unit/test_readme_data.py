@@ -14,7 +14,7 @@ import pytest
 
 from riskppo.cli.main import load_config
 from riskppo.config import ConfigError
-from riskppo.envs.factory import make_trading_env
+from riskppo.envs.trading.factory import make_trading_env
 from riskppo.envs.market.ohlcv import load_ohlcv
 from riskppo.envs.registration import resolve_overlay
 

@@ -26,10 +26,10 @@ import gymnasium as gym
 import pandas as pd
 
 from riskppo.config import Config, ConfigError
-from riskppo.envs.episode_range import resolve_bar
-from riskppo.envs.factory import FileOptions, make_trading_env, trading_range
+from riskppo.envs.execution.episode_range import resolve_bar
 from riskppo.envs.features import DEFAULT_FEATURES, split_features
 from riskppo.envs.market.errors import DataError
+from riskppo.envs.market.parts import FileOptions
 from riskppo.envs.portfolio.data import load_portfolio
 from riskppo.envs.portfolio.env import PORTFOLIO_FEATURES
 from riskppo.envs.portfolio.factory import make_portfolio_env
@@ -40,6 +40,7 @@ from riskppo.envs.registration import (
     portfolio_data_kwargs,
     resolve_overlay,
 )
+from riskppo.envs.trading.factory import make_trading_env, trading_range
 
 __all__ = ["LiveInputError", "RunData", "file_env_factory", "run_data"]
 
@@ -93,8 +94,8 @@ def _forget_read_files() -> None:
     """Drop the env factories' caches of files read by path: a feed grows under the same name,
     and a second read in this process must see its new bars (one read per call: the file's
     bars and the env built from them are then of the same snapshot)."""
-    from riskppo.envs import factory
     from riskppo.envs.portfolio import factory as portfolio_factory
+    from riskppo.envs.trading import factory
 
     factory._frame.cache_clear()
     portfolio_factory._data.cache_clear()

@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 import pandas as pd
 
+from riskppo.envs.execution.overlay import binding_stats
 from riskppo.envs.portfolio.env import PortfolioEnv
 from riskppo.envs.portfolio.factory import make_portfolio_env, portfolio_range
 from riskppo.envs.registration import PORTFOLIO_ID, portfolio_data_kwargs, resolve_overlay
-from riskppo.envs.trading.overlay import binding_stats
 from riskppo.evaluation.episode import run_agent_episode
 from riskppo.evaluation.portfolio.baselines import BASELINES, BaselineRecord, baseline_records
 

@@ -14,9 +14,9 @@ import numpy as np
 from stable_baselines3.common.vec_env import VecEnv
 
 from riskppo.config import Config
+from riskppo.envs.execution.overlay import binding_stats
 from riskppo.envs.portfolio.factory import make_portfolio_env
 from riskppo.envs.registration import portfolio_data_kwargs, resolve_overlay
-from riskppo.envs.trading.overlay import binding_stats
 from riskppo.evaluation.portfolio.backtest import portfolio_backtest
 from riskppo.evaluation.portfolio.report import (
     analyse_portfolio,

@@ -445,7 +445,7 @@ def _read_settings(path: Path) -> tuple[WalkForwardSettings, Selection | None]:
 
 
 def _n_rows(cfg: Config) -> int:
-    from riskppo.envs.factory import trading_range
+    from riskppo.envs.trading.factory import trading_range
 
     if cfg.env.id == PORTFOLIO_ID:
         from riskppo.evaluation.portfolio.walkforward import portfolio_rows

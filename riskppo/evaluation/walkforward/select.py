@@ -228,7 +228,7 @@ def check_data(sel: Selection) -> int:
     """The number of rows the candidates trade (the rows the segments are cut from);
     ``ConfigError`` naming the file when a candidate trades another file or other rows, or is
     the same configuration as another."""
-    from riskppo.envs.factory import trading_range
+    from riskppo.envs.trading.factory import trading_range
 
     spans = []
     for c in sel.candidates:

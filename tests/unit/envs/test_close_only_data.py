@@ -22,7 +22,7 @@ from riskppo.envs import (
     split_features,
     validate_ohlcv,
 )
-from riskppo.envs.factory import make_trading_env
+from riskppo.envs.trading.factory import make_trading_env
 from riskppo.envs.registration import resolve_overlay
 
 ROOT = Path(__file__).parents[3]

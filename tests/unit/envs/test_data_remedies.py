@@ -12,7 +12,7 @@ import pytest
 
 from riskppo.cli.errors import user_error
 from riskppo.config import Config, apply_overrides
-from riskppo.envs.factory import trading_range
+from riskppo.envs.trading.factory import trading_range
 from riskppo.envs.market.errors import Remedy
 from riskppo.envs.market.ohlcv import DataError, load_ohlcv, validate_ohlcv
 from riskppo.envs.registration import data_kwargs

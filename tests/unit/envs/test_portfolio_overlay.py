@@ -18,7 +18,7 @@ from riskppo.envs.portfolio.env import PortfolioEnv
 from riskppo.envs.portfolio.factory import make_portfolio_env
 from riskppo.envs.portfolio.overlay import portfolio_cap, portfolio_overlay_tables
 from riskppo.envs.registration import portfolio_data_kwargs, resolve_overlay
-from riskppo.envs.trading.overlay import RiskOverlay, binding_stats
+from riskppo.envs.execution.overlay import RiskOverlay, binding_stats
 from riskppo.evaluation.portfolio.walkforward import portfolio_rows, training_binding
 
 FEATS = ("ret_1", "ret_5", "ewmvol_20")
