@@ -53,7 +53,7 @@ from numpy.typing import NDArray
 
 from riskppo.config import Config
 from riskppo.envs.execution.overlay import UnitForecast, unit_forecast
-from riskppo.envs.registration import TRADING_ID, data_kwargs, resolve_overlay
+from riskppo.envs.registration import data_kwargs, env_kind, resolve_overlay
 from riskppo.envs.trading.env import TradingEnv
 from riskppo.envs.trading.factory import make_trading_env
 from riskppo.jsonable import jsonable
@@ -292,9 +292,9 @@ def forecast_env(cfg: Config, part: str) -> TradingEnv:
 
 def has_overlay(cfg: Config) -> bool:
     """Whether ``cfg`` trades one asset under the risk overlay."""
-    return cfg.env.id == TRADING_ID and bool(
-        resolve_overlay(cfg.env.kwargs, cfg.risk).get("overlay")
-    )
+    kind = env_kind(cfg.env.id)
+    single = kind is not None and kind.single_asset
+    return single and bool(resolve_overlay(cfg.env.kwargs, cfg.risk).get("overlay"))
 
 
 def walkforward_limit(

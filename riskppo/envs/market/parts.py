@@ -33,7 +33,8 @@ class FileOptions(NamedTuple):
 def bar_range(
     df: pd.DataFrame, bars: tuple[int, ...], part: str, source: str
 ) -> tuple[pd.DataFrame, int, int]:
-    """``df`` cut at ``bars[3]`` and the ``[lo, hi)`` rows of ``part`` (``bars``: ``data.bars``, the rows ``[start, train_end, val_end, end]``)."""
+    """``df`` cut at ``bars[3]`` and the ``[lo, hi)`` rows of ``part`` (``bars``: ``data.bars``,
+    the rows ``[start, train_end, val_end, end]``)."""
     start, train_end, val_end, end = bars
     if end > len(df):
         raise DataError(source, f"data.bars ends at row {end} but the data has {len(df)} rows")

@@ -80,14 +80,14 @@ class PortfolioEnv(BarEnv):
     (``[T]``, NaN on bars not stepped) record the bars the env has decided on;
     :meth:`overlay_binding` summarises them.
 
-    **Fills, costs, reward.** As :class:`~riskppo.envs.TradingEnv`, per asset: ``fill``
-    (``auto``: ``next_open`` when every asset has opens, else ``next_close``) sets which log
-    returns the held and the new weights earn over the step (:mod:`riskppo.envs.execution.fills`); the
-    fee is ``fee`` per unit of each asset's ``|Δweight|`` (drift since the last fill included), the
-    borrow cost ``borrow_rate / bars_per_year`` per unit of short weight. The reward is
-    ``reward_scale · (gross − fee − borrow)``, ``gross`` the portfolio's log return, so rewards
-    sum to the log of the final equity and a CVaR constraint on ``cvar_horizon``-step sums of
-    rewards is a constraint on the portfolio's log return (:mod:`riskppo.algo.constraints.cvar`).
+    **Fills, costs, reward.** As :class:`~riskppo.envs.TradingEnv`, per asset: ``fill`` (``auto``:
+    ``next_open`` when every asset has opens, else ``next_close``) sets which log returns the held
+    and the new weights earn over the step (:mod:`riskppo.envs.execution.fills`); the fee is ``fee``
+    per unit of each asset's ``|Δweight|`` (drift since the last fill included), the borrow cost
+    ``borrow_rate / bars_per_year`` per unit of short weight. The reward is ``reward_scale · (gross
+    − fee − borrow)``, ``gross`` the portfolio's log return, so rewards sum to the log of the final
+    equity and a CVaR constraint on ``cvar_horizon``-step sums of rewards is a constraint on the
+    portfolio's log return (:mod:`riskppo.algo.constraints.cvar`).
 
     **Observation** (float32, ``window · N · F + N``): for bars ``t-window+1 .. t`` (oldest
     first) each asset's ``F`` causal ``features`` (:mod:`riskppo.envs.features`, asset by asset
@@ -257,8 +257,8 @@ class PortfolioEnv(BarEnv):
 
     def overlay_binding(self, lo: int | None = None, hi: int | None = None) -> dict[str, Any]:
         """The overlay's settings and how it bound on the decision bars ``[lo, hi)`` the env has
-        stepped (default: the trading range; :func:`~riskppo.envs.execution.overlay.binding_stats`; a
-        bar's latest decision counts); ``{}`` without an overlay."""
+        stepped (default: the trading range; :func:`~riskppo.envs.execution.overlay.binding_stats`;
+        a bar's latest decision counts); ``{}`` without an overlay."""
         if self.overlay is None or self.overlay_cap is None or self.uncapped_scale is None:
             return {}
         a = self._first_start if lo is None else lo

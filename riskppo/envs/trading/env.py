@@ -61,21 +61,21 @@ class TradingEnv(BarEnv):
       ``"next_close"``. :attr:`fill` holds the mode in use; ``info["fill"]`` reports it.
 
     **Sizing.** With ``sizing="none"`` the position is the action's target ``a_t`` itself. With
-    ``sizing="vol_target"`` the action is a *signal* and the position (exposure) is
-    ``p_t = a_t · min(vol_target / σ̂_t, max_leverage)``, ``σ̂_t`` the causal EWM volatility of
-    ``vol_span`` bars (closes ``<= t``), annualised (:mod:`riskppo.envs.execution.sizing`; Zhang,
-    Zohren & Roberts 2020), so the agent can stay in the market with less risk. ``overlay`` (a
-    :class:`~riskppo.envs.execution.overlay.RiskOverlay` or its settings as a dict) caps the exposure
-    at each bar so its *forecast* CVaR stays within a limit (:mod:`riskppo.envs.execution.overlay`):
-    ``p_t = clip(a_t · min(vol_target / σ̂_t, max_leverage), ±cap_t)``, or with its
-    ``mode="scale"`` ``p_t = a_t · min(vol_target / σ̂_t, max_leverage, cap_t)``;
-    :attr:`uncapped_scale` and :attr:`overlay_cap` hold the per-bar tables. The step returns the
-    observation of bar ``t+1`` and the reward ``reward_scale * (gross_t - fee_t - borrow_t)``:
-    the log growth of an account that holds the exposure as a share of its equity, rebalanced
-    to it at each fill, its share drifting with the price between fills; the fee is charged on
-    the share traded at the fill, the borrow cost on the short exposure held over bar ``t+1``'s
-    session (``p_{t-1}`` with ``next_close``, else ``p_t``). The formulas and the reward's exact
-    slopes: :mod:`riskppo.envs.execution.account`. Before the first step the account is flat.
+    ``sizing="vol_target"`` the action is a *signal* and the position (exposure) is ``p_t = a_t ·
+    min(vol_target / σ̂_t, max_leverage)``, ``σ̂_t`` the causal EWM volatility of ``vol_span`` bars
+    (closes ``<= t``), annualised (:mod:`riskppo.envs.execution.sizing`; Zhang, Zohren & Roberts
+    2020), so the agent can stay in the market with less risk. ``overlay`` (a
+    :class:`~riskppo.envs.execution.overlay.RiskOverlay` or its settings as a dict) caps the
+    exposure at each bar so its *forecast* CVaR stays within a limit
+    (:mod:`riskppo.envs.execution.overlay`): ``p_t = clip(a_t · min(vol_target / σ̂_t,
+    max_leverage), ±cap_t)``, or with its ``mode="scale"`` ``p_t = a_t · min(vol_target / σ̂_t,
+    max_leverage, cap_t)``; :attr:`uncapped_scale` and :attr:`overlay_cap` hold the per-bar tables.
+    The step returns the observation of bar ``t+1`` and the reward ``reward_scale * (gross_t - fee_t
+    - borrow_t)``: the log growth of an account that holds the exposure as a share of its equity,
+    rebalanced to it at each fill, its share drifting with the price between fills; the fee is
+    charged on the share traded at the fill, the borrow cost on the short exposure held over bar
+    ``t+1``'s session (``p_{t-1}`` with ``next_close``, else ``p_t``). The formulas and the reward's
+    exact slopes: :mod:`riskppo.envs.execution.account`. Before the first step the account is flat.
 
     **Equity.** ``equity`` starts at 1 and is multiplied by ``exp(gross_t - fee_t - borrow_t)``
     each step, so the sum of unscaled rewards is exactly ``log(final equity / initial equity)``,
@@ -333,7 +333,8 @@ class TradingEnv(BarEnv):
         self, lo: int | None = None, hi: int | None = None, signals: np.ndarray | None = None
     ) -> dict[str, Any]:
         """The overlay's settings and how it bound on the decision bars ``[lo, hi)`` (default:
-        the trading range; :func:`~riskppo.envs.execution.overlay.binding_stats`); ``{}`` without one.
+        the trading range; :func:`~riskppo.envs.execution.overlay.binding_stats`); ``{}``
+        without one.
 
         ``signals`` (``[hi - lo]``, the signals decided on those bars) judge the positions held;
         without them, or with ``mode="scale"`` (where the cap does not depend on the signal), a

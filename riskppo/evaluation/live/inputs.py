@@ -34,9 +34,8 @@ from riskppo.envs.portfolio.data import load_portfolio
 from riskppo.envs.portfolio.env import PORTFOLIO_FEATURES
 from riskppo.envs.portfolio.factory import make_portfolio_env
 from riskppo.envs.registration import (
-    PORTFOLIO_ID,
-    TRADING_ID,
     data_kwargs,
+    market_kind,
     portfolio_data_kwargs,
     resolve_overlay,
 )
@@ -63,12 +62,10 @@ class RunData(NamedTuple):
 def run_data(cfg: Config) -> RunData:
     """The run's kind, ``bars_per_year`` and (portfolio) symbols (module docstring); raises
     :class:`LiveInputError` for a run that is neither a trading nor a portfolio run."""
-    if cfg.env.id not in (TRADING_ID, PORTFOLIO_ID):
-        raise LiveInputError(
-            f"the run trains {cfg.env.id!r}; signal and paper need a run on {TRADING_ID!r} or "
-            f"{PORTFOLIO_ID!r}"
-        )
-    kind = "trading" if cfg.env.id == TRADING_ID else "portfolio"
+    try:
+        kind = market_kind(cfg.env.id, "signal and paper").name
+    except ConfigError as exc:
+        raise LiveInputError(f"the run trains {cfg.env.id!r}; {exc}") from None
     kwargs = resolve_overlay(cfg.env.kwargs, cfg.risk)
     bpy = kwargs.get("bars_per_year")
     symbols = tuple(kwargs["symbols"]) if kwargs.get("symbols") else None

@@ -13,11 +13,11 @@ import pytest
 
 from riskppo.cli.errors import user_error
 from riskppo.config import Config, ConfigError, apply_overrides
-from riskppo.envs.trading.factory import trading_range
 from riskppo.envs.market.errors import DataWarning
 from riskppo.envs.market.ohlcv import DataError, load_ohlcv
 from riskppo.envs.portfolio.data import load_portfolio
 from riskppo.envs.registration import data_kwargs
+from riskppo.envs.trading.factory import trading_range
 
 N = 12
 DAYS = pd.bdate_range("2021-03-01", periods=N)

@@ -10,8 +10,6 @@ import pandas as pd
 import pytest
 
 from riskppo.config import ConfigError, RiskConfig
-from riskppo.envs.registration import resolve_overlay
-from riskppo.envs.trading.env import TradingEnv
 from riskppo.envs.execution.overlay import (
     RiskOverlay,
     binding_stats,
@@ -19,6 +17,8 @@ from riskppo.envs.execution.overlay import (
     gaussian_tail_multiplier,
     overlay_table,
 )
+from riskppo.envs.registration import resolve_overlay
+from riskppo.envs.trading.env import TradingEnv
 
 
 def _alternating(n: int, r: float) -> np.ndarray:
