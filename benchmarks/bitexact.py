@@ -4,8 +4,10 @@ Trains a few representative configurations on the CPU with a fixed seed (the def
 critic, the categorical one, the CVaR constraint on a risk task, the shipped trading config with
 its pathwise term, the compiled loss, SA-PPO with behaviour cloning, …) and prints, per
 configuration, one SHA-256 over the final weights, the optimizer state, the serialised training
-state (:mod:`riskppo.persist.codec`) and every logged scalar of every update. Run it on two
-commits: equal digests mean the change moved no bit of training.
+state (:mod:`riskppo.persist.codec`) and every logged scalar of every update; and the default
+walk-forward record (``walkforward``: for it, "weights" is the digest of its per-seed records,
+"state" of its segment table, "metrics" of its metrics.json without wall times and paths). Run
+it on two commits: equal digests mean the change moved no bit of training or evaluation.
 
     python benchmarks/bitexact.py                      # every configuration, a table
     python benchmarks/bitexact.py --only cartpole cvar --json digests.json
@@ -92,8 +94,26 @@ CASES: dict[str, tuple[str | None, str | dict[str, Any] | None, dict[str, Any], 
         dict(n_envs=4, cvar_min_segments=8, compile=True),
         1024,
     ),
+    "portfolio-sp20": (
+        None,
+        "configs/portfolio_sp20.yaml",
+        dict(n_envs=4, n_steps=64, batch_size=128, cvar_min_segments=8),
+        1024,
+    ),
 }
 """The configurations, each a few seconds to a minute on one CPU thread."""
+WALKFORWARD = "walkforward"
+"""The default walk-forward record (``riskppo walkforward``: the trading config, its references
+and the verdict) on a planted 900-bar market, two 100-bar test segments of tiny runs."""
+_WF_SETS = (
+    "env.n_envs=2",
+    "ppo.n_steps=64",
+    "ppo.batch_size=64",
+    "total_timesteps=256",
+    "env.kwargs.episode_length=100",
+)
+# Keys of metrics.json that name the run, not what it computed (wall times, paths, dates).
+_WF_VOLATILE = ("time", "wall", "seconds", "path", "dir", "created", "host", "version", "python")
 
 
 def _digest_tensor(h: Any, name: str, t: Any) -> None:
@@ -114,6 +134,62 @@ def _float_bits(x: float) -> str:
     return struct.pack("<d", float(x)).hex() if math.isfinite(x) else repr(x)
 
 
+def _stable(tree: Any) -> Any:
+    """``tree`` without the keys of :data:`_WF_VOLATILE` (at any depth)."""
+    if isinstance(tree, dict):
+        return {
+            k: _stable(v)
+            for k, v in tree.items()
+            if not any(word in str(k).lower() for word in _WF_VOLATILE)
+        }
+    if isinstance(tree, list):
+        return [_stable(v) for v in tree]
+    return tree
+
+
+def run_walkforward() -> dict[str, Any]:
+    """``riskppo walkforward`` with the default config on a planted market (in a child process,
+    one worker); digests of its records, its segment table and its metrics."""
+    import os
+    import subprocess
+    import tempfile
+
+    from riskppo.envs.market.synthetic import gbm
+
+    with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp) / "market.csv"
+        gbm(900, seed=3).reset_index().to_csv(data, index=False)
+        sets = [a for s in (*_WF_SETS, f"data.path={data}") for a in ("--set", s)]
+        cmd = [sys.executable, "-m", "riskppo.cli", "walkforward", "--initial", "700"]
+        cmd += ["--step", "100", "--seeds", "0", "--workers", "1", "--no-progress"]
+        cmd += ["--run-dir", f"{tmp}/run", *sets]
+        t0 = time.perf_counter()
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+        seconds = time.perf_counter() - t0
+        if proc.returncode != 0:
+            raise RuntimeError(f"riskppo walkforward failed:\n{proc.stdout[-3000:]}")
+        run = Path(tmp) / "run"
+        h_r, h_s, h_m = (hashlib.sha256() for _ in range(3))
+        records = sorted((run / "records").glob("*.csv"))
+        for path in records:
+            h_r.update(path.name.encode() + path.read_bytes())
+        h_s.update((run / "segments.csv").read_bytes())
+        _digest_json(h_m, _stable(json.loads((run / "metrics.json").read_text())))
+    return {
+        "name": WALKFORWARD,
+        "weights": h_r.hexdigest(),
+        "metrics": h_m.hexdigest(),
+        "metric_values": h_m.hexdigest(),
+        "state": h_s.hexdigest(),
+        "optimizer": h_r.hexdigest(),
+        "n_updates": len(records),
+        "n_scalars": 0,
+        "last_loss": None,
+        "seconds": round(seconds, 1),
+    }
+
+
 def run_case(name: str) -> dict[str, Any]:
     """Train configuration ``name``; its digests and a few of its numbers."""
     import torch
@@ -121,6 +197,8 @@ def run_case(name: str) -> dict[str, Any]:
     from riskppo import DistributionalPPO
     from riskppo.persist.codec import encode
 
+    if name == WALKFORWARD:
+        return run_walkforward()
     if name not in CASES:
         raise BenchError(f"unknown configuration {name!r}; choose from {sorted(CASES)}")
     env, config, kw, steps = CASES[name]
@@ -174,7 +252,7 @@ def run_case(name: str) -> dict[str, Any]:
 
 def main() -> None:
     p = BenchParser(description=__doc__.split("\n")[0])
-    p.add_argument("--only", nargs="+", metavar="NAME", help=f"of {sorted(CASES)}")
+    p.add_argument("--only", nargs="+", metavar="NAME", help=f"of {[*CASES, WALKFORWARD]}")
     p.add_argument("--skip", nargs="+", metavar="NAME", default=[])
     p.add_argument("--json", type=Path, help="write the digests to this file")
     p.add_argument("--compare", type=Path, help="compare with a --json file; exit 1 on a change")
@@ -184,9 +262,9 @@ def main() -> None:
     if a.worker:
         print(json.dumps(run_case(a.worker)))
         return
-    names = [n for n in (a.only or CASES) if n not in a.skip]
+    names = [n for n in (a.only or [*CASES, WALKFORWARD]) if n not in a.skip]
     for n in names:
-        if n not in CASES:
+        if n not in CASES and n != WALKFORWARD:
             raise BenchError(f"unknown configuration {n!r}; choose from {sorted(CASES)}")
     results = []
     for n in names:

@@ -14,7 +14,7 @@ returns (non-overlapping windows: ``--bars / h`` per record), at VaR/ES level 5%
   ``σ²_{t+1}``, less in the sum's spread): VaR the pool's ``⌈α M⌉``-th lowest sum, ES the
   mean of those, null a draw from that pool — so the forecast is right up to the grid.
 * **understated by 30%**: the same forecasts (and the forecaster's null) times 0.7.
-* **overlay FHS**: the risk overlay's own forecast (:mod:`riskppo.envs.trading.overlay`,
+* **overlay FHS**: the risk overlay's own forecast (:mod:`riskppo.envs.execution.overlay`,
   default spans, ``min_history`` 250, margin 1) of a unit held long, tested as
   ``riskppo walkforward`` does (:mod:`riskppo.evaluation.limit_backtest`).
 
@@ -38,7 +38,7 @@ from typing import NamedTuple
 import numpy as np
 from _common import BenchParser, int_at_least, non_negative_int, run_main, table
 
-from riskppo.envs.trading.overlay import RiskOverlay, unit_forecast
+from riskppo.envs.execution.overlay import RiskOverlay, unit_forecast
 from riskppo.evaluation.limit_backtest import record_windows
 from riskppo.stats import (
     EmpiricalNull,

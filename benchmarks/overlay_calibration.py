@@ -25,8 +25,8 @@ import sys
 import numpy as np
 from _common import BenchParser, run_main
 
-from riskppo.envs.factory import make_trading_env
 from riskppo.envs.market.datasets import SP500_SYMBOLS
+from riskppo.envs.trading.factory import make_trading_env
 from riskppo.evaluation.metrics import horizon_cvar
 
 WINDOW = 126

@@ -33,10 +33,10 @@ import pandas as pd
 from _common import BenchError, BenchParser, run_main
 
 from riskppo.config import Config
-from riskppo.envs.factory import trading_range
 from riskppo.envs.market.datasets import DATASETS
 from riskppo.envs.registration import data_kwargs, resolve_overlay
 from riskppo.envs.trading.env import TradingEnv
+from riskppo.envs.trading.factory import trading_range
 from riskppo.stats.core import sharpe, sharpe_difference_hac
 
 CORE_TOL = 0.01

@@ -53,6 +53,7 @@ from riskppo.algo.state import TrainingState, initial_training_state
 from riskppo.config import Config, ConfigError, check_rollout_memory, set_by_path
 from riskppo.config.data import TRADING_ID
 from riskppo.envs.episodes import run_episodes
+from riskppo.envs.registration import env_kind
 from riskppo.envs.vec.build import EnvSpec, build_vec_env, find_normalizer, sb3_view
 from riskppo.envs.vec.tensors import env_actions, obs_tensor
 from riskppo.monitor.progress import fmt, training_progress, whole_rollouts
@@ -99,7 +100,8 @@ class DistributionalPPO:
     ) -> None:
         self.config, env = config_and_env(args, env, config, kwargs, _spaces is None)
         cfg = self.config
-        if df is not None and (trades := env if env is not None else cfg.env.id) != TRADING_ID:
+        trades = env if env is not None else cfg.env.id
+        if df is not None and not getattr(env_kind(trades), "single_asset", False):
             raise ConfigError(f"df= (a DataFrame of bars) is for env {TRADING_ID}, not {trades}")
         self.df = df  # the user's bars, or None: the data section's file or dataset
         # before anything is built: the orthogonal initialisation's QR (and so the weights of a

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from riskppo.config import Config
-from riskppo.envs.registration import PORTFOLIO_ID
+from riskppo.envs.registration import env_kind
 from riskppo.evaluation.backtest import backtest_run, flat_warning
 from riskppo.evaluation.backtest_result import BacktestResult
 from riskppo.evaluation.baselines import STRATEGIES
@@ -55,7 +55,10 @@ def cmd_backtest(args: argparse.Namespace) -> int:
 def _is_portfolio_run(run_dir: Path) -> bool:
     """Whether the run's own config (if it has one) trains the portfolio env."""
     path = run_dir / "config.yaml"
-    return path.is_file() and Config.from_yaml(path).env.id == PORTFOLIO_ID
+    if not path.is_file():
+        return False
+    kind = env_kind(Config.from_yaml(path).env.id)
+    return kind is not None and not kind.single_asset
 
 
 def _portfolio_backtest(run_dir: str | Path, split: str) -> int:

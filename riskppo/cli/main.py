@@ -40,7 +40,7 @@ from riskppo.cli.bench import cmd_bench
 from riskppo.cli.errors import show_warning, user_error
 from riskppo.config import Config, ConfigError, apply_overrides
 from riskppo.config.bundled import bundled_dir
-from riskppo.config.sections import TRADING_ID
+from riskppo.envs.registration import env_kind
 from riskppo.logs import configure_terminal
 from riskppo.runs.interrupt import interrupt_signal, signal_name
 from riskppo.runs.jobs import Backend
@@ -65,7 +65,7 @@ def default_run_dir(cfg: Config, prefix: str = "") -> Path:
     stock: ``sp500_AAPL``)."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
     name = re.sub(r"[/:]", "_", cfg.env.id)  # 'riskppo/Trading-v0', 'module:Name-v1'
-    if cfg.env.id == TRADING_ID:
+    if getattr(env_kind(cfg.env.id), "single_asset", False):
         d = cfg.data
         data = (
             Path(d.path).name.split(".")[0]
@@ -311,7 +311,7 @@ def _finish_pbt(cfg: Config, run_dir: Path, args: argparse.Namespace, ledger: Pa
             file=sys.stderr,
         )
         return 1
-    if cfg.env.id == TRADING_ID:  # the best member's held-out test backtest
+    if getattr(env_kind(cfg.env.id), "single_asset", False):  # the best member's test backtest
         from riskppo.cli.backtest import print_flat_warning
         from riskppo.evaluation.backtest import backtest_run
         from riskppo.evaluation.trials import TrialSpec

@@ -14,7 +14,7 @@ from typing import Any
 
 from riskppo.agent import DistributionalPPO
 from riskppo.config import Config, ConfigError, apply_overrides
-from riskppo.envs.registration import PORTFOLIO_ID, TRADING_ID
+from riskppo.envs.registration import env_kind
 from riskppo.evaluation.backtest import backtest_run
 from riskppo.evaluation.backtest_result import SPLIT_NAMES
 from riskppo.evaluation.robustness import format_rows, robustness_table, write_robustness
@@ -22,6 +22,7 @@ from riskppo.evaluation.summary import (
     distinct_episodes,
     return_unit,
     run_label,
+    single_asset,
     validation_summary,
 )
 from riskppo.evaluation.trials import TrialSpec
@@ -331,9 +332,10 @@ def _evaluation_files(run_dir: Path, cfg: Config) -> list[Path]:
     backtest's ``metrics.json`` (trading: and ``run_info.json``) and ``report.html``."""
     files = [run_dir / "eval.json"]
     out = run_dir / "backtest_test"
-    if cfg.env.id == TRADING_ID:
+    kind = env_kind(cfg.env.id)
+    if kind is not None and kind.single_asset:
         files.append(out / "run_info.json")
-    if cfg.env.id in (TRADING_ID, PORTFOLIO_ID):
+    if kind is not None:
         files += [out / "metrics.json", out / "report.html"]
     return files
 
@@ -357,7 +359,7 @@ def _finish(
     model: DistributionalPPO, run_dir: Path, cfg: Config, ledger: Path | None = None
 ) -> DistributionalPPO:
     save_run_checkpoint(model, run_dir, cfg.checkpoint.keep_last)
-    trading = cfg.env.id == TRADING_ID
+    trading = single_asset(cfg)
     n = distinct_episodes(cfg, "val", 10)  # trading: every deterministic episode is the same
     stats = model.evaluate(n_episodes=n, deterministic=True, part="val")
     write_text_atomic(run_dir / "eval.json", json.dumps(stats, indent=2))
@@ -376,7 +378,7 @@ def _finish(
         artifacts = backtest_run(run_dir, split="test", trial=TrialSpec(ledger, cfg, "train"))
         print(artifacts.verdict())
         print(f"riskppo: backtest report → {artifacts.report}")
-    elif cfg.env.id == PORTFOLIO_ID:  # against the baselines, on the test part
+    elif env_kind(cfg.env.id) is not None:  # many assets: against the baselines, on the test part
         from riskppo.evaluation.portfolio.run import portfolio_backtest_run
 
         done = portfolio_backtest_run(run_dir, split="test")
@@ -404,6 +406,6 @@ def robustness_run(
     title = f"{run_label(cfg)} — {run_dir.name}"
     png = write_robustness(rows, run_dir / "robustness", title=title)
     print(format_rows(rows))
-    where = f" ({SPLIT_NAMES[split]} split)" if cfg.env.id == TRADING_ID else ""
+    where = f" ({SPLIT_NAMES[split]} split)" if single_asset(cfg) else ""
     print(f"riskppo: robustness table and plot{where} → {png.parent}")
     return rows

@@ -49,7 +49,7 @@ from riskppo.cli.runner import evaluation_damage, run_finished
 from riskppo.config import Config, ConfigError
 from riskppo.config.sections import SP500_SYMBOLS
 from riskppo.envs.features import left_out_line, split_features
-from riskppo.envs.registration import TRADING_ID
+from riskppo.envs.registration import market_kind
 from riskppo.evaluation.universe import (
     CellResult,
     cell_result,
@@ -122,8 +122,7 @@ def run_universe(
     and print the table. ``run_dir`` must be new or empty (continue one with
     :func:`resume_universe`). Each cell's verdict is recorded in the trial ledger ``ledger``
     (None: none; :mod:`riskppo.runs.ledger`)."""
-    if cfg.env.id != TRADING_ID:
-        raise ConfigError(f"riskppo universe trains trading agents; env.id is {cfg.env.id!r}")
+    market_kind(cfg.env.id, "riskppo universe", single_asset=True)
     if run_dir.exists() and any(run_dir.iterdir()):
         raise ConfigError(f"--run-dir {run_dir} is not empty; continue it with --resume {run_dir}")
     if not seeds or any(s < 0 for s in seeds):

@@ -21,7 +21,7 @@ name             value at bar t                                                 
 ``macd_f_s``     MACD trend signal, 1 <= f < s (below)                                  L(s) + 251
 ===============  =====================================================================  ==========
 
-``σ^k_t`` is the estimator of :func:`~riskppo.envs.trading.sizing.ewm_volatility` without
+``σ^k_t`` is the estimator of :func:`~riskppo.envs.execution.sizing.ewm_volatility` without
 annualisation: ``sqrt(Σ_j w^j r²_{t-j} / Σ_j w^j)``, ``w = 1 - 2/(k+1)``, over the one-bar log
 returns ``r_1..r_t`` (zero mean), defined once ``k`` returns exist. ``vret_k`` are the
 volatility-scaled multi-horizon returns of Zhang, Zohren & Roberts (2020),
@@ -91,7 +91,7 @@ from riskppo.envs.feature_registry import (
     registered_values,
     unregister,
 )
-from riskppo.envs.trading.sizing import ewm_volatility
+from riskppo.envs.market.estimators import ewm_volatility
 
 __all__ = [
     "DEFAULT_FEATURES",

@@ -4,14 +4,14 @@ line naming the key and the closest valid one, not a ``TypeError`` from inside `
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import gymnasium as gym
 from gymnasium.envs.registration import load_env_creator
 
 from riskppo.config import ConfigError, suggest
-from riskppo.envs.registration import MASKED_IDS, PORTFOLIO_ID, TRADING_ID, register_envs
+from riskppo.envs.registration import MASKED_IDS, env_kind, named_parameters, register_envs
 
 # Keywords gym.make takes itself (Gymnasium's ``make``), whatever the env's constructor takes.
 _MAKE_KWARGS = frozenset({"max_episode_steps", "disable_env_checker", "render_mode"})
@@ -25,7 +25,7 @@ def check_env_kwargs(env_id: str, kwargs: Mapping[str, Any]) -> None:
     if accepted is None:
         return
     for key in kwargs:
-        if key == "signals" and env_id in (TRADING_ID, PORTFOLIO_ID):
+        if key == "signals" and env_kind(env_id) is not None:
             raise ConfigError(
                 "env.kwargs.signals: set data.signals instead (the columns are read with the data)"
             )
@@ -42,37 +42,19 @@ def accepted_kwargs(env_id: str) -> frozenset[str] | None:
         creator = load_env_creator(spec.entry_point) if isinstance(spec.entry_point, str) else None
     except (gym.error.Error, ImportError, AttributeError, ValueError):
         return None
-    if env_id == TRADING_ID:  # make_trading_env passes its **env_kwargs on to TradingEnv
-        from riskppo.envs.factory import make_trading_env
-        from riskppo.envs.trading.env import TradingEnv
-
-        names = _named(make_trading_env) | (_named(TradingEnv) - {"df", "start", "end"})
-        return names | _MAKE_KWARGS
-    if env_id == PORTFOLIO_ID:  # make_portfolio_env passes its **env_kwargs on to PortfolioEnv
-        from riskppo.envs.portfolio.env import PortfolioEnv
-        from riskppo.envs.portfolio.factory import make_portfolio_env
-
-        names = _named(make_portfolio_env) | (_named(PortfolioEnv) - {"data", "start", "end"})
-        return names | _MAKE_KWARGS
+    kind = env_kind(env_id)
+    if kind is not None:  # its factory passes its **env_kwargs on to the env class
+        return kind.accepted_kwargs() | _MAKE_KWARGS
     if env_id in MASKED_IDS:  # make_masked passes its **kwargs on to gym.make(base_id)
         return accepted_kwargs(MASKED_IDS[env_id])
     if creator is None or _takes_any(creator):
         return None
-    return _named(creator) | _MAKE_KWARGS
-
-
-def _parameters(fn: Callable[..., Any]) -> Iterable[inspect.Parameter]:
-    try:
-        return inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):  # a builtin without a signature
-        return ()
-
-
-def _named(fn: Callable[..., Any]) -> frozenset[str]:
-    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    return frozenset(p.name for p in _parameters(fn) if p.kind in kinds)
+    return named_parameters(creator) | _MAKE_KWARGS
 
 
 def _takes_any(fn: Callable[..., Any]) -> bool:
-    params = list(_parameters(fn))
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):  # a builtin without a signature
+        return True
     return not params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)

@@ -15,6 +15,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from riskppo.evaluation import kinds  # noqa: F401 (registers the env kinds' evaluation hooks)
+
 _LAZY: dict[str, str] = {
     "DEFAULT_CVAR_HORIZON": "riskppo.evaluation.metrics",
     "IN_MARKET_EXPOSURE": "riskppo.evaluation.metrics",

@@ -55,14 +55,15 @@ import torch
 from riskppo import core
 from riskppo.agent import DistributionalPPO
 from riskppo.config import Config
-from riskppo.envs.factory import SPLIT_PARTS, make_trading_env
+from riskppo.envs.market.parts import SPLIT_PARTS
 from riskppo.envs.registration import (
-    TRADING_ID,
     data_kwargs,
     data_label,
+    market_kind,
     resolve_overlay,
 )
 from riskppo.envs.trading.env import TradingEnv
+from riskppo.envs.trading.factory import make_trading_env
 from riskppo.evaluation.backtest_result import SPLIT_NAMES, BacktestResult, flat_strategies
 from riskppo.evaluation.baselines import (
     STRATEGIES,
@@ -220,8 +221,7 @@ def _agent_env(cfg: Config, part: str) -> tuple[Callable[..., TradingEnv], Tradi
 
 def _check_backtestable(cfg: Config, part: str) -> None:
     """Raise ``ValueError`` unless ``cfg`` trained on the trading env and ``part`` is a split."""
-    if cfg.env.id != TRADING_ID:
-        raise ValueError(f"backtest needs a model trained on {TRADING_ID!r}, not {cfg.env.id!r}")
+    market_kind(cfg.env.id, "backtest", single_asset=True)
     if part not in SPLIT_PARTS:
         raise ValueError(f"part must be one of {SPLIT_PARTS}, got {part!r}")
 

@@ -27,7 +27,8 @@ class BacktestResult:
     Attributes:
         part: ``"train"``, ``"val"`` or ``"test"``.
         dataset: what was traded: the data file's name when ``data.path`` is set, else the
-            bundled dataset's name (``"GOOGL"``); see :func:`~riskppo.envs.factory.data_label`.
+            bundled dataset's name (``"GOOGL"``); see
+            :func:`~riskppo.envs.registration.data_label`.
         start: timestamp of the first decision bar (every equity curve starts at 1 here).
         end: timestamp of the last bar of the period.
         bars_per_year: annualisation factor used for the metrics.

@@ -1,10 +1,10 @@
 """Is the risk limit's forecast right? Expected-shortfall backtests of the pre-trade overlay's
 forecast on an out-of-sample record (:mod:`riskppo.stats.es_backtest` has the tests).
 
-**The forecast.** At each decision bar ``t`` the overlay (:mod:`riskppo.envs.trading.overlay`)
+**The forecast.** At each decision bar ``t`` the overlay (:mod:`riskppo.envs.execution.overlay`)
 forecasts the ``h``-bar log return of one unit of the asset by filtered historical simulation
 (Barone-Adesi, Giannopoulos & Vosper 1999): ``CVaR_t = -k_t σ̂_t √h`` and, from the same
-standardised sums, ``VaR_t = -q_t σ̂_t √h`` (:func:`~riskppo.envs.trading.overlay.tail_quantile`).
+standardised sums, ``VaR_t = -q_t σ̂_t √h`` (:func:`~riskppo.envs.execution.overlay.tail_quantile`).
 A position ``p_t`` decided at ``t`` forecasts ``|p_t|`` times both. This is the forecast itself,
 without the overlay's ``margin`` (a declared pessimism on top of it: the cap, and the "forecast
 CVaR" ``riskppo signal`` prints, are ``margin`` times more cautious than what is tested here).
@@ -52,10 +52,10 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from riskppo.config import Config
-from riskppo.envs.factory import make_trading_env
-from riskppo.envs.registration import TRADING_ID, data_kwargs, resolve_overlay
+from riskppo.envs.execution.overlay import UnitForecast, unit_forecast
+from riskppo.envs.registration import data_kwargs, env_kind, resolve_overlay
 from riskppo.envs.trading.env import TradingEnv
-from riskppo.envs.trading.overlay import UnitForecast, unit_forecast
+from riskppo.envs.trading.factory import make_trading_env
 from riskppo.jsonable import jsonable
 from riskppo.stats.es_backtest import EmpiricalNull, EsBacktest, ForecastRecord, es_backtest
 
@@ -292,9 +292,9 @@ def forecast_env(cfg: Config, part: str) -> TradingEnv:
 
 def has_overlay(cfg: Config) -> bool:
     """Whether ``cfg`` trades one asset under the risk overlay."""
-    return cfg.env.id == TRADING_ID and bool(
-        resolve_overlay(cfg.env.kwargs, cfg.risk).get("overlay")
-    )
+    kind = env_kind(cfg.env.id)
+    single = kind is not None and kind.single_asset
+    return single and bool(resolve_overlay(cfg.env.kwargs, cfg.risk).get("overlay"))
 
 
 def walkforward_limit(

@@ -1,6 +1,6 @@
 """The references held in the agent's own env, and which benchmark a verdict is read against.
 
-A risk overlay (:mod:`riskppo.envs.trading.overlay`) caps the agent's position before every
+A risk overlay (:mod:`riskppo.envs.execution.overlay`) caps the agent's position before every
 fill. A reference without it is not the same bet: the overlay alone moves a full vol-targeted
 position by several tenths of a Sharpe ratio either way, which an agent trading under it would
 be credited with (or charged for). So every trading backtest and walk-forward also holds two

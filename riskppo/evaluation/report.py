@@ -249,7 +249,7 @@ def _kv_grid(items: list[tuple[str, str]]) -> str:
 
 
 def _overlay_text(ov: Mapping[str, Any] | None) -> str:
-    """The agent's risk overlay (riskppo.envs.trading.overlay) and how it bound over the period."""
+    """The agent's risk overlay (riskppo.envs.execution.overlay), how it bound over the period."""
     if not ov:
         return "none"
     return (

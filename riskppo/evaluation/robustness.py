@@ -21,7 +21,7 @@ from riskppo.adversarial.attacks import ATTACKS, StepInput, get_attack
 from riskppo.agent import DistributionalPPO
 from riskppo.config import ConfigError
 from riskppo.envs.episodes import run_episodes
-from riskppo.envs.registration import TRADING_ID
+from riskppo.envs.registration import env_kind
 from riskppo.envs.vec.tensors import env_actions, obs_tensor
 from riskppo.evaluation.backtest import backtest
 from riskppo.evaluation.plots import figure_png
@@ -89,7 +89,8 @@ def evaluate_attack(
     """One row: return statistics under ``attack`` at ``eps`` (``eps=0``: clean)."""
     agent: Any = model if eps == 0 else AttackedAgent(model, attack, eps, steps, model.config.seed)
     row: dict[str, Any] = {"attack": attack if eps > 0 else "none", "eps": eps}
-    if model.config.env.id == TRADING_ID:
+    kind = env_kind(model.config.env.id)
+    if kind is not None and kind.single_asset:  # the single asset's backtest metrics
         metrics = backtest(model, part, agent=agent).metrics_dict()["agent"]
         row.update({k: metrics[k] for k in TRADING_KEYS})
     venv = model.make_eval_env(part=part, n_envs=min(n_episodes, 4))

@@ -31,8 +31,8 @@ from typing import Any
 
 from riskppo.agent import DistributionalPPO
 from riskppo.config import Config
-from riskppo.envs.factory import trading_range
-from riskppo.envs.registration import TRADING_ID, data_kwargs, data_label
+from riskppo.envs.registration import data_kwargs, data_label, env_kind
+from riskppo.envs.trading.factory import trading_range
 from riskppo.evaluation.backtest import BacktestResult, backtest
 from riskppo.evaluation.backtest_result import SPLIT_NAMES
 from riskppo.runs.rundir import latest_good_checkpoint, open_run
@@ -50,10 +50,17 @@ __all__ = [
 ]
 
 
+def single_asset(cfg: Config) -> bool:
+    """Whether ``cfg`` trains a single-asset bar env (the trading env): its data section names
+    the asset, its splits are periods of it (:class:`~riskppo.envs.registration.EnvKind`)."""
+    kind = env_kind(cfg.env.id)
+    return kind is not None and kind.single_asset
+
+
 def run_label(cfg: Config) -> str:
     """What a run trains on: its env id and, for trading, the data actually used (the file of
     ``data.path``, else the bundled dataset), e.g. ``"riskppo/Trading-v0 on prices.csv"``."""
-    if cfg.env.id != TRADING_ID:
+    if not single_asset(cfg):
         return cfg.env.id
     return f"{cfg.env.id} on {data_label(cfg.data.dataset, cfg.data.path, cfg.data.symbol)}"
 
@@ -62,7 +69,7 @@ def distinct_episodes(cfg: Config, split: str, n_episodes: int) -> int:
     """Deterministic evaluation episodes worth running on ``split``: 1 where every episode is the
     same one — the trading env starting each at the period's first bar (``random_start`` false,
     the default outside the train split) — else ``n_episodes``."""
-    if cfg.env.id != TRADING_ID or cfg.env.kwargs.get("random_start", split == "train"):
+    if not single_asset(cfg) or cfg.env.kwargs.get("random_start", split == "train"):
         return n_episodes
     return 1
 
@@ -70,7 +77,7 @@ def distinct_episodes(cfg: Config, split: str, n_episodes: int) -> int:
 def return_unit(cfg: Config) -> str:
     """What an episode return is, in words: on the trading env the sum of the rewards, each the
     bar's net log return times ``reward_scale`` (so, at scale 1, the log return of equity)."""
-    if cfg.env.id != TRADING_ID:
+    if not single_asset(cfg):
         return "episode return (sum of rewards)"
     scale = float(cfg.env.kwargs.get("reward_scale", 1.0))
     unit = "log return of equity over the episode, net of costs"
@@ -98,7 +105,7 @@ def evaluation_summary(run_dir: Path, n_episodes: int = 10, split: str = "val") 
         n = distinct_episodes(cfg, split, n_episodes)
         stats = model.evaluate(n_episodes=n, deterministic=True, part=split)
         steps = int(model.num_timesteps)
-    trading = cfg.env.id == TRADING_ID
+    trading = single_asset(cfg)
     return {
         "run_dir": str(run_dir),
         "checkpoint": ckpt.name,

@@ -9,10 +9,10 @@ exposure) and the overlay's own timing is credited to the agent.
 
 :class:`EnvTables` holds the env's per-step tables over a record — the sizing's exposure per
 unit of signal ``uncapped_scale``, the overlay's ``overlay_cap``, the fill table's returns
-(:mod:`riskppo.envs.trading.fills`) and where the env starts flat — and turns ``[n, T]`` signals
+(:mod:`riskppo.envs.execution.fills`) and where the env starts flat — and turns ``[n, T]`` signals
 into the positions and net returns a :class:`~riskppo.envs.TradingEnv` would book for each of
-them (:func:`~riskppo.envs.trading.overlay.overlay_exposure`,
-:func:`~riskppo.envs.trading.fills.step_returns`): array operations over all ``n`` signals at
+them (:func:`~riskppo.envs.execution.overlay.overlay_exposure`,
+:func:`~riskppo.envs.execution.fills.step_returns`): array operations over all ``n`` signals at
 once, equal to stepping the env with each signal sequence. :func:`timing_null` ranks the agent
 among them (:func:`riskppo.stats.null.rank_against_null`).
 """
@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from riskppo.envs.trading.fills import FillReturns, fill_returns, step_returns
-from riskppo.envs.trading.overlay import overlay_exposure
+from riskppo.envs.execution.fills import FillReturns, fill_returns, step_returns
+from riskppo.envs.execution.overlay import overlay_exposure
 from riskppo.stats.null import RandomTiming, random_signals, rank_against_null
 
 if TYPE_CHECKING:

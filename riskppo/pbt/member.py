@@ -31,7 +31,7 @@ import torch
 
 from riskppo.agent import DistributionalPPO
 from riskppo.config import Config, HyperparamSpec, PBTConfig, set_by_path
-from riskppo.envs.registration import PORTFOLIO_ID, TRADING_ID
+from riskppo.envs.registration import KINDS, env_kind
 from riskppo.evaluation.backtest import backtest
 from riskppo.persist.checkpoint import (
     CheckpointData,
@@ -45,7 +45,6 @@ from riskppo.persist.checkpoint import (
 from riskppo.runs.rundir import drop_metrics_after, save_run_checkpoint
 
 LR = "ppo.learning_rate"
-MARKET_IDS = (TRADING_ID, PORTFOLIO_ID)
 """The envs whose members are scored on a validation backtest, feasibility first (R-PBT-4)."""
 INFEASIBLE_BASE = -1e3
 """Score of an infeasible (or flat) trading member with zero violation; more violation is lower."""
@@ -184,14 +183,11 @@ def resolve_metric(cfg: Config) -> str:
     """R-PBT-4: validation Sharpe for the trading and the portfolio env, mean evaluation return
     otherwise (``auto``)."""
     metric = cfg.pbt.metric
-    market = cfg.env.id in MARKET_IDS
+    market = env_kind(cfg.env.id) is not None
     if metric == "auto":
         return "sharpe" if market else "mean_return"
     if metric not in ("mean_return", "cvar") and not market:
-        raise ValueError(
-            f"pbt.metric={metric!r} needs the trading env ({TRADING_ID}) or the portfolio env "
-            f"({PORTFOLIO_ID})"
-        )
+        raise ValueError(f"pbt.metric={metric!r} needs a bar env ({' or '.join(KINDS)})")
     return metric
 
 
@@ -256,7 +252,8 @@ def member_score(model: DistributionalPPO, pbt: PBTConfig) -> tuple[float, dict[
     trading), and the figures it came from.
 
     Other envs: the mean (or CVaR) of the evaluation returns. Trading and portfolio
-    (:data:`MARKET_IDS`): the validation backtest's ``metric`` among feasible members, see
+    (the kinds of :data:`~riskppo.envs.registration.KINDS`): the validation backtest's
+    ``metric`` among feasible members, see
     :func:`constrained_score` and :func:`validation_metrics`; the CVaR limit is
     ``pbt.selection_cvar_limit`` (else the model config's ``risk.cvar_limit``), the horizon and
     α are the config's ``risk.cvar_horizon`` (20 if None) and ``risk.cvar_alpha``.
@@ -270,7 +267,7 @@ def member_score(model: DistributionalPPO, pbt: PBTConfig) -> tuple[float, dict[
         key = "mean" if metric == "mean_return" else "cvar"
         value = float(stats[key])
         details.update({f"val_{k}": float(v) for k, v in stats.items()})
-        if cfg.env.id not in MARKET_IDS:
+        if env_kind(cfg.env.id) is None:
             return value, details
     agent = validation_metrics(model)
     details.update({f"val_{k}": float(v) for k, v in agent.items() if v is not None})
@@ -298,7 +295,8 @@ def validation_metrics(model: DistributionalPPO) -> dict[str, Any]:
     (net log returns, gross exposure as the position; no baselines are fitted), with the
     config's ``risk.cvar_alpha``, ``cvar_horizon`` and ``cvar_limit``."""
     cfg = model.config
-    if cfg.env.id != PORTFOLIO_ID:
+    kind = env_kind(cfg.env.id)
+    if kind is not None and kind.single_asset:
         return backtest(model, "val").metrics_dict()["agent"]
     from riskppo.evaluation.metrics import strategy_metrics
     from riskppo.evaluation.portfolio.backtest import portfolio_backtest

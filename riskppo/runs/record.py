@@ -18,9 +18,9 @@ import torch
 from stable_baselines3.common.vec_env import VecEnv
 
 from riskppo.agent import DistributionalPPO
-from riskppo.config import Config, ConfigError
+from riskppo.config import Config
 from riskppo.demos.files import Demonstrations, save_demonstrations
-from riskppo.envs.registration import TRADING_ID
+from riskppo.envs.registration import market_kind
 from riskppo.envs.teacher import TeacherRecorder, strategy_teacher, trading_env
 from riskppo.envs.vec.build import build_vec_env
 
@@ -79,8 +79,7 @@ def _demonstrations(
 def record_strategy(cfg: Config, strategy: str, n_steps: int) -> Demonstrations:
     """Demonstrations of baseline ``strategy`` on ``cfg``'s trading env (train split,
     ``env.n_envs`` envs with the config's random starts), ``n_steps`` steps each."""
-    if cfg.env.id != TRADING_ID:
-        raise ConfigError(f"riskppo record --strategy needs the trading env, not {cfg.env.id}")
+    market_kind(cfg.env.id, "riskppo record --strategy", single_asset=True)
     venv = build_vec_env(cfg.env.id, cfg.env, cfg.seed, cfg.data, part="train", risk=cfg.risk)
     try:
         env = trading_env(venv)

@@ -24,9 +24,9 @@ from riskppo import DistributionalPPO
 from riskppo.cli.backtest import cmd_backtest, print_flat_warning
 from riskppo.cli.runner import train_run
 from riskppo.config import Config
-from riskppo.envs.factory import make_trading_env, trading_range
 from riskppo.envs.market.datasets import load_dataset
 from riskppo.envs.trading.env import TradingEnv
+from riskppo.envs.trading.factory import make_trading_env, trading_range
 from riskppo.evaluation.backtest import (
     STRATEGIES,
     backtest,

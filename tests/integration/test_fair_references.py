@@ -19,9 +19,9 @@ import pytest
 from riskppo.cli.backtest import print_metrics_table
 from riskppo.cli.runner import train_run
 from riskppo.config import Config
-from riskppo.envs.factory import make_trading_env
 from riskppo.envs.market.synthetic import gbm
 from riskppo.envs.trading.env import TradingEnv
+from riskppo.envs.trading.factory import make_trading_env
 from riskppo.evaluation.backtest import backtest_run, flat_warning
 from riskppo.evaluation.baselines import run_policy
 from riskppo.evaluation.timing_null import env_tables, timing_null

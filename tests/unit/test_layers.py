@@ -1,6 +1,12 @@
 """design §11: subpackages import only downward — no import cycle between them, whether the import
 sits at module level or inside a function (a function-level import would only hide one) — and each
-room imports only the rooms below it (:data:`LAYERS`)."""
+room imports only the rooms below it (:data:`LAYERS`); inside a room, its folders and modules
+form no circle either and, where the room orders them (:data:`ROOM_LAYERS`), import only
+downward.
+
+Entry points (``"module:name"`` strings, as in Gymnasium's registry and
+:class:`~riskppo.envs.registration.EnvKind`) are not imports: they name a plug-in the registry
+loads on use."""
 
 from __future__ import annotations
 
@@ -222,3 +228,97 @@ def test_the_command_line_is_the_top_room_and_nothing_imports_it():
         if dst == "riskppo.cli" or dst.startswith("riskppo.cli.")
     )
     assert up == []
+
+
+# Inside a room: its folders and top-level modules ("units"), lowest first. A unit may import only
+# units of an earlier layer; a room listed here must place every unit it has. The env kinds
+# (trading/, portfolio/) sit on the shared execution mechanics (execution/) and the market data
+# and estimators (market/), never the other way round.
+ROOM_LAYERS: dict[str, list[set[str]]] = {
+    "envs": [
+        {"market"},
+        {"causality", "episodes", "execution", "tasks"},
+        {"feature_registry"},
+        {"features"},
+        {"registration"},
+        {"kwargs_check"},
+        {"vec"},
+        {"trading", "portfolio"},
+        {"teacher"},
+    ],
+}
+# Rooms whose folders are ordered among themselves only (their modules are checked for circles).
+ROOM_FOLDERS: dict[str, list[set[str]]] = {
+    "evaluation": [{"walkforward"}, {"portfolio", "live"}, {"kinds"}],
+}
+
+
+def room_graph(room: str, package: Path = PACKAGE) -> dict[str, set[str]]:
+    """Edges ``unit → unit`` between the folders and top-level modules of ``riskppo/<room>``
+    (every import, function-level and typing ones included; the room's ``__init__``, which only
+    re-exports lazily, is left out)."""
+    prefix = f"{package.name}.{room}."
+    edges: dict[str, set[str]] = defaultdict(set)
+    for src, dsts in module_graph(package).items():
+        if not src.startswith(prefix):
+            continue
+        a = src[len(prefix) :].split(".")[0]
+        for dst in dsts:
+            b = dst[len(prefix) :].split(".")[0] if dst.startswith(prefix) else None
+            if b is not None and b != a:
+                edges[a].add(b)
+    return edges
+
+
+def room_upward_imports(
+    edges: dict[str, set[str]], layers: list[set[str]], strict: bool = True
+) -> list[str]:
+    """``src → dst`` for every import inside a room that is not below ``src``; with ``strict``
+    an unplaced unit is an error too, else imports of unplaced units are not checked."""
+    rank = {unit: i for i, layer in enumerate(layers) for unit in layer}
+    bad = []
+    for src, dsts in sorted(edges.items()):
+        for dst in sorted(dsts):
+            placed = src in rank and dst in rank
+            if (strict and not placed) or (placed and rank[dst] >= rank[src]):
+                bad.append(f"{src} → {dst}")
+    return bad
+
+
+def _rooms() -> list[str]:
+    return sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file())
+
+
+def test_no_import_cycle_between_the_folders_of_a_room():
+    found = {room: cycles(room_graph(room)) for room in _rooms()}
+    assert {room: c for room, c in found.items() if c} == {}
+
+
+def test_the_folders_of_a_room_import_only_folders_below():
+    bad = {
+        room: room_upward_imports(room_graph(room), layers) for room, layers in ROOM_LAYERS.items()
+    }
+    bad |= {
+        room: room_upward_imports(room_graph(room), layers, strict=False)
+        for room, layers in ROOM_FOLDERS.items()
+    }
+    assert {room: b for room, b in bad.items() if b} == {}
+
+
+def test_the_room_rule_sees_an_upward_import_and_a_circle(tmp_path):
+    """A function-level import from a lower folder of a room up into a higher one is seen."""
+    pkg = tmp_path / "riskppo"
+    for folder in ("envs", "envs/market", "envs/trading", "envs/vec"):
+        (pkg / folder).mkdir(parents=True)
+        (pkg / folder / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "envs" / "market" / "a.py").write_text(
+        "def f():\n    from riskppo.envs.trading.b import x\n"
+    )
+    (pkg / "envs" / "trading" / "b.py").write_text("from riskppo.envs.vec import c\n")
+    (pkg / "envs" / "vec" / "c.py").write_text("from riskppo.envs.trading import d\n")
+    (pkg / "envs" / "trading" / "d.py").write_text("")
+    edges = room_graph("envs", pkg)
+    layers = [{"market"}, {"vec"}, {"trading"}]
+    assert room_upward_imports(edges, layers) == ["market → trading", "vec → trading"]
+    assert cycles(edges) == [["trading", "vec"]]

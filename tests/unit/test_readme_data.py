@@ -14,9 +14,9 @@ import pytest
 
 from riskppo.cli.main import load_config
 from riskppo.config import ConfigError
-from riskppo.envs.factory import make_trading_env
 from riskppo.envs.market.ohlcv import load_ohlcv
 from riskppo.envs.registration import resolve_overlay
+from riskppo.envs.trading.factory import make_trading_env
 
 README = Path(__file__).resolve().parents[2] / "docs" / "data.md"
 

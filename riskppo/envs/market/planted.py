@@ -12,7 +12,7 @@ Noise is GARCH(1, 1) with Student-t innovations (Bollerslev 1986, 1987): volatil
 tails are heavy, as in daily equity returns. The close path is exactly the simulated log-return
 path; each bar opens at the previous close times a small unpredictable gap (a tenth of the bar's
 volatility), so nearly all of the predictable move falls inside the session and the edge is
-tradable by an order filled at the next open (:mod:`riskppo.envs.trading.fills`). Highs, lows and
+tradable by an order filled at the next open (:mod:`riskppo.envs.execution.fills`). Highs, lows and
 volume are built as in :mod:`riskppo.envs.market.synthetic`.
 
 Randomness comes only from ``numpy.random.default_rng(seed)``: the same arguments give the same

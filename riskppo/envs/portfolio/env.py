@@ -6,30 +6,26 @@ import math
 from collections.abc import Sequence
 from typing import Any, SupportsFloat
 
-import gymnasium as gym
 import numpy as np
 import pandas as pd
 from gymnasium import spaces
-from numpy.lib.stride_tricks import sliding_window_view
 
-from riskppo.envs.episode_range import episode_range, resolve_bar
+from riskppo.envs.execution.args import validate_min_signal
+from riskppo.envs.execution.bar_env import FEATURE_BOUND, BarEnv, observation_table
+from riskppo.envs.execution.fills import fill_returns, resolve_fill
+from riskppo.envs.execution.overlay import RiskOverlay, binding_stats
+from riskppo.envs.execution.spec import BarSpec
 from riskppo.envs.features import check_signal_bound, compute_features, split_features
-from riskppo.envs.market.signals import check_signal_names
+from riskppo.envs.market.estimators import COVARIANCES, causal_covariance
 from riskppo.envs.portfolio.data import PortfolioData
 from riskppo.envs.portfolio.math import (
-    COVARIANCES,
     MAX_LOGIT_SCALE,
-    causal_covariance,
     long_only_weights,
     long_short_weights,
     rebalance_step,
     vol_scale,
 )
 from riskppo.envs.portfolio.overlay import portfolio_cap, portfolio_overlay_tables
-from riskppo.envs.trading.args import validate_min_signal, validate_scalars, validate_sizing
-from riskppo.envs.trading.env import FEATURE_BOUND
-from riskppo.envs.trading.fills import fill_returns, resolve_fill
-from riskppo.envs.trading.overlay import RiskOverlay, binding_stats
 
 __all__ = ["PORTFOLIO_FEATURES", "PortfolioEnv"]
 _sum = np.add.reduce
@@ -48,7 +44,7 @@ PORTFOLIO_FEATURES: tuple[str, ...] = (
 )
 
 
-class PortfolioEnv(gym.Env[np.ndarray, Any]):
+class PortfolioEnv(BarEnv):
     """Allocate across ``N`` aligned assets (:class:`~riskppo.envs.portfolio.data.PortfolioData`).
 
     **Actions.** ``Box(-1, 1, (N,), float32)``, mapped to *signal weights* ``w_t``
@@ -73,7 +69,7 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
     (``covariance="ewm"`` with span ``vol_span``, or ``"ledoit_wolf"`` over the last
     ``vol_span`` returns); the rest is cash. ``sizing="none"``: ``h_t = w_t``.
 
-    **Risk overlay.** ``overlay`` (a :class:`~riskppo.envs.trading.overlay.RiskOverlay` or its
+    **Risk overlay.** ``overlay`` (a :class:`~riskppo.envs.execution.overlay.RiskOverlay` or its
     settings as a dict) caps the position at each bar so the held weights' *forecast* CVaR of the
     next ``overlay.horizon`` bars stays within ``overlay.limit``
     (:mod:`riskppo.envs.portfolio.overlay`): ``h_t = w_t · min(s_t · scale_t, cap_t)``, or with
@@ -84,14 +80,14 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
     (``[T]``, NaN on bars not stepped) record the bars the env has decided on;
     :meth:`overlay_binding` summarises them.
 
-    **Fills, costs, reward.** As :class:`~riskppo.envs.TradingEnv`, per asset: ``fill``
-    (``auto``: ``next_open`` when every asset has opens, else ``next_close``) sets which log
-    returns the held and the new weights earn over the step (:mod:`riskppo.envs.trading.fills`); the
-    fee is ``fee`` per unit of each asset's ``|Δweight|`` (drift since the last fill included), the
-    borrow cost ``borrow_rate / bars_per_year`` per unit of short weight. The reward is
-    ``reward_scale · (gross − fee − borrow)``, ``gross`` the portfolio's log return, so rewards
-    sum to the log of the final equity and a CVaR constraint on ``cvar_horizon``-step sums of
-    rewards is a constraint on the portfolio's log return (:mod:`riskppo.algo.constraints.cvar`).
+    **Fills, costs, reward.** As :class:`~riskppo.envs.TradingEnv`, per asset: ``fill`` (``auto``:
+    ``next_open`` when every asset has opens, else ``next_close``) sets which log returns the held
+    and the new weights earn over the step (:mod:`riskppo.envs.execution.fills`); the fee is ``fee``
+    per unit of each asset's ``|Δweight|`` (drift since the last fill included), the borrow cost
+    ``borrow_rate / bars_per_year`` per unit of short weight. The reward is ``reward_scale · (gross
+    − fee − borrow)``, ``gross`` the portfolio's log return, so rewards sum to the log of the final
+    equity and a CVaR constraint on ``cvar_horizon``-step sums of rewards is a constraint on the
+    portfolio's log return (:mod:`riskppo.algo.constraints.cvar`).
 
     **Observation** (float32, ``window · N · F + N``): for bars ``t-window+1 .. t`` (oldest
     first) each asset's ``F`` causal ``features`` (:mod:`riskppo.envs.features`, asset by asset
@@ -110,10 +106,7 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
     (the sizing's scale before the cap, times the signal with ``clip``) and ``overlay_cap``.
     """
 
-    metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 (gymnasium convention)
-
-    _t: int
-    _end_bar: int
+    # episode state (see _new_episode_state; the account's in BarEnv)
     _held: np.ndarray
     _filled: np.ndarray
     _contrib: np.ndarray
@@ -121,12 +114,6 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
     _signal_now: float
     _uncapped_now: float
     _cap_now: float
-    _log_equity: float
-    _log_peak: float
-    _turnover: float
-    _sum_abs_gross: float
-    _sum_costs: float
-    _steps: int
 
     def __init__(
         self,
@@ -159,31 +146,13 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
         render_mode: str | None = None,
     ) -> None:
         super().__init__()
-        _check_options(render_mode, logit_scale, max_gross, covariance)
-        self.render_mode = None
-        validate_scalars(
-            window=window,
-            fee=fee,
-            borrow_rate=borrow_rate,
-            reward_scale=reward_scale,
-            bars_per_year=bars_per_year,
-            episode_length=episode_length,
-            ruin_equity=ruin_equity,
-        )
-        validate_sizing(sizing, vol_target, vol_span, max_leverage)
+        _check_options(logit_scale, max_gross, covariance)
+        self._init_spec(BarSpec.of("PortfolioEnv", locals()))
         self.data, self.symbols, self.n_assets = data, data.symbols, len(data.symbols)
-        self.signals = check_signal_names(signals)
-        self.window, self.fee, self.borrow_rate = int(window), float(fee), float(borrow_rate)
-        self.long_only, self.logit_scale = bool(long_only), float(logit_scale)
+        self.logit_scale, self.max_gross = float(logit_scale), float(max_gross)
         _check_exposure(exposure_signal, min_signal)
         self.exposure_signal, self.min_signal = bool(exposure_signal), float(min_signal)
-        self.max_gross = float(max_gross)
-        self.reward_scale, self.bars_per_year = float(reward_scale), float(bars_per_year)
-        self.episode_length = None if episode_length is None else int(episode_length)
-        self.random_start, self.ruin_equity = bool(random_start), ruin_equity
-        self.sizing, self.vol_target, self.vol_span = sizing, float(vol_target), int(vol_span)
-        self.max_leverage, self.covariance = float(max_leverage), covariance
-        self.overlay = None if overlay is None else RiskOverlay.of(overlay)
+        self.covariance = covariance
         opens = _all_opens(data)
         self.fill: str = resolve_fill(fill, opens)
         self._init_bars(features, opens, start, end)
@@ -209,7 +178,7 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
         warmup = mats[0].warmup + self.window - 1
         spans = (self.overlay.slow_span, self.overlay.fast_span) if self.overlay is not None else ()
         self._first_valid = max(warmup, self.vol_span if self.sizing == "vol_target" else 0, *spans)
-        self._init_range(start, end)
+        self._init_range(self.data.index, start, end, "feature warm-up, window and covariance span")
         self._cov = (
             causal_covariance(close, self.covariance, self.vol_span, self._first_start)
             if self.sizing == "vol_target"
@@ -235,10 +204,9 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
         row = values.shape[1]
         n_win = self.window * row
         self._n_win = n_win
-        table = np.zeros((self._n_bars, n_win + self.n_assets), dtype=np.float32)
-        table[: self.window - 1, :n_win] = np.nan  # incomplete windows, never observed
-        table[self.window - 1 :, :n_win] = sliding_window_view(values.reshape(-1), n_win)[::row]
-        self._table = table
+        table, _ = observation_table(values, self.window, self.n_assets)
+        assert table is not None  # no size limit
+        self._table: np.ndarray = table
         self._init_spaces()
 
     def _init_overlay(self, close: np.ndarray) -> None:
@@ -270,36 +238,7 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
         n_actions = self.n_assets + int(self.exposure_signal)
         self.action_space = spaces.Box(-1.0, 1.0, (n_actions,), np.float32)
 
-    def _init_range(self, start: Any, end: Any) -> None:
-        """Trading range ``[lo, hi)`` and the bars an episode may start from."""
-        index = self.data.index
-        self._range = episode_range(
-            resolve_bar(index, start, 0, "start"),
-            resolve_bar(index, end, self._n_bars, "end"),
-            first_valid=self._first_valid,
-            episode_length=self.episode_length,
-            random_start=self.random_start,
-            warmup_reason="feature warm-up, window and covariance span",
-            start=start,
-            end=end,
-        )
-        self._first_start, self._last_bar = self._range.first_start, self._range.last_bar
-
     # ------------------------------------------------------------------ public properties
-
-    @property
-    def first_valid_index(self) -> int:
-        """First bar with a complete observation and (with sizing) covariance."""
-        return self._first_valid
-
-    @property
-    def trading_range(self) -> tuple[int, int]:
-        """``(first decision bar, last bar)`` of the range (inclusive)."""
-        return self._range.bounds
-
-    @property
-    def max_episode_steps(self) -> int:
-        return self._range.steps
 
     @property
     def covariance_table(self) -> np.ndarray | None:
@@ -318,8 +257,8 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
 
     def overlay_binding(self, lo: int | None = None, hi: int | None = None) -> dict[str, Any]:
         """The overlay's settings and how it bound on the decision bars ``[lo, hi)`` the env has
-        stepped (default: the trading range; :func:`~riskppo.envs.trading.overlay.binding_stats`; a
-        bar's latest decision counts); ``{}`` without an overlay."""
+        stepped (default: the trading range; :func:`~riskppo.envs.execution.overlay.binding_stats`;
+        a bar's latest decision counts); ``{}`` without an overlay."""
         if self.overlay is None or self.overlay_cap is None or self.uncapped_scale is None:
             return {}
         a = self._first_start if lo is None else lo
@@ -352,18 +291,6 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
 
     # ------------------------------------------------------------------ gymnasium API
 
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[np.ndarray, dict[str, Any]]:
-        super().reset(seed=seed)
-        start = None
-        if options and options.get("start") is not None:
-            start = resolve_bar(self.data.index, options["start"], 0, "options['start']")
-        t0, end_bar = self._range.episode(self.np_random, start)
-        self._new_episode_state(t0, end_bar)
-        self._needs_reset = False
-        return self._observe(t0), self._info(0.0, 0.0, 0.0, 0.0)
-
     def step(self, action: Any) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
         return self.step_weights(self.signal_weights(action), self.exposure(action))
 
@@ -395,27 +322,12 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
             delayed=self._delayed,
         )
         costs = acct.fee_cost + acct.borrow_cost
-        net = acct.gross - costs
-        log_eq = self._log_equity + net
-        self._log_equity = log_eq
-        self._log_peak = max(self._log_peak, log_eq)
-        self._turnover += acct.turnover
-        self._sum_abs_gross += abs(acct.gross)
-        self._sum_costs += costs
         self._held, self._filled, self._scale_now = acct.held_after, h_new, scale
         self._signal_now = signal
         self._contrib = acct.contributions
-        self._t = t = t + 1
-        self._steps += 1
-        terminated = self.ruin_equity is not None and math.exp(log_eq) <= self.ruin_equity
-        truncated = t >= self._end_bar
-        if terminated or truncated:
-            self._needs_reset = True
+        net, terminated, truncated = self._book(acct.gross, costs, acct.turnover)
         info = self._info(acct.gross, costs, acct.fee_cost, acct.borrow_cost)
-        return self._observe(t), net * self.reward_scale, terminated, truncated, info
-
-    def render(self) -> None:
-        return None
+        return self._observe(self._t), net * self.reward_scale, terminated, truncated, info
 
     # ------------------------------------------------------------------ internals
 
@@ -435,15 +347,12 @@ class PortfolioEnv(gym.Env[np.ndarray, Any]):
         return (min(scale, cap), signal) if o.mode == "scale" else (min(uncapped, cap), 1.0)
 
     def _new_episode_state(self, t0: int, end_bar: int) -> None:
-        self._t, self._end_bar = t0, end_bar
+        super()._new_episode_state(t0, end_bar)
         self._held = np.zeros(self.n_assets)
         self._filled = np.zeros(self.n_assets)
         self._contrib = np.zeros(self.n_assets)
         self._scale_now = self._signal_now = 0.0
         self._uncapped_now = self._cap_now = math.nan
-        self._log_equity = self._log_peak = 0.0
-        self._turnover = self._sum_abs_gross = self._sum_costs = 0.0
-        self._steps = 0
 
     def _observe(self, t: int) -> np.ndarray:
         obs = self._table[t].copy()
@@ -488,10 +397,8 @@ def _all_opens(data: PortfolioData) -> np.ndarray | None:
     return np.stack([f["open"].to_numpy(np.float64) for f in data.frames], axis=1)
 
 
-def _check_options(render_mode: Any, logit_scale: Any, max_gross: Any, covariance: Any) -> None:
-    """The render mode, the weight map's and the covariance's arguments (one line each)."""
-    if render_mode is not None:
-        raise ValueError(f"PortfolioEnv has no render modes, got render_mode={render_mode!r}")
+def _check_options(logit_scale: Any, max_gross: Any, covariance: Any) -> None:
+    """The weight map's and the covariance's arguments (one line each)."""
     _positive("logit_scale", logit_scale, MAX_LOGIT_SCALE)
     _positive("max_gross", max_gross)
     if covariance not in COVARIANCES:

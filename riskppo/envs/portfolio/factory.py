@@ -13,11 +13,11 @@ from functools import lru_cache
 from typing import Any
 
 from riskppo.config import ConfigError
-from riskppo.envs.factory import SPLIT_PARTS, FileOptions, _bar_range
 from riskppo.envs.market.calendar import file_bars_per_year
 from riskppo.envs.market.datasets import DATASETS
 from riskppo.envs.market.errors import data_warnings_in
 from riskppo.envs.market.ohlcv import DataError, NanPolicy, default_split, index_range
+from riskppo.envs.market.parts import SPLIT_PARTS, FileOptions, bar_range
 from riskppo.envs.portfolio.data import PortfolioData, load_portfolio
 from riskppo.envs.portfolio.env import PortfolioEnv
 
@@ -62,12 +62,12 @@ def portfolio_range(
     data: PortfolioData, split: Sequence[float], part: str, bars: Sequence[int] | None
 ) -> tuple[PortfolioData, int, int]:
     """``data`` (cut at ``bars[3]`` when given) and the ``[lo, hi)`` bars of ``part``, exactly as
-    :func:`~riskppo.envs.factory.trading_range` splits one asset."""
+    :func:`~riskppo.envs.trading.factory.trading_range` splits one asset."""
     if part not in SPLIT_PARTS:
         raise ValueError(f"portfolio env: part must be one of {SPLIT_PARTS}, got {part!r}")
     first = data.frames[0]
     if bars is not None:
-        cut, lo, hi = _bar_range(first, tuple(bars), part, data.label)
+        cut, lo, hi = bar_range(first, tuple(bars), part, data.label)
         return data.head(len(cut)), lo, hi
     try:
         parts = default_split(first, tuple(split))

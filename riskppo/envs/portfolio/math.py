@@ -1,23 +1,14 @@
-"""Pure math of a many-asset portfolio: causal covariance estimates, volatility targeting, target
-weights from an action, and the accounting of one rebalancing step.
-
-**Covariance** (``[T, N, N]``, entry ``t`` from the one-bar log returns ``r_1 .. r_t`` only, NaN
-before it is defined):
-
-* ``"ewm"``: the zero-mean exponentially weighted estimate of :mod:`riskppo.envs.trading.sizing` for
-  every pair, ``Σ̂_t = Σ_k w^k r_{t-k} r_{t-k}ᵀ / Σ_k w^k``, ``w = 1 − 2/(span+1)``, defined once
-  ``span`` returns exist (RiskMetrics 1996).
-* ``"ledoit_wolf"``: the Ledoit & Wolf (2004) shrinkage of the sample covariance of the last
-  ``window`` returns towards a scaled identity (scikit-learn's ``ledoit_wolf``), defined once
-  ``window`` returns exist.
+"""Pure math of a many-asset portfolio: volatility targeting, target weights from an action, and
+the accounting of one rebalancing step. The causal covariance ``Σ̂_t`` (``[T, N, N]``) it sizes
+with is one of :mod:`riskppo.envs.market.estimators`.
 
 **Volatility targeting.** For signal weights ``w`` the exposure scale is
 ``min(vol_target / sqrt(wᵀ Σ̂_t w · bars_per_year), max_leverage)`` (the portfolio analogue of
-:func:`~riskppo.envs.trading.sizing.vol_target_scale`; a zero variance takes the leverage cap), and
-the held weights are ``scale · w``; the rest of the equity is cash earning nothing.
+:func:`~riskppo.envs.execution.sizing.vol_target_scale`; a zero variance takes the leverage cap),
+and the held weights are ``scale · w``; the rest of the equity is cash earning nothing.
 
-**One step** (the fill tables of :mod:`riskppo.envs.trading.fills`, per asset: ``old`` earned by the
-weights held before the fill, ``new`` by those filled): with ``g(h, r) = Σ_i h_i (e^{r_i} − 1)``
+**One step** (the fill tables of :mod:`riskppo.envs.execution.fills`, per asset: ``old`` earned by
+the weights held before the fill, ``new`` by those filled): with ``g(h, r) = Σ_i h_i (e^{r_i} − 1)``
 the simple return of weights ``h`` over log returns ``r``,
 
 .. code-block:: text
@@ -45,71 +36,17 @@ from typing import NamedTuple
 import numpy as np
 
 __all__ = [
-    "COVARIANCES",
     "MAX_LOGIT_SCALE",
     "StepAccount",
-    "causal_covariance",
-    "ewm_covariance",
-    "ledoit_wolf_covariance",
-    "log_returns",
     "long_only_weights",
     "long_short_weights",
     "rebalance_step",
     "vol_scale",
 ]
 
-COVARIANCES: tuple[str, ...] = ("ewm", "ledoit_wolf")
 MAX_LOGIT_SCALE = 50.0  # e^50 is far from float64's overflow at e^709
 _MIN_GROWTH = 1e-12
 _sum = np.add.reduce  # a direct ufunc reduction: half the overhead of ndarray.sum on [N]
-
-
-def log_returns(close: np.ndarray) -> np.ndarray:
-    """``[T, N]`` one-bar log returns of ``[T, N]`` closes; row 0 is NaN."""
-    lc = np.log(np.asarray(close, dtype=np.float64))
-    out = np.full(lc.shape, np.nan)
-    out[1:] = np.diff(lc, axis=0)
-    return out
-
-
-def ewm_covariance(close: np.ndarray, span: int) -> np.ndarray:
-    """``[T, N, N]`` zero-mean EWM covariance of one-bar log returns, per bar (module docstring;
-    NaN for bars ``t < span``)."""
-    r = log_returns(close)
-    n_bars, n = r.shape
-    decay = 1.0 - 2.0 / (span + 1.0)
-    out = np.full((n_bars, n, n), np.nan)
-    acc = np.zeros((n, n))
-    norm = 0.0
-    for t in range(1, n_bars):
-        acc = decay * acc + np.outer(r[t], r[t])
-        norm = decay * norm + 1.0
-        if t >= span:
-            out[t] = acc / norm
-    return out
-
-
-def ledoit_wolf_covariance(close: np.ndarray, window: int, first: int = 0) -> np.ndarray:
-    """``[T, N, N]`` Ledoit-Wolf shrunk covariance of the last ``window`` one-bar log returns
-    (centred), per bar from ``max(first, window)`` on (NaN before)."""
-    from sklearn.covariance import ledoit_wolf
-
-    r = log_returns(close)
-    n_bars, n = r.shape
-    out = np.full((n_bars, n, n), np.nan)
-    for t in range(max(first, window), n_bars):
-        out[t] = ledoit_wolf(r[t - window + 1 : t + 1])[0]
-    return out
-
-
-def causal_covariance(close: np.ndarray, kind: str, span: int, first: int = 0) -> np.ndarray:
-    """The ``kind`` estimate (:data:`COVARIANCES`) with span / window ``span`` (``[T, N, N]``);
-    ``first``: bars before it may be left NaN (never used)."""
-    if kind == "ewm":
-        return ewm_covariance(close, span)
-    if kind == "ledoit_wolf":
-        return ledoit_wolf_covariance(close, span, first)
-    raise ValueError(f"covariance={kind!r} is invalid: must be one of {COVARIANCES}")
 
 
 def vol_scale(

@@ -1,4 +1,4 @@
-"""The pre-trade risk overlay (:mod:`riskppo.envs.trading.overlay`) for a many-asset portfolio.
+"""The pre-trade risk overlay (:mod:`riskppo.envs.execution.overlay`) for a many-asset portfolio.
 
 At each decision bar ``t`` the portfolio env caps the exposure scale of the target weights
 ``w_t`` (``[N]``) so the full targets' *forecast* CVaR of the next ``h`` bars stays inside the
@@ -32,8 +32,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from riskppo.envs.portfolio.math import ewm_covariance, log_returns
-from riskppo.envs.trading.overlay import RiskOverlay, standardised_sums, tail_multiplier
+from riskppo.envs.execution.overlay import RiskOverlay, standardised_sums, tail_multiplier
+from riskppo.envs.market.estimators import ewm_covariance, log_returns
 
 __all__ = ["PortfolioOverlayTables", "portfolio_cap", "portfolio_overlay_tables"]
 

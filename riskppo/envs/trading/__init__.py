@@ -1,10 +1,10 @@
 """The single-asset trading env and what it is made of.
 
 * :mod:`~riskppo.envs.trading.env`: :class:`TradingEnv`, one asset's bars as a Gymnasium env;
-* :mod:`~riskppo.envs.trading.args`: its argument checks;
-* :mod:`~riskppo.envs.trading.sizing`: volatility-targeted position sizing;
-* :mod:`~riskppo.envs.trading.overlay`: the pre-trade risk overlay (also the portfolio env's);
-* :mod:`~riskppo.envs.trading.fills`: when a decision fills and what one step earns;
+* :mod:`~riskppo.envs.execution.args`: its argument checks;
+* :mod:`~riskppo.envs.execution.sizing`: volatility-targeted position sizing;
+* :mod:`~riskppo.envs.execution.overlay`: the pre-trade risk overlay (also the portfolio env's);
+* :mod:`~riskppo.envs.execution.fills`: when a decision fills and what one step earns;
 * :mod:`~riskppo.envs.trading.batch` and :mod:`~riskppo.envs.trading.vec`: n episodes of one
   env stepped as array operations, and the vector env around them;
 * :mod:`~riskppo.envs.trading.strategies`: the baselines' and teachers' target exposures.

@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from gymnasium.utils import seeding
 
-from riskppo.envs.trading.account import account_step
+from riskppo.envs.execution.account import account_step
 from riskppo.envs.trading.env import TradingEnv
 
 __all__ = ["BatchStep", "TradingBatch"]

@@ -7,13 +7,22 @@ import math
 from collections.abc import Sequence
 from typing import Any, SupportsFloat
 
-import gymnasium as gym
 import numpy as np
 import pandas as pd
 from gymnasium import spaces
-from numpy.lib.stride_tricks import sliding_window_view
 
-from riskppo.envs.episode_range import episode_range, resolve_bar
+from riskppo.envs.execution.account import AccountSettings, account_step, signal_slope
+from riskppo.envs.execution.args import (
+    action_positions,
+    continuous_signal,
+    discrete_signal,
+    validate_min_signal,
+)
+from riskppo.envs.execution.bar_env import FEATURE_BOUND, BarEnv, observation_table
+from riskppo.envs.execution.fills import fill_returns, resolve_fill
+from riskppo.envs.execution.overlay import RiskOverlay, binding_stats, overlay_table
+from riskppo.envs.execution.sizing import vol_target_scale
+from riskppo.envs.execution.spec import BarSpec
 from riskppo.envs.features import (
     DEFAULT_FEATURES,
     check_signal_bound,
@@ -22,38 +31,21 @@ from riskppo.envs.features import (
     split_features,
 )
 from riskppo.envs.market.ohlcv import validate_ohlcv
-from riskppo.envs.market.signals import check_signal_names
-from riskppo.envs.trading.account import AccountSettings, account_step, signal_slope
-from riskppo.envs.trading.args import (
-    action_positions,
-    continuous_signal,
-    discrete_signal,
-    validate_min_signal,
-    validate_scalars,
-    validate_sizing,
-)
-from riskppo.envs.trading.fills import fill_returns, resolve_fill
-from riskppo.envs.trading.overlay import RiskOverlay, binding_stats, overlay_table
-from riskppo.envs.trading.sizing import vol_target_scale
 
 __all__ = ["TradingEnv"]
 
-# Features are clipped to +-FEATURE_BOUND (never active on real data: a log return of 1e6) so the
-# observation space is finite and depends only on the configuration, not on the data — train and
-# test envs of one configuration have equal spaces.
-FEATURE_BOUND = 1e6
 _TABLE_MAX_ELEMENTS = 16 * 2**20  # 64 MiB of float32
 _noted: set[str] = set()  # the left-out-features lines this process has logged
 log = logging.getLogger("riskppo")
 
 
-class TradingEnv(gym.Env[np.ndarray, Any]):
+class TradingEnv(BarEnv):
     """Trade one asset on OHLCV bars; the agent chooses a target position after each close.
 
     **Timing.** Let ``o_t``/``c_t`` be the open/close of bar ``t``. The observation at bar ``t``
     uses bars ``<= t`` only (features computed causally once at construction, see
     :mod:`riskppo.envs.features`). The action taken after observing it sets the exposure ``p_t``;
-    ``fill`` says when that order is filled (:mod:`riskppo.envs.trading.fills` has the table):
+    ``fill`` says when that order is filled (:mod:`riskppo.envs.execution.fills` has the table):
 
     * ``"next_open"``: at ``o_{t+1}``. Over the step ``t -> t+1`` the exposure held before,
       ``p_{t-1}``, earns the overnight gap ``log(o_{t+1}/c_t)`` and ``p_t`` earns the session
@@ -69,21 +61,21 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
       ``"next_close"``. :attr:`fill` holds the mode in use; ``info["fill"]`` reports it.
 
     **Sizing.** With ``sizing="none"`` the position is the action's target ``a_t`` itself. With
-    ``sizing="vol_target"`` the action is a *signal* and the position (exposure) is
-    ``p_t = a_t · min(vol_target / σ̂_t, max_leverage)``, ``σ̂_t`` the causal EWM volatility of
-    ``vol_span`` bars (closes ``<= t``), annualised (:mod:`riskppo.envs.trading.sizing`; Zhang,
-    Zohren & Roberts 2020), so the agent can stay in the market with less risk. ``overlay`` (a
-    :class:`~riskppo.envs.trading.overlay.RiskOverlay` or its settings as a dict) caps the exposure
-    at each bar so its *forecast* CVaR stays within a limit (:mod:`riskppo.envs.trading.overlay`):
-    ``p_t = clip(a_t · min(vol_target / σ̂_t, max_leverage), ±cap_t)``, or with its
-    ``mode="scale"`` ``p_t = a_t · min(vol_target / σ̂_t, max_leverage, cap_t)``;
-    :attr:`uncapped_scale` and :attr:`overlay_cap` hold the per-bar tables. The step returns the
-    observation of bar ``t+1`` and the reward ``reward_scale * (gross_t - fee_t - borrow_t)``:
-    the log growth of an account that holds the exposure as a share of its equity, rebalanced
-    to it at each fill, its share drifting with the price between fills; the fee is charged on
-    the share traded at the fill, the borrow cost on the short exposure held over bar ``t+1``'s
-    session (``p_{t-1}`` with ``next_close``, else ``p_t``). The formulas and the reward's exact
-    slopes: :mod:`riskppo.envs.trading.account`. Before the first step the account is flat.
+    ``sizing="vol_target"`` the action is a *signal* and the position (exposure) is ``p_t = a_t ·
+    min(vol_target / σ̂_t, max_leverage)``, ``σ̂_t`` the causal EWM volatility of ``vol_span`` bars
+    (closes ``<= t``), annualised (:mod:`riskppo.envs.execution.sizing`; Zhang, Zohren & Roberts
+    2020), so the agent can stay in the market with less risk. ``overlay`` (a
+    :class:`~riskppo.envs.execution.overlay.RiskOverlay` or its settings as a dict) caps the
+    exposure at each bar so its *forecast* CVaR stays within a limit
+    (:mod:`riskppo.envs.execution.overlay`): ``p_t = clip(a_t · min(vol_target / σ̂_t,
+    max_leverage), ±cap_t)``, or with its ``mode="scale"`` ``p_t = a_t · min(vol_target / σ̂_t,
+    max_leverage, cap_t)``; :attr:`uncapped_scale` and :attr:`overlay_cap` hold the per-bar tables.
+    The step returns the observation of bar ``t+1`` and the reward ``reward_scale * (gross_t - fee_t
+    - borrow_t)``: the log growth of an account that holds the exposure as a share of its equity,
+    rebalanced to it at each fill, its share drifting with the price between fills; the fee is
+    charged on the share traded at the fill, the borrow cost on the short exposure held over bar
+    ``t+1``'s session (``p_{t-1}`` with ``next_close``, else ``p_t``). The formulas and the reward's
+    exact slopes: :mod:`riskppo.envs.execution.account`. Before the first step the account is flat.
 
     **Equity.** ``equity`` starts at 1 and is multiplied by ``exp(gross_t - fee_t - borrow_t)``
     each step, so the sum of unscaled rewards is exactly ``log(final equity / initial equity)``,
@@ -142,26 +134,16 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
     ``costs``, ``fee_cost``, ``borrow_cost`` (this step, unscaled), ``bar`` (position in ``df``
     of the observed bar), ``timestamp`` (its time, int nanoseconds since the epoch),
     ``episode_step``, ``fill`` (the fill mode in use), ``reward_slope`` and ``reward_slope_prev``
-    (``∂reward_t/∂a_t``, ``∂reward_t/∂a_{t-1}``: exact, :mod:`riskppo.envs.trading.account`).
+    (``∂reward_t/∂a_t``, ``∂reward_t/∂a_{t-1}``: exact, :mod:`riskppo.envs.execution.account`).
 
     ``step`` uses no pandas; it allocates a fresh observation array per step (safe to store).
     The env never touches global RNGs or warning filters.
     """
 
-    metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 (gymnasium convention)
-
-    # episode state (see _new_episode_state)
-    _t: int
-    _end_bar: int
+    # episode state (see _new_episode_state; the account's in BarEnv)
     _pos: float
     _signal: float
     _dpda: float
-    _log_equity: float
-    _log_peak: float
-    _turnover: float
-    _sum_abs_gross: float
-    _sum_costs: float
-    _steps: int
 
     def __init__(
         self,
@@ -194,58 +176,25 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
         render_mode: str | None = None,
     ) -> None:
         super().__init__()
-        if render_mode is not None:
-            raise ValueError(f"TradingEnv has no render modes, got render_mode={render_mode!r}")
-        self.render_mode = None
-        validate_scalars(
-            window=window,
-            fee=fee,
-            borrow_rate=borrow_rate,
-            reward_scale=reward_scale,
-            bars_per_year=bars_per_year,
-            episode_length=episode_length,
-            ruin_equity=ruin_equity,
-        )
-        self._init_position_rules(
-            continuous, positions, long_only, min_signal, sizing, vol_target, vol_span, max_leverage
-        )
+        self._init_spec(BarSpec.of("TradingEnv", locals()))
+        self._init_position_rules(continuous, positions, min_signal)
         self.data_label = data_label or "<DataFrame>"  # the data's name in messages
-        self.signals = check_signal_names(signals)
         self.df: pd.DataFrame = validate_ohlcv(df, source=self.data_label, signals=self.signals)
-        self.window, self.fee, self.borrow_rate = int(window), float(fee), float(borrow_rate)
         self.fill: str = resolve_fill(fill, _opens(self.df))
-        self.bars_per_year, self.reward_scale = float(bars_per_year), float(reward_scale)
-        self.episode_length = None if episode_length is None else int(episode_length)
-        self.random_start, self.obs_drawdown = bool(random_start), bool(obs_drawdown)
-        self.ruin_equity = ruin_equity
-        self.overlay = None if overlay is None else RiskOverlay.of(overlay)
-
+        self.obs_drawdown = bool(obs_drawdown)
         self._init_bars(features, start, end)
         self._new_episode_state(self._first_start, self._last_bar)
         self._needs_reset = True
 
     def _init_position_rules(
-        self,
-        continuous: bool,
-        positions: Sequence[float] | None,
-        long_only: bool,
-        min_signal: float,
-        sizing: str,
-        vol_target: float,
-        vol_span: int,
-        max_leverage: float,
+        self, continuous: bool, positions: Sequence[float] | None, min_signal: float
     ) -> None:
-        """Check and set how an action becomes a position: the action space's positions, the
-        dead zone and the vol-targeted sizing (``ValueError`` naming the argument)."""
-        self._positions: tuple[float, ...] = action_positions(continuous, positions, long_only)
-        validate_min_signal(min_signal, continuous, long_only)
-        validate_sizing(sizing, vol_target, vol_span, max_leverage)
+        """Check and set how an action becomes a position: the action space's positions and
+        the core long position (``ValueError`` naming the argument)."""
+        self._positions: tuple[float, ...] = action_positions(continuous, positions, self.long_only)
+        validate_min_signal(min_signal, continuous, self.long_only)
         self.continuous = bool(continuous)
-        self.long_only = bool(long_only)
         self.min_signal = float(min_signal)
-        self.sizing = sizing
-        self.vol_target, self.vol_span = float(vol_target), int(vol_span)
-        self.max_leverage = float(max_leverage)
 
     def _init_bars(self, features: Sequence[str], start: Any, end: Any) -> None:
         """Everything derived from the bars of ``self.df``: features, exposure scale, trading
@@ -258,6 +207,7 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
         size_warmup = self._init_sizing(close)
         self._first_valid = max(fm.warmup + self.window - 1, size_warmup)
         self._init_range(
+            self.df.index,
             start,
             end,
             f"features need {fm.warmup} bars of history, "
@@ -311,20 +261,6 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
         self._cap: list[float] = clip.tolist()
         return warmup
 
-    def _init_range(self, start: Any, end: Any, warmup_reason: str) -> None:
-        """Trading range ``[lo, hi)`` and the bars an episode may start from."""
-        self._range = episode_range(
-            resolve_bar(self.df.index, start, 0, "start"),
-            resolve_bar(self.df.index, end, self._n_bars, "end"),
-            first_valid=self._first_valid,
-            episode_length=self.episode_length,
-            random_start=self.random_start,
-            warmup_reason=warmup_reason,
-            start=start,
-            end=end,
-        )
-        self._first_start, self._last_bar = self._range.first_start, self._range.last_bar
-
     def _init_tables(self, values: np.ndarray, close: np.ndarray) -> None:
         """Precomputed per-bar arrays that ``step`` indexes.
 
@@ -342,22 +278,17 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
         self._delayed = ret.delayed  # the old exposure holds the bar (borrow cost on it)
         self._ts_ns: list[int] = self.df.index.as_unit("ns").asi8.tolist()
         self._features = np.clip(values, -FEATURE_BOUND, FEATURE_BOUND)  # [T, F] float32
-        n_feat = self._features.shape[1]
-        n_win = self.window * n_feat
-        self._n_win = n_win
-        self._obs_dim = n_win + 1 + int(self.obs_drawdown)
+        n_extra = 1 + int(self.obs_drawdown)
+        self._n_win = self.window * self._features.shape[1]
+        self._obs_dim = self._n_win + n_extra
         # Observation table: row t holds the flattened feature window ending at bar t, plus empty
         # slots for position/drawdown; a step copies one row (fast). For very long frames with a
         # large window the table would be big, so the window is then gathered per step from a
-        # zero-copy sliding view instead.
-        windows = sliding_window_view(self._features.reshape(-1), n_win)[::n_feat]
-        self._table: np.ndarray | None = None
-        if self._n_bars * self._obs_dim <= _TABLE_MAX_ELEMENTS:
-            table = np.zeros((self._n_bars, self._obs_dim), dtype=np.float32)
-            table[: self.window - 1, :n_win] = np.nan  # incomplete windows, never observed
-            table[self.window - 1 :, :n_win] = windows
-            self._table = table
-        self._windows = windows  # row t - window + 1 = bars t-window+1..t (a view)
+        # zero-copy sliding view instead (row t - window + 1 = bars t-window+1..t).
+        table, self._windows = observation_table(
+            self._features, self.window, n_extra, _TABLE_MAX_ELEMENTS
+        )
+        self._table: np.ndarray | None = table
         self._borrow_per_bar = self.borrow_rate / self.bars_per_year
         self._slope_factor = signal_slope(self.long_only, self.min_signal)
         self.account_settings = AccountSettings(
@@ -402,7 +333,8 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
         self, lo: int | None = None, hi: int | None = None, signals: np.ndarray | None = None
     ) -> dict[str, Any]:
         """The overlay's settings and how it bound on the decision bars ``[lo, hi)`` (default:
-        the trading range; :func:`~riskppo.envs.trading.overlay.binding_stats`); ``{}`` without one.
+        the trading range; :func:`~riskppo.envs.execution.overlay.binding_stats`); ``{}``
+        without one.
 
         ``signals`` (``[hi - lo]``, the signals decided on those bars) judge the positions held;
         without them, or with ``mode="scale"`` (where the cap does not depend on the signal), a
@@ -423,22 +355,6 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
         return self._positions
 
     @property
-    def first_valid_index(self) -> int:
-        """First bar (position in ``df``) whose observation is complete and, with sizing, whose
-        volatility estimate is defined (feature / sizing warm-up)."""
-        return self._first_valid
-
-    @property
-    def trading_range(self) -> tuple[int, int]:
-        """``(first decision bar, last bar)`` of the range, as positions in ``df`` (inclusive)."""
-        return self._range.bounds
-
-    @property
-    def max_episode_steps(self) -> int:
-        """Steps of a ``random_start=False`` episode (first decision bar to the range end)."""
-        return self._range.steps
-
-    @property
     def observation_names(self) -> list[str]:
         """Label of each observation entry."""
         names = [
@@ -452,26 +368,6 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
         return names
 
     # ------------------------------------------------------------------ gymnasium API
-
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[np.ndarray, dict[str, Any]]:
-        super().reset(seed=seed)
-        t0, end_bar = self.episode_bounds(self.np_random, options)
-        self._new_episode_state(t0, end_bar)
-        self._needs_reset = False
-        return self._observe(t0), self._info(0.0, 0.0, 0.0, 0.0)
-
-    def episode_bounds(
-        self, rng: np.random.Generator, options: dict[str, Any] | None = None
-    ) -> tuple[int, int]:
-        """``(start bar, end bar)`` of a new episode: ``options["start"]``, else a start drawn
-        with ``rng`` (``random_start``), else the first decision bar (see the class docstring).
-        """
-        start = None
-        if options and options.get("start") is not None:
-            start = resolve_bar(self.df.index, options["start"], 0, "options['start']")
-        return self._range.episode(rng, start)
 
     def step(self, action: Any) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
         if self._needs_reset:
@@ -492,51 +388,25 @@ class TradingEnv(gym.Env[np.ndarray, Any]):
                            self._dpda, self.account_settings)  # fmt: skip
         gross, fee_cost, borrow_cost, dpos = acc.gross, acc.fee_cost, acc.borrow_cost, acc.traded
         costs = fee_cost + borrow_cost
-        net = gross - costs
         slopes = (acc.slope_new, acc.slope_old)
-
-        log_eq = self._log_equity + net
-        self._log_equity = log_eq
-        if log_eq > self._log_peak:
-            self._log_peak = log_eq
-        self._turnover += dpos
-        self._sum_abs_gross += abs(gross)
-        self._sum_costs += costs
         self._pos = target
         self._dpda = dpda
-        t += 1
-        self._t = t
-        self._steps += 1
-
-        terminated = self.ruin_equity is not None and math.exp(log_eq) <= self.ruin_equity
-        truncated = t >= self._end_bar
-        if terminated or truncated:
-            self._needs_reset = True
+        net, terminated, truncated = self._book(gross, costs, dpos)
         return (
-            self._observe(t),
+            self._observe(self._t),
             net * self.reward_scale,
             terminated,
             truncated,
             self._info(gross, costs, fee_cost, borrow_cost, slopes),
         )
 
-    def render(self) -> None:
-        return None
-
     # ------------------------------------------------------------------ internals
 
     def _new_episode_state(self, t0: int, end_bar: int) -> None:
-        self._t = t0
-        self._end_bar = end_bar
+        super()._new_episode_state(t0, end_bar)
         self._pos = 0.0
         self._signal = 0.0
         self._dpda = 0.0  # ∂p/∂a of the last decision (0: flat, no decision yet)
-        self._log_equity = 0.0
-        self._log_peak = 0.0
-        self._turnover = 0.0
-        self._sum_abs_gross = 0.0
-        self._sum_costs = 0.0
-        self._steps = 0
 
     def _observe(self, t: int) -> np.ndarray:
         n = self._n_win

@@ -21,8 +21,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from riskppo.envs.execution.sizing import vol_target_scale
 from riskppo.envs.trading.env import TradingEnv
-from riskppo.envs.trading.sizing import vol_target_scale
 
 __all__ = [
     "TEACHER_STRATEGIES",

@@ -37,15 +37,7 @@ from stable_baselines3.common.vec_env import (
 
 from riskppo.config import ConfigError, DataConfig, EnvConfig, RiskConfig
 from riskppo.envs.kwargs_check import check_env_kwargs
-from riskppo.envs.registration import (
-    PORTFOLIO_ID,
-    TRADING_ID,
-    data_kwargs,
-    env_spec,
-    portfolio_data_kwargs,
-    register_envs,
-    resolve_overlay,
-)
+from riskppo.envs.registration import env_kind, env_spec, register_envs, resolve_overlay
 from riskppo.envs.vec.native import from_gym_vector, native_vec_env
 
 EnvSpec = str | Callable[[], gym.Env] | VecEnv | VectorEnv
@@ -458,12 +450,11 @@ def env_kwargs(
     if isinstance(env, str):
         check_env_kwargs(env, cfg.kwargs)
     kwargs = resolve_overlay(cfg.kwargs, risk)
-    if env == TRADING_ID and data is not None:
-        kwargs.update(data_kwargs(data), part=part)
-        if frame is not None:
+    kind = env_kind(env)
+    if kind is not None and data is not None:  # a bar env: its data section's keywords
+        kwargs.update(kind.data_kwargs(data), part=part)
+        if frame is not None:  # a single-asset kind's bars (DistributionalPPO(df=...))
             kwargs["frame"] = frame
-    if env == PORTFOLIO_ID and data is not None:
-        kwargs.update(portfolio_data_kwargs(data), part=part)
     return kwargs
 
 

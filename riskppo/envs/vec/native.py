@@ -1,7 +1,8 @@
 """Natively vectorised envs: one object that steps all ``n_envs`` envs at once.
 
-:func:`native_vec_env` picks, for an env id and ``n_envs > 1``, the trading env's batched form
-(:mod:`riskppo.envs.trading.vec`) or the id's Gymnasium ``vector_entry_point``
+:func:`native_vec_env` picks, for an env id and ``n_envs > 1``, its kind's batched form (the
+``batched`` entry of its :class:`~riskppo.envs.registration.EnvKind`: the trading env's
+:mod:`riskppo.envs.trading.vec`) or the id's Gymnasium ``vector_entry_point``
 (:mod:`riskppo.envs.vec.gym_vector`, used only where it can give SB3's reset semantics exactly);
 ``None`` where there is none, and riskppo steps ``n_envs`` separate envs.
 """
@@ -15,7 +16,7 @@ from gymnasium.vector import VectorEnv
 from stable_baselines3.common.vec_env import VecEnv
 
 from riskppo.config import ConfigError
-from riskppo.envs.registration import TRADING_ID, env_spec
+from riskppo.envs.registration import env_kind, env_spec
 from riskppo.envs.vec.cartpole import with_single_resets
 from riskppo.envs.vec.gym_vector import GymVectorVecEnv, autoreset_mode, resets_single_envs
 
@@ -27,14 +28,12 @@ def native_vec_env(env: Any, n_envs: int, kwargs: dict[str, Any]) -> VecEnv | No
     ``None`` (not an id, one env, no batched form). Not yet seeded nor reset."""
     if not isinstance(env, str) or n_envs < 2:
         return None
-    if env == TRADING_ID:
-        # imported here: a run without the trading env does not import pandas (lean imports)
-        from riskppo.envs.trading.env import TradingEnv
-        from riskppo.envs.trading.vec import BatchedTradingVecEnv
-
+    kind = env_kind(env)
+    if kind is not None and kind.batched is not None:
+        # its entry points are imported here: a run without the kind does not import pandas
         made = gym.make(env_spec(env), **kwargs).unwrapped
-        assert isinstance(made, TradingEnv)
-        return BatchedTradingVecEnv(made, n_envs)
+        assert isinstance(made, kind.load(kind.env_class))
+        return kind.load(kind.batched)(made, n_envs)
     spec = env_spec(env)
     if spec.vector_entry_point is None:
         return None

@@ -9,7 +9,7 @@ in the same order, as the first lines of :meth:`TradingEnv.step
 every stepped bar of an episode and raises unless it gives exactly the position the env held, so
 a change to either env's step cannot make the live decision drift from the backtest unnoticed.
 
-The *forecast CVaR* is the overlay's (:mod:`riskppo.envs.trading.overlay`): a position
+The *forecast CVaR* is the overlay's (:mod:`riskppo.envs.execution.overlay`): a position
 ``p`` at bar ``t`` has forecast ``-|p| · margin · k_t · σ̂_t · √h = -|L| · |p| / cap_t`` (the
 overlay's margin included, so a position at the cap forecasts exactly the limit ``L``), a
 log return over ``horizon`` bars; ``None`` without an overlay.
@@ -23,9 +23,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from riskppo.envs.execution.args import continuous_signal, discrete_signal
 from riskppo.envs.portfolio.env import PortfolioEnv
 from riskppo.envs.portfolio.math import vol_scale
-from riskppo.envs.trading.args import continuous_signal, discrete_signal
 from riskppo.envs.trading.env import TradingEnv
 
 __all__ = ["Decision", "check_decisions", "decide"]

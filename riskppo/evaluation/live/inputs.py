@@ -26,20 +26,20 @@ import gymnasium as gym
 import pandas as pd
 
 from riskppo.config import Config, ConfigError
-from riskppo.envs.episode_range import resolve_bar
-from riskppo.envs.factory import FileOptions, make_trading_env, trading_range
+from riskppo.envs.execution.episode_range import resolve_bar
 from riskppo.envs.features import DEFAULT_FEATURES, split_features
 from riskppo.envs.market.errors import DataError
+from riskppo.envs.market.parts import FileOptions
 from riskppo.envs.portfolio.data import load_portfolio
 from riskppo.envs.portfolio.env import PORTFOLIO_FEATURES
 from riskppo.envs.portfolio.factory import make_portfolio_env
 from riskppo.envs.registration import (
-    PORTFOLIO_ID,
-    TRADING_ID,
     data_kwargs,
+    market_kind,
     portfolio_data_kwargs,
     resolve_overlay,
 )
+from riskppo.envs.trading.factory import make_trading_env, trading_range
 
 __all__ = ["LiveInputError", "RunData", "file_env_factory", "run_data"]
 
@@ -62,12 +62,10 @@ class RunData(NamedTuple):
 def run_data(cfg: Config) -> RunData:
     """The run's kind, ``bars_per_year`` and (portfolio) symbols (module docstring); raises
     :class:`LiveInputError` for a run that is neither a trading nor a portfolio run."""
-    if cfg.env.id not in (TRADING_ID, PORTFOLIO_ID):
-        raise LiveInputError(
-            f"the run trains {cfg.env.id!r}; signal and paper need a run on {TRADING_ID!r} or "
-            f"{PORTFOLIO_ID!r}"
-        )
-    kind = "trading" if cfg.env.id == TRADING_ID else "portfolio"
+    try:
+        kind = market_kind(cfg.env.id, "signal and paper").name
+    except ConfigError as exc:
+        raise LiveInputError(f"the run trains {cfg.env.id!r}; {exc}") from None
     kwargs = resolve_overlay(cfg.env.kwargs, cfg.risk)
     bpy = kwargs.get("bars_per_year")
     symbols = tuple(kwargs["symbols"]) if kwargs.get("symbols") else None
@@ -93,8 +91,8 @@ def _forget_read_files() -> None:
     """Drop the env factories' caches of files read by path: a feed grows under the same name,
     and a second read in this process must see its new bars (one read per call: the file's
     bars and the env built from them are then of the same snapshot)."""
-    from riskppo.envs import factory
     from riskppo.envs.portfolio import factory as portfolio_factory
+    from riskppo.envs.trading import factory
 
     factory._frame.cache_clear()
     portfolio_factory._data.cache_clear()

@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 import pandas as pd
 
+from riskppo.envs.execution.overlay import binding_stats
 from riskppo.envs.portfolio.env import PortfolioEnv
 from riskppo.envs.portfolio.factory import make_portfolio_env, portfolio_range
-from riskppo.envs.registration import PORTFOLIO_ID, portfolio_data_kwargs, resolve_overlay
-from riskppo.envs.trading.overlay import binding_stats
+from riskppo.envs.registration import market_kind, portfolio_data_kwargs, resolve_overlay
 from riskppo.evaluation.episode import run_agent_episode
 from riskppo.evaluation.portfolio.baselines import BASELINES, BaselineRecord, baseline_records
 
@@ -94,8 +94,10 @@ def portfolio_backtest(
 ) -> PortfolioBacktest:
     """Run ``model`` over ``part`` and hold each baseline of ``names`` over the same bars."""
     cfg = model.config
-    if cfg.env.id != PORTFOLIO_ID:
-        raise ValueError(f"portfolio backtest needs a model trained on {PORTFOLIO_ID!r}")
+    if market_kind(cfg.env.id, "portfolio backtest").single_asset:
+        raise ValueError(
+            f"portfolio backtest needs a model trained on many assets, not {cfg.env.id!r}"
+        )
     kwargs = resolve_overlay(cfg.env.kwargs, cfg.risk)
     data_kwargs = portfolio_data_kwargs(cfg.data)
     env: PortfolioEnv = make_portfolio_env(**kwargs, **data_kwargs, part=part)

@@ -14,9 +14,9 @@ import numpy as np
 from stable_baselines3.common.vec_env import VecEnv
 
 from riskppo.config import Config
+from riskppo.envs.execution.overlay import binding_stats
 from riskppo.envs.portfolio.factory import make_portfolio_env
 from riskppo.envs.registration import portfolio_data_kwargs, resolve_overlay
-from riskppo.envs.trading.overlay import binding_stats
 from riskppo.evaluation.portfolio.backtest import portfolio_backtest
 from riskppo.evaluation.portfolio.report import (
     analyse_portfolio,
@@ -144,3 +144,16 @@ def portfolio_summary(metrics: Mapping[str, Any]) -> str:
     multipliers' and the risk overlay's line when there is one."""
     line = risk_line(metrics["risk"])
     return "\n".join([metrics["verdict"]["text"], *([line] if line else [])])
+
+
+def walkforward_outputs(
+    run_dir: Path,
+    cfg: Config,
+    records: Sequence[Record],
+    cells: Sequence[dict[str, Any]],
+    n_trials: int,
+) -> tuple[dict[str, Any], Path, str]:
+    """The walk-forward outputs of a portfolio run (the ``walkforward_outputs`` hook of its env
+    kind, :mod:`riskppo.evaluation.kinds`): ``(metrics, report.html, summary)``."""
+    metrics = portfolio_outputs(run_dir, cfg, records, cells, n_trials)
+    return metrics, run_dir / "report.html", portfolio_summary(metrics)

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from riskppo.config import Config, ConfigError
-from riskppo.envs.registration import PORTFOLIO_ID, TRADING_ID, data_kwargs
+from riskppo.envs.registration import data_kwargs, market_kind
 from riskppo.evaluation.walkforward.cells import CELL_DONE, UnreadableCell, read_cell, write_json
 from riskppo.evaluation.walkforward.plan import (
     CellJob,
@@ -92,10 +92,9 @@ def run_cell(job: CellJob) -> dict[str, Any]:
             warm_start(model, read_checkpoint(job.warm_from))
         model.learn(job.steps)
         model.save(job.cell_dir / "model")
-        if cfg.env.id == PORTFOLIO_ID:
-            from riskppo.evaluation.portfolio.walkforward import portfolio_cell
-
-            return portfolio_cell(model, job, cfg)
+        kind = market_kind(cfg.env.id, "walk-forward")
+        if "walkforward_cell" in kind.hooks:  # the kind's own cell (default: the backtest's)
+            return dict(kind.hook("walkforward_cell")(model, job, cfg))
         result = backtest(model, "test")
         overlay_train = overlay_binding_replayed(model, "train")
         lam = float(model.state.risk.lam) if model.state.risk is not None else None
@@ -349,11 +348,7 @@ def prepare(
         cfg = selection.candidates[0].config
     if cfg is None:
         raise ValueError("a new walk-forward needs a config")
-    if cfg.env.id not in (TRADING_ID, PORTFOLIO_ID):
-        raise ConfigError(
-            f"walk-forward needs the trading env (env.id={TRADING_ID!r}) or the portfolio env "
-            f"({PORTFOLIO_ID!r})"
-        )
+    market_kind(cfg.env.id, "walk-forward")
     if cfg.data.bars is not None:
         raise ConfigError("walk-forward sets data.bars itself for each segment; drop it")
     segments = _plan(cfg, settings, selection)
@@ -410,12 +405,11 @@ def _read_settings(path: Path) -> tuple[WalkForwardSettings, Selection | None]:
 
 
 def _n_rows(cfg: Config) -> int:
-    from riskppo.envs.factory import trading_range
+    from riskppo.envs.trading.factory import trading_range
 
-    if cfg.env.id == PORTFOLIO_ID:
-        from riskppo.evaluation.portfolio.walkforward import portfolio_rows
-
-        return portfolio_rows(cfg)
+    kind = market_kind(cfg.env.id, "walk-forward")
+    if "rows" in kind.hooks:  # the kind's own count (default: the single asset's bars)
+        return int(kind.hook("rows")(cfg))
 
     df, _, _ = trading_range(part="train", **data_kwargs(cfg.data))
     return len(df)
@@ -485,12 +479,13 @@ def _outputs(
     from riskppo.evaluation.walkforward.report import summary_text, write_outputs
 
     records = wf.records()
-    if wf.config.env.id == PORTFOLIO_ID:
-        from riskppo.evaluation.portfolio.walkforward import portfolio_outputs, portfolio_summary
-
-        metrics = portfolio_outputs(run_dir, wf.config, records, wf.cell_summaries(), n_trials)
-        report = run_dir / "report.html"  # written by portfolio_outputs
-        return WalkForwardResult(metrics, report, portfolio_summary(metrics))
+    kind = market_kind(wf.config.env.id, "walk-forward")
+    if "walkforward_outputs" in kind.hooks:  # the kind's own analysis and report
+        outputs = kind.hook("walkforward_outputs")
+        metrics, report, summary = outputs(
+            run_dir, wf.config, records, wf.cell_summaries(), n_trials
+        )
+        return WalkForwardResult(metrics, report, summary)
     cells = wf.cell_summaries()
     trials = _judge(wf, run_dir, records, ledger, float(cells[0]["bars_per_year"]))
     metrics = analyse(wf.config, wf.settings, records, cells, n_trials=n_trials, trials=trials)

@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from riskppo.config import Config, ConfigError
-from riskppo.envs.registration import TRADING_ID, data_kwargs
+from riskppo.envs.registration import data_kwargs, market_kind
 from riskppo.evaluation.walkforward.cells import CELL_DONE, read_cell, write_json
 from riskppo.evaluation.walkforward.plan import CellJob, Segment, WalkForwardSettings, cell_name
 from riskppo.logs import OnMessage, log_message
@@ -182,11 +182,7 @@ def check_candidates(sel: Selection, settings: WalkForwardSettings) -> None:
                 f"--candidates: {c.source} has env.id {c.config.env.id!r}, {first.source} "
                 f"{first.config.env.id!r}; {_SAME}"
             )
-    if first.config.env.id != TRADING_ID:
-        raise ConfigError(
-            f"--candidates needs the trading env (env.id={TRADING_ID!r}); {first.source} has "
-            f"{first.config.env.id!r}"
-        )
+    market_kind(first.config.env.id, f"--candidates ({first.source})", single_asset=True)
     if settings.warm_start:
         raise ConfigError(
             "--candidates with --warm-start: the chosen candidate may change from one segment "
@@ -228,7 +224,7 @@ def check_data(sel: Selection) -> int:
     """The number of rows the candidates trade (the rows the segments are cut from);
     ``ConfigError`` naming the file when a candidate trades another file or other rows, or is
     the same configuration as another."""
-    from riskppo.envs.factory import trading_range
+    from riskppo.envs.trading.factory import trading_range
 
     spans = []
     for c in sel.candidates:

@@ -42,7 +42,10 @@ def test_symbols_are_checked() -> None:
             "drop --seeds",
         ),
         (["--resume", "nowhere"], "riskppo: nowhere/universe_spec.json: no such file"),
-        (["--set", "env.id=CartPole-v1"], "riskppo: configuration error: riskppo universe trains"),
+        (
+            ["--set", "env.id=CartPole-v1"],
+            "riskppo: configuration error: riskppo universe needs a run on",
+        ),
     ],
 )
 def test_cli_errors_are_one_line(

@@ -12,10 +12,10 @@ import pandas as pd
 import pytest
 
 from riskppo.cli.errors import show_warning
-from riskppo.envs.factory import make_trading_env
 from riskppo.envs.market.errors import DataWarning
 from riskppo.envs.market.ohlcv import load_ohlcv
 from riskppo.envs.portfolio.factory import make_portfolio_env
+from riskppo.envs.trading.factory import make_trading_env
 
 N = 1200
 

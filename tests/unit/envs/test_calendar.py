@@ -11,10 +11,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from riskppo.envs.factory import make_trading_env
 from riskppo.envs.market import calendar
 from riskppo.envs.market.calendar import bars_per_year_of, file_bars_per_year
 from riskppo.envs.portfolio.factory import make_portfolio_env
+from riskppo.envs.trading.factory import make_trading_env
 
 
 @pytest.fixture(autouse=True)

@@ -22,8 +22,8 @@ from riskppo.envs import (
     split_features,
     validate_ohlcv,
 )
-from riskppo.envs.factory import make_trading_env
 from riskppo.envs.registration import resolve_overlay
+from riskppo.envs.trading.factory import make_trading_env
 
 ROOT = Path(__file__).parents[3]
 DEFAULT = Config.from_yaml(ROOT / "riskppo/configs/trading_googl.yaml")

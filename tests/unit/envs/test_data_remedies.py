@@ -12,10 +12,10 @@ import pytest
 
 from riskppo.cli.errors import user_error
 from riskppo.config import Config, apply_overrides
-from riskppo.envs.factory import trading_range
 from riskppo.envs.market.errors import Remedy
 from riskppo.envs.market.ohlcv import DataError, load_ohlcv, validate_ohlcv
 from riskppo.envs.registration import data_kwargs
+from riskppo.envs.trading.factory import trading_range
 
 
 def close_csv(path: Path, cells: list[str], start: str = "2020-01-01") -> Path:

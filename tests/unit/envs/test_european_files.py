@@ -13,11 +13,11 @@ import pytest
 
 from riskppo.cli.errors import user_error
 from riskppo.config import Config, ConfigError, apply_overrides
-from riskppo.envs.factory import trading_range
 from riskppo.envs.market.errors import DataWarning
 from riskppo.envs.market.ohlcv import DataError, load_ohlcv
 from riskppo.envs.portfolio.data import load_portfolio
 from riskppo.envs.registration import data_kwargs
+from riskppo.envs.trading.factory import trading_range
 
 N = 12
 DAYS = pd.bdate_range("2021-03-01", periods=N)
@@ -159,7 +159,7 @@ def test_a_portfolio_table_is_detected_too(tmp_path) -> None:
 def test_a_portfolio_files_remedy_names_the_data_keys_that_set_it(tmp_path) -> None:
     """A portfolio's files are read with ``data.*`` options: a remedy about reading them names
     ``data.sep``, not ``env.kwargs.sep`` (where the portfolio's own keys, such as align, live)."""
-    from riskppo.envs.factory import FileOptions
+    from riskppo.envs.market.parts import FileOptions
     from riskppo.envs.portfolio.factory import _data
 
     path = tmp_path / "mixed.csv"

@@ -1,4 +1,4 @@
-"""The pre-trade risk overlay (riskppo.envs.trading.overlay): hand-computed caps, causality, the
+"""The pre-trade risk overlay (riskppo.envs.execution.overlay): hand-computed caps, causality, the
 expanding tail estimate against a sort per prefix, and the env keeping |exposure| <= cap."""
 
 from __future__ import annotations
@@ -10,15 +10,15 @@ import pandas as pd
 import pytest
 
 from riskppo.config import ConfigError, RiskConfig
-from riskppo.envs.registration import resolve_overlay
-from riskppo.envs.trading.env import TradingEnv
-from riskppo.envs.trading.overlay import (
+from riskppo.envs.execution.overlay import (
     RiskOverlay,
     binding_stats,
     expanding_tail_mean,
     gaussian_tail_multiplier,
     overlay_table,
 )
+from riskppo.envs.registration import resolve_overlay
+from riskppo.envs.trading.env import TradingEnv
 
 
 def _alternating(n: int, r: float) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""The overlay's VaR counterpart of its tail multiplier (riskppo.envs.trading.overlay): the
+"""The overlay's VaR counterpart of its tail multiplier (riskppo.envs.execution.overlay): the
 expanding quantile against a sort per prefix, q_t by a direct loop over the sums known at t
 (causal, floored, never above k_t), and the unit forecast equal to the env's own tables."""
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from riskppo.envs.trading.overlay import (
+from riskppo.envs.execution.overlay import (
     RiskOverlay,
     expanding_quantile,
     gaussian_tail_quantile,

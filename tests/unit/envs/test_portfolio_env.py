@@ -11,11 +11,10 @@ import pandas as pd
 import pytest
 from gymnasium.utils.env_checker import check_env as gym_check_env
 
+from riskppo.envs.market.estimators import ewm_covariance, ledoit_wolf_covariance
 from riskppo.envs.portfolio.data import PortfolioData, load_portfolio
 from riskppo.envs.portfolio.env import PortfolioEnv
 from riskppo.envs.portfolio.math import (
-    ewm_covariance,
-    ledoit_wolf_covariance,
     long_only_weights,
     long_short_weights,
     rebalance_step,

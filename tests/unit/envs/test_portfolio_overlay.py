@@ -13,12 +13,12 @@ import pytest
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 from riskppo.config import Config, apply_overrides
+from riskppo.envs.execution.overlay import RiskOverlay, binding_stats
 from riskppo.envs.portfolio.data import PortfolioData
 from riskppo.envs.portfolio.env import PortfolioEnv
 from riskppo.envs.portfolio.factory import make_portfolio_env
 from riskppo.envs.portfolio.overlay import portfolio_cap, portfolio_overlay_tables
 from riskppo.envs.registration import portfolio_data_kwargs, resolve_overlay
-from riskppo.envs.trading.overlay import RiskOverlay, binding_stats
 from riskppo.evaluation.portfolio.walkforward import portfolio_rows, training_binding
 
 FEATS = ("ret_1", "ret_5", "ewmvol_20")

@@ -1,4 +1,4 @@
-"""Volatility-targeted position sizing (riskppo.envs.trading.sizing, TradingEnv(sizing=))."""
+"""Volatility-targeted position sizing (riskppo.envs.execution.sizing, TradingEnv(sizing=))."""
 
 from __future__ import annotations
 

@@ -409,7 +409,7 @@ def test_fifo_is_refused_without_blocking(tmp_path):
 
 
 def test_file_too_short_to_split_names_file_and_bars_needed(tmp_path):
-    from riskppo.envs.factory import make_trading_env
+    from riskppo.envs.trading.factory import make_trading_env
 
     path = write_csv(tmp_path, GOOD_ROWS[:2], name="short.csv")
     with pytest.raises(DataError, match=r"at least 4 bars are needed") as ei:
@@ -419,8 +419,8 @@ def test_file_too_short_to_split_names_file_and_bars_needed(tmp_path):
 
 def test_data_config_options_reach_the_loader(tmp_path):
     from riskppo.config import Config, apply_overrides
-    from riskppo.envs.factory import trading_range
     from riskppo.envs.registration import data_kwargs
+    from riskppo.envs.trading.factory import trading_range
 
     rows = replace_row(3, "2020-01-03,,11.5,10.5,11.2,11.1,300")
     rows = [rows[i] for i in (1, 0, 2, 3, 4)] + [

@@ -12,7 +12,7 @@ import pytest
 
 from riskppo.config import ConfigError
 from riskppo.envs import TradingEnv, load_dataset, make_trading_env
-from riskppo.envs.trading.fills import FILLS, fill_returns, resolve_fill
+from riskppo.envs.execution.fills import FILLS, fill_returns, resolve_fill
 from riskppo.evaluation.baselines import run_policy
 
 OPEN = [100.0, 102.0, 99.0, 104.0, 100.0]

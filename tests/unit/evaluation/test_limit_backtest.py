@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from riskppo.envs.execution.overlay import RiskOverlay, unit_forecast
 from riskppo.envs.trading.env import TradingEnv
-from riskppo.envs.trading.overlay import RiskOverlay, unit_forecast
 from riskppo.evaluation.baselines import strategy_frame
 from riskppo.evaluation.limit_backtest import (
     decision_bars,

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from riskppo import stats
-from riskppo.envs.trading.fills import FillReturns
+from riskppo.envs.execution.fills import FillReturns
 from riskppo.evaluation.metrics import strategy_metrics
 from riskppo.evaluation.timing_null import EnvTables
 from riskppo.evaluation.trials import TrialSpec, judge_trials

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from riskppo.config import Config, ConfigError
-from riskppo.envs.factory import trading_range
+from riskppo.envs.trading.factory import trading_range
 from riskppo.evaluation.walkforward.plan import (
     Record,
     WalkForwardSettings,

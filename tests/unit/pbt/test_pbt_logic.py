@@ -95,7 +95,7 @@ def test_pbt_config_errors_name_the_problem() -> None:
 def test_selection_metric_defaults() -> None:
     assert resolve_metric(Config.build({"env": {"id": "CartPole-v1"}})) == "mean_return"
     assert resolve_metric(Config.build({"env": {"id": "riskppo/Trading-v0"}})) == "sharpe"
-    with pytest.raises(ValueError, match="needs the trading env"):
+    with pytest.raises(ValueError, match="needs a bar env"):
         resolve_metric(Config.build({"env": {"id": "CartPole-v1"}, "pbt": {"metric": "sharpe"}}))
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import Any, NamedTuple
+from typing import Any
 
 import pandas as pd
 
@@ -20,25 +20,9 @@ from riskppo.envs.market.ohlcv import (
     load_ohlcv,
     validate_ohlcv,
 )
+from riskppo.envs.market.parts import SPLIT_PARTS, FileOptions, bar_range
 from riskppo.envs.registration import data_label
 from riskppo.envs.trading.env import TradingEnv
-
-SPLIT_PARTS = ("train", "val", "test")
-
-
-class FileOptions(NamedTuple):
-    """How ``data.path`` is read: the ``data.*`` keys of the same names, passed to
-    :func:`~riskppo.envs.market.ohlcv.load_ohlcv`."""
-
-    nan_policy: NanPolicy = "raise"
-    ffill_limit: int = 5
-    sort: bool = False
-    timestamp_format: str | None = None
-    dayfirst: bool | None = None
-    adjusted: bool = False
-    sep: str | None = None
-    decimal: str | None = None
-    signals: tuple[str, ...] = ()  # data.signals: the file's own columns to observe
 
 
 def _any_frame(
@@ -142,28 +126,13 @@ def _range(
     df = _any_frame(dataset, path, options, symbol, frame)
     label = _label(dataset, path, symbol, frame)
     if bars is not None:
-        return _bar_range(df, tuple(bars), part, label)
+        return bar_range(df, tuple(bars), part, label)
     try:
         parts = default_split(df, tuple(split))
     except ValueError as exc:  # e.g. too few rows for the split
         raise DataError(path or label, str(exc)) from None
     lo, hi = index_range(df, getattr(parts, part))
     return df, lo, hi
-
-
-def _bar_range(
-    df: pd.DataFrame, bars: tuple[int, ...], part: str, source: str
-) -> tuple[pd.DataFrame, int, int]:
-    """``df`` cut at ``bars[3]`` and the ``[lo, hi)`` rows of ``part`` (see trading_range)."""
-    start, train_end, val_end, end = bars
-    if end > len(df):
-        raise DataError(source, f"data.bars ends at row {end} but the data has {len(df)} rows")
-    lo, hi = {"train": (start, train_end), "val": (train_end, val_end), "test": (val_end, end)}[
-        part
-    ]
-    if hi <= lo:
-        raise ConfigError(f"data.bars={list(bars)} has no {part} part (its rows are empty)")
-    return df.iloc[:end], lo, hi
 
 
 def _label(

@@ -4,7 +4,7 @@ the step reward's exact derivative in the agent's actions.
 The exposure ``p`` is the share of the account's equity held in the asset (``-1``: short the
 whole equity). Each fill rebalances the holding to the target ``p_t``; between fills the account
 holds a number of shares, so the share drifts with the price. With the fill tables of
-:mod:`riskppo.envs.trading.fills` as simple returns ``E = e^{r} − 1`` — ``E_prev`` the previous
+:mod:`riskppo.envs.execution.fills` as simple returns ``E = e^{r} − 1`` — ``E_prev`` the previous
 step's second leg (already earned by ``p_{t-1}``), ``E_old``/``E_new`` this step's legs — one step
 ``t -> t+1`` books
 

@@ -4,7 +4,7 @@ The agent decides at bar ``t`` after seeing its close ``c_t``; ``e_old`` is the 
 before (``e_{t-1}``, filled earlier) and ``e_new`` the one it now targets (``e_t``). One step
 goes from bar ``t`` to bar ``t+1``: ``e_old`` earns the table ``old_t`` up to the fill, ``e_new``
 the table ``new_t`` after it (log returns; how an account holding those exposures as shares of
-its equity books them: :mod:`riskppo.envs.trading.account`). The tables are fixed by the fill
+its equity books them: :mod:`riskppo.envs.execution.account`). The tables are fixed by the fill
 mode (``o``: opens, ``c``: closes):
 
 ==============  ==========================  ==========================  =======================
@@ -38,7 +38,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from riskppo.envs.trading.account import AccountSettings, account_step
+from riskppo.envs.execution.account import AccountSettings, account_step
 
 __all__ = ["FILLS", "FillReturns", "fill_returns", "resolve_fill", "step_returns"]
 
@@ -103,7 +103,7 @@ def step_returns(
     """Net log returns ``gross - fee - borrow`` of holding ``exposure`` ``[..., T]`` (decided at
     T consecutive steps; leading axes: independent strategies, e.g. ``n`` random signals), as
     :class:`~riskppo.envs.TradingEnv` books them step by step (the account of
-    :mod:`riskppo.envs.trading.account`).
+    :mod:`riskppo.envs.execution.account`).
 
     ``fills``: the fill table over those steps (``old``/``new`` ``[T]`` each); ``starts`` ``[T]``
     bool: steps that start flat (an episode's first, or a walk-forward segment's), where the

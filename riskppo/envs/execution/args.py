@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from riskppo.envs.trading.sizing import SIZINGS, check_sizing
+from riskppo.envs.execution.sizing import SIZINGS, check_sizing
 
 __all__ = [
     "action_positions",

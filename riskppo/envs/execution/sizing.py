@@ -24,27 +24,13 @@ for.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
-import pandas as pd
 
-__all__ = [
-    "SIZINGS",
-    "as_finite",
-    "check_sizing",
-    "check_vol_span",
-    "ewm_volatility",
-    "vol_target_scale",
-]
+from riskppo.envs.market.estimators import as_finite, check_vol_span, ewm_volatility
+
+__all__ = ["SIZINGS", "check_sizing", "vol_target_scale"]
 
 SIZINGS: tuple[str, ...] = ("none", "vol_target")
-
-
-def check_vol_span(span: object) -> None:
-    """Raise ``ValueError`` unless ``span`` is an int ``>= 2`` (bools are refused)."""
-    if isinstance(span, bool) or not isinstance(span, int | np.integer) or span < 2:
-        raise ValueError(f"vol_span={span!r} is invalid: must be an int >= 2")
 
 
 def check_sizing(*, target: object, span: object, max_leverage: object) -> None:
@@ -56,38 +42,6 @@ def check_sizing(*, target: object, span: object, max_leverage: object) -> None:
     lev = as_finite(max_leverage)
     if lev is None or lev <= 0:
         raise ValueError(f"max_leverage={max_leverage!r} is invalid: must be finite and > 0")
-
-
-def as_finite(v: object) -> float | None:
-    """``float(v)`` if ``v`` is a finite real number (not a bool), else None."""
-    if isinstance(v, bool) or not isinstance(v, int | float | np.integer | np.floating):
-        return None
-    x = float(v)
-    return x if math.isfinite(x) else None
-
-
-def ewm_volatility(close: np.ndarray, span: int, bars_per_year: float) -> np.ndarray:
-    """Annualised causal EWM volatility ``σ̂_t`` per bar (see module docstring).
-
-    Args:
-        close: ``[T]`` positive close prices.
-        span: EWM span in bars (``>= 2``); also the number of returns needed before ``σ̂_t`` is
-            defined.
-        bars_per_year: bars in one year (252 for daily equity bars); 1 gives the per-bar
-            volatility (used by the ``vret_k`` / ``ewmvol_k`` features).
-
-    Returns:
-        ``[T]`` float64; NaN for bars ``t < span``.
-    """
-    check_vol_span(span)
-    bpy = as_finite(bars_per_year)
-    if bpy is None or bpy <= 0:
-        raise ValueError(f"bars_per_year={bars_per_year!r} is invalid: must be finite and > 0")
-    c = np.asarray(close, dtype=np.float64)
-    r = np.concatenate(([np.nan], np.diff(np.log(c))))
-    # pandas' adjust=True EWM is the normalised weighted mean above; rows depend on r_1..r_t only.
-    var = pd.Series(r * r).ewm(span=span, adjust=True, min_periods=span).mean().to_numpy()
-    return np.sqrt(var * bars_per_year)
 
 
 def vol_target_scale(

@@ -58,7 +58,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from riskppo.envs.trading.sizing import as_finite, ewm_volatility
+from riskppo.envs.market.estimators import as_finite, ewm_volatility
 
 __all__ = [
     "OVERLAY_MODES",

@@ -1,0 +1,46 @@
+"""Parts of a dataset: the train / validation / test parts an env trades, the ``data.bars``
+rows that fix them, and how a price file is read (the ``data`` section's file options)."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import pandas as pd
+
+from riskppo.config import ConfigError
+from riskppo.envs.market.ohlcv import DataError, NanPolicy
+
+__all__ = ["SPLIT_PARTS", "FileOptions", "bar_range"]
+
+SPLIT_PARTS = ("train", "val", "test")
+
+
+class FileOptions(NamedTuple):
+    """How ``data.path`` is read: the ``data.*`` keys of the same names, passed to
+    :func:`~riskppo.envs.market.ohlcv.load_ohlcv`."""
+
+    nan_policy: NanPolicy = "raise"
+    ffill_limit: int = 5
+    sort: bool = False
+    timestamp_format: str | None = None
+    dayfirst: bool | None = None
+    adjusted: bool = False
+    sep: str | None = None
+    decimal: str | None = None
+    signals: tuple[str, ...] = ()  # data.signals: the file's own columns to observe
+
+
+def bar_range(
+    df: pd.DataFrame, bars: tuple[int, ...], part: str, source: str
+) -> tuple[pd.DataFrame, int, int]:
+    """``df`` cut at ``bars[3]`` and the ``[lo, hi)`` rows of ``part`` (``bars``: ``data.bars``,
+    the rows ``[start, train_end, val_end, end]``)."""
+    start, train_end, val_end, end = bars
+    if end > len(df):
+        raise DataError(source, f"data.bars ends at row {end} but the data has {len(df)} rows")
+    lo, hi = {"train": (start, train_end), "val": (train_end, val_end), "test": (val_end, end)}[
+        part
+    ]
+    if hi <= lo:
+        raise ConfigError(f"data.bars={list(bars)} has no {part} part (its rows are empty)")
+    return df.iloc[:end], lo, hi
