@@ -9,7 +9,8 @@
 * ``teacher``: a strategy's action on the agent's **own** observations: the env is wrapped in a
   :class:`~riskppo.envs.teacher.TeacherRecorder` that labels every observation it returns
   with the teacher's action (a built-in ``bc.teacher`` baseline of the trading env, or a user
-  callable passed to :func:`attach_bc`) and keeps the last ``2 · ppo.n_steps`` steps.
+  callable passed to ``DistributionalPPO.attach_bc``) and keeps the last ``2 · ppo.n_steps``
+  steps.
 
 Demonstrations carry no advantages: they are cloned with weight 1, or with
 ``bc.weighting: return`` with the AWR weight of their standardised return-to-go
@@ -28,11 +29,12 @@ constant), so PPO takes over from the demonstrator. ``train/bc_loss``, ``train/b
 ``train/bc_loss_ratio`` (share of the BC term in the loss magnitude; alert above
 ``monitor.bc_loss_ratio``) are logged.
 
-The source is an explicit component: :func:`attach_bc` (called when the model is built) sets the
-model's :class:`BCSource` — it loads and validates the file, or wraps the env; the training loop
-turns it into one update's :class:`BCInputs` (:func:`bc_inputs`: the decayed coefficient and the
-replayed demonstrations) and :class:`BCTerm` (:func:`bc_term`) is the BC part of the minibatch
-loss, eager and compiled alike.
+The source is an explicit component: :func:`bc_source` loads and validates the file, or wraps
+the env, and returns the :class:`BCSource` (``DistributionalPPO.attach_bc``, called when the
+model is built, adopts both); the training loop turns it into one update's :class:`BCInputs`
+(:func:`bc_inputs`: the decayed coefficient and the replayed demonstrations) and
+:class:`BCTerm` (:func:`bc_term`) is the BC part of the minibatch loss, eager and compiled
+alike.
 """
 
 from __future__ import annotations
@@ -67,9 +69,9 @@ __all__ = [
     "BCInputs",
     "BCSource",
     "BCTerm",
-    "attach_bc",
     "bc_coef_at",
     "bc_inputs",
+    "bc_source",
     "bc_term",
 ]
 
@@ -85,16 +87,6 @@ class _Context(Protocol):
     def generator(self) -> torch.Generator | None: ...
     @property
     def bc(self) -> BCInputs | None: ...
-
-
-class _Model(Protocol):
-    """What :func:`attach_bc` reads and sets on a ``DistributionalPPO``."""
-
-    config: Config
-    env: VecEnv | None
-    observation_space: spaces.Space[Any]
-    action_space: spaces.Space[Any]
-    bc: BCSource | None
 
 
 # ---- attaching a source -----------------------------------------------------------------------
@@ -131,52 +123,52 @@ class BCInputs:
     demos: DemoChunks | None = None  # this update's chunked demonstrations (None: none yet)
 
 
-def attach_bc(
-    model: _Model,
+def bc_source(
+    config: Config,
+    env: VecEnv | None,
+    observation_space: spaces.Space[Any],
+    action_space: spaces.Space[Any],
     teacher: Callable[[Any], Any] | None = None,
     *,
     teacher_input: Literal["bar", "obs"] = "bar",
-) -> None:
-    """Set ``model.bc`` (and, for a teacher, ``model.env``) from ``model.config.bc``.
+) -> tuple[VecEnv | None, BCSource | None]:
+    """The env to train on and the demonstration source that ``config.bc`` asks for
+    (``DistributionalPPO.attach_bc`` adopts both).
 
-    ``file``: load and validate ``bc.path`` against the model's spaces. ``teacher``: wrap
-    ``model.env`` in a :class:`~riskppo.envs.teacher.TeacherRecorder` labelling with the
+    ``file``: load and validate ``bc.path`` against the spaces; the env is ``env``. ``teacher``:
+    ``env`` wrapped in a :class:`~riskppo.envs.teacher.TeacherRecorder` labelling with the
     ``bc.teacher`` baseline or with ``teacher``, a user function of the bar index
     (``teacher_input="bar"``) or of the raw observation (``"obs"``) returning the action target
-    (:func:`~riskppo.envs.teacher.callable_teacher`). The trainer calls it when the model is
-    built; call it again to pass your own teacher.
+    (:func:`~riskppo.envs.teacher.callable_teacher`). Otherwise ``(env, None)``.
 
     Raises:
         ConfigError: a teacher without ``bc.source: teacher``, no teacher at all, a baseline
             teacher on a non-trading env, ``weighting: return`` without returns.
         DemonstrationError: an unusable demonstration file.
     """
-    cfg = model.config.bc
+    cfg = config.bc
     if teacher is not None and cfg.source != "teacher":
         raise ConfigError(f"a teacher callable needs bc.source: teacher (got {cfg.source!r})")
-    model.bc = None
     # The file reader (pyarrow) and the trading teachers (pandas) are imported only by the source
     # that needs them: ≈ 70 MB of RSS a run without them does not pay (docs/benchmarks.md).
     if cfg.source == "file":
         from riskppo.demos.files import load_demonstrations
 
         assert cfg.path is not None  # BCConfig validates it
-        demos = load_demonstrations(cfg.path, model.observation_space, model.action_space)
+        demos = load_demonstrations(cfg.path, observation_space, action_space)
         if cfg.weighting == "return" and demos.returns is None:
             raise ConfigError(f"bc.weighting: return needs 'returns' in {cfg.path}")
-        normalizer = find_normalizer(model.env) if model.env is not None else None
-        model.bc = BCSource(lambda: demos, normalizer)
-    elif cfg.source == "teacher" and model.env is not None and (teacher or cfg.teacher):
+        normalizer = find_normalizer(env) if env is not None else None
+        return env, BCSource(lambda: demos, normalizer)
+    if cfg.source == "teacher" and env is not None and (teacher or cfg.teacher):
         if cfg.weighting == "return":
             raise ConfigError("bc.weighting: return needs a demonstration file with returns")
         from riskppo.envs.teacher import teacher_recorder
 
-        recorder = teacher_recorder(
-            model.env, cfg, 2 * model.config.ppo.n_steps, teacher, teacher_input
-        )
-        model.env = recorder
-        n_steps = model.config.ppo.n_steps
-        model.bc = BCSource(recorder.recorded, find_normalizer(recorder), sample_last=n_steps)
+        n_steps = config.ppo.n_steps
+        recorder = teacher_recorder(env, cfg, 2 * n_steps, teacher, teacher_input)
+        return recorder, BCSource(recorder.recorded, find_normalizer(recorder), sample_last=n_steps)
+    return env, None
 
 
 # ---- the loss ---------------------------------------------------------------------------------
@@ -200,7 +192,7 @@ def bc_inputs(
         what = "bc.path" if cfg.bc.source == "file" else "bc.teacher (a baseline) or a callable"
         raise ConfigError(
             f"bc.source: {cfg.bc.source} needs {what}: pass it to "
-            "riskppo.algo.bc.attach_bc(model, ...) before training"
+            "model.attach_bc(...) before training"
         )
     coef = bc_coef_at(cfg.bc, num_timesteps)
     demos = prepare_demos(policy, cfg, source) if source is not None and coef > 0 else None

@@ -32,7 +32,7 @@ class CollectorState:
 
 class RolloutHooks(Protocol):
     """Called by :func:`collect_rollout` around and after every vec-env step (e.g. a Stable-
-    Baselines3 callback, :mod:`riskppo.algo.sb3_compat`). ``step`` gets the step's data
+    Baselines3 callback, :mod:`riskppo.agent.sb3_compat`). ``step`` gets the step's data
     (``new_obs``, ``rewards``, ``dones``, ``infos``, the env's ``actions``, all ``[N, ...]``;
     ``n_steps``: steps of this rollout so far) and returns ``False`` to stop training at once
     (:class:`StopRollout`)."""

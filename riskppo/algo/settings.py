@@ -1,86 +1,19 @@
-"""Objects the trainer derives from its config: SB3-style keywords, the optimizer's keywords,
-the variance gradient scaler, the entropy schedule and floor, and the CVaR resolution warning."""
+"""Objects the trainer derives from its config: the optimizer's keywords, the variance gradient
+scaler, the entropy schedule and floor, and the CVaR resolution warning."""
 
 from __future__ import annotations
 
 import math
 import warnings
-from pathlib import Path
 from typing import Any
 
 import torch
 from gymnasium import spaces
 
 from riskppo import core
-from riskppo.algo.sb3_compat import KEYWORDS, policy_and_env, policy_fields, unknown_keyword
-from riskppo.config import Config, ConfigError, set_by_path
+from riskppo.config import Config
 from riskppo.nn.distributions import max_entropy
 from riskppo.optim import VarianceGradientScaler
-
-
-def config_and_env(
-    args: tuple[Any, ...],
-    env: Any,
-    config: Config | dict[str, Any] | str | Path | None,
-    kwargs: dict[str, Any],
-    default_env: bool,
-) -> tuple[Config, Any]:
-    """The model's config and env from RecurrentPPO-style ``(policy, env)`` arguments and
-    keywords (``kwargs`` loses its ``policy``); ``default_env``: no env given means the
-    config's ``env.id``, and an env id also sets it."""
-    env, section = policy_and_env(args, env, kwargs.pop("policy", None))
-    if section is not None:  # policy={...}: the config's policy section
-        kwargs["policy"] = section
-    cfg = config_from_keywords(config, **kwargs)
-    if env is None and default_env:
-        env = cfg.env.id
-    if isinstance(env, str):
-        cfg = config_from_keywords(cfg, id=env)
-    return cfg, env
-
-
-def config_from_keywords(
-    config: Config | dict[str, Any] | str | Path | None, **kwargs: Any
-) -> Config:
-    """Merge SB3-style keyword arguments into a config (validated, ``ConfigError`` on misuse).
-
-    ``config`` is a :class:`Config`, a nested dict or the path of a YAML file. A keyword is a
-    config field (``learning_rate`` → ``ppo.learning_rate``; it must name one field), an SB3 name
-    of :data:`~riskppo.algo.sb3_compat.KEYWORDS`, or ``policy_kwargs`` (``policy.*`` fields).
-    """
-    if isinstance(config, str | Path):
-        config = Config.from_yaml(config)
-    base = config.to_dict() if isinstance(config, Config) else dict(config or {})
-    for key, value in policy_fields(kwargs.pop("policy_kwargs", {})).items():
-        set_by_path(base, f"policy.{key}", value)
-    for key, value in kwargs.items():
-        set_by_path(base, _keyword_path(key), value)
-    return Config.build(base)
-
-
-def _keyword_path(key: str) -> str:
-    """The config path a constructor keyword sets (``ConfigError`` if none or ambiguous)."""
-    if key in KEYWORDS:
-        return KEYWORDS[key]
-    if key in Config.model_fields:
-        return key
-    sections = {name: f.annotation for name, f in Config.model_fields.items()}
-    owners = [
-        s
-        for s, ann in sections.items()
-        if isinstance(ann, type) and key in getattr(ann, "model_fields", {})
-    ]
-    if len(owners) > 1:
-        raise ConfigError(
-            f"keyword argument {key!r} is ambiguous ({owners}): pass config={{section: {{...}}}}"
-        )
-    if not owners:
-        names = [*KEYWORDS, *Config.model_fields]
-        for ann in sections.values():
-            names += list(getattr(ann, "model_fields", {}))
-        raise unknown_keyword(key, names)
-    return f"{owners[0]}.{key}"
-
 
 # Lower bound of the learned entropy-floor coefficient: negligible next to unit-scale advantages.
 ENT_FLOOR_COEF_MIN = 1e-4

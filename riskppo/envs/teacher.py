@@ -2,7 +2,7 @@
 bars, or a user callable of the bar index or of the raw observation, and the
 :class:`TeacherRecorder` that labels the agent's observations with it (:mod:`riskppo.algo.bc`).
 
-A module of its own because it needs the trading env (pandas): :func:`riskppo.algo.bc.attach_bc`
+A module of its own because it needs the trading env (pandas): ``DistributionalPPO.attach_bc``
 imports it only when a teacher is asked for, and it imports nothing from ``bc``.
 """
 

@@ -11,7 +11,7 @@ hyperparameters. The failure modes this module makes impossible (design §6):
 * hyperparameters stored in the source checkpoint overwriting the perturbed ones — the source's
   config is never applied, only its tensors;
 * a half-written checkpoint being exploited — the source is read through
-  :func:`riskppo.persist.checkpoint.read_checkpoint`, which parses only SHA-256-verified bytes.
+  :func:`riskppo.persist.checkpoint.read_snapshot`, which parses only SHA-256-verified bytes.
 """
 
 from __future__ import annotations
@@ -33,15 +33,7 @@ from riskppo.agent import DistributionalPPO
 from riskppo.config import Config, HyperparamSpec, PBTConfig, set_by_path
 from riskppo.envs.registration import KINDS, env_kind
 from riskppo.evaluation.backtest import backtest
-from riskppo.persist.checkpoint import (
-    CheckpointData,
-    CheckpointError,
-    read_checkpoint,
-    restore_optimizer,
-    restore_statistics,
-    restore_weights,
-    sha256,
-)
+from riskppo.persist.checkpoint import CheckpointError, Snapshot, read_snapshot, sha256
 from riskppo.runs.rundir import drop_metrics_after, save_run_checkpoint
 
 LR = "ppo.learning_rate"
@@ -79,7 +71,7 @@ class PopulationMember:
 # ---- exploit -----------------------------------------------------------------------------------
 def exploit(
     target: DistributionalPPO,
-    source: str | Path | CheckpointData,
+    source: str | Path | Snapshot,
     new_hyperparams: Mapping[str, float],
     strategy: Strategy = "copy",
 ) -> float:
@@ -94,7 +86,7 @@ def exploit(
     """
     if strategy not in ("copy", "reset"):
         raise ValueError(f"strategy must be 'copy' or 'reset', got {strategy!r}")
-    ck = source if isinstance(source, CheckpointData) else read_checkpoint(Path(source))
+    ck = source if isinstance(source, Snapshot) else read_snapshot(Path(source))
     _check_compatible(target.config, ck)
     new = dict(new_hyperparams)
     if LR not in new:
@@ -105,10 +97,9 @@ def exploit(
             stacklevel=2,
         )
         new[LR] = current
-    restore_weights(target, ck)
-    restore_statistics(target, ck)  # statistics and counters in sync with the copied weights
-    if strategy == "copy":
-        restore_optimizer(target, ck)  # moments of the source; its lr is replaced just below
+    # weights with their statistics and counters; "copy": the source's optimizer moments too
+    # (its lr is replaced just below)
+    target.adopt(ck, optimizer=strategy == "copy")
     target.set_hyperparams(new)
     if strategy == "reset":
         target.reset_optimizer()
@@ -119,7 +110,7 @@ def exploit(
     return lrs.pop()
 
 
-def _check_compatible(cfg: Config, ck: CheckpointData) -> None:
+def _check_compatible(cfg: Config, ck: Snapshot) -> None:
     for section in _ARCHITECTURE:
         mine, theirs = getattr(cfg, section), getattr(ck.config, section)
         if mine != theirs:

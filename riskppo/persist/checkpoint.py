@@ -28,9 +28,8 @@ import shutil
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any
 
-import gymnasium as gym
 import numpy as np
 import torch
 from gymnasium import spaces
@@ -46,8 +45,6 @@ from riskppo.config import Config, ConfigError
 from riskppo.core.lagrange import PIDLagrangeState
 from riskppo.core.scaling import RunningMoments
 from riskppo.core.schedules import EntropyFloorState, EntropyScheduleState
-from riskppo.envs.registration import env_spec
-from riskppo.envs.vec.build import find_normalizer
 from riskppo.persist.bounds import check_model_header, tensor_file_caps
 from riskppo.persist.codec import StateDecodeError, decode, encode
 from riskppo.persist.files import (
@@ -65,22 +62,20 @@ from riskppo.persist.files import (
     write_file,
     write_manifest,
 )
-from riskppo.persist.snapshot import Restorable, Snapshot
+from riskppo.persist.snapshot import Snapshot
 from riskppo.safefs import ensure_real_dir, remove_entry
-
-M = TypeVar("M", bound=Restorable)
 
 __all__ = [
     "CheckpointData",
     "CheckpointError",
-    "Restorable",
     "Snapshot",
-    "load_checkpoint",
     "read_checkpoint",
+    "read_snapshot",
     "remove_leftovers",
     "resolve_latest",
     "save_checkpoint",
     "sha256",
+    "snapshot_of",
     "verify_checkpoint",
 ]
 
@@ -269,6 +264,44 @@ def read_checkpoint(path: Path) -> CheckpointData:
     return CheckpointData(path, cfg, state, tensors, training)
 
 
+def read_snapshot(path: Path) -> Snapshot:
+    """A checkpoint directory, verified and parsed (:func:`read_checkpoint`), as the
+    :class:`Snapshot` it was written from: what ``DistributionalPPO.from_snapshot`` builds a
+    model from (``CheckpointError`` on any defect)."""
+    return snapshot_of(read_checkpoint(path))
+
+
+def snapshot_of(ck: CheckpointData) -> Snapshot:
+    """The :class:`Snapshot` a parsed checkpoint holds (tensors as read, no model built)."""
+    state, opt = ck.state, ck.tensors["optimizer.safetensors"]
+    try:
+        return Snapshot(
+            policy=dict(ck.tensors["model.safetensors"]),
+            optimizer=optimizer_state_from_json(state["optimizer"], opt),
+            vgs=join_tensors(state["vgs"], opt) if state.get("vgs") is not None else None,
+            obs_rms=_obs_rms(ck.tensors["normalizer.safetensors"]),
+            training=ck.training,
+            observation_space=space_from_json(state["observation_space"]),
+            action_space=space_from_json(state["action_space"]),
+            n_envs=int(state["n_envs"]),
+            env_is_id=bool(state.get("env_is_id", True)),
+            config=ck.config,
+            path=ck.path,
+        )
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        raise CheckpointError(f"{ck.path}: state unreadable: {exc}") from None
+
+
+def _obs_rms(norm: dict[str, torch.Tensor]) -> RunningMeanStd | None:
+    """The observation statistics of ``normalizer.safetensors`` (``None``: none saved)."""
+    if "obs/mean" not in norm:
+        return None
+    rms = RunningMeanStd(shape=tuple(norm["obs/mean"].shape))
+    rms.mean, rms.var = norm["obs/mean"].numpy().copy(), norm["obs/var"].numpy().copy()
+    rms.count = float(norm["obs/count"])
+    return rms
+
+
 def _load_tensors(data: bytes, name: str, path: Path) -> dict[str, torch.Tensor]:
     try:
         return load_bytes(data)
@@ -345,164 +378,6 @@ def check_tensors(
             )
         if key != "obs/mean" and bool((found < 0).any()):
             raise CheckpointError(f"{what} normalizer.safetensors: {key} is negative")
-
-
-def load_checkpoint(
-    cls: Callable[..., M],
-    path: Path,
-    env: Any = None,
-    *,
-    rebuild_env: bool = True,
-    **overrides: Any,
-) -> M:
-    """Validate everything, build a model (``cls(env, config=..., _spaces=..., **overrides)``),
-    then load the state into it.
-
-    Without ``env``, and with ``rebuild_env``, the env is rebuilt from the checkpoint's config
-    when the model was trained on a registered env id (:func:`_with_rebuilt_env`); otherwise
-    the model is for ``predict`` only.
-    """
-    remove_leftovers(Path(path).parent)
-    ck = read_checkpoint(path)
-    state = ck.state
-    spaces_ = (space_from_json(state["observation_space"]), space_from_json(state["action_space"]))
-    if env is None and rebuild_env:
-        model = _with_rebuilt_env(cls, ck, spaces_, overrides)
-    else:
-        model = cls(env, config=ck.config, _spaces=spaces_, **overrides)
-        if env is not None and not _spaces_match(model, spaces_):
-            raise CheckpointError(
-                f"{path}: env spaces {model.observation_space}/{model.action_space} do not match "
-                f"the checkpoint's {spaces_[0]}/{spaces_[1]}"
-            )
-    if env is None:
-        model.env_is_id = bool(state.get("env_is_id", True))
-    try:
-        restore_weights(model, ck)
-        restore_optimizer(model, ck)
-        restore_normalizers(model, ck)
-        model.state = ck.training
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError, RuntimeError) as exc:
-        model.close()
-        if isinstance(exc, CheckpointError):
-            raise
-        raise CheckpointError(f"{path}: state does not fit the model: {exc}") from None
-    return model
-
-
-def _spaces_match(model: Restorable, spaces_: tuple[spaces.Space, spaces.Space]) -> bool:
-    """Whether the model's env has the checkpoint's observation shape and action space type."""
-    obs_space, act_space = spaces_
-    same_obs = model.observation_space.shape == obs_space.shape
-    return same_obs and type(model.action_space) is type(act_space)
-
-
-def _with_rebuilt_env(
-    cls: Callable[..., M],
-    ck: CheckpointData,
-    spaces_: tuple[spaces.Space, spaces.Space],
-    overrides: dict[str, Any],
-) -> M:
-    """A model whose env is rebuilt from the checkpoint's config (``env.id``, ``env.n_envs``,
-    ``seed``, ``data``, ...), announced with one log line, so that ``load(path).learn(n,
-    reset_num_timesteps=False)`` continues training.
-
-    Only for a model that was trained on an env id (not on a factory or a VecEnv) that is
-    registered in this process; otherwise, or if the env cannot be made (e.g. a data file that
-    is gone) or its spaces differ from the checkpoint's, the model is for ``predict`` only and
-    the log line says why.
-    """
-    cfg = ck.config
-    env_id = cfg.env.id
-    if not ck.state.get("env_is_id", True):
-        return cls(None, config=cfg, _spaces=spaces_, **overrides)
-    why = None
-    try:
-        env_spec(env_id)  # a 'module:Name' id imports its module here
-    except (gym.error.Error, ImportError) as exc:
-        why = f"it is not registered in this process ({exc}; import the module that registers it)"
-    else:
-        try:
-            model = cls(env_id, config=cfg, _spaces=spaces_, **overrides)
-        except (OSError, ValueError, ImportError, gym.error.Error) as exc:
-            why = f"making it failed: {exc}"
-        else:
-            if _spaces_match(model, spaces_):
-                log.warning(
-                    "%s: no env= given; rebuilt %r (n_envs=%d, seed=%d) from the checkpoint's "
-                    "config, so the model can continue training",
-                    ck.path,
-                    env_id,
-                    model.n_envs,
-                    cfg.seed,
-                )
-                return model
-            why = f"its spaces {model.observation_space}/{model.action_space} differ from the "
-            why += f"checkpoint's {spaces_[0]}/{spaces_[1]}"
-            model.close()
-    log.warning(
-        "%s: no env= given and env %r was not rebuilt: %s; loaded for predict only, pass env= "
-        "to train",
-        ck.path,
-        env_id,
-        why,
-    )
-    return cls(None, config=cfg, _spaces=spaces_, **overrides)
-
-
-def restore_weights(model: Restorable, ck: CheckpointData) -> None:
-    """Load the policy parameters (``CheckpointError`` if they do not fit the model)."""
-    try:
-        model.policy.load_state_dict(ck.tensors["model.safetensors"], strict=True)
-    except (RuntimeError, KeyError, ValueError) as exc:
-        raise CheckpointError(f"{ck.path}: state does not fit the model: {exc}") from None
-
-
-def restore_optimizer(model: Restorable, ck: CheckpointData) -> None:
-    """Load the optimizer (and VGS) state, learning rates included, as saved."""
-    opt = ck.tensors["optimizer.safetensors"]
-    try:
-        model.optimizer.load_state_dict(optimizer_state_from_json(ck.state["optimizer"], opt))
-    except (RuntimeError, KeyError, ValueError) as exc:
-        raise CheckpointError(f"{ck.path}: state does not fit the model: {exc}") from None
-    if model.vgs is not None and ck.state.get("vgs") is not None:
-        model.vgs.load_state_dict(join_tensors(ck.state["vgs"], opt))
-
-
-def restore_normalizers(model: Restorable, ck: CheckpointData) -> None:
-    """Observation statistics: into the model's ``VecNormalize`` (if it has an env), and kept
-    for evaluation envs of a predict-only model."""
-    norm = ck.tensors["normalizer.safetensors"]
-    if "obs/mean" in norm:
-        rms = RunningMeanStd(shape=tuple(norm["obs/mean"].shape))
-        rms.mean, rms.var = norm["obs/mean"].numpy().copy(), norm["obs/var"].numpy().copy()
-        rms.count = float(norm["obs/count"])
-        vn = find_normalizer(model.env) if model.env is not None else None
-        if vn is not None:
-            vn.obs_rms = cast(Any, rms)
-        model.loaded_obs_rms = rms
-
-
-def restore_statistics(model: Restorable, ck: CheckpointData) -> None:
-    """What must follow copied weights (PBT exploit): observation and return statistics, the
-    constraint's state (where it has the same kind and shapes) and the step/update counters.
-    The model keeps its own random generators, entropy schedule and episode statistics."""
-    restore_normalizers(model, ck)
-    src = ck.training
-    risk = model.state.risk
-    if risk is not None and src.risk is not None and _same_layout(src.risk, risk):
-        risk = src.risk
-    model.state = model.state.with_counters(
-        num_timesteps=src.counters.num_timesteps, n_updates=src.counters.n_updates
-    ).replace(scaling=src.scaling, risk=risk)
-
-
-def _same_layout(a: Any, b: Any) -> bool:
-    """Whether two constraint states have one kind and the same tensor shapes (e.g. envs)."""
-    if type(a) is not type(b):
-        return False
-    (_, ta), (_, tb) = encode(a), encode(b)
-    return ta.keys() == tb.keys() and all(ta[k].shape == tb[k].shape for k in ta)
 
 
 def migrate_v1(

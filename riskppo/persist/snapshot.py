@@ -1,21 +1,21 @@
-"""What a checkpoint needs of a model, as types of their own, so that the checkpoint module never
-imports the façade (:class:`~riskppo.agent.DistributionalPPO`) and never reads its
-private attributes.
+"""What a checkpoint holds of a model, as a type of its own, so that the checkpoint module never
+imports the façade (:class:`~riskppo.agent.DistributionalPPO`) and never touches its attributes.
 
-- :class:`Snapshot`: what is saved; the façade assembles it (``DistributionalPPO.snapshot()``).
-- :class:`Restorable`: what a checkpoint is loaded into — the attributes the restore functions
-  of :mod:`riskppo.persist.checkpoint` read and write, as a structural type the façade satisfies.
+Saving and loading are symmetric: the façade assembles a :class:`Snapshot`
+(``DistributionalPPO.snapshot()``) and :func:`~riskppo.persist.checkpoint.save_checkpoint`
+writes it; :func:`~riskppo.persist.checkpoint.read_snapshot` reads one back and the façade
+builds itself from it (``DistributionalPPO.from_snapshot``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from pathlib import Path
+from typing import Any
 
 import torch
 from gymnasium import spaces
 from stable_baselines3.common.running_mean_std import RunningMeanStd
-from stable_baselines3.common.vec_env import VecEnv
 
 from riskppo.algo.state import TrainingState
 from riskppo.config import Config
@@ -28,7 +28,8 @@ class Snapshot:
     ``policy``: the policy's ``state_dict``; ``optimizer`` / ``vgs``: their ``state_dict``s (``vgs``
     ``None`` without the variance gradient scaler); ``obs_rms``: the observation statistics
     (``None`` without ``env.normalize_obs``); ``training``: everything else that changes between
-    updates; ``env_is_id``: trained on config ``env.id`` (what ``load`` can rebuild).
+    updates; ``env_is_id``: trained on config ``env.id`` (what ``load`` can rebuild); ``path``:
+    the checkpoint directory it was read from (``None`` for a live model's).
     """
 
     policy: dict[str, torch.Tensor]
@@ -41,36 +42,4 @@ class Snapshot:
     n_envs: int
     env_is_id: bool
     config: Config
-
-
-class Restorable(Protocol):
-    """A model a checkpoint's state is loaded into (``DistributionalPPO`` is one)."""
-
-    state: TrainingState
-    env_is_id: bool
-    # observation statistics read from a checkpoint: what evaluation envs of a model without a
-    # training env are normalised with
-    loaded_obs_rms: RunningMeanStd | None
-
-    @property
-    def policy(self) -> torch.nn.Module: ...
-
-    @property
-    def optimizer(self) -> torch.optim.Optimizer: ...
-
-    @property
-    def vgs(self) -> Any: ...
-
-    @property
-    def env(self) -> VecEnv | None: ...
-
-    @property
-    def observation_space(self) -> spaces.Space: ...
-
-    @property
-    def action_space(self) -> spaces.Space: ...
-
-    @property
-    def n_envs(self) -> int: ...
-
-    def close(self) -> None: ...
+    path: Path | None = None

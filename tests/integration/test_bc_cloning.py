@@ -10,7 +10,6 @@ import torch
 from safetensors.torch import save_file
 
 from riskppo import DistributionalPPO
-from riskppo.algo.bc import attach_bc
 from riskppo.cli import main as cli_main
 from riskppo.cli.errors import user_error
 from riskppo.config import Config
@@ -34,7 +33,7 @@ def test_cloned_policy_reproduces_a_toy_teacher_on_held_out_observations():
             "bc": {"source": "teacher", "bc_coef": 1.0},
         },
     )
-    attach_bc(model, teacher=lambda obs: int(obs[0] > 0), teacher_input="obs")
+    model.attach_bc(teacher=lambda obs: int(obs[0] > 0), teacher_input="obs")
     model.learn(4096)
     obs = np.random.default_rng(123).normal(size=(100, 16, 3)).astype(np.float32)  # held out
     state, agree = None, []
@@ -74,7 +73,7 @@ def test_cloned_trading_agent_reproduces_a_teacher_on_the_validation_split():
     def teacher(obs: np.ndarray) -> float:
         return 1.0 if obs[k] > 0 else 0.0
 
-    attach_bc(model, teacher=teacher, teacher_input="obs")
+    model.attach_bc(teacher=teacher, teacher_input="obs")
     assert isinstance(model.env, TeacherRecorder)
     model.learn(8192)
     venv = model.make_eval_env(part="val", n_envs=1)

@@ -24,6 +24,7 @@ from safetensors.torch import load_file, save_file
 import riskppo
 from riskppo import CheckpointError, DistributionalPPO
 from riskppo.config import Config
+from riskppo.envs.vec.build import find_normalizer
 from riskppo.persist import checkpoint as ckpt_mod
 from riskppo.runs.rundir import latest_checkpoint, latest_good_checkpoint, save_run_checkpoint
 
@@ -56,8 +57,8 @@ def rehash(path: Path, name: str) -> None:
 def test_round_trip_keeps_normaliser_statistics(trained, tmp_path):
     model, path = trained
     loaded = DistributionalPPO.load(path, env="CartPole-v1")
-    src = ckpt_mod.find_normalizer(model.env).obs_rms
-    dst = ckpt_mod.find_normalizer(loaded.env).obs_rms
+    src = find_normalizer(model.env).obs_rms
+    dst = find_normalizer(loaded.env).obs_rms
     assert (src.mean == dst.mean).all() and (src.var == dst.var).all() and src.count == dst.count
     assert torch.equal(model.state.scaling.moments.var, loaded.state.scaling.moments.var)
 

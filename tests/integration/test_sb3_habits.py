@@ -1,5 +1,5 @@
 """What a Stable-Baselines3 user writes works, or is refused before training with one line
-(``riskppo.algo.sb3_compat``, ``docs/sb3.md``): SB3 callbacks, an env instance, ``get_env`` /
+(``riskppo.agent.sb3_compat``, ``docs/sb3.md``): SB3 callbacks, an env instance, ``get_env`` /
 ``set_env`` / ``logger``, ``learn(tb_log_name, log_interval)``, ``policy_kwargs``, a config path,
 ``save("x.zip")`` and ``tensorboard_log`` run numbering. Real envs, real SB3 callbacks."""
 

@@ -2,7 +2,7 @@
 policy name ``"MlpLstmPolicy"`` first, positionally or as ``policy=``, and every earlier form
 (``DistributionalPPO(env)``, ``env=``, ``policy={...}`` as the config section) still works.
 RecurrentPPO's other policy names, a policy class and two envs are refused with one line
-(``riskppo.algo.sb3_compat.policy_and_env``). Real envs."""
+(``riskppo.agent.sb3_compat.policy_and_env``). Real envs."""
 
 from __future__ import annotations
 

@@ -179,7 +179,7 @@ def test_a_warm_started_segment_predicts_what_its_source_predicted(tmp_path: Pat
 
     from riskppo import DistributionalPPO
     from riskppo.evaluation.walkforward.run import cell_config, warm_start
-    from riskppo.persist.checkpoint import read_checkpoint
+    from riskppo.persist.checkpoint import read_snapshot
 
     data = _market(tmp_path / "m.csv")
     cfg = load_config(None, [*SMALL, "total_timesteps=1024", f"data.path={data}"])
@@ -190,7 +190,7 @@ def test_a_warm_started_segment_predicts_what_its_source_predicted(tmp_path: Pat
     source = DistributionalPPO.load(first.cell_dir / "model", rebuild_env=False)
     target = DistributionalPPO(config=cell_config(cfg, wf.segments[1], 0, 128))
     try:
-        warm_start(target, read_checkpoint(first.cell_dir / "model"))
+        warm_start(target, read_snapshot(first.cell_dir / "model"))
         obs = np.random.default_rng(0).normal(size=(6, source.observation_space.shape[0]))
         obs = obs.astype(np.float32)
         np.testing.assert_array_equal(

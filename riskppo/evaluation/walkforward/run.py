@@ -62,7 +62,7 @@ from riskppo.safefs import ensure_real_dir, remove_entry, write_text_atomic
 if TYPE_CHECKING:
     from riskppo.agent import DistributionalPPO
     from riskppo.evaluation.walkforward.select import Selection
-    from riskppo.persist.checkpoint import CheckpointData
+    from riskppo.persist.snapshot import Snapshot
 from riskppo.runs.lock import lock_run
 
 SETTINGS_FILE = "walkforward.json"
@@ -77,7 +77,7 @@ def run_cell(job: CellJob) -> dict[str, Any]:
 
     from riskppo.agent import DistributionalPPO
     from riskppo.evaluation.backtest import backtest, overlay_binding_replayed
-    from riskppo.persist.checkpoint import read_checkpoint
+    from riskppo.persist.checkpoint import read_snapshot
 
     cfg = cell_config(job.config, job.segment, job.seed, job.steps)
     torch.set_num_threads(cfg.num_threads or 1)  # before anything is built: results depend on it
@@ -89,7 +89,7 @@ def run_cell(job: CellJob) -> dict[str, Any]:
     model = DistributionalPPO(config=cfg, run_dir=job.cell_dir)
     try:
         if job.warm_from is not None:
-            warm_start(model, read_checkpoint(job.warm_from))
+            warm_start(model, read_snapshot(job.warm_from))
         model.learn(job.steps)
         model.save(job.cell_dir / "model")
         kind = market_kind(cfg.env.id, "walk-forward")
@@ -128,16 +128,13 @@ def run_cell(job: CellJob) -> dict[str, Any]:
     return summary
 
 
-def warm_start(model: DistributionalPPO, ck: CheckpointData) -> None:
+def warm_start(model: DistributionalPPO, snap: Snapshot) -> None:
     """Continue from ``ck``'s weights with the statistics they were trained under: observation
     normalisation, return scaling (with PopArt the critic's last layer is in those units; a
     fresh scale would rescale it by the wrong ratio, compounding over segments) and the CVaR
     constraint's state. The counters start from zero and the optimizer fresh."""
-    from riskppo.persist.checkpoint import restore_statistics, restore_weights
-
-    restore_weights(model, ck)
-    restore_statistics(model, ck)
-    model.state = model.state.with_counters(num_timesteps=0, n_updates=0)
+    model.adopt(snap)
+    model.reset_counters()
 
 
 @dataclass

@@ -17,7 +17,7 @@ from safetensors.torch import save_file
 
 from riskppo import DistributionalPPO
 from riskppo.algo import bc
-from riskppo.algo.bc import attach_bc, bc_coef_at, bc_term
+from riskppo.algo.bc import bc_coef_at, bc_term
 from riskppo.config import BCConfig, Config, ConfigError
 from riskppo.demos.files import (
     DemonstrationError,
@@ -280,7 +280,7 @@ def test_file_source_needs_attach_and_returns(tmp_path):
     with pytest.raises(ConfigError, match="attach_bc"):
         bc.bc_inputs(model.config, model.policy, model.bc, 0)
     with pytest.raises(ConfigError, match=r"needs bc\.source: teacher"):
-        attach_bc(make(bc_coef=1.0), teacher=lambda o: 0)
+        make(bc_coef=1.0).attach_bc(teacher=lambda o: 0)
 
 
 # ---- recurrent chunk replay -------------------------------------------------------------------

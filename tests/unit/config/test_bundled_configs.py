@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from riskppo.algo.settings import config_from_keywords
+from riskppo.agent.sb3_compat import config_from_keywords
 from riskppo.cli.main import load_config, main
 from riskppo.config import Config, ConfigError
 from riskppo.config.bundled import bundled_dir, bundled_names, resolve_config_path

@@ -10,8 +10,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import gymnasium as gym
 import numpy as np
@@ -22,7 +23,15 @@ from stable_baselines3.common.running_mean_std import RunningMeanStd
 from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 
 from riskppo import core
-from riskppo.algo.bc import BCSource, attach_bc
+from riskppo.agent.loading import Persistent
+from riskppo.agent.sb3_compat import (
+    LearnCallbacks,
+    config_and_env,
+    config_from_keywords,
+    next_run_dir,
+    set_env_mismatch,
+)
+from riskppo.algo.bc import BCSource, bc_source
 from riskppo.algo.collect import StopRollout
 from riskppo.algo.compiled import CompiledLoss
 from riskppo.algo.constraints import needs_risk_head
@@ -34,17 +43,9 @@ from riskppo.algo.loop import (
     set_learning_rate,
     train_iteration,
 )
-from riskppo.algo.sb3_compat import (
-    LearnCallbacks,
-    checkpoint_dir,
-    next_run_dir,
-    set_env_mismatch,
-)
 from riskppo.algo.settings import (
     apply_num_threads,
     build_vgs,
-    config_and_env,
-    config_from_keywords,
     entropy_target,
     optimizer_kwargs,
     warn_alpha_resolution,
@@ -63,14 +64,12 @@ from riskppo.nn.outputs import check_finite_outputs
 from riskppo.nn.policy import RecurrentActorCritic, RecurrentState
 from riskppo.nn.predict_args import check_state, episode_starts, given_obs, obs_array
 from riskppo.optim import build_optimizer
-from riskppo.persist.checkpoint import load_checkpoint, save_checkpoint
-from riskppo.persist.snapshot import Snapshot
 
 if TYPE_CHECKING:
     import pandas as pd
 
 
-class DistributionalPPO:
+class DistributionalPPO(Persistent):
     """Recurrent distributional PPO. See design §1.1 for the API and §2 for the algorithm.
 
     A façade (like SB3's algorithm classes): it owns what is trained — the policy, the critic
@@ -78,12 +77,12 @@ class DistributionalPPO:
     itself is :func:`riskppo.algo.loop.train_iteration`.
 
     ``DistributionalPPO(env, ...)`` or, as RecurrentPPO, ``DistributionalPPO("MlpLstmPolicy",
-    env, ...)`` (``args``: :func:`~riskppo.algo.sb3_compat.policy_and_env`). ``env``: an env id
+    env, ...)`` (``args``: :func:`~riskppo.agent.sb3_compat.policy_and_env`). ``env``: an env id
     (``"CartPole-v1"``, ``"module:Name-v1"``), a factory, a ``VecEnv``, a Gymnasium vector env
     (``gymnasium.make_vec``; :mod:`riskppo.envs.vec.gym_vector`) or one ``gym.Env`` instance (with
     ``n_envs=1``); none: the config's ``env.id``. ``config``: a :class:`Config`, a dict or the
     path of a YAML file; keywords set single fields. What SB3's keywords and methods become here:
-    :mod:`riskppo.algo.sb3_compat` and ``docs/sb3.md``. ``df``: a pandas DataFrame of bars (and
+    :mod:`riskppo.agent.sb3_compat` and ``docs/sb3.md``. ``df``: a pandas DataFrame of bars (and
     ``data.signals`` columns) that ``riskppo/Trading-v0`` trades instead of ``data.path``, in
     training and evaluation envs alike (``docs/data.md``).
     """
@@ -131,7 +130,7 @@ class DistributionalPPO:
         self.compiled_loss = CompiledLoss()
         self.bc: BCSource | None = None  # R-ALG-12: a demonstration file or a teacher
         if self.env is not None:  # (a predict-only model needs no demonstrations)
-            attach_bc(self)
+            self.attach_bc()
         warn_alpha_resolution(cfg, self.critic.n_out)
         try:
             entropy_target(cfg, act_space)
@@ -209,8 +208,29 @@ class DistributionalPPO:
         self.env = venv
         if isinstance(env, str):
             self.config = config_from_keywords(self.config, id=env)
-        attach_bc(self)
+        self.attach_bc()
         self.state = self.state.replace(carry=None)
+
+    def attach_bc(
+        self,
+        teacher: Callable[[Any], Any] | None = None,
+        *,
+        teacher_input: Literal["bar", "obs"] = "bar",
+    ) -> None:
+        """Set the behaviour-cloning source that ``config.bc`` asks for (called when the model is
+        built; call it again to pass your own teacher): ``bc.source: file`` loads ``bc.path``;
+        ``bc.source: teacher`` wraps the env in a recorder labelling every observation with the
+        ``bc.teacher`` baseline or with ``teacher``, a function of the bar index
+        (``teacher_input="bar"``) or of the raw observation (``"obs"``)
+        (:func:`~riskppo.algo.bc.bc_source`, which says what it raises)."""
+        self.env, self.bc = bc_source(
+            self.config,
+            self.env,
+            self.observation_space,
+            self.action_space,
+            teacher,
+            teacher_input=teacher_input,
+        )
 
     @property
     def logger(self) -> Any:
@@ -254,7 +274,7 @@ class DistributionalPPO:
         ``callback(model, log)`` runs after every update (``log``:
         :class:`~riskppo.algo.log.UpdateLog`; returning ``False`` stops training), an SB3
         ``BaseCallback`` gets SB3's hooks, a list may hold both
-        (:class:`~riskppo.algo.sb3_compat.LearnCallbacks`). ``tb_log_name``: the run folder's
+        (:class:`~riskppo.agent.sb3_compat.LearnCallbacks`). ``tb_log_name``: the run folder's
         name under ``tensorboard_log``. ``log_interval``: updates between metric dumps (sets
         ``monitor.log_interval``).
         """
@@ -383,6 +403,10 @@ class DistributionalPPO:
         """Start fresh episodes with zero recurrent states at the next update (envs re-seeded
         from seed + update count), e.g. after the weights were replaced (PBT exploit)."""
         self.state = self.state.replace(carry=None)
+
+    def reset_counters(self) -> None:
+        """Count env steps and updates from zero again (a warm start that trains a new run)."""
+        self.state = self.state.with_counters(num_timesteps=0, n_updates=0)
 
     def _at_checkpoint_boundary(self) -> bool:
         every = self.config.checkpoint.every_updates
@@ -536,53 +560,6 @@ class DistributionalPPO:
             "max": float(r.max()),
             "n_episodes": float(len(r)),
         }
-
-    # ---- persistence --------------------------------------------------------------------
-    def save(self, path: str | Path) -> Path:
-        """Write a checkpoint directory (safetensors + JSON, never pickle; design §1.4); an
-        SB3-style ``x.zip`` writes the directory ``x``. Returns the directory."""
-        return save_checkpoint(self.snapshot(), checkpoint_dir(path))
-
-    def snapshot(self) -> Snapshot:
-        """What a checkpoint holds of this model, now (references to live state: write it out
-        before training on)."""
-        return Snapshot(
-            policy=self.policy.state_dict(),
-            optimizer=self.optimizer.state_dict(),
-            vgs=self.vgs.state_dict() if self.vgs else None,
-            obs_rms=self.obs_statistics(),
-            training=self.state,
-            observation_space=self.observation_space,
-            action_space=self.action_space,
-            n_envs=self.n_envs,
-            env_is_id=self.env_is_id,
-            config=self.config,
-        )
-
-    @classmethod
-    def load(
-        cls,
-        path: str | Path,
-        env: EnvSpec | None = None,
-        *,
-        rebuild_env: bool = True,
-        **overrides: Any,
-    ) -> DistributionalPPO:
-        """Load a checkpoint directory; ``env`` is optional for ``predict``.
-
-        Without ``env``, a model that was trained on a registered env id gets that env rebuilt
-        from the checkpoint's config (``env.*``, ``seed``, ``data``; one log line says so), so
-        ``load(path).learn(n, reset_num_timesteps=False)`` continues training — with
-        ``checkpoint.every_updates`` set and a checkpoint saved at such a boundary, exactly as
-        if it had never stopped. ``rebuild_env=False`` skips that (predict only, nothing built).
-        ``overrides`` are constructor keywords (e.g. ``run_dir``).
-        """
-        path = Path(path)
-        if not path.exists():  # SB3's "x.zip" names riskppo's directory "x"
-            path = checkpoint_dir(path)
-        model = load_checkpoint(cls, path, env, rebuild_env=rebuild_env, **overrides)
-        model.loaded_from = path
-        return model
 
     def close(self) -> None:
         if self.env is not None:

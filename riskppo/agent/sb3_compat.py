@@ -20,6 +20,8 @@ What an SB3 user writes, and what riskppo does with it:
   (:class:`LearnCallbacks`). ``tb_log_name``/``log_interval``: as in SB3.
 * ``tensorboard_log=DIR`` (without ``run_dir``): each ``learn`` that resets the step counter
   writes into a new ``DIR/<tb_log_name>_<N>`` (:func:`next_run_dir`), as SB3 does.
+* :func:`config_and_env` / :func:`config_from_keywords`: the constructor's arguments and keywords
+  merged into one validated :class:`~riskppo.config.Config`.
 * ``save("x.zip")`` writes the checkpoint directory ``x`` (riskppo checkpoints are directories of
   safetensors + JSON, never zip/pickle); ``load("x.zip")`` reads it (:func:`checkpoint_dir`).
 """
@@ -37,7 +39,7 @@ import torch
 
 from riskppo.algo.collect import RolloutHooks
 from riskppo.algo.log import UpdateLog
-from riskppo.config import ConfigError, PolicyConfig
+from riskppo.config import Config, ConfigError, PolicyConfig, set_by_path
 
 # SB3-style keyword → config path, where the name differs from the config field.
 KEYWORDS: dict[str, str] = {
@@ -333,3 +335,68 @@ class _SB3Hooks:
     def rollout_end(self) -> None:
         with torch.inference_mode(False):
             self.callback.on_rollout_end()
+
+
+# ---- constructor keywords → config -------------------------------------------------------------
+def config_and_env(
+    args: tuple[Any, ...],
+    env: Any,
+    config: Config | dict[str, Any] | str | Path | None,
+    kwargs: dict[str, Any],
+    default_env: bool,
+) -> tuple[Config, Any]:
+    """The model's config and env from RecurrentPPO-style ``(policy, env)`` arguments and
+    keywords (``kwargs`` loses its ``policy``); ``default_env``: no env given means the
+    config's ``env.id``, and an env id also sets it."""
+    env, section = policy_and_env(args, env, kwargs.pop("policy", None))
+    if section is not None:  # policy={...}: the config's policy section
+        kwargs["policy"] = section
+    cfg = config_from_keywords(config, **kwargs)
+    if env is None and default_env:
+        env = cfg.env.id
+    if isinstance(env, str):
+        cfg = config_from_keywords(cfg, id=env)
+    return cfg, env
+
+
+def config_from_keywords(
+    config: Config | dict[str, Any] | str | Path | None, **kwargs: Any
+) -> Config:
+    """Merge SB3-style keyword arguments into a config (validated, ``ConfigError`` on misuse).
+
+    ``config`` is a :class:`Config`, a nested dict or the path of a YAML file. A keyword is a
+    config field (``learning_rate`` → ``ppo.learning_rate``; it must name one field), an SB3 name
+    of :data:`KEYWORDS`, or ``policy_kwargs`` (``policy.*`` fields).
+    """
+    if isinstance(config, str | Path):
+        config = Config.from_yaml(config)
+    base = config.to_dict() if isinstance(config, Config) else dict(config or {})
+    for key, value in policy_fields(kwargs.pop("policy_kwargs", {})).items():
+        set_by_path(base, f"policy.{key}", value)
+    for key, value in kwargs.items():
+        set_by_path(base, _keyword_path(key), value)
+    return Config.build(base)
+
+
+def _keyword_path(key: str) -> str:
+    """The config path a constructor keyword sets (``ConfigError`` if none or ambiguous)."""
+    if key in KEYWORDS:
+        return KEYWORDS[key]
+    if key in Config.model_fields:
+        return key
+    sections = {name: f.annotation for name, f in Config.model_fields.items()}
+    owners = [
+        s
+        for s, ann in sections.items()
+        if isinstance(ann, type) and key in getattr(ann, "model_fields", {})
+    ]
+    if len(owners) > 1:
+        raise ConfigError(
+            f"keyword argument {key!r} is ambiguous ({owners}): pass config={{section: {{...}}}}"
+        )
+    if not owners:
+        names = [*KEYWORDS, *Config.model_fields]
+        for ann in sections.values():
+            names += list(getattr(ann, "model_fields", {}))
+        raise unknown_keyword(key, names)
+    return f"{owners[0]}.{key}"
