@@ -68,6 +68,8 @@ BENCHMARKS: dict[str, str] = {
     "before the clip against the supervised forecast, per walk-forward cell",
     "trials_no_skill": "Does the trial ledger stop a fake edge? The best of 1, 5 or 20 no-skill "
     "configurations judged with and without the ledger's N",
+    "bitexact": "Did a refactoring change training? Digests of the weights, metrics, training "
+    "state and optimizer of short runs of eleven configurations, compared with a saved file",
     "trials_cli_sequence": "Five configurations judged one after another on one market through "
     "the command line: the ledger's N, the adjusted p and PBO as printed",
 }

@@ -15,7 +15,7 @@ APPLICATION = "cli"  # the command line: riskppo/cli/
 
 # (file, function) that may print, and why: what DistributionalPPO.learn shows when asked
 ALLOWED_PRINTS: dict[tuple[str, str], str] = {
-    ("agent.py", "learn"): "the alert summary with monitor.verbose (SB3's verbose=1)",
+    ("agent/facade.py", "learn"): "the alert summary with monitor.verbose (SB3's verbose=1)",
     ("monitor/writer.py", "log_update"): "an update's line with monitor.verbose >= 1",
     ("monitor/progress.py", "_print_line"): "the progress bar's plain lines (progress_bar)",
 }
