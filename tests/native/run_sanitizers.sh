@@ -57,7 +57,7 @@ PY
 tests=(tests/unit/nn/test_native_lstm.py tests/unit/nn/test_actor_step.py tests/unit/nn/test_actor_step_gauss.py
        tests/unit/algo/test_fused_step.py
        tests/unit/nn/test_c_boundary.py)
-LD_PRELOAD="$preload" "$PYTHON" -m pytest -rfE --capture=sys -p no:cacheprovider "${tests[@]}" "$@" \
+LD_PRELOAD="$preload" "$PYTHON" -m pytest -n 0 -rfE --capture=sys -p no:cacheprovider "${tests[@]}" "$@" \
     2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 
