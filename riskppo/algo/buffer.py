@@ -46,6 +46,8 @@ class Rollout:
     # [T, N] ∂(return)/∂(action) of each decision from the env's reward slopes (None: the env
     # reports none); see riskppo.algo.collect
     reward_slopes: Tensor | None = None
+    # [T, N] the part of reward_slopes that is the next step's reward's slope in a_t
+    reward_slopes_next: Tensor | None = None
 
 
 def chunk_critic(x: Tensor, chunk_len: int) -> Tensor:

@@ -139,6 +139,16 @@ class _Buffers:
         g[:-1] += np.nan_to_num(prev[1:], nan=0.0)
         return torch.as_tensor(g, dtype=torch.float32, device=device)
 
+    def reward_slopes_next(self, device: torch.device) -> torch.Tensor | None:
+        """``[T, N]`` the part of :meth:`reward_slopes` that is the next step's reward's slope
+        with respect to ``a_t`` (0 at the rollout's last step); None where the env reports none."""
+        now, prev = self.slopes
+        if np.isnan(now).all():
+            return None
+        nxt = np.zeros_like(now)
+        nxt[:-1] = np.nan_to_num(prev[1:], nan=0.0)
+        return torch.as_tensor(nxt, dtype=torch.float32, device=device)
+
     def rollout(
         self,
         carry: CollectorState,
@@ -175,6 +185,7 @@ class _Buffers:
             costs_fraction=torch.as_tensor(self.costs, device=device),
             costs_nonfinite=self.n_bad_costs,
             reward_slopes=self.reward_slopes(device),
+            reward_slopes_next=self.reward_slopes_next(device),
         )
 
 

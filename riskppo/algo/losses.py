@@ -42,6 +42,7 @@ __all__ = [
     "pathwise_loss",
     "ppo_terms",
     "risk_head_loss",
+    "sharpe_slopes",
     "total",
 ]
 
@@ -254,6 +255,34 @@ def pathwise_loss(mean: Tensor, slopes: Tensor) -> Tensor:
             f"{tuple(slopes.shape)}"
         )
     return -(slopes.reshape(-1) * mean[:, 0]).mean()
+
+
+def sharpe_slopes(rewards: Tensor, slopes: Tensor, slopes_next: Tensor) -> Tensor:
+    """The reward slopes ``[T, N]`` of a rollout turned into the slopes of its Sharpe ratio.
+
+    For the rollout's rewards ``R`` ``[T, N]`` (one account's log returns per step, pooled) with
+    mean ``A`` and mean square ``B``, the Sharpe ratio ``S = A / sqrt(B − A²)`` has
+    ``∂S/∂R_τ = (B − A R_τ) / (TN (B − A²)^{3/2})`` (the differential Sharpe ratio of Moody &
+    Saffell 2001), so each decision's slope of ``S`` is, up to the positive factor
+    ``B / (TN (B − A²)^{3/2})``, ``w_t · (slopes − slopes_next)_t + w_{t+1} · slopes_next_t``
+    with ``w = 1 − (A/B) R``:
+    ``slopes`` is ``∂(R_t + R_{t+1})/∂a_t`` and ``slopes_next`` its part ``∂R_{t+1}/∂a_t``.
+    Following it is gradient ascent on a concave mean–variance utility whose risk aversion is the
+    rollout's own ``A/B`` — no setting: a forecast moves the position in proportion where its
+    edge is small against the return's variance, instead of all-or-nothing as the mean return's
+    slope does. ``A`` is floored at 0 (a rollout that lost money weighs every slope 1: maximising
+    a negative Sharpe ratio would seek variance)."""
+    if not rewards.shape == slopes.shape == slopes_next.shape or rewards.dim() != 2:
+        raise ValueError(
+            f"sharpe_slopes: rewards, slopes and slopes_next [T, N] expected, got "
+            f"{tuple(rewards.shape)}, {tuple(slopes.shape)}, {tuple(slopes_next.shape)}"
+        )
+    r = rewards.to(slopes.dtype)
+    b = r.pow(2).mean()
+    c = r.mean().clamp(min=0) / b if b > 0 else torch.zeros_like(b)
+    w = 1 - c * r
+    w_next = torch.cat([w[1:], torch.ones_like(w[:1])])  # the last step has no next part
+    return w * (slopes - slopes_next) + w_next * slopes_next
 
 
 def risk_head_loss(q: Tensor, targets: Tensor, kappa: float, *, masked: bool = False) -> Tensor:

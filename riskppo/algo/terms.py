@@ -8,7 +8,9 @@ constraint's (:meth:`riskppo.algo.constraints.Constraint.loss_terms`). Built in:
   ``adversarial.kappa > 0`` and its ε is above 0 (not compiled: a PGD inner loop);
 * ``bc``: behaviour cloning (:class:`riskppo.algo.bc.BCTerm`, R-ALG-12);
 * ``pathwise``: ``c_p · L_path``, the reward's own gradient in the action
-  (:func:`riskppo.algo.losses.pathwise_loss`), where the env reports reward slopes.
+  (:func:`riskppo.algo.losses.pathwise_loss`), where the env reports reward slopes — or, with
+  ``ppo.pathwise_utility: sharpe``, the rollout Sharpe ratio's
+  (:func:`riskppo.algo.losses.sharpe_slopes`).
 
 A new term is a :class:`~riskppo.algo.losses.LossTerm` in one file and one
 :func:`register_loss_term` call (as TorchRL adds a loss term as one key).
@@ -25,7 +27,7 @@ from torch import Tensor
 from riskppo.adversarial.regularizer import sa_regularizer
 from riskppo.algo.bc import BCTerm
 from riskppo.algo.buffer import Rollout
-from riskppo.algo.losses import LossTerm, TermInput, pathwise_loss
+from riskppo.algo.losses import LossTerm, TermInput, pathwise_loss, sharpe_slopes
 from riskppo.config import Config
 
 __all__ = [
@@ -99,6 +101,8 @@ class PathwiseTerm(LossTerm):
         slopes = rollout.reward_slopes
         if slopes is None or not continuous or cfg.ppo.pathwise_coef == 0:
             return {}
+        if cfg.ppo.pathwise_utility == "sharpe" and rollout.reward_slopes_next is not None:
+            slopes = sharpe_slopes(rollout.rewards, slopes, rollout.reward_slopes_next)
         rms = slopes.pow(2).mean().sqrt()
         unit = slopes / rms if rms > 0 else torch.zeros_like(slopes)
         return {SLOPES: scale_return(unit)}

@@ -217,6 +217,13 @@ class PPOConfig(_Section):
         "score function misses, and over-fits the training bars as readily "
         "(docs/learnability.md)",
     )
+    pathwise_utility: Literal["return", "sharpe"] = Field(
+        "return",
+        description="what the pathwise term climbs: return (the mean reward: an edge taken "
+        "all-or-nothing) or sharpe (the rollout's Sharpe ratio: each slope weighted by "
+        "1 - (A/B) r, A and B the mean and mean square of the rollout's rewards, so a small "
+        "edge moves the position in proportion; Moody & Saffell 2001)",
+    )
     ent_coef_min: float = Field(
         0.0,
         ge=0,

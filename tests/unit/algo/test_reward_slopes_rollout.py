@@ -60,3 +60,33 @@ def test_unit_slopes_have_unit_rms_and_are_off_at_zero_weight():
     assert torch.equal(_slopes(cfg, g, box, lambda x: x / 3.0), unit / 3.0)
     assert _slopes(Config(ppo={"pathwise_coef": 0.0}), g, box) is None
     assert _slopes(cfg, g, torch.zeros(2, 2, dtype=torch.long)) is None
+
+
+def test_the_next_steps_part_is_reported_apart():
+    """``reward_slopes_next`` is the share of each decision's slope that the next step's reward
+    contributes (``reward_slope_prev`` of step t+1), 0 at the rollout's last step."""
+    rng = np.random.default_rng(1)
+    now, prev = rng.normal(size=(4, 3)), rng.normal(size=(4, 3))
+    buf = _buffers(now, prev)
+    nxt = buf.reward_slopes_next(torch.device("cpu"))
+    assert nxt is not None
+    assert np.allclose(nxt[:-1].numpy(), prev[1:], rtol=1e-6) and not nxt[-1].any()
+    g = buf.reward_slopes(torch.device("cpu"))
+    assert np.allclose((g - nxt).numpy(), now, rtol=1e-5, atol=1e-6)
+
+
+def test_sharpe_utility_weighs_the_slopes_by_the_rollouts_rewards():
+    """With ``ppo.pathwise_utility: sharpe`` a rollout whose rewards differ gives a step with a
+    higher reward a smaller unit slope; ``return`` keeps the slopes as they are."""
+    g = torch.ones(2, 2)
+    rewards = torch.tensor([[0.03, 0.0], [0.01, 0.02]])
+    rollout = SimpleNamespace(
+        actions=torch.zeros(2, 2, 1), reward_slopes=g, reward_slopes_next=torch.zeros(2, 2),
+        rewards=rewards,
+    )  # fmt: skip
+    term = PathwiseTerm()
+    cfg = Config(ppo={"pathwise_coef": 1.0, "pathwise_utility": "sharpe"})
+    unit = term.rollout_inputs(cfg, rollout, lambda x: x)[SLOPES]  # type: ignore[arg-type]
+    assert unit[0, 0] < unit[1, 1] < unit[1, 0] < unit[0, 1]
+    flat = term.rollout_inputs(Config(ppo={"pathwise_coef": 1.0}), rollout, lambda x: x)[SLOPES]  # type: ignore[arg-type]
+    assert torch.equal(flat, torch.ones(2, 2))
