@@ -132,22 +132,29 @@ class _Buffers:
         derivative of the episode's return for an env whose reward depends on the last two
         actions. The rollout's last step has only its own part (the next one is not seen yet).
         None where the env reports none; a missing or non-finite report counts as 0."""
-        now, prev = self.slopes
-        if np.isnan(now).all():
+        parts = self._slope_parts()
+        if parts is None:
             return None
-        g = np.nan_to_num(now, nan=0.0)
-        g[:-1] += np.nan_to_num(prev[1:], nan=0.0)
-        return torch.as_tensor(g, dtype=torch.float32, device=device)
+        own, nxt = parts
+        return torch.as_tensor(own + nxt, dtype=torch.float32, device=device)
 
     def reward_slopes_next(self, device: torch.device) -> torch.Tensor | None:
         """``[T, N]`` the part of :meth:`reward_slopes` that is the next step's reward's slope
         with respect to ``a_t`` (0 at the rollout's last step); None where the env reports none."""
+        parts = self._slope_parts()
+        if parts is None:
+            return None
+        return torch.as_tensor(parts[1], dtype=torch.float32, device=device)
+
+    def _slope_parts(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """Each decision's own slope and the next step's slope with respect to it, ``[T, N]``
+        float64 each (non-finite reports as 0); None where the env reports none."""
         now, prev = self.slopes
         if np.isnan(now).all():
             return None
         nxt = np.zeros_like(now)
         nxt[:-1] = np.nan_to_num(prev[1:], nan=0.0)
-        return torch.as_tensor(nxt, dtype=torch.float32, device=device)
+        return np.nan_to_num(now, nan=0.0), nxt
 
     def rollout(
         self,
