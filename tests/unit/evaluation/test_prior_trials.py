@@ -31,7 +31,7 @@ def _googl(prior: dict[str, int]) -> Config:
 
 def test_the_shipped_googl_config_carries_its_prior_trials() -> None:
     assert (
-        _googl({"GOOGL": 7}).prior_trials
+        _googl({"GOOGL": 8}).prior_trials
         == Config.from_yaml(ROOT / "riskppo/configs/trading_googl.yaml").prior_trials
     )
 
