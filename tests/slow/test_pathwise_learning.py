@@ -101,11 +101,10 @@ def _expected_sharpe(frame: pd.DataFrame, expected: pd.Series) -> float:
 def test_the_shipped_trading_config_captures_most_of_a_planted_momentum(tmp_path):
     """The shipped trading config as it is, on ``ar_market(3000, 0.2, seed=1)``: on the test
     rows its expected advantage over the full signal (in its own env) is at least 70% of the
-    one-day momentum rule's. Measured (with the former exploration, log_std_init -0.5): 79% (0.63
-    of 0.80); with all twelve features 62%, with
-    the overlay clipping the position instead of scaling the signal 63%, without the pathwise
-    term 47% (each fails here). Its signal sits at a bound of the band on at most 40% of
-    those rows."""
+    one-day momentum rule's. Measured (with the former exploration, log_std_init -0.5): 79%
+    (0.63 of 0.80); with all twelve features 62%, with the overlay clipping the position instead
+    of scaling the signal 63%, without the pathwise term 47% (each fails here). Its signal sits
+    at a bound of the band on at most 40% of those rows."""
     model, last, expected = _trained(tmp_path, 0.2, [])
     _, env = _agent_env(model.config, "test")
     lo, hi = env.signal_range
