@@ -102,6 +102,9 @@ def walkforward_row(
             test = paired_sharpe_test(np.expm1(frame["log_return"].to_numpy()), bench, 252)
             row[f"p_{key}"] = test.p_one_sided
     row["corr_test"] = float(agent["signal"].corr(info.reindex(agent.index)))
+    lo, hi = frames["floor"]["signal"].min(), frames["vt_bh"]["signal"].max()  # the band
+    sig = agent["signal"]
+    row["at_bound"] = float(((sig <= lo + 1e-6) | (sig >= hi - 1e-6)).mean())
     gross = np.expm1(agent["log_return"] + agent["costs"])  # before the agent's own costs
     floor = np.expm1(frames["floor"]["log_return"])
     pd.DataFrame({"agent_gross": gross, "floor": floor}).to_csv(run_dir / "floor_pair.csv")
@@ -131,9 +134,10 @@ def floor_check(out: Path, rows: list[dict[str, Any]]) -> str:
 def walkforward_table(rows: list[dict[str, Any]], capture: Any) -> str:
     """A markdown table of the walk-forward rows: realised Sharpe ratios over the out-of-sample
     bars with one-sided p-values against ``vt_bh``, the verdict, the capture of the best
-    reference's advantage (realised and expected) and the signal's correlation."""
+    reference's advantage (realised and expected), the signal's correlation and its share of
+    bars at a bound of its band (all-or-floor or linear)."""
     cols = ["market", "seed", "OOS bars", "vt_bh", "rule", "oracle", "supervised", "agent",
-            "verdict (adj. p)", "capture", "e_capture", "corr"]  # fmt: skip
+            "verdict (adj. p)", "capture", "e_capture", "corr", "at bound"]  # fmt: skip
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
 
     def cell(r: dict[str, Any], k: str) -> str:
@@ -147,6 +151,6 @@ def walkforward_table(rows: list[dict[str, Any]], capture: Any) -> str:
         cells = [r["market"], str(r["seed"]), str(r["bars"]), f"{r['vt_bh']:.2f}",
                  *(cell(r, k) for k in ("rule", "oracle", "supervised", "agent")),
                  f"{claim} ({r['verdict_p']:.3f})", pct(capture(r)), pct(capture(r, "e_")),
-                 f"{r['corr_test']:.2f}"]  # fmt: skip
+                 f"{r['corr_test']:.2f}", f"{r['at_bound']:.0%}"]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
