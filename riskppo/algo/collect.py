@@ -126,35 +126,23 @@ class _Buffers:
                 self.slopes[0, t, i] = _finite_or_nan(g)
                 self.slopes[1, t, i] = _finite_or_nan(info.get("reward_slope_prev", 0.0))
 
-    def reward_slopes(self, device: torch.device) -> torch.Tensor | None:
-        """``[T, N]`` ``∂(return)/∂a_t`` of each decision: this step's slope plus the next step's
-        slope with respect to it (``reward_slope_prev``, 0 where a new episode starts) — the whole
-        derivative of the episode's return for an env whose reward depends on the last two
-        actions. The rollout's last step has only its own part (the next one is not seen yet).
-        None where the env reports none; a missing or non-finite report counts as 0."""
-        parts = self._slope_parts()
-        if parts is None:
-            return None
-        own, nxt = parts
-        return torch.as_tensor(own + nxt, dtype=torch.float32, device=device)
-
-    def reward_slopes_next(self, device: torch.device) -> torch.Tensor | None:
-        """``[T, N]`` the part of :meth:`reward_slopes` that is the next step's reward's slope
-        with respect to ``a_t`` (0 at the rollout's last step); None where the env reports none."""
-        parts = self._slope_parts()
-        if parts is None:
-            return None
-        return torch.as_tensor(parts[1], dtype=torch.float32, device=device)
-
-    def _slope_parts(self) -> tuple[np.ndarray, np.ndarray] | None:
-        """Each decision's own slope and the next step's slope with respect to it, ``[T, N]``
-        float64 each (non-finite reports as 0); None where the env reports none."""
+    def reward_slopes(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """``([T, N], [T, N])``: ``∂(return)/∂a_t`` of each decision — this step's slope plus the
+        next step's slope with respect to it (``reward_slope_prev``, 0 where a new episode
+        starts), the whole derivative of the episode's return for an env whose reward depends on
+        the last two actions — and that next step's part alone (0 at the rollout's last step: the
+        next one is not seen yet). None where the env reports none; a missing or non-finite
+        report counts as 0."""
         now, prev = self.slopes
         if np.isnan(now).all():
             return None
         nxt = np.zeros_like(now)
         nxt[:-1] = np.nan_to_num(prev[1:], nan=0.0)
-        return np.nan_to_num(now, nan=0.0), nxt
+        total = np.nan_to_num(now, nan=0.0) + nxt
+        return (
+            torch.as_tensor(total, dtype=torch.float32, device=device),
+            torch.as_tensor(nxt, dtype=torch.float32, device=device),
+        )
 
     def rollout(
         self,
@@ -165,6 +153,7 @@ class _Buffers:
     ) -> Rollout:
         """The stored steps as a :class:`Rollout`, with the state after the last step."""
         device, d = last_obs.device, last_obs.shape[1]
+        slopes = self.reward_slopes(device)
         done_t = torch.as_tensor(self.dones, device=device)
         trunc_t = torch.as_tensor(self.truncs, device=device)
         final_obs = (
@@ -191,8 +180,8 @@ class _Buffers:
             last_pi_state=last_pi,
             costs_fraction=torch.as_tensor(self.costs, device=device),
             costs_nonfinite=self.n_bad_costs,
-            reward_slopes=self.reward_slopes(device),
-            reward_slopes_next=self.reward_slopes_next(device),
+            reward_slopes=slopes[0] if slopes is not None else None,
+            reward_slopes_next=slopes[1] if slopes is not None else None,
         )
 
 

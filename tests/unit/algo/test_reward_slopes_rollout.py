@@ -26,8 +26,9 @@ def _buffers(now: np.ndarray, prev: np.ndarray) -> _Buffers:
 def test_each_decision_gets_its_own_and_the_next_steps_slope():
     rng = np.random.default_rng(0)
     now, prev = rng.normal(size=(5, 2)), rng.normal(size=(5, 2))
-    got = _buffers(now, prev).reward_slopes(torch.device("cpu"))
-    assert got is not None
+    both = _buffers(now, prev).reward_slopes(torch.device("cpu"))
+    assert both is not None
+    got = both[0]
     for t in range(5):
         for i in range(2):
             want = now[t, i] + (prev[t + 1, i] if t + 1 < 5 else 0.0)
@@ -40,7 +41,8 @@ def test_no_slopes_without_reports_and_bad_reports_count_as_zero():
     buf.record_infos(1, np.zeros(1, dtype=bool), [{}], None)  # type: ignore[arg-type]
     assert buf.reward_slopes(torch.device("cpu")) is None
     bad = _buffers(np.array([[float("nan")], [2.0]]), np.array([[0.0], [float("inf")]]))
-    assert bad.reward_slopes(torch.device("cpu")).tolist() == [[0.0], [2.0]]
+    both = bad.reward_slopes(torch.device("cpu"))
+    assert both is not None and both[0].tolist() == [[0.0], [2.0]]
 
 
 def _slopes(cfg: Config, g: torch.Tensor, actions: torch.Tensor, scale=lambda x: x):
@@ -63,15 +65,15 @@ def test_unit_slopes_have_unit_rms_and_are_off_at_zero_weight():
 
 
 def test_the_next_steps_part_is_reported_apart():
-    """``reward_slopes_next`` is the share of each decision's slope that the next step's reward
-    contributes (``reward_slope_prev`` of step t+1), 0 at the rollout's last step."""
+    """The second part of ``reward_slopes`` is the share of each decision's slope that the next
+    step's reward contributes (``reward_slope_prev`` of step t+1), 0 at the rollout's last step."""
     rng = np.random.default_rng(1)
     now, prev = rng.normal(size=(4, 3)), rng.normal(size=(4, 3))
     buf = _buffers(now, prev)
-    nxt = buf.reward_slopes_next(torch.device("cpu"))
-    assert nxt is not None
+    both = buf.reward_slopes(torch.device("cpu"))
+    assert both is not None
+    g, nxt = both
     assert np.allclose(nxt[:-1].numpy(), prev[1:], rtol=1e-6) and not nxt[-1].any()
-    g = buf.reward_slopes(torch.device("cpu"))
     assert np.allclose((g - nxt).numpy(), now, rtol=1e-5, atol=1e-6)
 
 
