@@ -48,7 +48,7 @@ def reference_frames(cfg: Any, segments: list[dict[str, Any]], planted: Any) -> 
     """Per reference, its strategy frame over every segment's test rows (stitched)."""
     from riskppo.evaluation.backtest import _agent_env
     from riskppo.evaluation.supervised import forecast_signals, supervised_signals
-    from riskppo.evaluation.walkforward.plan import Segment, cell_config
+    from riskppo.walkforward.plan import Segment, cell_config
 
     parts: dict[str, list[pd.DataFrame]] = {}
     z = planted.forecast / planted.sigma  # the oracle: the best forecast from the prices
@@ -74,8 +74,8 @@ def walkforward_row(
 ) -> dict[str, Any]:
     """Run (or read back) one planted file's walk-forward; its row of the suite's table."""
     from riskppo.config import Config
-    from riskppo.evaluation.walkforward.report import headline
     from riskppo.stats import paired_sharpe_test
+    from riskppo.walkforward.report import headline
 
     df, planted = make_market(market, options["bars"], seed)
     csv = out / f"{market}_s{seed}.csv"

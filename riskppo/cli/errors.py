@@ -61,7 +61,7 @@ def _user_errors() -> list[tuple[type[BaseException] | tuple[type[BaseException]
     from riskppo.algo.update import NonFiniteTrainingError
     from riskppo.demos.files import DemonstrationError
     from riskppo.envs.vec.build import EnvOutputError, NonFiniteInputError
-    from riskppo.evaluation.live.inputs import LiveInputError
+    from riskppo.live.inputs import LiveInputError
     from riskppo.nn.outputs import NonFiniteOutputError
     from riskppo.pbt.state import ResumeError
     from riskppo.pbt.storage import PopulationStopped

@@ -1,6 +1,6 @@
 """``riskppo signal`` and ``riskppo paper``: what the command line prints of tomorrow's order
 (docs/deploy.md). The decisions and the paper account are
-:mod:`riskppo.evaluation.live.signal` and :mod:`riskppo.evaluation.live.paper`."""
+:mod:`riskppo.live.signal` and :mod:`riskppo.live.paper`."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import math
 
 import pandas as pd
 
-from riskppo.evaluation.live.paper import paper_step
-from riskppo.evaluation.live.signal import bar_time, signal, write_signal
+from riskppo.live.paper import paper_step
+from riskppo.live.signal import bar_time, signal, write_signal
 
 __all__ = ["cmd_paper", "cmd_signal"]
 

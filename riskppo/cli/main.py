@@ -216,7 +216,7 @@ def cmd_backtest(args: argparse.Namespace) -> int:
 
 def cmd_signal(args: argparse.Namespace) -> int:
     """``riskppo signal``: reads the run, writes only ``--json OUT``
-    (:mod:`riskppo.evaluation.live.signal`)."""
+    (:mod:`riskppo.live.signal`)."""
     from riskppo.cli.live import cmd_signal as run
 
     return run(args)
@@ -224,7 +224,7 @@ def cmd_signal(args: argparse.Namespace) -> int:
 
 def cmd_paper(args: argparse.Namespace) -> int:
     """``riskppo paper``: writes ``RUN_DIR/paper/``, under the run's lock
-    (:mod:`riskppo.evaluation.live.paper`)."""
+    (:mod:`riskppo.live.paper`)."""
     from riskppo.cli.live import cmd_paper as run
 
     return _under_run_lock(args, "riskppo paper", run)
@@ -499,12 +499,12 @@ def _walkforward_configs(args: argparse.Namespace) -> list[Config]:
 
 
 def cmd_walkforward(args: argparse.Namespace) -> int:
-    """``riskppo walkforward``: see :mod:`riskppo.evaluation.walkforward.run`."""
+    """``riskppo walkforward``: see :mod:`riskppo.walkforward.run`."""
     configs = _walkforward_configs(args)
     backend = Backend(args.backend, args.ray_address)  # where the cells run
-    from riskppo.evaluation.walkforward.plan import WalkForwardSettings
-    from riskppo.evaluation.walkforward.run import walk_forward
-    from riskppo.evaluation.walkforward.select import new_selection
+    from riskppo.walkforward.plan import WalkForwardSettings
+    from riskppo.walkforward.run import walk_forward
+    from riskppo.walkforward.select import new_selection
 
     try:
         settings = WalkForwardSettings(

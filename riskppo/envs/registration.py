@@ -144,8 +144,9 @@ class EnvKind:
     * ``single_asset``: the data section names its one asset (file or dataset and symbol), so
       runs are labelled by it, splits are periods of it and its per-bar backtest applies;
     * ``hooks``: what evaluation does with a run of the kind (``rows``, ``backtest``,
-      ``walkforward_cell``, ``walkforward_outputs``, ``backtest_run``, ``validation_metrics``),
-      registered by the evaluation layer (:func:`register_hooks`); :meth:`hook` looks one up.
+      ``walkforward_cell``, ``walkforward_outputs``, ``backtest_run``),
+      registered from above by :mod:`riskppo.evaluation.kinds` and
+      :mod:`riskppo.walkforward.kinds` (:func:`register_hooks`); :meth:`hook` looks one up.
     """
 
     id: str

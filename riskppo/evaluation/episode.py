@@ -1,6 +1,6 @@
 """One deterministic episode of a trained agent over a whole evaluation period: the stepping
 code that the backtest (:mod:`riskppo.evaluation.backtest`, :mod:`riskppo.evaluation.portfolio.
-backtest`), ``riskppo signal`` and ``riskppo paper`` (:mod:`riskppo.evaluation.live`) share, so
+backtest`), ``riskppo signal`` and ``riskppo paper`` (:mod:`riskppo.live`) share, so
 that they hold the same positions bit for bit.
 
 The agent acts on a one-env evaluation VecEnv (:meth:`~riskppo.DistributionalPPO.make_eval_env`):

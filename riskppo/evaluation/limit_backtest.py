@@ -73,6 +73,7 @@ __all__ = [
     "pooled_limit",
     "record_limit",
     "record_windows",
+    "risk_line",
     "walkforward_limit",
 ]
 
@@ -360,6 +361,24 @@ def limit_line(block: dict[str, Any] | None) -> str | None:
             f"{block['kupiec_reject_phases']}, Z2 in {block['z2_reject_phases']}"
         )
     return line
+
+
+def risk_line(risk: dict[str, Any]) -> str | None:
+    """λ at the end of training and the overlay's binding share, in one line (None if the
+    run recorded neither)."""
+    parts = []
+    if risk.get("lambda_mean") is not None:
+        parts.append(
+            f"λ at the end of training: mean {risk['lambda_mean']:.2f}, max "
+            f"{risk['lambda_max']:.2f}, > 0 in {risk['lambda_positive_share']:.0%} of cells"
+        )
+    if risk.get("overlay_binding_oos") is not None:
+        parts.append(
+            f"risk overlay bound on {risk['overlay_binding_oos']:.0%} of out-of-sample bars "
+            f"({risk['overlay_binding_train'] or 0:.0%} over training), keeping "
+            f"{risk['overlay_cut_oos'] or 1:.0%} of the sized exposure there"
+        )
+    return "; ".join(parts) or None
 
 
 def _verdict(block: dict[str, Any]) -> str:

@@ -50,7 +50,7 @@ class TrialSpec:
     trial, e.g. a walk-forward's schedule), ``n_trials``, the user's ``--trials`` (a floor
     for N) and ``config_id``, the configuration hash where it is not ``config``'s (a
     walk-forward's selection among configurations: the procedure's,
-    :func:`riskppo.evaluation.walkforward.select.procedure_hash`)."""
+    :func:`riskppo.walkforward.select.procedure_hash`)."""
 
     ledger: Path | None
     config: Config | None = None

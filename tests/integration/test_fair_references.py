@@ -355,8 +355,8 @@ def test_the_walk_forward_record_keeps_the_references_and_reads_old_runs(tmp_pat
     the null is held in the agent's env; a run written before them still reports, against
     plain vol-targeted buy-and-hold, and says so."""
     from riskppo.cli.main import load_config
-    from riskppo.evaluation.walkforward.plan import WalkForwardSettings
-    from riskppo.evaluation.walkforward.run import prepare, run_cell, walk_forward
+    from riskppo.walkforward.plan import WalkForwardSettings
+    from riskppo.walkforward.run import prepare, run_cell, walk_forward
 
     data = tmp_path / "m.csv"
     gbm(900, seed=3).reset_index().to_csv(data, index=False)

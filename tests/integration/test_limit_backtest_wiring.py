@@ -18,8 +18,8 @@ from riskppo.config import Config
 from riskppo.envs.market.synthetic import gbm
 from riskppo.evaluation.limit_backtest import cell_limit, forecast_env, walkforward_limit
 from riskppo.evaluation.universe import CellResult, limit_section
-from riskppo.evaluation.walkforward.plan import WalkForwardSettings
-from riskppo.evaluation.walkforward.run import walk_forward
+from riskppo.walkforward.plan import WalkForwardSettings
+from riskppo.walkforward.run import walk_forward
 from tests.small_run import SMALL_WALKFORWARD_SETS
 
 SMALL = SMALL_WALKFORWARD_SETS

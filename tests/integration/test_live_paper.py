@@ -17,9 +17,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from riskppo.evaluation.live.inputs import LiveInputError
-from riskppo.evaluation.live.paper import paper_step
-from riskppo.evaluation.live.paper_state import PAUSE_ENV
+from riskppo.live.inputs import LiveInputError
+from riskppo.live.paper import paper_step
+from riskppo.live.paper_state import PAUSE_ENV
 from tests.live_runs import price_frame, train, write_bars
 
 FIRST = 1800  # bars of history at the first call; then chunks of these sizes

@@ -21,8 +21,8 @@ import pandas as pd
 import pytest
 
 from riskppo.evaluation.backtest import backtest
-from riskppo.evaluation.live.signal import signal
 from riskppo.evaluation.portfolio.backtest import portfolio_backtest
+from riskppo.live.signal import signal
 from riskppo.runs.rundir import load_for_evaluation
 from tests.live_runs import PORTFOLIO_SYMBOLS, price_frame, train, write_bars
 

@@ -14,8 +14,8 @@ import pytest
 from riskppo.cli.main import load_config, preset_path
 from riskppo.evaluation.portfolio.backtest import OVERLAY_SUFFIX
 from riskppo.evaluation.portfolio.baselines import BASELINES
-from riskppo.evaluation.walkforward.plan import WalkForwardSettings
-from riskppo.evaluation.walkforward.run import walk_forward
+from riskppo.walkforward.plan import WalkForwardSettings
+from riskppo.walkforward.run import walk_forward
 
 SMALL = [
     "env.n_envs=2",

@@ -18,9 +18,9 @@ import pytest
 
 from riskppo.cli.main import load_config
 from riskppo.envs.market.synthetic import gbm
-from riskppo.evaluation.walkforward.plan import WalkForwardSettings
-from riskppo.evaluation.walkforward.run import CELL_DONE, walk_forward
 from riskppo.runs.jobs import Backend
+from riskppo.walkforward.plan import WalkForwardSettings
+from riskppo.walkforward.run import CELL_DONE, walk_forward
 from tests.processes import reaped
 from tests.small_run import SMALL_WALKFORWARD_SETS
 

@@ -17,8 +17,8 @@ import pytest
 
 from riskppo.cli.main import load_config
 from riskppo.envs.market.synthetic import gbm
-from riskppo.evaluation.walkforward.plan import WalkForwardSettings
-from riskppo.evaluation.walkforward.run import CELL_DONE, prepare, run_cell
+from riskppo.walkforward.plan import WalkForwardSettings
+from riskppo.walkforward.run import CELL_DONE, prepare, run_cell
 from tests.compilers import env_without_kernel
 from tests.processes import alive, reaped, spawned_workers
 from tests.small_run import SMALL_WALKFORWARD_SETS
@@ -178,8 +178,8 @@ def test_a_warm_started_segment_predicts_what_its_source_predicted(tmp_path: Pat
     import numpy as np
 
     from riskppo import DistributionalPPO
-    from riskppo.evaluation.walkforward.run import cell_config, warm_start
     from riskppo.persist.checkpoint import read_snapshot
+    from riskppo.walkforward.run import cell_config, warm_start
 
     data = _market(tmp_path / "m.csv")
     cfg = load_config(None, [*SMALL, "total_timesteps=1024", f"data.path={data}"])
@@ -294,7 +294,7 @@ def test_a_cell_whose_files_do_not_read_back_is_trained_again(tmp_path: Path) ->
     damaged walkforward.json is one line too. One segment, one seed, one update."""
     import shutil
 
-    from riskppo.evaluation.walkforward.run import UnreadableCell, read_cell
+    from riskppo.walkforward.run import UnreadableCell, read_cell
 
     data = _market(tmp_path / "m.csv")
     sets = [*SMALL, "total_timesteps=128", f"data.path={data}"]

@@ -21,9 +21,9 @@ import pytest
 
 from riskppo.cli.main import load_config
 from riskppo.envs.market.synthetic import gbm
-from riskppo.evaluation.walkforward.run import CELL_DONE
-from riskppo.evaluation.walkforward.select import new_selection, procedure_hash
 from riskppo.runs.ledger import config_hash, read_ledger
+from riskppo.walkforward.run import CELL_DONE
+from riskppo.walkforward.select import new_selection, procedure_hash
 from tests.small_run import SMALL_WALKFORWARD_SETS
 
 SMALL = SMALL_WALKFORWARD_SETS

@@ -144,8 +144,10 @@ def test_the_cycle_finder_finds_one():
 
 
 # The rooms, lowest first: a room may import only rooms of an earlier layer (core ← nn ← algo ←
-# agent ← runs ← cli). Top-level modules are rooms of their own. The command line (cli/) is the
-# top room: the application; everything below it is the library.
+# agent ← runs ← cli). Top-level modules are rooms of their own. Judging one trained run
+# (evaluation/) sits below what uses it: the walk-forward study that trains and judges many
+# (walkforward/), deployment (live/) and population-based training (pbt/). The command line
+# (cli/) is the top room: the application; everything below it is the library.
 LAYERS: list[set[str]] = [
     {"version", "jsonable", "safefs", "lazy", "logs"},
     {"config"},
@@ -157,7 +159,7 @@ LAYERS: list[set[str]] = [
     {"agent"},
     {"runs"},
     {"evaluation"},
-    {"pbt"},
+    {"walkforward", "live", "pbt"},
     {"cli"},
 ]
 # Rooms that read only a few of the algorithm's modules (its state and log types), or none.
@@ -169,6 +171,8 @@ ALGO_READS = {
     },
     "monitor": {"riskppo.algo.log"},
     "evaluation": set(),
+    "walkforward": set(),
+    "live": set(),
     "pbt": set(),
     "adversarial": set(),
 }
@@ -246,10 +250,20 @@ ROOM_LAYERS: dict[str, list[set[str]]] = {
         {"trading", "portfolio"},
         {"teacher"},
     ],
+    # The walk-forward: its schedule, then the cells and the choice among candidates, their
+    # statistics, the reports, and the runner over them all.
+    "walkforward": [
+        {"plan", "kinds"},
+        {"cells", "seeds"},
+        {"select", "analysis"},
+        {"report", "portfolio"},
+        {"run"},
+    ],
+    "live": [{"inputs"}, {"decide", "paper_state"}, {"signal"}, {"paper"}],
 }
 # Rooms whose folders are ordered among themselves only (their modules are checked for circles).
 ROOM_FOLDERS: dict[str, list[set[str]]] = {
-    "evaluation": [{"walkforward"}, {"portfolio", "live"}, {"kinds"}],
+    "evaluation": [{"portfolio"}, {"kinds"}],
 }
 
 

@@ -24,10 +24,10 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from riskppo import stats
+from riskppo.evaluation.limit_backtest import risk_line
 from riskppo.evaluation.metrics import DEFAULT_CVAR_HORIZON, horizon_cvar, strategy_metrics
 from riskppo.evaluation.plots import figure_png
 from riskppo.evaluation.portfolio.backtest import OVERLAY_SUFFIX
-from riskppo.evaluation.walkforward.report import risk_line
 from riskppo.jsonable import jsonable
 from riskppo.safefs import write_bytes_atomic, write_text_atomic
 

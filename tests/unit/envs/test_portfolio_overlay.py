@@ -19,7 +19,7 @@ from riskppo.envs.portfolio.env import PortfolioEnv
 from riskppo.envs.portfolio.factory import make_portfolio_env
 from riskppo.envs.portfolio.overlay import portfolio_cap, portfolio_overlay_tables
 from riskppo.envs.registration import portfolio_data_kwargs, resolve_overlay
-from riskppo.evaluation.portfolio.walkforward import portfolio_rows, training_binding
+from riskppo.walkforward.portfolio import portfolio_rows, training_binding
 
 FEATS = ("ret_1", "ret_5", "ewmvol_20")
 SP20 = Path(__file__).resolve().parents[3] / "riskppo" / "configs" / "portfolio_sp20.yaml"

@@ -1,4 +1,4 @@
-"""The paper loop saves and restores an env's episode state by name (riskppo.evaluation.live.
+"""The paper loop saves and restores an env's episode state by name (riskppo.live.
 paper): the names must be every attribute the env's ``_new_episode_state`` sets (its own and its
 bar-env base's), but the bar and the episode end (set by ``reset``), or a restored episode would
 drift from the backtest."""
@@ -12,7 +12,7 @@ import pytest
 
 from riskppo.envs.portfolio.env import PortfolioEnv
 from riskppo.envs.trading.env import TradingEnv
-from riskppo.evaluation.live.paper import PORTFOLIO_EPISODE, TRADING_EPISODE
+from riskppo.live.paper import PORTFOLIO_EPISODE, TRADING_EPISODE
 
 
 @pytest.mark.parametrize(

@@ -23,8 +23,8 @@ from riskppo.evaluation.portfolio.report import (
     strategies,
     write_portfolio_report,
 )
-from riskppo.evaluation.portfolio.walkforward import portfolio_outputs, portfolio_summary
-from riskppo.evaluation.walkforward.plan import Record, stitch
+from riskppo.walkforward.plan import Record, stitch
+from riskppo.walkforward.portfolio import portfolio_outputs, portfolio_summary
 
 SYMS = ("A", "B", "C")
 SP20 = Path(__file__).resolve().parents[3] / "riskppo" / "configs" / "portfolio_sp20.yaml"

@@ -12,9 +12,9 @@ import pytest
 
 from riskppo.evaluation.trials import spa_entry, trial_lines, trials_block, trials_html
 from riskppo.evaluation.verdict import statistics_block, verdict_lines
-from riskppo.evaluation.walkforward.seeds import seed_line, seed_spread, seeds_entry
 from riskppo.runs.ledger import Judged, record_trial
 from riskppo.stats import superior_ability
+from riskppo.walkforward.seeds import seed_line, seed_spread, seeds_entry
 
 PPY = 252.0
 N = 600

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from riskppo.config import Config
-from riskppo.evaluation.walkforward.cells import CELL_DONE
-from riskppo.evaluation.walkforward.plan import Segment, WalkForwardSettings
-from riskppo.evaluation.walkforward.run import WalkForwardRun
+from riskppo.walkforward.cells import CELL_DONE
+from riskppo.walkforward.plan import Segment, WalkForwardSettings
+from riskppo.walkforward.run import WalkForwardRun
 
 SEGMENT = Segment(index=0, train_start=0, test_start=100, test_end=150, settle_end=151)
 

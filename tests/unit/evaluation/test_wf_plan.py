@@ -1,4 +1,4 @@
-"""The walk-forward schedule and the stitching of its segments (evaluation/walkforward/plan.py)."""
+"""The walk-forward schedule and the stitching of its segments (riskppo/walkforward/plan.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from riskppo.config import Config, ConfigError
 from riskppo.envs.trading.factory import trading_range
-from riskppo.evaluation.walkforward.plan import (
+from riskppo.walkforward.plan import (
     Record,
     WalkForwardSettings,
     mean_record,

@@ -1,4 +1,4 @@
-"""The portfolio env in ``riskppo walkforward`` (:mod:`riskppo.evaluation.walkforward.run`): each
+"""The portfolio env in ``riskppo walkforward`` (:mod:`riskppo.walkforward.run`): each
 cell backtests its frozen agent on its test rows against the skfolio baselines re-fitted on the
 cell's own training rows; the stitched records get the portfolio report
 (:mod:`riskppo.evaluation.portfolio.report`)."""
@@ -17,6 +17,7 @@ from riskppo.config import Config
 from riskppo.envs.execution.overlay import binding_stats
 from riskppo.envs.portfolio.factory import make_portfolio_env
 from riskppo.envs.registration import portfolio_data_kwargs, resolve_overlay
+from riskppo.evaluation.limit_backtest import risk_line
 from riskppo.evaluation.portfolio.backtest import portfolio_backtest
 from riskppo.evaluation.portfolio.report import (
     analyse_portfolio,
@@ -24,15 +25,14 @@ from riskppo.evaluation.portfolio.report import (
     mean_frame,
     write_portfolio_report,
 )
-from riskppo.evaluation.walkforward.analysis import risk_summary
-from riskppo.evaluation.walkforward.plan import Record
-from riskppo.evaluation.walkforward.report import risk_line
 from riskppo.persist.files import sha256
 from riskppo.safefs import ensure_real_dir, write_text_atomic
+from riskppo.walkforward.analysis import risk_summary
+from riskppo.walkforward.plan import Record
 
 if TYPE_CHECKING:
     from riskppo.agent import DistributionalPPO
-    from riskppo.evaluation.walkforward.plan import CellJob
+    from riskppo.walkforward.plan import CellJob
 
 __all__ = [
     "portfolio_cell",

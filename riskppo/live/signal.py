@@ -1,11 +1,11 @@
 """``riskppo signal RUN_DIR --data FILE``: the position a trained run holds from the next bar.
 
 :func:`signal` loads the run's newest good checkpoint (as ``riskppo backtest`` does), makes the
-run's env over the file (:mod:`riskppo.evaluation.live.inputs`), runs the backtest's own
+run's env over the file (:mod:`riskppo.live.inputs`), runs the backtest's own
 stepping over it (:func:`~riskppo.evaluation.episode.run_agent_episode`: the LSTM warms up from
 the first bar with complete features, or from ``start``, with the run's observation normaliser,
 sizing, overlay, fills and fees) and takes the agent's decision at the file's last bar
-(:func:`~riskppo.evaluation.live.decide.decide`, checked against every stepped bar). On the same
+(:func:`~riskppo.live.decide.decide`, checked against every stepped bar). On the same
 bars it is the backtest's position bit for bit: the decision at bar ``t`` of a file that ends
 at ``t`` is the ``position`` the backtest (started at the same bar) holds from bar ``t + 1``.
 """
@@ -21,9 +21,9 @@ import numpy as np
 import pandas as pd
 
 from riskppo.evaluation.episode import AgentEpisode, run_agent_episode
-from riskppo.evaluation.live.decide import Decision, check_decisions, decide
-from riskppo.evaluation.live.inputs import LiveInputError, RunData, file_env_factory, run_data
 from riskppo.jsonable import jsonable
+from riskppo.live.decide import Decision, check_decisions, decide
+from riskppo.live.inputs import LiveInputError, RunData, file_env_factory, run_data
 from riskppo.runs.rundir import load_for_evaluation
 from riskppo.safefs import write_text_atomic
 
@@ -48,7 +48,7 @@ def bar_time(ts: pd.Timestamp) -> str:
 
 @dataclass(frozen=True)
 class SignalRecord:
-    """Tomorrow's order of a run and its inputs (:class:`~riskppo.evaluation.live.decide.
+    """Tomorrow's order of a run and its inputs (:class:`~riskppo.live.decide.
     Decision`). ``timestamp``: the last bar (the decision is made at its close, filled as the
     run's ``fill`` says — by default at the next bar's open); ``start``: the bar the agent
     started at (its LSTM warmed up from there over ``steps`` bars); ``action``: the policy's

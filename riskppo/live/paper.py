@@ -2,7 +2,7 @@
 
 Each call reads FEED (read like the run's data, the whole file), checks that the bars consumed
 by earlier calls are unchanged, steps the agent through the bars appended since (its LSTM state,
-position and equity carried over from the last call, :mod:`~riskppo.evaluation.live.paper_state`)
+position and equity carried over from the last call, :mod:`~riskppo.live.paper_state`)
 and decides at the new last bar: the position to hold from the next bar. Orders (an exposure, or
 a portfolio's per-asset weight, that changes) are appended to ``RUN_DIR/paper/orders.csv``.
 
@@ -12,7 +12,7 @@ flat at the feed's last bar, where the first order (reason ``start``) takes it t
 position. Equity is counted from there.
 
 **The check.** Every call ends by replaying the backtest's own stepping
-(:func:`~riskppo.evaluation.live.signal.live_run`) over the same bars from the same first bar and
+(:func:`~riskppo.live.signal.live_run`) over the same bars from the same first bar and
 comparing: the orders it implies from the paper start, the last decision, the LSTM state and the
 equity must equal the live record exactly; the one-line verdict is :attr:`PaperReport.check`
 (``riskppo paper`` prints it and exits 1 on a mismatch, :mod:`riskppo.cli.live`).
@@ -34,9 +34,9 @@ import pandas as pd
 import torch
 
 from riskppo.envs.portfolio.env import PortfolioEnv
-from riskppo.evaluation.live.decide import Decision, decide
-from riskppo.evaluation.live.inputs import LiveInputError, RunData, file_env_factory, run_data
-from riskppo.evaluation.live.paper_state import (
+from riskppo.live.decide import Decision, decide
+from riskppo.live.inputs import LiveInputError, RunData, file_env_factory, run_data
+from riskppo.live.paper_state import (
     ORDERS_HEADER,
     PaperFiles,
     PaperState,
@@ -48,7 +48,7 @@ from riskppo.evaluation.live.paper_state import (
     read_state,
     repair_orders,
 )
-from riskppo.evaluation.live.signal import bar_time, live_run
+from riskppo.live.signal import bar_time, live_run
 from riskppo.runs.rundir import load_for_evaluation
 from riskppo.safefs import read_text_nofollow
 

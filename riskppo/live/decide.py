@@ -130,6 +130,6 @@ def check_decisions(env: Any, actions: Sequence[Any], infos: Sequence[dict[str, 
         if not same:
             raise RuntimeError(
                 f"live decision at bar {bar} differs from the env's step "
-                f"({got.exposure!r} vs {info['position']!r}): riskppo.evaluation.live.decide "
+                f"({got.exposure!r} vs {info['position']!r}): riskppo.live.decide "
                 "no longer mirrors the env's step"
             )

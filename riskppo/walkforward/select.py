@@ -44,11 +44,11 @@ import numpy as np
 
 from riskppo.config import Config, ConfigError
 from riskppo.envs.registration import data_kwargs, market_kind
-from riskppo.evaluation.walkforward.cells import CELL_DONE, read_cell, write_json
-from riskppo.evaluation.walkforward.plan import CellJob, Segment, WalkForwardSettings, cell_name
 from riskppo.logs import OnMessage, log_message
 from riskppo.runs.ledger import config_hash, data_fingerprint
 from riskppo.safefs import remove_entry
+from riskppo.walkforward.cells import CELL_DONE, read_cell, write_json
+from riskppo.walkforward.plan import CellJob, Segment, WalkForwardSettings, cell_name
 
 __all__ = [
     "MIN_SELECT_BARS",

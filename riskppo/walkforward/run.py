@@ -1,6 +1,6 @@
 """``riskppo walkforward``: retrain every ``step`` bars, trade the next ``step`` bars frozen,
 stitch the out-of-sample segments into one record per seed and judge it with the statistics of
-:mod:`riskppo.stats` (the schedule: :mod:`riskppo.evaluation.walkforward.plan`).
+:mod:`riskppo.stats` (the schedule: :mod:`riskppo.walkforward.plan`).
 
 One run directory holds it all::
 
@@ -14,7 +14,7 @@ One run directory holds it all::
     WF/metrics.json, WF/segments.csv, WF/report.html, WF/*.png
 
 With ``--candidates`` (nested selection among configurations,
-:mod:`riskppo.evaluation.walkforward.select`) ``WF/candidates/cI.yaml`` hold the configurations
+:mod:`riskppo.walkforward.select`) ``WF/candidates/cI.yaml`` hold the configurations
 instead of ``config.yaml``, ``WF/select/`` the selection cells and each segment's choice.
 
 Cells are independent jobs of the shared runner (:mod:`riskppo.runs.jobs`): local worker
@@ -40,8 +40,14 @@ from typing import TYPE_CHECKING, Any
 
 from riskppo.config import Config, ConfigError
 from riskppo.envs.registration import data_kwargs, market_kind
-from riskppo.evaluation.walkforward.cells import CELL_DONE, UnreadableCell, read_cell, write_json
-from riskppo.evaluation.walkforward.plan import (
+from riskppo.logs import OnMessage, log_message
+from riskppo.monitor.progress import ProgressBar, wall_time_line
+from riskppo.persist.files import sha256
+from riskppo.runs.jobs import LOCAL, Backend, Failed, JobRunner, open_runner
+from riskppo.runs.ledger import Trials
+from riskppo.safefs import ensure_real_dir, remove_entry, write_text_atomic
+from riskppo.walkforward.cells import CELL_DONE, UnreadableCell, read_cell, write_json
+from riskppo.walkforward.plan import (
     CellJob,
     Record,
     Segment,
@@ -52,17 +58,11 @@ from riskppo.evaluation.walkforward.plan import (
     segment_frame,
     stitch,
 )
-from riskppo.logs import OnMessage, log_message
-from riskppo.monitor.progress import ProgressBar, wall_time_line
-from riskppo.persist.files import sha256
-from riskppo.runs.jobs import LOCAL, Backend, Failed, JobRunner, open_runner
-from riskppo.runs.ledger import Trials
-from riskppo.safefs import ensure_real_dir, remove_entry, write_text_atomic
 
 if TYPE_CHECKING:
     from riskppo.agent import DistributionalPPO
-    from riskppo.evaluation.walkforward.select import Selection
     from riskppo.persist.snapshot import Snapshot
+    from riskppo.walkforward.select import Selection
 from riskppo.runs.lock import lock_run
 
 SETTINGS_FILE = "walkforward.json"
@@ -157,7 +157,7 @@ class WalkForwardRun:
         warm = s.warm_start and prev >= 0
         after: tuple[Path, ...] = ()
         if self.selection is not None:
-            from riskppo.evaluation.walkforward.select import waits_for
+            from riskppo.walkforward.select import waits_for
 
             after = waits_for(self.run_dir, self.selection, segment, s.seeds, self.on_message)
         return CellJob(
@@ -185,7 +185,7 @@ class WalkForwardRun:
                 j for j in (self.job(seg, s) for s in self.settings.seeds) if _unfinished(j, say)
             ]
             if tests and self.selection is not None and any(j.after for j in tests):
-                from riskppo.evaluation.walkforward.select import selection_jobs
+                from riskppo.walkforward.select import selection_jobs
 
                 jobs = selection_jobs(self.run_dir, self.selection, seg, self.settings.seeds)
                 out += [j for j in jobs if _unfinished(j, say)]
@@ -194,11 +194,11 @@ class WalkForwardRun:
 
     def resolve(self, job: CellJob) -> CellJob:
         """``job`` as it runs: with a selection, a test cell gets its segment's chosen
-        candidate (:func:`~riskppo.evaluation.walkforward.select.choose`, once the segment's
+        candidate (:func:`~riskppo.walkforward.select.choose`, once the segment's
         selection cells have finished)."""
         if self.selection is None:
             return job
-        from riskppo.evaluation.walkforward.select import choose, chosen_job, is_selection_cell
+        from riskppo.walkforward.select import choose, chosen_job, is_selection_cell
 
         if is_selection_cell(job):
             return job
@@ -338,7 +338,7 @@ def prepare(
             f"{run_dir}` or choose another --run-dir"
         )
     elif selection is not None:
-        from riskppo.evaluation.walkforward.select import check_candidates
+        from riskppo.walkforward.select import check_candidates
 
         check_candidates(selection, settings)
     if selection is not None:
@@ -355,7 +355,7 @@ def prepare(
         if selection is None:
             cfg.to_yaml(run_dir / "config.yaml")
         else:
-            from riskppo.evaluation.walkforward.select import write_selection
+            from riskppo.walkforward.select import write_selection
 
             write_selection(run_dir, selection)
             stored["select"] = selection.to_dict()
@@ -370,7 +370,7 @@ def _plan(cfg: Config, settings: WalkForwardSettings, selection: Selection | Non
     if selection is None:
         n_rows = _n_rows(cfg)
     else:
-        from riskppo.evaluation.walkforward.select import check_data
+        from riskppo.walkforward.select import check_data
 
         n_rows = check_data(selection)
     try:
@@ -378,7 +378,7 @@ def _plan(cfg: Config, settings: WalkForwardSettings, selection: Selection | Non
     except ValueError as exc:  # --initial longer than the data
         raise ConfigError(str(exc)) from None
     if selection is not None:
-        from riskppo.evaluation.walkforward.select import check_select_bars
+        from riskppo.walkforward.select import check_select_bars
 
         check_select_bars(segments, selection.select_bars)
     return segments
@@ -388,7 +388,7 @@ def _read_settings(path: Path) -> tuple[WalkForwardSettings, Selection | None]:
     """The schedule a run was started with, and its selection (None without
     ``--candidates``); ``ConfigError`` (one line) if the file does not read back: without it
     the run's cells cannot be placed."""
-    from riskppo.evaluation.walkforward.select import read_selection
+    from riskppo.walkforward.select import read_selection
 
     try:
         stored = json.loads(path.read_text())
@@ -427,7 +427,7 @@ def walk_forward(
 ) -> WalkForwardResult:
     """Run (or ``resume``, when ``cfg`` may be None) a walk-forward of ``cfg`` into ``run_dir``;
     write the stitched records, ``metrics.json`` and the report; return the metrics (see
-    :func:`riskppo.evaluation.walkforward.analysis.analyse`) with the report's path and the
+    :func:`riskppo.walkforward.analysis.analyse`) with the report's path and the
     summary (:class:`WalkForwardResult`). ``n_trials``: the configurations
     tried on this data, this one included — the verdict's p-value is adjusted for them (Šidák),
     so the best of several tries is not mistaken for an edge; a finished run can be judged again
@@ -435,7 +435,7 @@ def walk_forward(
     seeds' mean) is recorded in; the verdict's N is the larger of ``n_trials`` and the ledger's
     count of configurations judged on this data (:mod:`riskppo.runs.ledger`). ``selection``
     (``cfg`` None): choose among configurations inside each segment's training rows and judge
-    the procedure as one configuration (:mod:`riskppo.evaluation.walkforward.select`).
+    the procedure as one configuration (:mod:`riskppo.walkforward.select`).
     ``on_message``: the lines it has while it runs (a damaged cell it trains again).
     ``backend``: where the cells run (:mod:`riskppo.runs.jobs`; local processes by default, or
     a Ray cluster) — the records are the same wherever they run."""
@@ -472,8 +472,8 @@ def _outputs(
 ) -> WalkForwardResult:
     """Analyse the finished cells of ``wf``, write the report files and return the metrics,
     the report's path and the summary."""
-    from riskppo.evaluation.walkforward.analysis import analyse  # the heavy statistics, when needed
-    from riskppo.evaluation.walkforward.report import summary_text, write_outputs
+    from riskppo.walkforward.analysis import analyse  # the heavy statistics, when needed
+    from riskppo.walkforward.report import summary_text, write_outputs
 
     records = wf.records()
     kind = market_kind(wf.config.env.id, "walk-forward")
@@ -487,7 +487,7 @@ def _outputs(
     trials = _judge(wf, run_dir, records, ledger, float(cells[0]["bars_per_year"]))
     metrics = analyse(wf.config, wf.settings, records, cells, n_trials=n_trials, trials=trials)
     if wf.selection is not None:
-        from riskppo.evaluation.walkforward.select import selection_block
+        from riskppo.walkforward.select import selection_block
 
         protocol = _protocol(wf.settings)
         metrics["selection"] = selection_block(
@@ -509,12 +509,12 @@ def _judge(
     whatever its seeds: the schedule, not the seeds or workers, is part of it; with a
     selection one configuration too, the procedure) and count the trials on its data."""
     from riskppo.evaluation.trials import TrialSpec, judge_trials
-    from riskppo.evaluation.walkforward.plan import mean_record
+    from riskppo.walkforward.plan import mean_record
 
     protocol = _protocol(wf.settings)
     procedure = None
     if wf.selection is not None:
-        from riskppo.evaluation.walkforward.select import procedure_hash
+        from riskppo.walkforward.select import procedure_hash
 
         procedure = procedure_hash(wf.selection, protocol)
     spec = TrialSpec(ledger, wf.config, "walkforward", protocol, config_id=procedure)

@@ -19,7 +19,7 @@ from matplotlib.ticker import MaxNLocator
 
 from riskppo.config import Config
 from riskppo.envs.registration import data_label
-from riskppo.evaluation.limit_backtest import limit_html, limit_line
+from riskppo.evaluation.limit_backtest import limit_html, limit_line, risk_line
 from riskppo.evaluation.plots import COLORS, figure_png
 from riskppo.evaluation.references import FLOOR_OVERLAY, VT_BH_OVERLAY
 from riskppo.evaluation.report import (
@@ -30,12 +30,12 @@ from riskppo.evaluation.report import (
 )
 from riskppo.evaluation.trials import trials_html
 from riskppo.evaluation.verdict import benchmark_of, verdict_lines
-from riskppo.evaluation.walkforward.analysis import BENCHMARK, CVAR_MATCHED, SCALED
-from riskppo.evaluation.walkforward.plan import MEAN_LABEL, Record, mean_record
-from riskppo.evaluation.walkforward.seeds import seed_line
-from riskppo.evaluation.walkforward.select import selection_html, selection_lines
 from riskppo.jsonable import jsonable
 from riskppo.safefs import ensure_real_dir, write_bytes_atomic, write_text_atomic
+from riskppo.walkforward.analysis import BENCHMARK, CVAR_MATCHED, SCALED
+from riskppo.walkforward.plan import MEAN_LABEL, Record, mean_record
+from riskppo.walkforward.seeds import seed_line
+from riskppo.walkforward.select import selection_html, selection_lines
 
 LABELS = {
     **STRATEGY_LABELS,
@@ -123,24 +123,6 @@ def summary_text(metrics: dict[str, Any]) -> str:
     if es:
         lines.append(es)
     return "\n".join(lines)
-
-
-def risk_line(risk: dict[str, Any]) -> str | None:
-    """λ at the end of training and the overlay's binding share, in one line (None if the
-    run recorded neither)."""
-    parts = []
-    if risk.get("lambda_mean") is not None:
-        parts.append(
-            f"λ at the end of training: mean {risk['lambda_mean']:.2f}, max "
-            f"{risk['lambda_max']:.2f}, > 0 in {risk['lambda_positive_share']:.0%} of cells"
-        )
-    if risk.get("overlay_binding_oos") is not None:
-        parts.append(
-            f"risk overlay bound on {risk['overlay_binding_oos']:.0%} of out-of-sample bars "
-            f"({risk['overlay_binding_train'] or 0:.0%} over training), keeping "
-            f"{risk['overlay_cut_oos'] or 1:.0%} of the sized exposure there"
-        )
-    return "; ".join(parts) or None
 
 
 def plot_risk(metrics: dict[str, Any]) -> Figure:

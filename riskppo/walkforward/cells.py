@@ -1,7 +1,7 @@
 """A walk-forward cell's files on disk: ``cell.json`` (written last: the cell is finished when
 it exists) and ``record.csv``, and how they are read back and checked
-(:mod:`riskppo.evaluation.walkforward.run` writes them; the selection among candidates,
-:mod:`riskppo.evaluation.walkforward.select`, reads its own cells the same way)."""
+(:mod:`riskppo.walkforward.run` writes them; the selection among candidates,
+:mod:`riskppo.walkforward.select`, reads its own cells the same way)."""
 
 from __future__ import annotations
 

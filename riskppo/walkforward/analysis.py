@@ -22,13 +22,13 @@ from riskppo.evaluation.metrics import signal_floor, strategy_metrics
 from riskppo.evaluation.references import FLOOR_OVERLAY, VT_BH_OVERLAY, choose_benchmark
 from riskppo.evaluation.timing_null import tables_from_record
 from riskppo.evaluation.verdict import BENCHMARK, statistics_block
-from riskppo.evaluation.walkforward.plan import (
+from riskppo.runs.ledger import Trials
+from riskppo.walkforward.plan import (
     Record,
     WalkForwardSettings,
     mean_record,
 )
-from riskppo.evaluation.walkforward.seeds import seeds_entry
-from riskppo.runs.ledger import Trials
+from riskppo.walkforward.seeds import seeds_entry
 
 SCALED = "vol_target_scaled"
 CVAR_MATCHED = "vol_target_cvar_matched"

@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from riskppo.evaluation.live.inputs import LiveInputError
+from riskppo.live.inputs import LiveInputError
 from riskppo.nn.policy import RecurrentState
 from riskppo.nn.recurrent import LSTMState
 from riskppo.safefs import (
