@@ -1,6 +1,6 @@
-"""The paper loop saves and restores an env's episode state by name (riskppo.live.
-paper): the names must be every attribute the env's ``_new_episode_state`` sets (its own and its
-bar-env base's), but the bar and the episode end (set by ``reset``), or a restored episode would
+"""The paper loop saves and restores an env's episode state by name (riskppo.live.paper): the
+names must be every attribute the env's ``_new_episode_state`` sets (its own and its bar-env
+base's), but the bar and the episode end (set by ``reset``), or a restored episode would
 drift from the backtest."""
 
 from __future__ import annotations
