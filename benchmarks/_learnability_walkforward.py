@@ -5,7 +5,9 @@ The agent's record is the command's own (the seeds' mean record the verdict is r
 references are computed segment by segment on the same rows as the cells, with the same
 sizing, overlay, fills and fees: ``vt_bh`` (the full signal in the agent's env), the best
 simple rule chosen on each segment's training rows, the oracle (the best forecast from the
-prices under the generating model, in the band) and the supervised ridge baseline fitted on each
+prices under the generating model, in the band), the same model family with its numbers
+estimated on each segment's training rows (``fitted``: what the prices can teach a learner that
+knows the form of the edge but not its size) and the supervised ridge baseline fitted on each
 segment's training rows. Each gets the realised and the expected Sharpe ratio over the stitched
 out-of-sample bars and the one-sided p-value of the paired HAC test (Ledoit & Wolf 2008)
 against ``vt_bh``.
@@ -21,7 +23,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from _planted_refs import best_rule, make_market, run_signals, scores
+from _planted_refs import best_rule, fitted_forecast, make_market, run_signals, scores
 
 
 def run_walkforward(csv: Path, run_dir: Path, sets: list[str], options: dict[str, Any]) -> None:
@@ -44,7 +46,9 @@ def run_walkforward(csv: Path, run_dir: Path, sets: list[str], options: dict[str
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{(proc.stdout + proc.stderr)[-3000:]}")
 
 
-def reference_frames(cfg: Any, segments: list[dict[str, Any]], planted: Any) -> dict[str, Any]:
+def reference_frames(
+    cfg: Any, segments: list[dict[str, Any]], planted: Any, market: str
+) -> dict[str, Any]:
     """Per reference, its strategy frame over every segment's test rows (stitched)."""
     from riskppo.evaluation.backtest import _agent_env
     from riskppo.evaluation.supervised import forecast_signals, supervised_signals
@@ -57,11 +61,13 @@ def reference_frames(cfg: Any, segments: list[dict[str, Any]], planted: Any) -> 
         _, train_env = _agent_env(cell, "train")
         _, test_env = _agent_env(cell, "test")
         lo, hi = train_env.trading_range
+        fitted = fitted_forecast(market, train_env.df, lo, hi)
         signals = {
             "vt_bh": np.full(len(test_env.df), test_env.signal_range[1]),
             "floor": np.full(len(test_env.df), test_env.signal_range[0]),
             "rule": best_rule(train_env)[1],
             "oracle": forecast_signals(z, float(np.std(z[lo:hi])), test_env.signal_range),
+            "fitted": forecast_signals(fitted, float(np.std(fitted[lo:hi])), test_env.signal_range),
             "supervised": supervised_signals(train_env, test_env)[0],
         }
         for name, sig in signals.items():
@@ -89,7 +95,7 @@ def walkforward_row(
     record = pd.read_csv(run_dir / "records" / name, index_col=0, parse_dates=True)
     agent = pd.DataFrame({c: record[f"agent_{c}"] for c in ("position", "signal", "log_return",
                                                           "costs")})  # fmt: skip
-    frames = {**reference_frames(cfg, segments, planted), "agent": agent}
+    frames = {**reference_frames(cfg, segments, planted, market), "agent": agent}
     expected = pd.Series(planted.cond_mean, index=df.index).shift(1)
     info = pd.Series(planted.info, index=df.index).shift(1)
     bench = np.expm1(frames["vt_bh"]["log_return"].to_numpy())  # the accounts' simple returns
@@ -136,8 +142,8 @@ def walkforward_table(rows: list[dict[str, Any]], capture: Any) -> str:
     bars with one-sided p-values against ``vt_bh``, the verdict, the capture of the best
     reference's advantage (realised and expected), the signal's correlation and its share of
     bars at a bound of its band (all-or-floor or linear)."""
-    cols = ["market", "seed", "OOS bars", "vt_bh", "rule", "oracle", "supervised", "agent",
-            "verdict (adj. p)", "capture", "e_capture", "corr", "at bound"]  # fmt: skip
+    cols = ["market", "seed", "OOS bars", "vt_bh", "rule", "oracle", "fitted", "supervised",
+            "agent", "verdict (adj. p)", "capture", "e_capture", "corr", "at bound"]  # fmt: skip
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
 
     def cell(r: dict[str, Any], k: str) -> str:
@@ -149,7 +155,7 @@ def walkforward_table(rows: list[dict[str, Any]], capture: Any) -> str:
     for r in rows:
         claim = "edge" if r["verdict_claim"] else "no edge"
         cells = [r["market"], str(r["seed"]), str(r["bars"]), f"{r['vt_bh']:.2f}",
-                 *(cell(r, k) for k in ("rule", "oracle", "supervised", "agent")),
+                 *(cell(r, k) for k in ("rule", "oracle", "fitted", "supervised", "agent")),
                  f"{claim} ({r['verdict_p']:.3f})", pct(capture(r)), pct(capture(r, "e_")),
                  f"{r['corr_test']:.2f}", f"{r['at_bound']:.0%}"]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")

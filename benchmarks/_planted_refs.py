@@ -69,3 +69,29 @@ def best_rule(train_env: Any) -> tuple[str, np.ndarray]:
                 best = (s, f"{label}{k}", sig)
     assert best is not None
     return best[1], best[2]
+
+
+def fitted_forecast(name: str, df: Any, lo: int, hi: int) -> np.ndarray:
+    """The oracle's model family with its numbers estimated on the rows ``[lo, hi)`` only: per
+    bar ``t`` of ``df``, the forecast of the next log return in units of the causal EWM
+    volatility (span 60) at ``t``. Regime files: the two-state filter fitted by maximum
+    likelihood (:func:`~riskppo.envs.market.planted.fit_regime_filter`); AR(1) and signal files:
+    the least-squares line of the next return on the last return (on the signal column)."""
+    from riskppo.envs.market.estimators import ewm_volatility
+    from riskppo.envs.market.planted import fit_regime_filter, regime_filter
+
+    close = df["close"].to_numpy(np.float64)
+    r = np.concatenate(([np.nan], np.diff(np.log(close))))
+    vol = ewm_volatility(close, 60, 1.0)  # from r_1 … r_t
+    if name.startswith("regime"):
+        before = np.concatenate(([np.nan], vol[:-1]))  # the volatility of r_t, known before it
+        fit = fit_regime_filter(r[lo:hi], before[lo:hi])
+        forecast = regime_filter(r, before, fit.drifts, fit.p, 5.0, start=0.5)
+    else:
+        x = df["signal"].to_numpy(np.float64) if name.startswith("sig") else r
+        xs, ys = x[lo : hi - 1], r[lo + 1 : hi]
+        ok = np.isfinite(xs) & np.isfinite(ys)
+        slope, intercept = np.polyfit(xs[ok], ys[ok], 1)
+        forecast = intercept + slope * x
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.nan_to_num(forecast / vol)

@@ -147,7 +147,7 @@ def plot(rows: list[dict[str, Any]], path: Path, ylabel: str = "Sharpe, test row
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    names = [*REFERENCES, "agent"]
+    names = [*REFERENCES, *(["fitted"] if rows and "fitted" in rows[0] else []), "agent"]
     labels = [f"{r['market']} s{r['seed']}" for r in rows]
     fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(rows)), 3.5))
     width = 0.8 / len(names)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 from collections import defaultdict
+from functools import cache
 from pathlib import Path
 
 PACKAGE = Path(__file__).parents[2] / "riskppo"
@@ -108,9 +109,11 @@ def _imported(node: ast.AST, module: str, is_package: bool, known: set[str]) -> 
     return [n for n in names if n in known]
 
 
+@cache
 def module_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
     """Edges ``module → module`` of every import between two files of the package (function-level
-    and typing imports included: each is a cycle in the design, only hidden)."""
+    and typing imports included: each is a cycle in the design, only hidden); read once per
+    package (every room's check reads it)."""
     files = {_module_name(p, package): p for p in package.rglob("*.py")}
     known = set(files)
     edges: dict[str, set[str]] = defaultdict(set)
