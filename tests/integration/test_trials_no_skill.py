@@ -6,16 +6,14 @@ when its verdict is read with N = 1; read with the ledger's N, at most at the te
 
 from __future__ import annotations
 
-import importlib
 import math
-import sys
-from pathlib import Path
 from types import ModuleType
 
 import numpy as np
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+from tests.benchmark_modules import BENCH, import_benchmark
+
 pytestmark = pytest.mark.skipif(
     not (BENCH / "trials_no_skill.py").is_file(),
     reason="no benchmarks/ folder (an installed wheel)",
@@ -27,11 +25,7 @@ K = 20
 
 @pytest.fixture(scope="module")
 def sim() -> ModuleType:
-    sys.path.insert(0, str(BENCH))
-    try:
-        return importlib.import_module("trials_no_skill")
-    finally:
-        sys.path.remove(str(BENCH))
+    return import_benchmark("trials_no_skill")
 
 
 def test_the_ledgers_n_holds_the_best_of_20_to_the_tests_size(sim: ModuleType) -> None:

@@ -3,24 +3,17 @@ model family with its numbers estimated on the training rows alone."""
 
 from __future__ import annotations
 
-import importlib
-import sys
-from pathlib import Path
 from types import ModuleType
 
 import numpy as np
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+from tests.benchmark_modules import import_benchmark
 
 
 @pytest.fixture(scope="module")
 def refs() -> ModuleType:
-    sys.path.insert(0, str(BENCH))
-    try:
-        return importlib.import_module("_planted_refs")
-    finally:
-        sys.path.remove(str(BENCH))
+    return import_benchmark("_planted_refs")
 
 
 @pytest.mark.parametrize("market", ["regime250", "ar0.15"])

@@ -29,11 +29,14 @@ def _googl(prior: dict[str, int]) -> Config:
     return cfg.model_copy(update={"prior_trials": prior})
 
 
-def test_the_shipped_googl_config_carries_its_prior_trials() -> None:
-    assert (
-        _googl({"GOOGL": 8}).prior_trials
-        == Config.from_yaml(ROOT / "riskppo/configs/trading_googl.yaml").prior_trials
-    )
+@pytest.mark.parametrize(
+    ("name", "prior"),
+    [("trading_googl.yaml", {"GOOGL": 8}), ("trading_eurusd.yaml", {"EURUSD": 4})],
+)
+def test_the_shipped_trading_configs_carry_their_prior_trials(name: str, prior: dict) -> None:
+    """The configurations judged on each bundled market while its defaults were developed (the
+    last one added when the EURUSD config took the planted markets' learner settings)."""
+    assert Config.from_yaml(ROOT / "riskppo/configs" / name).prior_trials == prior
 
 
 def test_n_adds_the_prior_trials_on_their_market_only(tmp_path: Path) -> None:

@@ -4,24 +4,18 @@ vol-targeted buy-and-hold, then mean Sharpe, and an exact tie keeps the listed o
 
 from __future__ import annotations
 
-import importlib
-import sys
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[3] / "benchmarks"
+from tests.benchmark_modules import import_benchmark
+
 LIMIT = -0.04
 
 
 @pytest.fixture(scope="module")
 def wf() -> ModuleType:
-    sys.path.insert(0, str(BENCH))
-    try:
-        return importlib.import_module("walk_forward")
-    finally:
-        sys.path.remove(str(BENCH))
+    return import_benchmark("walk_forward")
 
 
 def cells(wf: ModuleType, *specs: tuple[float, float, float]) -> list:
