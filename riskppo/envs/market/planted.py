@@ -183,6 +183,7 @@ def regime_filter(
     Student-t innovations of ``nu`` degrees of freedom. ``start``: the probability of state 0
     before the first bar (1: the chain starts there, as :func:`regime_market`'s does). A bar
     whose ``r`` or ``sigma`` is not finite tells nothing (the prior carries over)."""
+    r, sigma = np.asarray(r, dtype=np.float64), np.asarray(sigma, dtype=np.float64)
     return _filter_pass(r, sigma, np.asarray(drifts, dtype=np.float64), p, nu, start)[0]
 
 
@@ -193,7 +194,7 @@ def _filter_pass(
     constant), one scalar recursion on the probability of state 0."""
     unit = np.sqrt((nu - 2.0) / nu)
     with np.errstate(invalid="ignore"):
-        x = (np.asarray(r, dtype=np.float64)[:, None] - drifts) / (sigma[:, None] * unit)
+        x = (r[:, None] - drifts) / (sigma[:, None] * unit)
         lik = (1.0 + x * x / nu) ** (-(nu + 1.0) / 2.0) / (sigma[:, None] * unit)
     seen = np.isfinite(lik).all(axis=1) & (lik > 0).all(axis=1)
     l0, l1, ok = lik[:, 0].tolist(), lik[:, 1].tolist(), seen.tolist()
@@ -227,11 +228,12 @@ def fit_regime_filter(r: np.ndarray, sigma: np.ndarray, nu: float = 5.0) -> Regi
     """The two-state model of :func:`regime_filter` fitted to log returns ``r`` ``[n]`` with
     volatilities ``sigma`` ``[n]`` (each known before its bar; non-finite rows are skipped):
     the drifts and the switching probability maximise the filter's own likelihood (Hamilton
-    1989, §4), by Nelder–Mead from two starts (switches every 50 and every 250 bars), with the
+    1989), by Nelder–Mead from two starts (switches every 50 and every 250 bars), with the
     innovations' ``nu`` given. What a learner that knows the model family, but none of its
     numbers, can take from the prices; with :func:`regime_filter` (``start=0.5``) it is the
     forecast of such a learner."""
     from scipy.optimize import minimize
+    from scipy.special import expit
 
     r = np.asarray(r, dtype=np.float64)
     sigma = np.asarray(sigma, dtype=np.float64)
@@ -244,7 +246,7 @@ def fit_regime_filter(r: np.ndarray, sigma: np.ndarray, nu: float = 5.0) -> Regi
 
     def loss(v: np.ndarray) -> float:
         drifts = scale * v[:2]
-        return -_filter_pass(r, sigma, drifts, 1.0 / (1.0 + math.exp(-v[2])), nu, 0.5)[1]
+        return -_filter_pass(r, sigma, drifts, float(expit(v[2])), nu, 0.5)[1]
 
     best = None
     for every in (50.0, 250.0):
@@ -254,7 +256,7 @@ def fit_regime_filter(r: np.ndarray, sigma: np.ndarray, nu: float = 5.0) -> Regi
             best = res
     assert best is not None
     drifts = np.sort(scale * best.x[:2])[::-1].copy()
-    return RegimeFit(drifts=drifts, p=1.0 / (1.0 + math.exp(-best.x[2])), loglik=-float(best.fun))
+    return RegimeFit(drifts=drifts, p=float(expit(best.x[2])), loglik=-float(best.fun))
 
 
 def signal_market(
