@@ -75,10 +75,10 @@ def fitted_forecast(name: str, df: Any, lo: int, hi: int) -> np.ndarray:
     """The oracle's model family with its numbers estimated on the rows ``[lo, hi)`` only: per
     bar ``t`` of ``df``, the forecast of the next log return in units of the causal EWM
     volatility (span 60) at ``t``. Regime files: the two-state filter fitted by maximum
-    likelihood (:func:`~riskppo.envs.market.planted.fit_regime_filter`); AR(1) and signal files:
+    likelihood (:func:`~riskppo.envs.market.regimes.fit_regime_filter`); AR(1) and signal files:
     the least-squares line of the next return on the last return (on the signal column)."""
     from riskppo.envs.market.estimators import ewm_volatility
-    from riskppo.envs.market.planted import fit_regime_filter, regime_filter
+    from riskppo.envs.market.regimes import fit_regime_filter, regime_filter
 
     close = df["close"].to_numpy(np.float64)
     r = np.concatenate(([np.nan], np.diff(np.log(close))))

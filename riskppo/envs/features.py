@@ -19,6 +19,8 @@ name             value at bar t                                                 
 ``ewmvol_k``     σ^k_t: EWM volatility (span k) of one-bar log returns, per bar, k >= 2  k
 ``vret_k``       ret_k / (σ^60_t · sqrt(k)): vol-scaled k-bar return (0 if σ = 0)       max(k, 60)
 ``macd_f_s``     MACD trend signal, 1 <= f < s (below)                                  L(s) + 251
+``regime_k``     two-state regime forecast of r_{t+1} / σ^60_t, refit every k bars       k
+                 (below), k >= 110
 ===============  =====================================================================  ==========
 
 ``σ^k_t`` is the estimator of :func:`~riskppo.envs.execution.sizing.ewm_volatility` without
@@ -42,6 +44,14 @@ its 63), so ``macd_f_s`` from ``L(s) + 251`` (e.g. 313 for ``macd_8_24``, 346 fo
 ahead): earlier rows are NaN. The exponential averages ``m_n`` and ``σ^k`` are recursive, so
 their value at row ``t`` depends on all bars ``0..t`` (still causal; weights of bars older than a
 few time scales are negligible).
+
+``regime_k`` is the forecast of the next one-bar log return by a two-state Markov-switching drift
+(Hamilton 1989) in units of ``σ^60_t``: the drifts and the switching probability (at most 1/20 a
+bar) are fitted by maximum likelihood on all returns up to bar ``k``, ``2k``, … (an expanding
+window), and each fit's filter gives the values of the ``k`` bars from its own
+(:func:`~riskppo.envs.market.regimes.expanding_regime_forecast`; about a second per fit on a few
+thousand bars). It carries a slow bull/bear drift as one number, with its sign and size from the
+model rather than from a slope fitted to noisy next-bar returns.
 
 :data:`TRADING_FEATURES` combines them for trading agents (warm-up 346 bars).
 
@@ -92,6 +102,7 @@ from riskppo.envs.feature_registry import (
     unregister,
 )
 from riskppo.envs.market.estimators import ewm_volatility
+from riskppo.envs.market.regimes import expanding_regime_forecast
 
 __all__ = [
     "DEFAULT_FEATURES",
@@ -135,15 +146,16 @@ TRADING_FEATURES: tuple[str, ...] = (
     "hl_range",
 )
 
-_PATTERN = re.compile(r"^(ret|vol|zscore|rsi|volz|vret|ewmvol)_([1-9][0-9]*)$")
+_PATTERN = re.compile(r"^(ret|vol|zscore|rsi|volz|vret|ewmvol|regime)_([1-9][0-9]*)$")
 _MACD = re.compile(r"^macd_([1-9][0-9]*)_([1-9][0-9]*)$")
 _FORMS = (
     "ret_k, vol_k (k>=2), zscore_k (k>=2), rsi_k, volz_k (k>=2), hl_range, ewmvol_k (k>=2), "
-    "vret_k, macd_f_s (f<s)"
+    "vret_k, macd_f_s (f<s), regime_k (k>=110)"
 )
 VRET_SPAN = 60  # span of the EWM volatility that scales vret_k
 MACD_PRICE_STD = 63  # bars of the price std that normalises q
 MACD_Q_STD = 252  # bars of the std of q that normalises macd
+REGIME_MIN_EVERY = VRET_SPAN + 50  # a regime fit needs 50 returns with a known volatility
 # the columns besides close that a feature kind reads
 _EXTRA_COLUMNS: dict[str, tuple[str, ...]] = {"hl_range": ("high", "low"), "volz": ("volume",)}
 _OPTIONAL_COLUMNS = ("open", "high", "low", "volume")  # a file may lack them (close-only data)
@@ -185,6 +197,8 @@ def _parse(name: str) -> tuple[str, tuple[int, ...]]:
     kind, k = m.group(1), int(m.group(2))
     if kind in ("vol", "zscore", "volz", "ewmvol") and k < 2:
         raise ValueError(f"feature {name!r} needs a window k >= 2")
+    if kind == "regime" and k < REGIME_MIN_EVERY:
+        raise ValueError(f"feature {name!r} needs k >= {REGIME_MIN_EVERY} bars between refits")
     return kind, (k,)
 
 
@@ -206,6 +220,7 @@ def feature_lookback(name: str) -> int:
         "volz": k - 1,
         "ewmvol": k,
         "vret": max(k, VRET_SPAN),
+        "regime": k,
     }[kind]
 
 
@@ -368,6 +383,8 @@ def _one(
         ret = np.full(n, np.nan)
         ret[k:] = logc[k:] - logc[:-k]
         out = _ratio_or_zero(ret, sigma * math.sqrt(k), sigma == 0.0)
+    elif kind == "regime":
+        out = expanding_regime_forecast(close, k, span=VRET_SPAN)
     return out
 
 

@@ -21,12 +21,12 @@ frame and no global RNG is touched.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from riskppo.envs.market.regimes import RegimeFit, fit_regime_filter, regime_filter
 from riskppo.envs.market.synthetic import _bars, _check_n, _index
 
 __all__ = [
@@ -165,98 +165,6 @@ def regime_market(
     forecast = regime_filter(r, sig, drifts, p, garch.nu)
     kind = f"regime({duration:g})"
     return df, Planted(cond_mean=cond, info=mu.copy(), sigma=next_sig, kind=kind, forecast=forecast)
-
-
-def regime_filter(
-    r: np.ndarray,
-    sigma: np.ndarray,
-    drifts: np.ndarray,
-    p: float,
-    nu: float,
-    *,
-    start: float = 1.0,
-) -> np.ndarray:
-    """``E[r_{t+1} | r_0 … r_t]`` ``[n]`` of a two-state hidden drift that switches with
-    probability ``p`` per bar, from the log returns ``r`` ``[n]`` alone: the Bayes (Hamilton
-    1989) filter with the ``drifts`` ``[2]`` (per bar), the noise's volatility ``sigma``
-    ``[n]`` of each ``r_t`` (known from past returns under GARCH) and its unit-variance
-    Student-t innovations of ``nu`` degrees of freedom. ``start``: the probability of state 0
-    before the first bar (1: the chain starts there, as :func:`regime_market`'s does). A bar
-    whose ``r`` or ``sigma`` is not finite tells nothing (the prior carries over)."""
-    r, sigma = np.asarray(r, dtype=np.float64), np.asarray(sigma, dtype=np.float64)
-    return _filter_pass(r, sigma, np.asarray(drifts, dtype=np.float64), p, nu, start)[0]
-
-
-def _filter_pass(
-    r: np.ndarray, sigma: np.ndarray, drifts: np.ndarray, p: float, nu: float, start: float
-) -> tuple[np.ndarray, float]:
-    """The filter's forecasts ``[n]`` and the log-likelihood of ``r`` (up to the t density's
-    constant), one scalar recursion on the probability of state 0."""
-    unit = np.sqrt((nu - 2.0) / nu)
-    with np.errstate(invalid="ignore"):
-        x = (r[:, None] - drifts) / (sigma[:, None] * unit)
-        lik = (1.0 + x * x / nu) ** (-(nu + 1.0) / 2.0) / (sigma[:, None] * unit)
-    seen = np.isfinite(lik).all(axis=1) & (lik > 0).all(axis=1)
-    l0, l1, ok = lik[:, 0].tolist(), lik[:, 1].tolist(), seen.tolist()
-    d0, d1, stay = float(drifts[0]), float(drifts[1]), 1.0 - p
-    out = np.empty(len(l0))
-    post, loglik = start, 0.0
-    for t in range(len(l0)):
-        prior = post * stay + (1.0 - post) * p
-        if ok[t]:
-            z = prior * l0[t] + (1.0 - prior) * l1[t]
-            post = prior * l0[t] / z
-            loglik += math.log(z)
-        else:
-            post = prior
-        ahead = post * stay + (1.0 - post) * p
-        out[t] = ahead * d0 + (1.0 - ahead) * d1
-    return out, loglik
-
-
-@dataclass(frozen=True)
-class RegimeFit:
-    """Two drifts (per bar, the higher first) and a switching probability per bar, fitted by
-    maximum likelihood (:func:`fit_regime_filter`)."""
-
-    drifts: np.ndarray
-    p: float
-    loglik: float
-
-
-def fit_regime_filter(r: np.ndarray, sigma: np.ndarray, nu: float = 5.0) -> RegimeFit:
-    """The two-state model of :func:`regime_filter` fitted to log returns ``r`` ``[n]`` with
-    volatilities ``sigma`` ``[n]`` (each known before its bar; non-finite rows are skipped):
-    the drifts and the switching probability maximise the filter's own likelihood (Hamilton
-    1989), by Nelder–Mead from two starts (switches every 50 and every 250 bars), with the
-    innovations' ``nu`` given. What a learner that knows the model family, but none of its
-    numbers, can take from the prices; with :func:`regime_filter` (``start=0.5``) it is the
-    forecast of such a learner."""
-    from scipy.optimize import minimize
-    from scipy.special import expit
-
-    r = np.asarray(r, dtype=np.float64)
-    sigma = np.asarray(sigma, dtype=np.float64)
-    seen = np.isfinite(r) & np.isfinite(sigma) & (sigma > 0)
-    if seen.sum() < 50:
-        raise ValueError(
-            f"fit_regime_filter: need >= 50 bars with a finite return and sigma, got {seen.sum()}"
-        )
-    scale = float(np.std(r[seen]))
-
-    def loss(v: np.ndarray) -> float:
-        drifts = scale * v[:2]
-        return -_filter_pass(r, sigma, drifts, float(expit(v[2])), nu, 0.5)[1]
-
-    best = None
-    for every in (50.0, 250.0):
-        v0 = np.array([0.1, -0.1, -math.log(every - 1.0)])
-        res = minimize(loss, v0, method="Nelder-Mead", options={"xatol": 1e-4, "fatol": 1e-4})
-        if best is None or res.fun < best.fun:
-            best = res
-    assert best is not None
-    drifts = np.sort(scale * best.x[:2])[::-1].copy()
-    return RegimeFit(drifts=drifts, p=float(expit(best.x[2])), loglik=-float(best.fun))
 
 
 def signal_market(

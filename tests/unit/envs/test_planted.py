@@ -47,41 +47,6 @@ def test_the_frame_passes_the_data_checks_and_is_seeded():
         signal_market(300, ic=1.0)
 
 
-def _filter_by_enumeration(r, sigma, drifts, p, nu):
-    """E[r_{t+1} | r_0..r_t] by summing over every hidden path (2^(t+1) of them): the filter's
-    independent reference on a short series."""
-    from itertools import product
-
-    from scipy.stats import t as student
-
-    unit = np.sqrt((nu - 2.0) / nu)
-    out = []
-    for t in range(len(r)):
-        weight = np.zeros(2)
-        for path in product((0, 1), repeat=t + 1):
-            prob, prev = 1.0, 0  # the chain is in state 0 before the first bar
-            for k, s in enumerate(path):
-                prob *= (1 - p) if s == prev else p
-                prob *= student.pdf((r[k] - drifts[s]) / (sigma[k] * unit), nu)
-                prev = s
-            weight[path[-1]] += prob
-        last = weight / weight.sum()
-        move = np.array([[1 - p, p], [p, 1 - p]])
-        out.append(float(last @ move @ drifts))
-    return np.array(out)
-
-
-def test_the_regime_filter_is_the_posterior_over_every_hidden_path():
-    from riskppo.envs.market.planted import regime_filter
-
-    rng = np.random.default_rng(3)
-    drifts = np.array([0.01, -0.02])
-    sigma = 0.01 + 0.01 * rng.random(9)
-    r = rng.normal(0.0, 0.015, 9)
-    got = regime_filter(r, sigma, drifts, 0.1, 5.0)
-    np.testing.assert_allclose(got, _filter_by_enumeration(r, sigma, drifts, 0.1, 5.0), rtol=1e-9)
-
-
 def test_the_regime_markets_forecast_uses_the_prices_alone_and_tracks_the_regime():
     """The filter's forecast follows the hidden drift (correlation well above 0) but knows less
     than the oracle that sees the regime; where nothing is hidden the forecast is the oracle's."""
@@ -93,61 +58,3 @@ def test_the_regime_markets_forecast_uses_the_prices_alone_and_tracks_the_regime
     assert np.std(planted.forecast) < np.std(planted.cond_mean)
     _, ar = ar_market(500, phi=0.1, seed=1)
     assert ar.forecast is ar.cond_mean
-
-
-def _returns_and_sigma(df, planted):
-    """Each bar's log return and the volatility it was drawn with (known before the bar)."""
-    r = np.concatenate(([np.nan], np.diff(np.log(df["close"].to_numpy()))))
-    return r, np.concatenate(([np.nan], planted.sigma[:-1]))
-
-
-def test_the_fitted_regime_filter_is_the_maximum_likelihood_and_follows_the_true_one():
-    """Fitted on a long file's returns alone: the drifts have the planted signs, the likelihood
-    is at least the true model's (the fit is its maximum), and the fitted filter's forecast
-    follows the filter that knows the model."""
-    from riskppo.envs.market.planted import (
-        _filter_pass,
-        fit_regime_filter,
-        regime_filter,
-        regime_market,
-    )
-
-    df, planted = regime_market(4000, duration=250, seed=5)
-    r, sigma = _returns_and_sigma(df, planted)
-    fit = fit_regime_filter(r, sigma, 5.0)
-    assert fit.drifts[0] > 0 > fit.drifts[1]
-    assert 1 / 1000 < fit.p < 1 / 40
-    true = np.array([0.30, -0.20]) / 252
-    assert fit.loglik >= _filter_pass(r, sigma, true, 1 / 250, 5.0, 0.5)[1]
-    for drifts, p in (  # a maximum: every nearby model is less likely
-        (fit.drifts * [1.1, 1.0], fit.p),
-        (fit.drifts * [0.9, 1.0], fit.p),
-        (fit.drifts * [1.0, 1.1], fit.p),
-        (fit.drifts * [1.0, 0.9], fit.p),
-        (fit.drifts, fit.p * 1.3),
-        (fit.drifts, fit.p / 1.3),
-    ):
-        assert _filter_pass(r, sigma, drifts, p, 5.0, 0.5)[1] < fit.loglik
-    forecast = regime_filter(r, sigma, fit.drifts, fit.p, 5.0, start=0.5)
-    assert np.corrcoef(forecast[1:], planted.forecast[1:])[0, 1] > 0.9
-
-
-def test_the_regime_filter_reads_no_later_bar_and_skips_unknown_ones():
-    from riskppo.envs.market.planted import regime_filter
-
-    rng = np.random.default_rng(0)
-    r, sigma = rng.normal(0, 0.01, 200), np.full(200, 0.01)
-    drifts = np.array([0.002, -0.002])
-    base = regime_filter(r, sigma, drifts, 0.01, 5.0, start=0.5)
-    later = r.copy()
-    later[120:] += 0.05
-    np.testing.assert_array_equal(
-        regime_filter(later, sigma, drifts, 0.01, 5.0, start=0.5)[:120], base[:120]
-    )
-    gap = sigma.copy()
-    gap[50] = np.nan  # a bar without a volatility tells nothing: the chain only moves on
-    got = regime_filter(r, gap, drifts, 0.01, 5.0, start=0.5)
-    np.testing.assert_array_equal(got[:50], base[:50])
-    q = (base[49] - drifts[1]) / (drifts[0] - drifts[1])  # P(state 0) one bar after bar 49
-    q2 = q * 0.99 + (1 - q) * 0.01
-    assert got[50] == pytest.approx(q2 * drifts[0] + (1 - q2) * drifts[1], rel=1e-12)
