@@ -44,6 +44,7 @@ from riskppo.algo.terms import update_terms
 from riskppo.algo.update import minibatch_loss
 from riskppo.config import Config
 from riskppo.nn.critics import Critic
+from riskppo.nn.lstm_kernel import treat_native_check_as_constant
 from riskppo.nn.policy import RecurrentActorCritic
 
 __all__ = ["CompiledLoss", "compile_mode", "fallback_reason", "traced_minibatch_loss"]
@@ -96,6 +97,7 @@ _COMPILED: dict[str, Callable[..., Any]] = {}  # torch.compile(_traced) per mode
 
 def _compiled(mode: str) -> Callable[..., Any]:
     if mode not in _COMPILED:
+        treat_native_check_as_constant()
         _COMPILED[mode] = torch.compile(_traced, mode=mode, dynamic=False)
     return _COMPILED[mode]
 

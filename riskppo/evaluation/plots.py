@@ -12,23 +12,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import matplotlib.dates as mdates
 import numpy as np
 import pandas as pd
-from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, PercentFormatter
 
 from riskppo.safefs import ensure_real_dir, write_bytes_atomic
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
     from riskppo.evaluation.backtest_result import BacktestResult
 
 __all__ = [
     "COLORS",
     "PLOTS",
     "figure_png",
+    "new_figure",
     "plot_critic_quantiles",
     "plot_equity",
     "plot_positions",
@@ -67,8 +66,14 @@ def _label(result: BacktestResult, name: str) -> str:
     return names.get(name, name)
 
 
-def _new_figure(width: float, height: float) -> Figure:
-    fig = Figure(figsize=(width, height), dpi=_DPI, layout="constrained")
+def new_figure(width: float, height: float, dpi: float | None = _DPI) -> Figure:
+    """A constrained-layout figure on the Agg canvas, ``width`` × ``height`` inches (``dpi``
+    None: matplotlib's default). matplotlib is imported here, on the first figure, not with
+    this module: every start of the command line would pay for it."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=dpi, layout="constrained")
     FigureCanvasAgg(fig)
     return fig
 
@@ -81,6 +86,8 @@ def _style(ax: Axes) -> None:
 
 
 def _date_axis(ax: Axes) -> None:
+    import matplotlib.dates as mdates
+
     locator = mdates.AutoDateLocator(minticks=4, maxticks=9)
     ax.xaxis.set_major_locator(locator)
     ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
@@ -101,7 +108,9 @@ def _with_start(result: BacktestResult, s: pd.Series, first: float) -> pd.Series
 
 def plot_equity(result: BacktestResult) -> Figure:
     """Equity curves of all strategies (start = 1) with a drawdown panel below."""
-    fig = _new_figure(10, 6.2)
+    from matplotlib.ticker import PercentFormatter
+
+    fig = new_figure(10, 6.2)
     ax, ax_dd = fig.subplots(2, 1, sharex=True, height_ratios=[3, 1.3])
     for name, frame in result.frames.items():
         eq = _with_start(result, frame["equity"], 1.0)
@@ -132,7 +141,7 @@ def plot_positions(result: BacktestResult) -> Figure:
     agent = result.frames["agent"]
     close = _with_start(result, agent["close"], float(result.env_settings["start_close"]))
     pos = agent["position"].to_numpy()
-    fig = _new_figure(10, 5.6)
+    fig = new_figure(10, 5.6)
     ax, ax_pos = fig.subplots(2, 1, sharex=True, height_ratios=[2.2, 1])
     _price_panel(ax, result, close, pos)
     _exposure_panel(ax_pos, result, close.index, pos)
@@ -212,7 +221,9 @@ def _exposure_panel(ax_pos: Axes, result: BacktestResult, xs: pd.Index, pos: np.
 
 def plot_return_distribution(result: BacktestResult) -> Figure:
     """Histogram of per-bar net returns with the agent's historical VaR and CVaR 95 % marked."""
-    fig = _new_figure(10, 4.8)
+    from matplotlib.ticker import PercentFormatter
+
+    fig = new_figure(10, 4.8)
     ax = fig.subplots()
     agent = np.expm1(result.frames["agent"]["log_return"].to_numpy())
     bh = np.expm1(result.frames["buy_and_hold"]["log_return"].to_numpy())
@@ -250,9 +261,11 @@ def plot_return_distribution(result: BacktestResult) -> Figure:
 
 def plot_critic_quantiles(result: BacktestResult) -> Figure:
     """Fan chart of the critic's predicted discounted return-to-go, with the realised one."""
+    from matplotlib.ticker import FuncFormatter
+
     c = result.critic
     x = c.index
-    fig = _new_figure(10, 5.0)
+    fig = new_figure(10, 5.0)
     ax = fig.subplots()
     color = COLORS["agent"]
     ax.fill_between(x, c["q05"], c["q95"], color=color, alpha=0.15, lw=0, label="5–95% band")

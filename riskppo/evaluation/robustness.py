@@ -10,11 +10,10 @@ import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from matplotlib.figure import Figure
 
 from riskppo import core
 from riskppo.adversarial.attacks import ATTACKS, StepInput, get_attack
@@ -24,11 +23,14 @@ from riskppo.envs.episodes import run_episodes
 from riskppo.envs.registration import env_kind
 from riskppo.envs.vec.tensors import env_actions, obs_tensor
 from riskppo.evaluation.backtest import backtest
-from riskppo.evaluation.plots import figure_png
+from riskppo.evaluation.plots import figure_png, new_figure
 from riskppo.nn.outputs import check_finite_outputs
 from riskppo.nn.policy import RecurrentState
 from riskppo.nn.predict_args import check_state, episode_starts
 from riskppo.safefs import ensure_real_dir, write_bytes_atomic, write_text_atomic
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 TRADING_KEYS = ("sharpe", "cvar_95", "max_drawdown", "annual_return")
 
@@ -139,7 +141,7 @@ def robustness_table(
 def robustness_figure(rows: list[dict[str, Any]], title: str = "") -> Figure:
     """Mean return (± std) vs ε per attack; with trading rows a second panel for Sharpe."""
     trading = "sharpe" in rows[0]
-    fig = Figure(figsize=(10 if trading else 6, 4), layout="constrained")
+    fig = new_figure(10 if trading else 6, 4, dpi=None)
     axes = fig.subplots(1, 2 if trading else 1, squeeze=False)[0]
     clean = rows[0]
     for i, name in enumerate(sorted({r["attack"] for r in rows} - {"none"})):

@@ -22,6 +22,7 @@ Gate layout follows ``torch.nn.LSTM``: ``[i, f, g, o]``. Per step ``t`` and grou
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -123,9 +124,22 @@ def _weight_grad(saved: _Saved, dz: Tensor) -> Tensor:
     )
 
 
-@torch.compiler.assume_constant_result  # torch.compile treats it as a constant, not a call
-def _native_available() -> bool:
+def _native_built() -> bool:
     return native.kernel() is not None
+
+
+# torch.compile must take whether the C kernel exists as a constant, not trace a call into it.
+# Marking it so imports torch._dynamo (seconds at every start of the command line), so the mark
+# is set before the first compile (riskppo.algo.compiled), not at import.
+_native_available: Callable[[], bool] = _native_built
+
+
+def treat_native_check_as_constant() -> None:
+    """Before ``torch.compile`` traces code that calls :func:`native_applies`: the check for the
+    C kernel becomes a constant of the graph (idempotent)."""
+    global _native_available
+    if _native_available is _native_built:
+        _native_available = torch.compiler.assume_constant_result(_native_built)
 
 
 def native_applies(x: Tensor) -> bool:

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
-
-from matplotlib.figure import Figure
+from typing import TYPE_CHECKING, Any
 
 from riskppo.config import Config
-from riskppo.evaluation.plots import figure_png
+from riskppo.evaluation.plots import figure_png, new_figure
 from riskppo.safefs import write_bytes_atomic
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -28,7 +29,7 @@ def population_figure(
     Failed intervals (``pbt_members.jsonl`` lines without ``step``) are marked ``x`` at the
     bottom of the score row; a member without a single finished interval has no line."""
     names = list(cfg.pbt.hyperparams)
-    fig = Figure(figsize=(9, 2.4 * (1 + len(names))), layout="constrained")
+    fig = new_figure(9, 2.4 * (1 + len(names)), dpi=None)
     axes = fig.subplots(1 + len(names), 1, sharex=True, squeeze=False)[:, 0]
     ids = sorted({e["member"] for e in members})
     colors = {m: f"C{i % 10}" for i, m in enumerate(ids)}

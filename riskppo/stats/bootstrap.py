@@ -20,7 +20,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from arch.bootstrap import StationaryBootstrap, optimal_block_length
 from numpy.typing import ArrayLike, NDArray
 
 from riskppo.stats.core import (
@@ -55,6 +54,8 @@ def default_block_length(series: Array, method: str) -> int:
     """Block length for ``series`` ``[T, k]`` (columns: the returns and their squares): the
     largest Politis–White optimal length over the columns for ``method``, rounded up and kept
     in ``[1, T // 4]``."""
+    from arch.bootstrap import optimal_block_length  # arch: ~1.5 s to import
+
     table = optimal_block_length(series)
     column = "stationary" if method == "stationary" else "circular"
     best = float(np.nanmax(table[column].to_numpy())) if table[column].notna().any() else 1.0
@@ -117,6 +118,8 @@ def bootstrap_indices(
     rng = np.random.default_rng(seed)
     if method == "circular":
         return circular_indices(n, n_resamples, block, rng)
+    from arch.bootstrap import StationaryBootstrap
+
     sampler = StationaryBootstrap(block, np.arange(n), seed=rng)
     return np.stack([sampler.update_indices() for _ in range(n_resamples)])
 

@@ -27,10 +27,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from arch.covariance.kernel import QuadraticSpectral
 from numpy.typing import ArrayLike, NDArray
 from scipy import stats as sps
-from statsmodels.regression.linear_model import OLS
 
 __all__ = [
     "TEST_PHRASES",
@@ -361,6 +359,8 @@ def long_run_variance(v: Array) -> float:
     denom = float(lagged @ lagged)
     phi = float(np.clip((lagged @ current) / denom, -0.97, 0.97)) if denom > 0.0 else 0.0
     resid = current - phi * lagged
+    from arch.covariance.kernel import QuadraticSpectral  # arch: ~1.5 s to import
+
     lrv = float(QuadraticSpectral(resid, center=False).cov.long_run[0, 0])
     return lrv / (1.0 - phi) ** 2
 
@@ -409,6 +409,8 @@ def hac_alpha_beta(
         nan = math.nan
         return AlphaBeta(nan, nan, nan, nan, nan, int(lag))
     design = np.column_stack([np.ones(x.size), y])
+    from statsmodels.regression.linear_model import OLS
+
     res = OLS(x, design).fit(cov_type="HAC", cov_kwds={"maxlags": int(lag)})
     t_alpha = float(res.tvalues[0])
     return AlphaBeta(

@@ -38,13 +38,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-from arch.bootstrap import SPA
 from numpy.typing import ArrayLike, NDArray
 
 from riskppo.stats.bootstrap import _check_block, _check_resamples, default_block_length
 from riskppo.stats.core import as_returns
+
+if TYPE_CHECKING:
+    from arch.bootstrap import SPA
 
 __all__ = [
     "SuperiorAbility",
@@ -195,6 +198,8 @@ def superior_ability(
     blk = _check_block(block, b.size) or default_block_length(d, "stationary")
     sd_b = float(b.std(ddof=1))
     z, t_stats = _studentised(d, blk, sd_b)
+    from arch.bootstrap import SPA  # arch: ~1.5 s to import
+
     spa = SPA(np.zeros(b.size), -z, blk, reps, "stationary", seed=np.random.default_rng(seed))
     spa.compute()
     p = spa.pvalues  # over all K candidates: StepM's steps below re-compute on subsets

@@ -9,18 +9,15 @@ import html
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
 
 from riskppo.config import Config
 from riskppo.envs.registration import data_label
 from riskppo.evaluation.limit_backtest import limit_html, limit_line, risk_line
-from riskppo.evaluation.plots import COLORS, figure_png
+from riskppo.evaluation.plots import COLORS, figure_png, new_figure
 from riskppo.evaluation.references import FLOOR_OVERLAY, VT_BH_OVERLAY
 from riskppo.evaluation.report import (
     REPORT_CSS,
@@ -36,6 +33,9 @@ from riskppo.walkforward.analysis import BENCHMARK, CVAR_MATCHED, SCALED
 from riskppo.walkforward.plan import MEAN_LABEL, Record, mean_record
 from riskppo.walkforward.seeds import seed_line
 from riskppo.walkforward.select import selection_html, selection_lines
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 LABELS = {
     **STRATEGY_LABELS,
@@ -128,9 +128,10 @@ def summary_text(metrics: dict[str, Any]) -> str:
 def plot_risk(metrics: dict[str, Any]) -> Figure:
     """Per segment: the CVaR multiplier λ at the end of each seed's training, and the share of
     bars on which the risk overlay capped the exposure, over training and out of sample."""
+    from matplotlib.ticker import MaxNLocator
+
     cells = pd.DataFrame(metrics["cells"])
-    fig = Figure(figsize=(10, 3.6), dpi=110, layout="constrained")
-    FigureCanvasAgg(fig)
+    fig = new_figure(10, 3.6, dpi=110)
     left, right = fig.subplots(1, 2)
     x = cells["segment"] + 0.08 * (cells["seed"] - cells["seed"].mean())
     left.scatter(x, cells["lambda"].astype(float), color=COLORS["agent"], s=18)
@@ -164,8 +165,7 @@ def _equity(r: pd.Series) -> pd.Series:
 def plot_equity(records: Sequence[Record], mean: Record, metrics: dict[str, Any]) -> Figure:
     """Stitched equity of the agent (each seed faint, their mean bold) and the baselines, with
     the retraining points; drawdown below."""
-    fig = Figure(figsize=(10, 6), dpi=110, layout="constrained")
-    FigureCanvasAgg(fig)
+    fig = new_figure(10, 6, dpi=110)
     ax, dd = fig.subplots(2, 1, sharex=True, height_ratios=[3, 1])
     h = headline(metrics)
     k, bench = h["exposure_scale"], benchmark_of(h).key
@@ -198,9 +198,10 @@ def plot_equity(records: Sequence[Record], mean: Record, metrics: dict[str, Any]
 def plot_cells(metrics: dict[str, Any]) -> Figure:
     """Per (segment, seed) cell: the agent's horizon CVaR against the limit, and its Sharpe
     against the benchmark's."""
+    from matplotlib.ticker import MaxNLocator
+
     cells = pd.DataFrame(metrics["cells"])
-    fig = Figure(figsize=(10, 4.5), dpi=110, layout="constrained")
-    FigureCanvasAgg(fig)
+    fig = new_figure(10, 4.5, dpi=110)
     left, right = fig.subplots(1, 2)
     x = cells["segment"] + 0.08 * (cells["seed"] - cells["seed"].mean())
     met = cells["limit_met"].fillna(True).astype(bool)

@@ -14,22 +14,21 @@ import html
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-from matplotlib import colormaps
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
 
 from riskppo import stats
 from riskppo.evaluation.limit_backtest import risk_line
 from riskppo.evaluation.metrics import DEFAULT_CVAR_HORIZON, horizon_cvar, strategy_metrics
-from riskppo.evaluation.plots import figure_png
+from riskppo.evaluation.plots import figure_png, new_figure
 from riskppo.evaluation.portfolio.backtest import OVERLAY_SUFFIX
 from riskppo.jsonable import jsonable
 from riskppo.safefs import write_bytes_atomic, write_text_atomic
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = [
     "analyse_portfolio",
@@ -188,9 +187,7 @@ def _styles(names: Sequence[str]) -> dict[str, dict[str, Any]]:
 
 
 def _fig(height: float = 4.5) -> Figure:
-    fig = Figure(figsize=(10, height), dpi=110, layout="constrained")
-    FigureCanvasAgg(fig)
-    return fig
+    return new_figure(10, height, dpi=110)
 
 
 def plot_equity(records: Mapping[str, pd.DataFrame], mean: pd.DataFrame) -> Figure:
@@ -225,6 +222,8 @@ def plot_weights(mean: pd.DataFrame) -> Figure:
     ax = fig.subplots()
     cols = [c for c in mean.columns if c.startswith("agent_w_")]
     w = mean[cols].clip(lower=0.0)
+    from matplotlib import colormaps
+
     colors = colormaps["tab20"](np.arange(len(cols)) % 20)
     labels = [c[len("agent_w_") :] for c in cols]
     ax.stackplot(w.index, w.to_numpy().T, labels=labels, colors=colors, lw=0)
@@ -249,6 +248,8 @@ def plot_turnover(mean: pd.DataFrame, window: int = 20) -> Figure:
 
 def plot_cvar(metrics: Mapping[str, Any]) -> Figure:
     """Per segment: each strategy's horizon CVaR and the limit."""
+    from matplotlib.ticker import MaxNLocator
+
     fig = _fig()
     ax = fig.subplots()
     seg = pd.DataFrame(metrics["segments"])
