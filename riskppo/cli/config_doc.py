@@ -55,7 +55,8 @@ TRADING_KWARGS = {
     "annualised metrics: 252 daily, 6240 hourly FX, 1638 hourly US equities; unset for a "
     "data.path file: counted from its timestamps (daily bars: 252); > 0",
     "features": "observation features, names from riskppo.envs.features: ret_k, vol_k, "
-    "zscore_k, rsi_k, volz_k, hl_range, ewmvol_k, vret_k, macd_f_s (k, f, s: windows in bars)",
+    "zscore_k, rsi_k, volz_k, hl_range, ewmvol_k, vret_k, macd_f_s, regime_k (k, f, s: windows "
+    "in bars; regime_k: bars between refits of a two-state regime model, k ≥ 110)",
     "obs_drawdown": "add the current drawdown of equity to the observation",
     "ruin_equity": "the episode terminates when equity falls to it (start: 1); null = never; in "
     "(0, 1)",
