@@ -26,7 +26,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import empyrical
 import numpy as np
 import pandas as pd
 import torch
@@ -281,6 +280,8 @@ def _checked_inputs(log_returns: pd.Series, positions: pd.Series) -> tuple[np.nd
 def _return_stats(lr: np.ndarray, ann: float) -> dict[str, float | None]:
     """The empyrical statistics of the simple returns ``expm1(lr)`` (``[n]`` net log returns),
     annualised with ``ann`` bars a year; all ``None`` when ``n == 0``."""
+    import empyrical  # with scipy's statistics, ~1 s: imported by the first backtest
+
     simple = np.expm1(lr)
 
     def metric(fn: Any, *args: Any, **kwargs: Any) -> float | None:

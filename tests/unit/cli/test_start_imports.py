@@ -10,8 +10,8 @@ import subprocess
 import sys
 
 # import cost on a 2-core machine, roughly: torch._dynamo (with sympy) 2.5 s, arch (with
-# statsmodels) 1.5 s, matplotlib 0.5 s
-DEFERRED = ("torch._dynamo", "sympy", "arch", "statsmodels", "matplotlib")
+# statsmodels) 1.5 s, empyrical 0.8 s, matplotlib 0.5 s
+DEFERRED = ("torch._dynamo", "sympy", "arch", "statsmodels", "matplotlib", "empyrical")
 
 
 def test_the_command_lines_modules_leave_the_heavy_packages_unimported() -> None:
