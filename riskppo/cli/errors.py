@@ -42,9 +42,9 @@ def user_error(exc: BaseException) -> str | None:
 
     if isinstance(exc, DataError):  # its remedy as --set options
         return f"riskppo: data error: {exc.render(cli=True)}{_advice(exc)}"
-    for kinds, label in _user_errors():
-        if isinstance(exc, kinds):
-            return f"riskppo: {label}{exc}{_advice(exc)}"
+    label = user_error_label(exc)
+    if label is not None:
+        return f"riskppo: {label}{exc}{_advice(exc)}"
     if isinstance(exc, OSError) and exc.errno in OS_ERROR_HINTS:
         where = " → ".join(str(f) for f in (exc.filename, exc.filename2) if f is not None)
         what = f"{where}: {exc.strerror}" if where else str(exc.strerror or exc)
@@ -54,36 +54,36 @@ def user_error(exc: BaseException) -> str | None:
     return None
 
 
-def _user_errors() -> list[tuple[type[BaseException] | tuple[type[BaseException], ...], str]]:
-    """The error types that are the user's input, each with its message label."""
-    from gymnasium.error import DependencyNotInstalled, DeprecatedEnv, UnregisteredEnv
+# The error types that are the user's input, by defining module and name, each with its message
+# label. Matched along the exception's class hierarchy, by name: an exception of one of these
+# types exists only if its module was imported, so nothing is imported to recognise it (importing
+# them all would cost an error seconds: riskppo.pbt brings in the backtest and its statistics).
+USER_ERRORS: dict[str, str] = {
+    "riskppo.runs.lock.RunLockError": "run directory locked: ",
+    "riskppo.runs.rundir.RunDirError": "",
+    "riskppo.live.inputs.LiveInputError": "",
+    "riskppo.safefs.UnsafePathError": "unsafe path: ",
+    "riskppo.persist.files.CheckpointError": "checkpoint error: ",
+    "riskppo.envs.vec.build.EnvOutputError": "env error: ",
+    "riskppo.envs.vec.build.NonFiniteInputError": "env error: ",
+    "gymnasium.error.UnregisteredEnv": "env error: ",
+    "gymnasium.error.DeprecatedEnv": "env error: ",
+    "gymnasium.error.DependencyNotInstalled": "env error: ",
+    "riskppo.algo.update.NonFiniteTrainingError": "training stopped: ",
+    "riskppo.demos.types.DemonstrationError": "demonstration error: ",
+    "riskppo.pbt.state.ResumeError": "",
+    "riskppo.nn.outputs.NonFiniteOutputError": "unusable policy: ",
+    "riskppo.pbt.storage.PopulationStopped": "PBT stopped: ",
+}
 
-    from riskppo.algo.update import NonFiniteTrainingError
-    from riskppo.demos.files import DemonstrationError
-    from riskppo.envs.vec.build import EnvOutputError, NonFiniteInputError
-    from riskppo.live.inputs import LiveInputError
-    from riskppo.nn.outputs import NonFiniteOutputError
-    from riskppo.pbt.state import ResumeError
-    from riskppo.pbt.storage import PopulationStopped
-    from riskppo.persist.checkpoint import CheckpointError
-    from riskppo.runs.lock import RunLockError
-    from riskppo.runs.rundir import RunDirError
-    from riskppo.safefs import UnsafePathError
 
-    return [
-        (RunLockError, "run directory locked: "),
-        (RunDirError, ""),
-        (LiveInputError, ""),
-        (UnsafePathError, "unsafe path: "),
-        (CheckpointError, "checkpoint error: "),
-        ((EnvOutputError, NonFiniteInputError), "env error: "),
-        ((UnregisteredEnv, DeprecatedEnv, DependencyNotInstalled), "env error: "),
-        (NonFiniteTrainingError, "training stopped: "),
-        (DemonstrationError, "demonstration error: "),
-        (ResumeError, ""),
-        (NonFiniteOutputError, "unusable policy: "),
-        (PopulationStopped, "PBT stopped: "),
-    ]
+def user_error_label(exc: BaseException) -> str | None:
+    """The label of :data:`USER_ERRORS` for ``exc``'s most specific listed class, or ``None``."""
+    for cls in type(exc).__mro__:
+        label = USER_ERRORS.get(f"{cls.__module__}.{cls.__qualname__}")
+        if label is not None:
+            return label
+    return None
 
 
 def _advice(exc: BaseException) -> str:

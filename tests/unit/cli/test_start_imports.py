@@ -5,6 +5,7 @@ does not wait seconds for them."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
@@ -23,3 +24,33 @@ def test_the_command_lines_modules_leave_the_heavy_packages_unimported() -> None
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+
+
+def test_every_listed_user_error_names_an_exception_class() -> None:
+    """The one-line errors are recognised by their classes' names: each name must be a real
+    exception class (a renamed or moved class would otherwise print a traceback)."""
+    from riskppo.cli.errors import USER_ERRORS
+
+    for name in USER_ERRORS:
+        module, _, cls = name.rpartition(".")
+        kind = getattr(importlib.import_module(module), cls)
+        assert issubclass(kind, BaseException) and f"{kind.__module__}.{kind.__qualname__}" == name
+
+
+def test_a_user_error_is_recognised_without_importing_the_rest_of_riskppo() -> None:
+    """A subclass is recognised through its base (most specific listed class first), and
+    recognising one imports nothing heavy (riskppo.pbt would bring in the backtest)."""
+    code = (
+        "import json, sys\n"
+        "from riskppo.cli.errors import user_error\n"
+        "from riskppo.runs.lock import RunLockError\n"
+        "from riskppo.runs.rundir import RunDirError\n"
+        "class Mine(RunDirError): pass\n"
+        "lines = [user_error(RunLockError('held')), user_error(Mine('gone')),\n"
+        "         user_error(ValueError('bug'))]\n"
+        "print(json.dumps([lines, 'riskppo.pbt' in sys.modules]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    lines, pbt = json.loads(out.stdout.strip().splitlines()[-1])
+    assert lines == ["riskppo: run directory locked: held", "riskppo: gone", None]
+    assert not pbt
