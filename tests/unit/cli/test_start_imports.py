@@ -18,8 +18,8 @@ DEFERRED = ("torch._dynamo", "sympy", "arch", "statsmodels", "matplotlib", "empy
 def test_the_command_lines_modules_leave_the_heavy_packages_unimported() -> None:
     code = (
         "import json, sys\n"
-        "import riskppo.cli.main, riskppo.cli.runner, riskppo.cli.universe, riskppo.walkforward.run\n"
-        "import riskppo.live.signal, riskppo.pbt.report\n"
+        "import riskppo.cli.main, riskppo.cli.runner, riskppo.cli.universe\n"
+        "import riskppo.walkforward.run, riskppo.live.signal, riskppo.pbt.report\n"
         f"print(json.dumps([m for m in {DEFERRED!r} if m in sys.modules]))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
