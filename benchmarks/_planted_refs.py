@@ -77,14 +77,10 @@ def fitted_forecast(name: str, df: Any, lo: int, hi: int) -> np.ndarray:
     volatility (span 60) at ``t``. Regime files: the two-state filter fitted by maximum
     likelihood (:func:`~riskppo.envs.market.regimes.fit_regime_filter`); AR(1) and signal files:
     the least-squares line of the next return on the last return (on the signal column)."""
-    from riskppo.envs.market.estimators import ewm_volatility
-    from riskppo.envs.market.regimes import fit_regime_filter, regime_filter
+    from riskppo.envs.market.regimes import filter_inputs, fit_regime_filter, regime_filter
 
-    close = df["close"].to_numpy(np.float64)
-    r = np.concatenate(([np.nan], np.diff(np.log(close))))
-    vol = ewm_volatility(close, 60, 1.0)  # from r_1 … r_t
+    r, before, vol = filter_inputs(df["close"].to_numpy(np.float64))
     if name.startswith("regime"):
-        before = np.concatenate(([np.nan], vol[:-1]))  # the volatility of r_t, known before it
         fit = fit_regime_filter(r[lo:hi], before[lo:hi])
         forecast = regime_filter(r, before, fit.drifts, fit.p, 5.0, start=0.5)
     else:

@@ -102,7 +102,7 @@ from riskppo.envs.feature_registry import (
     unregister,
 )
 from riskppo.envs.market.estimators import ewm_volatility
-from riskppo.envs.market.regimes import expanding_regime_forecast
+from riskppo.envs.market.regimes import MIN_FIT_BARS, expanding_regime_forecast
 
 __all__ = [
     "DEFAULT_FEATURES",
@@ -155,7 +155,7 @@ _FORMS = (
 VRET_SPAN = 60  # span of the EWM volatility that scales vret_k
 MACD_PRICE_STD = 63  # bars of the price std that normalises q
 MACD_Q_STD = 252  # bars of the std of q that normalises macd
-REGIME_MIN_EVERY = VRET_SPAN + 50  # a regime fit needs 50 returns with a known volatility
+REGIME_MIN_EVERY = VRET_SPAN + MIN_FIT_BARS  # returns with a known volatility a regime fit needs
 # the columns besides close that a feature kind reads
 _EXTRA_COLUMNS: dict[str, tuple[str, ...]] = {"hl_range": ("high", "low"), "volz": ("volume",)}
 _OPTIONAL_COLUMNS = ("open", "high", "low", "volume")  # a file may lack them (close-only data)

@@ -20,11 +20,28 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from riskppo.envs.market.estimators import ewm_volatility
+from riskppo.envs.market.estimators import ewm_volatility, log_returns
 
-__all__ = ["RegimeFit", "expanding_regime_forecast", "fit_regime_filter", "regime_filter"]
+__all__ = [
+    "MIN_FIT_BARS",
+    "RegimeFit",
+    "expanding_regime_forecast",
+    "filter_inputs",
+    "fit_regime_filter",
+    "regime_filter",
+]
 
-_MIN_BARS = 50  # bars with a finite return and volatility a fit needs
+MIN_FIT_BARS = 50  # bars with a finite return and volatility a fit needs
+
+
+def filter_inputs(close: np.ndarray, span: int = 60) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """What the filter reads from closes ``[T]``: ``(r, before, vol)``, each ``[T]`` — the one-bar
+    log returns (``r_0`` NaN), the per-bar EWM volatility (``span``) of each ``r_t`` known before
+    it (``vol`` one bar back), and ``vol`` itself (at ``t``, from ``r_1 … r_t``)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = log_returns(close)
+    vol = ewm_volatility(close, span, 1.0)
+    return r, np.concatenate(([np.nan], vol[:-1])), vol
 
 
 def regime_filter(
@@ -102,9 +119,9 @@ def fit_regime_filter(
     r = np.asarray(r, dtype=np.float64)
     sigma = np.asarray(sigma, dtype=np.float64)
     seen = np.isfinite(r) & np.isfinite(sigma) & (sigma > 0)
-    if seen.sum() < _MIN_BARS:
+    if seen.sum() < MIN_FIT_BARS:
         raise ValueError(
-            f"fit_regime_filter: need >= {_MIN_BARS} bars with a finite return and sigma, "
+            f"fit_regime_filter: need >= {MIN_FIT_BARS} bars with a finite return and sigma, "
             f"got {seen.sum()}"
         )
     if not 0.0 < max_p <= 1.0:
@@ -141,14 +158,10 @@ def expanding_regime_forecast(
         close: ``[T]`` positive closes.
         every: bars between refits, and the first fit's bar (``>= span + 50``).
     """
-    if every < span + _MIN_BARS:
-        raise ValueError(f"a regime fit needs every >= {span + _MIN_BARS} bars, got {every}")
-    c = np.asarray(close, dtype=np.float64)
-    n = len(c)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        r = np.concatenate(([np.nan], np.diff(np.log(c))))
-        vol = ewm_volatility(c, span, 1.0)
-        before = np.concatenate(([np.nan], vol[:-1]))  # the volatility of r_t, known before it
+    if every < span + MIN_FIT_BARS:
+        raise ValueError(f"a regime fit needs every >= {span + MIN_FIT_BARS} bars, got {every}")
+    r, before, vol = filter_inputs(close, span)
+    n = len(r)
     out = np.full(n, np.nan)
     for t in range(every, n, every):
         fit = fit_regime_filter(r[: t + 1], before[: t + 1], nu, max_p=max_p)
