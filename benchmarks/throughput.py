@@ -17,6 +17,9 @@ in a fresh process, running the same number of steps.
         riskppo-compiled-vec PPO RecurrentPPO --no-rss     # with and without vector envs
     python benchmarks/throughput.py --steps 8192 --envs CartPole-v1
     python benchmarks/throughput.py --device cuda --n-envs 256 --batch-size 8192   # GPU run
+    python benchmarks/throughput.py --device cuda --n-envs 4096 --n-steps 64 --batch-size 65536 \
+        --steps 524288 --envs CartPole-v1 \
+        --algos riskppo-compiled-vec PPO --no-rss  # a GPU curve point
 """
 
 from __future__ import annotations
