@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -181,6 +183,34 @@ def test_a_failing_compile_falls_back_to_eager_and_logs_the_error(caplog, monkey
         "compile: the update runs eager: torch.compile failed (RuntimeError: no C++ compiler"
     ]
     model.close()
+
+
+USER_COMPILES = """
+import torch
+from riskppo.nn.recurrent import MaskedLSTM
+
+torch.manual_seed(0)
+lstm = MaskedLSTM(5, 8)
+x, starts = torch.randn(6, 3, 5), torch.zeros(6, 3)
+starts[2, 1] = 1.0
+eager, _, _ = lstm(x, lstm.initial_state(3), starts)
+out, _, _ = torch.compile(lstm, fullgraph=True)(x, lstm.initial_state(3), starts)
+out.sum().backward()
+assert torch.allclose(out, eager, rtol=1e-4, atol=1e-5), (out - eager).abs().max()
+assert lstm.weight_hh_l0.grad.abs().sum() > 0
+print("ok")
+"""
+
+
+@needs_cxx_compiler()
+def test_a_user_can_compile_the_lstm_without_the_trainer_having_compiled():
+    """``torch.compile(fullgraph=True)`` of the LSTM module in a fresh process where the trainer
+    never compiled (so the C kernel's availability check was never marked a graph constant):
+    one graph, eager's output, gradients. About 16 s with a cold inductor cache on 2 cores."""
+    proc = subprocess.run(
+        [sys.executable, "-c", USER_COMPILES], capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
 
 
 @pytest.mark.slow  # about 50 s with a cold inductor cache (7 s warm) on 2 cores
