@@ -2,8 +2,9 @@
 
 Each job is one task (one CPU, no automatic retry: a job whose worker dies is reported like a
 local worker's death, and the caller decides — walk-forward and universe resume it). The task
-runs :func:`~riskppo.runs.jobs.outcome.execute`, so a job's value, error and warnings come back
-as they do from a local worker. Functions travel by reference: every node needs riskppo (and
+runs :func:`~riskppo.runs.jobs.outcome.execute` (through :func:`interruptible_job`, so that a
+graceful stop reaches it), and a job's value, error and warnings come back as they do from a
+local worker. Functions travel by reference: every node needs riskppo (and
 its dependencies) installed, and the run directory must be on a file system every node sees
 at the same path — jobs read and write their files there, not through Ray's object store.
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -27,7 +29,7 @@ from riskppo.config import ConfigError
 from riskppo.runs.jobs.outcome import Failed, Job, Outcome, QueuedJobs, Reply, execute_split
 from riskppo.runs.processes import reissue
 
-__all__ = ["RayRunner", "import_ray", "ray_connection"]
+__all__ = ["RayRunner", "import_ray", "interruptible_job", "ray_connection"]
 
 INSTALL_HINT = 'pip install "riskppo[ray]" (on this machine and on every node of the cluster)'
 
@@ -67,6 +69,26 @@ def ray_connection(address: str | None, num_cpus: int | None) -> Iterator[Any]:
                 signal.signal(signal.SIGTERM, previous)
 
 
+def interruptible_job(fn: Callable[[Any], Any], arg: Any) -> tuple[Reply, BaseException | None]:
+    """:func:`~riskppo.runs.jobs.outcome.execute_split` in a Ray worker, with Python's
+    ``KeyboardInterrupt`` handler in place for the job.
+
+    Ray asks a running task to stop (``ray.cancel(force=False)``, :meth:`RayRunner.stop`'s
+    grace) by simulating SIGINT in the worker's main thread, which Python ignores where SIGINT
+    is ignored. A worker inherits that from the process that started Ray: a driver started in
+    the background by a shell (``riskppo universe ... &`` in a script), which ignores SIGINT.
+    The job would then never see the request and lose its work when the grace ends."""
+    main = threading.current_thread() is threading.main_thread()
+    ignored = main and signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    if ignored:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return execute_split(fn, arg)
+    finally:
+        if ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _cluster_cpus(ray: Any) -> int:
     return max(1, int(ray.cluster_resources().get("CPU", 1)))
 
@@ -79,7 +101,7 @@ class RayRunner(QueuedJobs):
         self._ray = ray
         self.cpus = _cluster_cpus(ray)
         self.workers = max(1, workers or self.cpus)
-        self._task = ray.remote(num_cpus=1, max_retries=0, num_returns=2)(execute_split)
+        self._task = ray.remote(num_cpus=1, max_retries=0, num_returns=2)(interruptible_job)
         super().__init__()
         self._running: dict[Any, tuple[Job, Any]] = {}  # reply's ObjectRef → job, error's ref
         self.warned: set[tuple[str, str, str]] = set()

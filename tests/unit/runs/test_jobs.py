@@ -5,6 +5,9 @@ costs that job alone), warnings are shown once, and the one stop path leaves no 
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -116,6 +119,45 @@ def test_a_graceful_stop_lets_each_job_reach_a_safe_point(backend: Backend, tmp_
     assert (tmp_path / "job.pid.stopped").read_text() == "saved"
     if backend.kind == "local":  # a local worker ends with the stop; Ray keeps its idle workers
         assert _gone(pid)
+
+
+STOP_IN_A_BACKGROUND_DRIVER = """
+import sys, time
+from pathlib import Path
+from riskppo.runs.jobs import Backend, open_runner
+from tests import job_functions as jf
+
+path = Path(sys.argv[1])
+try:
+    with open_runner(Backend("ray"), 1, stop_grace=20) as runner:
+        runner.submit("job", jf.stop_at_a_safe_point, str(path))
+        while not (path.exists() and path.read_text()):
+            time.sleep(0.05)
+        raise KeyboardInterrupt
+except KeyboardInterrupt:
+    pass
+print(Path(str(path) + ".stopped").read_text() if Path(str(path) + ".stopped").exists() else "lost")
+"""
+
+
+def test_a_graceful_stop_reaches_ray_jobs_of_a_driver_that_ignores_ctrl_c(tmp_path: Path) -> None:
+    """A driver started in the background by a shell (``cmd &`` in a script) ignores SIGINT, and
+    so do the Ray workers it starts; Ray's stop request to a task is a simulated SIGINT. The
+    job must still be asked to stop, and save, within the grace."""
+    pytest.importorskip("ray")
+    root = str(Path(__file__).parents[3])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run(
+        [sys.executable, "-c", STOP_IN_A_BACKGROUND_DRIVER, str(tmp_path / "job.pid")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=tmp_path,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1] == "saved"
 
 
 def test_cancel_drops_a_queued_job_and_kills_a_running_one(
