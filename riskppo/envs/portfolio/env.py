@@ -26,6 +26,12 @@ from riskppo.envs.portfolio.math import (
     vol_scale,
 )
 from riskppo.envs.portfolio.overlay import portfolio_cap, portfolio_overlay_tables
+from riskppo.envs.portfolio.slopes import (
+    drift_jacobian,
+    position_jacobian,
+    reward_gradients,
+    weights_jacobian,
+)
 
 __all__ = ["PORTFOLIO_FEATURES", "PortfolioEnv"]
 _sum = np.add.reduce
@@ -104,6 +110,10 @@ class PortfolioEnv(BarEnv):
     ``gross_exposure`` (``Σ|h|``) and ``scale`` (the exposure scale applied: with ``clip``, the
     share of the signal weights held, signal included); with an overlay also ``uncapped_scale``
     (the sizing's scale before the cap, times the signal with ``clip``) and ``overlay_cap``.
+    With ``reward_slopes=True`` also ``reward_slope`` and ``reward_slope_prev`` (``[A]``): the
+    reward's exact derivatives in this step's action and in the last one
+    (:mod:`riskppo.envs.portfolio.slopes`), what the trainer's pathwise term follows
+    (``ppo.pathwise_coef``); off by default, as they cost a few ``N × N`` products per step.
     """
 
     # episode state (see _new_episode_state; the account's in BarEnv)
@@ -114,6 +124,7 @@ class PortfolioEnv(BarEnv):
     _signal_now: float
     _uncapped_now: float
     _cap_now: float
+    _held_jacobian: np.ndarray  # [N, A] ∂(weights held now)/∂(last action), for reward_slopes
 
     def __init__(
         self,
@@ -143,6 +154,7 @@ class PortfolioEnv(BarEnv):
         exposure_signal: bool = False,
         min_signal: float = 0.0,
         ruin_equity: float | None = None,
+        reward_slopes: bool = False,
         render_mode: str | None = None,
     ) -> None:
         super().__init__()
@@ -153,6 +165,9 @@ class PortfolioEnv(BarEnv):
         _check_exposure(exposure_signal, min_signal)
         self.exposure_signal, self.min_signal = bool(exposure_signal), float(min_signal)
         self.covariance = covariance
+        if not isinstance(reward_slopes, bool | np.bool_):
+            raise ValueError(f"reward_slopes={reward_slopes!r} must be true or false")
+        self.reward_slopes = bool(reward_slopes)
         opens = _all_opens(data)
         self.fill: str = resolve_fill(fill, opens)
         self._init_bars(features, opens, start, end)
@@ -292,7 +307,14 @@ class PortfolioEnv(BarEnv):
     # ------------------------------------------------------------------ gymnasium API
 
     def step(self, action: Any) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
-        return self.step_weights(self.signal_weights(action), self.exposure(action))
+        w, signal = self.signal_weights(action), self.exposure(action)
+        if not self.reward_slopes:
+            return self.step_weights(w, signal)
+        t, h_prev = self._t, self._held
+        out = self.step_weights(w, signal)
+        a = self._checked_action(action)
+        out[4]["reward_slope"], out[4]["reward_slope_prev"] = self._slopes(t, a, w, signal, h_prev)
+        return out
 
     def step_weights(
         self, w: np.ndarray, signal: float = 1.0
@@ -331,6 +353,40 @@ class PortfolioEnv(BarEnv):
 
     # ------------------------------------------------------------------ internals
 
+    def _slopes(
+        self, t: int, a: np.ndarray, w: np.ndarray, signal: float, h_prev: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``(∂reward_t/∂a_t, ∂reward_t/∂a_{t-1})`` ``[A]`` of the step just taken from bar ``t``
+        with targets ``self._filled`` (:mod:`riskppo.envs.portfolio.slopes`); keeps
+        ``∂h_held/∂a_t`` for the next step's second slope."""
+        n = self.n_assets
+        w_jac = weights_jacobian(a[:n], w, self.long_only, self.logit_scale, self.max_gross)
+        scale: tuple[float, np.ndarray | None] = (1.0, None)
+        if self._cov is not None:
+            value = vol_scale(
+                w, self._cov[t], self.vol_target, self.max_leverage, self.bars_per_year
+            )
+            scale = (value, self._cov[t] if value < self.max_leverage else None)
+        cap = None
+        if self._overlay_tables is not None:
+            fast, slow = self._overlay_tables.fast[t], self._overlay_tables.slow[t]
+            cap = (self._cap_now, fast if float(w @ fast @ w) >= float(w @ slow @ w) else slow)
+        x = a[-1] if self.exposure_signal else 0.0
+        ds = (
+            None if not self.exposure_signal else (0.5 * (1.0 - self.min_signal)) * (-1.0 < x < 1.0)
+        )
+        clip_mode = self.overlay is not None and self.overlay.mode == "clip"
+        jac = position_jacobian(w, w_jac, scale, cap, (signal, ds), clip_mode)
+        e_old = None if self._e_old is None else self._e_old[t]
+        e_new = None if self._e_new is None else self._e_new[t]
+        d_new, d_prev = reward_gradients(
+            h_prev, self._filled, e_old, e_new, fee=self.fee, borrow_per_bar=self._borrow_per_bar,
+            delayed=self._delayed, reward_scale=self.reward_scale,
+        )  # fmt: skip
+        slope_prev = self._held_jacobian.T @ d_prev
+        self._held_jacobian = drift_jacobian(self._filled, e_new) @ jac
+        return jac.T @ d_new, slope_prev
+
     def _capped(self, t: int, w: np.ndarray, scale: float, signal: float) -> tuple[float, float]:
         """``(scale, signal)`` after the overlay's cap ``cap_t`` for weights ``w`` (the held
         weights are ``w · scale · signal``): ``mode="scale"`` caps the full signal's scale,
@@ -353,6 +409,7 @@ class PortfolioEnv(BarEnv):
         self._contrib = np.zeros(self.n_assets)
         self._scale_now = self._signal_now = 0.0
         self._uncapped_now = self._cap_now = math.nan
+        self._held_jacobian = np.zeros((self.n_assets, self.n_assets + int(self.exposure_signal)))
 
     def _observe(self, t: int) -> np.ndarray:
         obs = self._table[t].copy()

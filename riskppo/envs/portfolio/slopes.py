@@ -1,0 +1,136 @@
+"""Exact slopes of the portfolio env's reward in its action, for the pathwise policy-gradient term.
+
+The many-asset form of the trading env's slopes (:mod:`riskppo.envs.execution.account`): a price
+taker's orders do not move prices, so each step's reward is a known function of the targets
+filled at this step and the weights held from the last one, and its derivatives in the actions
+are exact. The one subgradient taken is 0 for an asset's fee where its target equals its drifted
+weight; where the sizing, the overlay cap or the box clips an action, the clipped branch's
+slope (0 in the clipped direction) is taken, as in the trading env.
+
+**The position map** (one decision; :class:`~riskppo.envs.portfolio.env.PortfolioEnv`): signal
+weights ``w = W(a_{1..N})``, the exposure signal ``s = S(x)``, a scale ``m(w)`` and the targets
+
+.. code-block:: text
+
+    h = w · m · s       (no overlay, or mode="scale": m = min(scale(w), cap(w)))
+    h = w · m           (mode="clip": m = min(scale(w) · s, cap(w)))
+
+with ``scale(w) = min(c / sqrt(wᵀ Σ w), max_leverage)`` and ``cap(w) = c' / sqrt(max(wᵀ F w,
+wᵀ S w))`` (both ``∝ (wᵀ M w)^{-1/2}`` where they bind: ``∇ = −m M w / (wᵀ M w)``).
+
+**The reward** ``k (log g_old + log g_new − fee Σ|h − d| − borrow)`` (:mod:`riskppo.envs.portfolio.
+math`) has, with ``d = (h_prev ⊙ (1 + e_old)) / g_old`` the drifted weights,
+
+.. code-block:: text
+
+    ∂reward_t/∂h_t      = k (e_new / g_new − fee sign(h_t − d) + borrow_per_bar [h_t < 0])
+    ∂reward_t/∂h_prev   = k (e_old / g_old + D(h_prev, e_old)ᵀ fee sign(h_t − d)
+                             + borrow_per_bar [h_prev < 0])
+    D(h, e) = ∂(h ⊙ (1 + e) / (1 + hᵀe))/∂h = diag(1 + e) / g − (h ⊙ (1 + e)) eᵀ / g²
+
+(the borrow term on the weights held over the bar: ``h_prev`` with a next-close fill, else
+``h_t``), and ``h_prev`` of step ``t`` is ``D(h_{t-1}, e_new) h_{t-1}`` of the last decision,
+so ``∂h_prev/∂a_{t-1} = D(h_{t-1}, e_new,t-1) · ∂h_{t-1}/∂a_{t-1}``. A growth floored at its
+minimum (only with leverage) is treated as unfloored.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["drift_jacobian", "position_jacobian", "reward_gradients", "weights_jacobian"]
+
+
+def weights_jacobian(
+    a: np.ndarray, w: np.ndarray, long_only: bool, logit_scale: float, max_gross: float
+) -> np.ndarray:
+    """``∂w/∂a`` ``[N, N]`` of the signal weights ``w`` of the actions ``a`` (``[N]``); an action
+    outside the open box ``(−1, 1)`` is clipped and has slope 0."""
+    inside = (a > -1.0) & (a < 1.0)
+    if long_only:  # w = softmax(L · a)
+        jac = logit_scale * (np.diag(w) - np.outer(w, w))
+    else:  # w = a · min(1, G / Σ|a|)
+        a_c = np.clip(a, -1.0, 1.0)
+        gross = float(np.abs(a_c).sum())
+        if gross <= max_gross:
+            jac = np.eye(len(a))
+        else:
+            jac = (max_gross / gross) * (np.eye(len(a)) - np.outer(a_c, np.sign(a_c)) / gross)
+    return jac * inside
+
+
+def _inverse_vol_gradient(w: np.ndarray, cov: np.ndarray, value: float) -> np.ndarray:
+    """``∇_w`` of ``value = c · (wᵀ cov w)^{-1/2}`` at ``w``: ``−value · cov w / (wᵀ cov w)``."""
+    cw = cov @ w
+    return -value * cw / float(w @ cw)
+
+
+def position_jacobian(
+    w: np.ndarray,
+    w_jac: np.ndarray,
+    scale: tuple[float, np.ndarray | None],
+    cap: tuple[float, np.ndarray | None] | None,
+    signal: tuple[float, float | None],
+    clip_mode: bool,
+) -> np.ndarray:
+    """``∂h/∂a`` ``[N, A]`` of the targets ``h`` (module docstring): ``w`` ``[N]`` and its Jacobian
+    ``w_jac`` ``[N, N]``; ``scale`` = (its value, the covariance whose inverse volatility it is,
+    or None where it is constant: no sizing, the leverage cap); ``cap`` = (the overlay's cap,
+    its binding covariance or None) or None without an overlay; ``signal`` = (``s``, ``ds/dx``
+    or None without the exposure signal); ``clip_mode``: the overlay caps ``scale · s``."""
+    s, ds = signal
+    grad_scale = (
+        np.zeros_like(w) if scale[1] is None else _inverse_vol_gradient(w, scale[1], scale[0])
+    )
+    u, du_ds = (scale[0] * s, scale[0]) if clip_mode else (scale[0], 0.0)
+    grad_u = grad_scale * s if clip_mode else grad_scale
+    if cap is not None and cap[0] < u:  # the cap binds: m = cap(w)
+        m = cap[0]
+        grad_m = np.zeros_like(w) if cap[1] is None else _inverse_vol_gradient(w, cap[1], m)
+        dm_ds = 0.0
+    else:
+        m, grad_m, dm_ds = u, grad_u, du_ds
+    k = 1.0 if clip_mode else s  # h = w · m · k
+    dh_dw = k * (m * np.eye(len(w)) + np.outer(w, grad_m))
+    jac = dh_dw @ w_jac
+    if ds is None:
+        return jac
+    dh_ds = w * dm_ds if clip_mode else w * m
+    return np.concatenate([jac, (dh_ds * ds)[:, None]], axis=1)
+
+
+def drift_jacobian(h: np.ndarray, e: np.ndarray | None) -> np.ndarray:
+    """``D(h, e)`` ``[N, N]``: the Jacobian of the weights ``h`` after simple returns ``e`` (the
+    identity where the leg is empty)."""
+    if e is None:
+        return np.eye(len(h))
+    g = 1.0 + float(h @ e)
+    return np.diag(1.0 + e) / g - np.outer(h * (1.0 + e), e) / (g * g)
+
+
+def reward_gradients(
+    h_prev: np.ndarray,
+    h_new: np.ndarray,
+    e_old: np.ndarray | None,
+    e_new: np.ndarray | None,
+    *,
+    fee: float,
+    borrow_per_bar: float,
+    delayed: bool,
+    reward_scale: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(∂reward/∂h_new, ∂reward/∂h_prev)`` ``[N]`` each of one step (module docstring; the
+    arguments of :func:`~riskppo.envs.portfolio.math.rebalance_step`)."""
+    drifted, d_prev = h_prev, np.zeros_like(h_prev)
+    if e_old is not None:
+        g_old = 1.0 + float(h_prev @ e_old)
+        drifted = h_prev * (1.0 + e_old) / g_old
+        d_prev = e_old / g_old
+    fee_sign = fee * np.sign(h_new - drifted)
+    d_new = -fee_sign if e_new is None else e_new / (1.0 + float(h_new @ e_new)) - fee_sign
+    d_prev = d_prev + drift_jacobian(h_prev, e_old).T @ fee_sign
+    if borrow_per_bar > 0.0 and delayed:  # the weights held over the bar are h_prev
+        d_prev = d_prev + borrow_per_bar * (h_prev < 0.0)
+    elif borrow_per_bar > 0.0:
+        d_new = d_new + borrow_per_bar * (h_new < 0.0)
+    return reward_scale * d_new, reward_scale * d_prev
