@@ -43,10 +43,10 @@ class Rollout:
     last_pi_state: LSTMState  # actor state after the last step
     costs_fraction: Tensor  # [T, N] info["reward_costs_fraction"] (NaN where absent/invalid)
     costs_nonfinite: int  # entries that were reported but not a finite number
-    # [T, N] ∂(return)/∂(action) of each decision from the env's reward slopes (None: the env
-    # reports none); see riskppo.algo.collect
+    # [T, N] ∂(return)/∂(action) of each decision from the env's reward slopes ([T, N, A] for an
+    # action of A > 1 numbers; None: the env reports none); see riskppo.algo.collect
     reward_slopes: Tensor | None = None
-    # [T, N] the part of reward_slopes that is the next step's reward's slope in a_t
+    # the part of reward_slopes that is the next step's reward's slope in a_t (same shape)
     reward_slopes_next: Tensor | None = None
 
 

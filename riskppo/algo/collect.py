@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 import numpy as np
 import torch
+from gymnasium import spaces
 from stable_baselines3.common.vec_env import VecEnv
 
 from riskppo.algo.buffer import Rollout, cat_states
@@ -67,7 +68,9 @@ class _Buffers:
     dones: np.ndarray  # [T, N] bool
     truncs: np.ndarray  # [T, N] bool
     costs: np.ndarray  # [T, N] info["reward_costs_fraction"]; NaN: not reported or invalid
-    slopes: np.ndarray  # [2, T, N] info["reward_slope"], info["reward_slope_prev"]; NaN: none
+    # [2, T, N] info["reward_slope"], info["reward_slope_prev"] ([2, T, N, A] for an action of
+    # A > 1 numbers); NaN: none
+    slopes: np.ndarray
     actions: list[torch.Tensor] = field(default_factory=list)
     log_probs: list[torch.Tensor] = field(default_factory=list)  # T of [N]
     critic_inputs: list[torch.Tensor] = field(default_factory=list)  # ActStep.critic_input
@@ -79,8 +82,11 @@ class _Buffers:
     episodes: EpisodeStats = field(default_factory=EpisodeStats)
 
     @classmethod
-    def allocate(cls, n_steps: int, n: int, d: int, device: torch.device) -> _Buffers:
+    def allocate(
+        cls, n_steps: int, n: int, d: int, device: torch.device, n_actions: int = 1
+    ) -> _Buffers:
         shape = (n_steps, n)
+        per_action = () if n_actions == 1 else (n_actions,)
         obs = torch.empty(n_steps, n, d, device=device)
         return cls(
             obs=obs,
@@ -90,7 +96,7 @@ class _Buffers:
             dones=np.empty(shape, dtype=bool),
             truncs=np.zeros(shape, dtype=bool),
             costs=np.full(shape, np.nan, dtype=np.float32),
-            slopes=np.full((2, *shape), np.nan, dtype=np.float64),
+            slopes=np.full((2, *shape, *per_action), np.nan, dtype=np.float64),
         )
 
     def write_obs(self, t: int, obs: Any) -> None:
@@ -123,11 +129,14 @@ class _Buffers:
                 self.n_bad_costs += int(math.isnan(self.costs[t, i]))
             g = info.get("reward_slope")
             if g is not None:
-                self.slopes[0, t, i] = _finite_or_nan(g)
-                self.slopes[1, t, i] = _finite_or_nan(info.get("reward_slope_prev", 0.0))
+                self.slopes[0, t, i] = _slope_or_nan(g, self.slopes.shape[3:])
+                self.slopes[1, t, i] = _slope_or_nan(
+                    info.get("reward_slope_prev", 0.0), self.slopes.shape[3:]
+                )
 
     def reward_slopes(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """``([T, N], [T, N])``: ``∂(return)/∂a_t`` of each decision — this step's slope plus the
+        """``([T, N], [T, N])`` (``[T, N, A]`` each for an action of ``A > 1`` numbers):
+        ``∂(return)/∂a_t`` of each decision — this step's slope plus the
         next step's slope with respect to it (``reward_slope_prev``, 0 where a new episode
         starts), the whole derivative of the episode's return for an env whose reward depends on
         the last two actions — and that next step's part alone (0 at the rollout's last step: the
@@ -201,7 +210,8 @@ def collect_rollout(
     device = carry.obs.device
     N, D = carry.obs.shape
     space = venv.action_space
-    buf = _Buffers.allocate(n_steps, N, D, device)
+    n_actions = int(np.prod(space.shape)) if isinstance(space, spaces.Box) else 1
+    buf = _Buffers.allocate(n_steps, N, D, device, n_actions)
     buf.obs[0] = carry.obs
     obs, pi_state = carry.obs, carry.state.pi
     # episode starts as NumPy: resets are decided without tensor ops (R-ALG-15)
@@ -241,6 +251,18 @@ def collect_rollout(
     rollout = buf.rollout(carry, obs, last_start, pi_state)
     new_carry = CollectorState(obs, last_start, RecurrentState(pi_state, carry.state.vf))
     return rollout, new_carry, buf.episodes
+
+
+def _slope_or_nan(value: object, shape: tuple[int, ...]) -> float | np.ndarray:
+    """A reported reward slope: a finite number (``shape`` ``()``) or ``shape`` finite numbers,
+    else NaN (counted as no report)."""
+    if not shape:
+        return _finite_or_nan(value)
+    try:
+        v = np.asarray(value, dtype=np.float64).reshape(shape)
+    except (TypeError, ValueError):
+        return math.nan
+    return v if np.isfinite(v).all() else math.nan
 
 
 def _finite_or_nan(value: object) -> float:

@@ -240,25 +240,27 @@ def base_stats(t: PPOTerms, terms: LossTerms) -> dict[str, Tensor]:
 
 
 def pathwise_loss(mean: Tensor, slopes: Tensor) -> Tensor:
-    """The pathwise (reparameterised) policy-gradient term ``−mean(g · μ(s))`` of the policy's
-    action means ``mean`` ``[N, 1]`` and the slopes ``g`` ``[N]`` (``∂return/∂action`` of each
-    decision, constants): its gradient moves every mean the way the realised return rises.
+    """The pathwise (reparameterised) policy-gradient term ``−mean_n(Σ_k g_nk μ_nk(s))`` of the
+    policy's action means ``mean`` ``[N, A]`` and the slopes ``g`` ``[N, A]`` (``[N]`` for
+    ``A = 1``; ``∂return/∂action`` of each decision, constants): its gradient moves every mean the
+    way the realised return rises.
 
     Where the environment's reward is a known function of the action and its inputs do not
     depend on the actions — a price taker's trades — ``g`` is exact and the term is an unbiased
     estimate of the gradient of the immediate return without the score function's sampling
     noise: direct reinforcement (Moody & Saffell 2001), as in deterministic policy gradients
     (Silver et al. 2014) with the model's derivative instead of a learned critic's."""
-    if mean.dim() != 2 or mean.shape[1] != 1 or slopes.reshape(-1).shape[0] != mean.shape[0]:
+    if mean.dim() != 2 or slopes.numel() != mean.numel():
         raise ValueError(
-            f"pathwise_loss: means [N, 1] and slopes [N] expected, got {tuple(mean.shape)} and "
-            f"{tuple(slopes.shape)}"
+            f"pathwise_loss: means [N, A] and slopes [N, A] (or [N] for A = 1) expected, got "
+            f"{tuple(mean.shape)} and {tuple(slopes.shape)}"
         )
-    return -(slopes.reshape(-1) * mean[:, 0]).mean()
+    return -(slopes.reshape(mean.shape) * mean).sum(-1).mean()
 
 
 def sharpe_slopes(rewards: Tensor, slopes: Tensor, slopes_next: Tensor) -> Tensor:
-    """The reward slopes ``[T, N]`` of a rollout turned into the slopes of its Sharpe ratio.
+    """The reward slopes ``[T, N]`` (``[T, N, A]``: one per action number) of a rollout turned
+    into the slopes of its Sharpe ratio.
 
     For the rollout's rewards ``R`` ``[T, N]`` (one account's log returns per step, pooled) with
     mean ``A`` and mean square ``B``, the Sharpe ratio ``S = A / sqrt(B − A²)`` has
@@ -272,12 +274,16 @@ def sharpe_slopes(rewards: Tensor, slopes: Tensor, slopes_next: Tensor) -> Tenso
     edge is small against the return's variance, instead of all-or-nothing as the mean return's
     slope does. ``A`` is floored at 0 (a rollout that lost money weighs every slope 1: maximising
     a negative Sharpe ratio would seek variance)."""
-    if not rewards.shape == slopes.shape == slopes_next.shape or rewards.dim() != 2:
+    same = slopes.shape == slopes_next.shape and slopes.dim() in (2, 3)
+    if not (same and rewards.dim() == 2 and rewards.shape == slopes.shape[:2]):
         raise ValueError(
-            f"sharpe_slopes: rewards, slopes and slopes_next [T, N] expected, got "
-            f"{tuple(rewards.shape)}, {tuple(slopes.shape)}, {tuple(slopes_next.shape)}"
+            f"sharpe_slopes: rewards [T, N], slopes and slopes_next [T, N] or [T, N, A] "
+            f"expected, got {tuple(rewards.shape)}, {tuple(slopes.shape)}, "
+            f"{tuple(slopes_next.shape)}"
         )
     r = rewards.to(slopes.dtype)
+    if slopes.dim() == 3:
+        r = r.unsqueeze(-1)
     b = r.pow(2).mean()
     c = r.mean().clamp(min=0) / b if b > 0 else torch.zeros_like(b)
     w = 1 - c * r

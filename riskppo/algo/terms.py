@@ -42,7 +42,7 @@ __all__ = [
 ]
 
 SLOPES = "slopes"
-"""``ChunkBatch.aux`` key of the pathwise term's reward slopes ``[L, B]``."""
+"""``ChunkBatch.aux`` key of the pathwise term's reward slopes ``[L, B]`` (``[L, B, A]``)."""
 
 
 class SAPPOTerm(LossTerm):
@@ -92,15 +92,16 @@ class PathwiseTerm(LossTerm):
     def rollout_inputs(
         self, cfg: Config, rollout: Rollout, scale_return: Callable[[Tensor], Tensor]
     ) -> dict[str, Tensor]:
-        """The slopes ``[T, N]`` at unit RMS over the rollout (so ``pathwise_coef`` weighs them
-        as normalised advantages are weighed), scaled by the constraint as the return's part of
-        the advantage is; none when the term is off, for any action space but a one-dimensional
-        Box (the term follows one action mean), or when the env reports no slopes."""
+        """The slopes ``[T, N]`` (``[T, N, A]`` for an action of ``A > 1`` numbers) at unit RMS
+        over the rollout (so ``pathwise_coef`` weighs them as normalised advantages are
+        weighed), scaled by the constraint as the return's part of the advantage is; none when
+        the term is off, for a discrete action, or when the env reports no slopes."""
         a = rollout.actions
-        continuous = a.dim() == 3 and a.shape[-1] == 1 and a.is_floating_point()
         slopes = rollout.reward_slopes
-        if slopes is None or not continuous or cfg.ppo.pathwise_coef == 0:
+        if slopes is None or not a.is_floating_point() or cfg.ppo.pathwise_coef == 0:
             return {}
+        if slopes.shape[2:] != a.shape[2:] and not (slopes.dim() == 2 and a.shape[2:] == (1,)):
+            return {}  # slopes of another action than the one the policy takes
         if cfg.ppo.pathwise_utility == "sharpe" and rollout.reward_slopes_next is not None:
             slopes = sharpe_slopes(rollout.rewards, slopes, rollout.reward_slopes_next)
         rms = slopes.pow(2).mean().sqrt()
@@ -111,7 +112,7 @@ class PathwiseTerm(LossTerm):
         slopes = x.mb.aux.get(SLOPES)
         if slopes is None:
             return None
-        term = pathwise_loss(x.fwd.dist.mode(), slopes)  # the Gaussian's mean [N, 1]
+        term = pathwise_loss(x.fwd.dist.mode(), slopes)  # the Gaussian's mean [N, A]
         return x.coef * term, {"pathwise_loss": term.detach()}
 
 

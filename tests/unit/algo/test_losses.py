@@ -116,8 +116,15 @@ def test_pathwise_loss_moves_each_mean_by_its_slope():
     g = torch.tensor([1.0, -2.0, 0.0, 0.5])
     pathwise_loss(mean, g).backward()
     assert torch.equal(mean.grad[:, 0], -g / 4)
-    with pytest.raises(ValueError, match=r"means \[N, 1\] and slopes \[N\]"):
+    with pytest.raises(ValueError, match=r"means \[N, A\] and slopes \[N, A\]"):
         pathwise_loss(torch.zeros(4, 2), g)
+    # an action of A numbers (a portfolio's): each mean by its own slope, ∂L/∂μ_ik = −g_ik / N
+    means = torch.tensor([[0.2, -0.1, 0.0], [0.4, 0.3, -0.6]], requires_grad=True)
+    gs = torch.tensor([[1.0, -2.0, 0.0], [0.5, 3.0, -1.0]])
+    loss = pathwise_loss(means, gs)
+    loss.backward()
+    assert torch.equal(means.grad, -gs / 2)
+    assert loss.item() == pytest.approx(-(gs * means.detach()).sum().item() / 2)
 
 
 def test_total_adds_the_loss_part_terms_in_order():

@@ -92,3 +92,32 @@ def test_sharpe_utility_weighs_the_slopes_by_the_rollouts_rewards():
     assert unit[0, 0] < unit[1, 1] < unit[1, 0] < unit[0, 1]
     flat = term.rollout_inputs(Config(ppo={"pathwise_coef": 1.0}), rollout, lambda x: x)[SLOPES]  # type: ignore[arg-type]
     assert torch.equal(flat, torch.ones(2, 2))
+
+
+def test_an_action_of_several_numbers_gets_a_slope_for_each():
+    """A portfolio's action of A numbers: each report is A slopes, kept per number; a report of
+    another length or with a non-finite number counts as zero."""
+    T, N, A = 3, 2, 4
+    rng = np.random.default_rng(2)
+    now, prev = rng.normal(size=(T, N, A)), rng.normal(size=(T, N, A))
+    buf = _Buffers.allocate(T, N, 3, torch.device("cpu"), n_actions=A)
+    for t in range(T):
+        infos = [{"reward_slope": now[t, i], "reward_slope_prev": prev[t, i]} for i in range(N)]
+        if t == 1:
+            infos[0]["reward_slope"] = now[t, 0, :2]  # wrong length
+            infos[1]["reward_slope_prev"] = np.full(A, np.nan)
+        buf.record_infos(t, np.zeros(N, dtype=bool), infos, None)  # type: ignore[arg-type]
+    both = buf.reward_slopes(torch.device("cpu"))
+    assert both is not None
+    g, nxt = both
+    assert g.shape == nxt.shape == (T, N, A)
+    want_now, want_prev = now.copy(), prev.copy()
+    want_now[1, 0] = 0.0
+    want_prev[1, 1] = 0.0
+    want = want_now + np.concatenate([want_prev[1:], np.zeros((1, N, A))])
+    assert np.allclose(g.numpy(), want, rtol=1e-6, atol=1e-7)
+    cfg = Config(ppo={"pathwise_coef": 1.0})
+    unit = _slopes(cfg, g, torch.zeros(T, N, A))
+    assert unit is not None and unit.shape == (T, N, A)
+    assert float(unit.pow(2).mean()) == pytest.approx(1.0)
+    assert _slopes(cfg, g, torch.zeros(T, N, A + 1)) is None  # slopes of another action

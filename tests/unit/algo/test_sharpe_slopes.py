@@ -37,6 +37,26 @@ def test_the_slopes_are_the_sharpe_ratios_gradient_up_to_a_positive_constant():
     assert torch.allclose(ratio, want.detach().expand_as(ratio), rtol=1e-9)
 
 
+def test_with_an_action_of_several_numbers_each_slope_is_the_sharpe_ratios_gradient():
+    """A portfolio's account: ``R_t = Σ_k (a_tk x_tk + a_{t-1,k} y_tk − fee |a_tk − a_{t-1,k}|)``,
+    slopes ``[T, N, A]`` against one reward per step ``[T, N]``."""
+    g = torch.Generator().manual_seed(1)
+    T, N, A, fee = 9, 3, 4, 1e-3
+    x = 0.002 + 0.01 * torch.randn(T, N, A, generator=g, dtype=torch.float64)
+    y = 0.005 * torch.randn(T, N, A, generator=g, dtype=torch.float64)
+    a = torch.rand(T, N, A, generator=g, dtype=torch.float64, requires_grad=True)
+    prev = torch.cat([torch.zeros(1, N, A, dtype=torch.float64), a[:-1]])
+    r = (a * x + prev * y - fee * (a - prev).abs()).sum(-1)
+    own = (x - fee * torch.sign(a - prev)).detach()
+    nxt = torch.zeros(T, N, A, dtype=torch.float64)
+    nxt[:-1] = y[1:] + fee * torch.sign(a[1:] - a[:-1]).detach()
+    mean, square = r.mean(), r.pow(2).mean()
+    (grad,) = torch.autograd.grad(mean / (square - mean**2).sqrt(), a)
+    got = sharpe_slopes(r.detach(), own + nxt, nxt)
+    want = square / (r.numel() * (square - mean**2) ** 1.5)
+    assert torch.allclose(grad / got, want.detach().expand_as(got), rtol=1e-9)
+
+
 def test_the_mean_return_slopes_come_back_where_the_rollout_lost_money():
     _, r, own, nxt = _account(drift=-0.01)
     assert r.mean() < 0
@@ -57,3 +77,5 @@ def test_a_higher_reward_weighs_its_slope_less():
 def test_shapes_are_checked():
     with pytest.raises(ValueError, match="sharpe_slopes"):
         sharpe_slopes(torch.zeros(3, 2), torch.zeros(3, 2), torch.zeros(2, 3))
+    with pytest.raises(ValueError, match="sharpe_slopes"):
+        sharpe_slopes(torch.zeros(3, 2), torch.zeros(3, 2, 4), torch.zeros(3, 2, 5))
