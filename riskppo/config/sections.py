@@ -212,7 +212,8 @@ class PPOConfig(_Section):
         0.0,
         ge=0,
         description="weight of the pathwise term: where the env reports its reward's slope in "
-        "the action (info reward_slope, as the trading env does) each action mean also follows "
+        "the action (info reward_slope: the trading env always, the portfolio env with "
+        "env.kwargs.reward_slopes: true, one per asset) each action mean also follows "
         "d(return)/d(action), scaled to unit RMS per rollout; 0 = off. Finds planted edges the "
         "score function misses, and over-fits the training bars as readily "
         "(docs/learnability.md)",

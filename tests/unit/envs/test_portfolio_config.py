@@ -83,3 +83,14 @@ def test_cvar_limit_in_percent_is_refused_for_the_portfolio_env() -> None:
         match=r"-4.0: the riskppo/Portfolio-v0 reward is a log return.*cvar_limit=-0\.04",
     ):
         Config.build(cfg)
+
+
+def test_the_pathwise_term_asks_for_the_portfolio_envs_slopes() -> None:
+    """The portfolio env computes its reward slopes only when asked: a pathwise term without them
+    would silently do nothing."""
+    cfg = Config.from_yaml(preset_path("portfolio_sp20.yaml")).to_dict()
+    cfg["ppo"]["pathwise_coef"] = 1.0
+    with pytest.raises(ConfigError, match=r"set env\.kwargs\.reward_slopes=true"):
+        Config.build(cfg)
+    cfg["env"]["kwargs"]["reward_slopes"] = True
+    assert Config.build(cfg).env.kwargs["reward_slopes"] is True
