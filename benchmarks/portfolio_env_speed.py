@@ -40,6 +40,7 @@ def main(argv: list[str] | None = None) -> None:
         ("long-only, no sizing", {"sizing": "none"}),
         ("long-short, vol target", {"long_only": False, "max_gross": 1.5}),
         ("long-only, ledoit_wolf", {"covariance": "ledoit_wolf"}),
+        ("vol target, reward slopes", {"reward_slopes": True}),
     ]
     print(
         f"PortfolioEnv on sp500 ({len(data.index)} bars, {len(data.symbols)} assets), "

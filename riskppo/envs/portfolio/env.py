@@ -27,6 +27,7 @@ from riskppo.envs.portfolio.math import (
 )
 from riskppo.envs.portfolio.overlay import portfolio_cap, portfolio_overlay_tables
 from riskppo.envs.portfolio.slopes import (
+    InverseVol,
     drift_jacobian,
     position_jacobian,
     reward_gradients,
@@ -361,22 +362,22 @@ class PortfolioEnv(BarEnv):
         ``∂h_held/∂a_t`` for the next step's second slope."""
         n = self.n_assets
         w_jac = weights_jacobian(a[:n], w, self.long_only, self.logit_scale, self.max_gross)
-        scale: tuple[float, np.ndarray | None] = (1.0, None)
+        scale = InverseVol(1.0, None)
         if self._cov is not None:
             value = vol_scale(
                 w, self._cov[t], self.vol_target, self.max_leverage, self.bars_per_year
             )
-            scale = (value, self._cov[t] if value < self.max_leverage else None)
+            scale = InverseVol(value, self._cov[t] if value < self.max_leverage else None)
         cap = None
         if self._overlay_tables is not None:
             fast, slow = self._overlay_tables.fast[t], self._overlay_tables.slow[t]
-            cap = (self._cap_now, fast if float(w @ fast @ w) >= float(w @ slow @ w) else slow)
-        x = a[-1] if self.exposure_signal else 0.0
-        ds = (
-            None if not self.exposure_signal else (0.5 * (1.0 - self.min_signal)) * (-1.0 < x < 1.0)
-        )
+            binding = fast if float(w @ fast @ w) >= float(w @ slow @ w) else slow
+            cap = InverseVol(self._cap_now, binding if math.isfinite(self._cap_now) else None)
+        ds = None  # ds/dx of the exposure signal: 0 where x is clipped to the box
+        if self.exposure_signal:
+            ds = 0.5 * (1.0 - self.min_signal) * float(-1.0 < a[-1] < 1.0)
         clip_mode = self.overlay is not None and self.overlay.mode == "clip"
-        jac = position_jacobian(w, w_jac, scale, cap, (signal, ds), clip_mode)
+        jac = position_jacobian(w, w_jac, scale, cap, signal, ds, clip_mode)
         e_old = None if self._e_old is None else self._e_old[t]
         e_new = None if self._e_new is None else self._e_new[t]
         d_new, d_prev = reward_gradients(

@@ -36,9 +36,17 @@ minimum (only with leverage) is treated as unfloored.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
-__all__ = ["drift_jacobian", "position_jacobian", "reward_gradients", "weights_jacobian"]
+__all__ = [
+    "InverseVol",
+    "drift_jacobian",
+    "position_jacobian",
+    "reward_gradients",
+    "weights_jacobian",
+]
 
 
 def weights_jacobian(
@@ -59,44 +67,48 @@ def weights_jacobian(
     return jac * inside
 
 
-def _inverse_vol_gradient(w: np.ndarray, cov: np.ndarray, value: float) -> np.ndarray:
-    """``∇_w`` of ``value = c · (wᵀ cov w)^{-1/2}`` at ``w``: ``−value · cov w / (wᵀ cov w)``."""
-    cw = cov @ w
-    return -value * cw / float(w @ cw)
+class InverseVol(NamedTuple):
+    """A scale of the weights ``w`` that is ``value`` at ``w`` and, where it binds, ``c · (wᵀ cov
+    w)^{-1/2}`` (``cov`` None: constant there — no sizing, the leverage cap, an infinite cap)."""
+
+    value: float
+    cov: np.ndarray | None
+
+    def gradient(self, w: np.ndarray) -> np.ndarray:
+        """``∇_w`` at ``w``: ``−value · cov w / (wᵀ cov w)`` (zeros where constant)."""
+        if self.cov is None:
+            return np.zeros_like(w)
+        cw = self.cov @ w
+        return -self.value * cw / float(w @ cw)
 
 
 def position_jacobian(
     w: np.ndarray,
     w_jac: np.ndarray,
-    scale: tuple[float, np.ndarray | None],
-    cap: tuple[float, np.ndarray | None] | None,
-    signal: tuple[float, float | None],
+    scale: InverseVol,
+    cap: InverseVol | None,
+    signal: float,
+    signal_slope: float | None,
     clip_mode: bool,
 ) -> np.ndarray:
     """``∂h/∂a`` ``[N, A]`` of the targets ``h`` (module docstring): ``w`` ``[N]`` and its Jacobian
-    ``w_jac`` ``[N, N]``; ``scale`` = (its value, the covariance whose inverse volatility it is,
-    or None where it is constant: no sizing, the leverage cap); ``cap`` = (the overlay's cap,
-    its binding covariance or None) or None without an overlay; ``signal`` = (``s``, ``ds/dx``
-    or None without the exposure signal); ``clip_mode``: the overlay caps ``scale · s``."""
-    s, ds = signal
-    grad_scale = (
-        np.zeros_like(w) if scale[1] is None else _inverse_vol_gradient(w, scale[1], scale[0])
-    )
-    u, du_ds = (scale[0] * s, scale[0]) if clip_mode else (scale[0], 0.0)
-    grad_u = grad_scale * s if clip_mode else grad_scale
-    if cap is not None and cap[0] < u:  # the cap binds: m = cap(w)
-        m = cap[0]
-        grad_m = np.zeros_like(w) if cap[1] is None else _inverse_vol_gradient(w, cap[1], m)
-        dm_ds = 0.0
+    ``w_jac`` ``[N, N]``; the sizing's ``scale`` and the overlay's ``cap`` (None without an
+    overlay); the exposure ``signal`` ``s`` and ``ds/dx`` (None without the exposure signal);
+    ``clip_mode``: the overlay caps ``scale · s`` (else ``scale``)."""
+    s = signal
+    u, grad_u, du_ds = scale.value, scale.gradient(w), 0.0
+    if clip_mode:
+        u, grad_u, du_ds = u * s, grad_u * s, u
+    if cap is not None and cap.value < u:  # the cap binds: m = cap(w)
+        m, grad_m, dm_ds = cap.value, cap.gradient(w), 0.0
     else:
         m, grad_m, dm_ds = u, grad_u, du_ds
     k = 1.0 if clip_mode else s  # h = w · m · k
-    dh_dw = k * (m * np.eye(len(w)) + np.outer(w, grad_m))
-    jac = dh_dw @ w_jac
-    if ds is None:
+    jac = k * (m * np.eye(len(w)) + np.outer(w, grad_m)) @ w_jac
+    if signal_slope is None:
         return jac
     dh_ds = w * dm_ds if clip_mode else w * m
-    return np.concatenate([jac, (dh_ds * ds)[:, None]], axis=1)
+    return np.concatenate([jac, (dh_ds * signal_slope)[:, None]], axis=1)
 
 
 def drift_jacobian(h: np.ndarray, e: np.ndarray | None) -> np.ndarray:
