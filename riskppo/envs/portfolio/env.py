@@ -28,7 +28,7 @@ from riskppo.envs.portfolio.math import (
 from riskppo.envs.portfolio.overlay import portfolio_cap, portfolio_overlay_tables
 from riskppo.envs.portfolio.slopes import (
     InverseVol,
-    drift_jacobian,
+    drift_product,
     position_jacobian,
     reward_gradients,
     weights_jacobian,
@@ -284,17 +284,22 @@ class PortfolioEnv(BarEnv):
 
     def signal_weights(self, action: Any) -> np.ndarray:
         """``[N]`` float64 signal weights of ``action`` (class docstring)."""
-        a = self._checked_action(action)[: self.n_assets]
-        if self.long_only:
-            return long_only_weights(a, self.logit_scale)
-        return long_short_weights(a, self.max_gross)
+        return self._weights(self._checked_action(action))
 
     def exposure(self, action: Any) -> float:
         """The exposure signal of ``action`` in ``[min_signal, 1]``: its last component ``x``
         mapped by ``min_signal + (1 - min_signal)(x + 1)/2`` with ``exposure_signal``, else 1."""
+        return self._exposure(self._checked_action(action))
+
+    def _weights(self, a: np.ndarray) -> np.ndarray:
+        if self.long_only:
+            return long_only_weights(a[: self.n_assets], self.logit_scale)
+        return long_short_weights(a[: self.n_assets], self.max_gross)
+
+    def _exposure(self, a: np.ndarray) -> float:
         if not self.exposure_signal:
             return 1.0
-        x = float(np.clip(self._checked_action(action)[-1], -1.0, 1.0))
+        x = float(np.clip(a[-1], -1.0, 1.0))
         return self.min_signal + (1.0 - self.min_signal) * (0.5 * (x + 1.0))
 
     def _checked_action(self, action: Any) -> np.ndarray:
@@ -308,12 +313,12 @@ class PortfolioEnv(BarEnv):
     # ------------------------------------------------------------------ gymnasium API
 
     def step(self, action: Any) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
-        w, signal = self.signal_weights(action), self.exposure(action)
+        a = self._checked_action(action)
+        w, signal = self._weights(a), self._exposure(a)
         if not self.reward_slopes:
             return self.step_weights(w, signal)
         t, h_prev = self._t, self._held
         out = self.step_weights(w, signal)
-        a = self._checked_action(action)
         out[4]["reward_slope"], out[4]["reward_slope_prev"] = self._slopes(t, a, w, signal, h_prev)
         return out
 
@@ -385,7 +390,7 @@ class PortfolioEnv(BarEnv):
             delayed=self._delayed, reward_scale=self.reward_scale,
         )  # fmt: skip
         slope_prev = self._held_jacobian.T @ d_prev
-        self._held_jacobian = drift_jacobian(self._filled, e_new) @ jac
+        self._held_jacobian = drift_product(self._filled, e_new, jac)
         return jac.T @ d_new, slope_prev
 
     def _capped(self, t: int, w: np.ndarray, scale: float, signal: float) -> tuple[float, float]:

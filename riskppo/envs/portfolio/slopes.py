@@ -42,7 +42,7 @@ import numpy as np
 
 __all__ = [
     "InverseVol",
-    "drift_jacobian",
+    "drift_product",
     "position_jacobian",
     "reward_gradients",
     "weights_jacobian",
@@ -103,21 +103,22 @@ def position_jacobian(
         m, grad_m, dm_ds = cap.value, cap.gradient(w), 0.0
     else:
         m, grad_m, dm_ds = u, grad_u, du_ds
-    k = 1.0 if clip_mode else s  # h = w · m · k
-    jac = k * (m * np.eye(len(w)) + np.outer(w, grad_m)) @ w_jac
+    k = 1.0 if clip_mode else s  # h = w · m · k: ∂h/∂w = k (m I + w ∇mᵀ), applied as rank one
+    jac = k * (m * w_jac + np.outer(w, grad_m @ w_jac))
     if signal_slope is None:
         return jac
     dh_ds = w * dm_ds if clip_mode else w * m
     return np.concatenate([jac, (dh_ds * signal_slope)[:, None]], axis=1)
 
 
-def drift_jacobian(h: np.ndarray, e: np.ndarray | None) -> np.ndarray:
-    """``D(h, e)`` ``[N, N]``: the Jacobian of the weights ``h`` after simple returns ``e`` (the
-    identity where the leg is empty)."""
+def drift_product(h: np.ndarray, e: np.ndarray | None, x: np.ndarray) -> np.ndarray:
+    """``D(h, e) @ x`` for ``x`` ``[N, ...]`` without forming ``D`` (a diagonal and a rank one)."""
     if e is None:
-        return np.eye(len(h))
+        return x
     g = 1.0 + float(h @ e)
-    return np.diag(1.0 + e) / g - np.outer(h * (1.0 + e), e) / (g * g)
+    grown = 1.0 + e
+    diag = grown / g if x.ndim == 1 else (grown / g)[:, None]
+    return diag * x - np.multiply.outer(h * grown / (g * g), e @ x)
 
 
 def reward_gradients(
@@ -133,14 +134,16 @@ def reward_gradients(
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(∂reward/∂h_new, ∂reward/∂h_prev)`` ``[N]`` each of one step (module docstring; the
     arguments of :func:`~riskppo.envs.portfolio.math.rebalance_step`)."""
-    drifted, d_prev = h_prev, np.zeros_like(h_prev)
-    if e_old is not None:
+    if e_old is None:  # nothing earned before the fill: d = h_prev
+        fee_sign = fee * np.sign(h_new - h_prev)
+        d_prev = fee_sign
+    else:  # e_old / g_old + D(h_prev, e_old)ᵀ fee sign(h_new − d), D a diagonal and a rank one
         g_old = 1.0 + float(h_prev @ e_old)
-        drifted = h_prev * (1.0 + e_old) / g_old
-        d_prev = e_old / g_old
-    fee_sign = fee * np.sign(h_new - drifted)
+        grown = 1.0 + e_old
+        fee_sign = fee * np.sign(h_new - h_prev * grown / g_old)
+        fee_grown = float((h_prev * grown) @ fee_sign) / (g_old * g_old)
+        d_prev = (e_old + grown * fee_sign) / g_old - e_old * fee_grown
     d_new = -fee_sign if e_new is None else e_new / (1.0 + float(h_new @ e_new)) - fee_sign
-    d_prev = d_prev + drift_jacobian(h_prev, e_old).T @ fee_sign
     if borrow_per_bar > 0.0 and delayed:  # the weights held over the bar are h_prev
         d_prev = d_prev + borrow_per_bar * (h_prev < 0.0)
     elif borrow_per_bar > 0.0:
