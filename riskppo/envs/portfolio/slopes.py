@@ -18,8 +18,9 @@ weights ``w = W(a_{1..N})``, the exposure signal ``s = S(x)``, a scale ``m(w)`` 
 with ``scale(w) = min(c / sqrt(wᵀ Σ w), max_leverage)`` and ``cap(w) = c' / sqrt(max(wᵀ F w,
 wᵀ S w))`` (both ``∝ (wᵀ M w)^{-1/2}`` where they bind: ``∇ = −m M w / (wᵀ M w)``).
 
-**The reward** ``k (log g_old + log g_new − fee Σ|h − d| − borrow)`` (:mod:`riskppo.envs.portfolio.
-math`) has, with ``d = (h_prev ⊙ (1 + e_old)) / g_old`` the drifted weights,
+**The reward** ``k (log g_old + log g_new − fee Σ|h − d| − borrow)``
+(:mod:`riskppo.envs.portfolio.math`) has, with ``d = (h_prev ⊙ (1 + e_old)) / g_old`` the
+drifted weights,
 
 .. code-block:: text
 
@@ -28,10 +29,11 @@ math`) has, with ``d = (h_prev ⊙ (1 + e_old)) / g_old`` the drifted weights,
                              + borrow_per_bar [h_prev < 0])
     D(h, e) = ∂(h ⊙ (1 + e) / (1 + hᵀe))/∂h = diag(1 + e) / g − (h ⊙ (1 + e)) eᵀ / g²
 
-(the borrow term on the weights held over the bar: ``h_prev`` with a next-close fill, else
-``h_t``), and ``h_prev`` of step ``t`` is ``D(h_{t-1}, e_new) h_{t-1}`` of the last decision,
-so ``∂h_prev/∂a_{t-1} = D(h_{t-1}, e_new,t-1) · ∂h_{t-1}/∂a_{t-1}``. A growth floored at its
-minimum (only with leverage) is treated as unfloored.
+(the borrow term in whichever weights are held over the bar: ``h_prev`` with a next-close
+fill, else ``h_t``). ``h_prev`` of step ``t`` is the last targets after their own leg's
+returns, ``h_{t-1} ⊙ (1 + e_new) / g_new``, so ``∂h_prev/∂a_{t-1} = D(h_{t-1}, e_new) ·
+∂h_{t-1}/∂a_{t-1}``. A growth floored at its minimum (only with leverage) is treated as
+unfloored.
 """
 
 from __future__ import annotations
@@ -112,13 +114,14 @@ def position_jacobian(
 
 
 def drift_product(h: np.ndarray, e: np.ndarray | None, x: np.ndarray) -> np.ndarray:
-    """``D(h, e) @ x`` for ``x`` ``[N, ...]`` without forming ``D`` (a diagonal and a rank one)."""
+    """``D(h, e) @ x`` for ``x`` ``[N, A]``: the Jacobian of the weights ``h`` after simple returns
+    ``e`` (module docstring; the identity where the leg is empty), applied as its diagonal and
+    rank-one parts without forming it."""
     if e is None:
         return x
     g = 1.0 + float(h @ e)
     grown = 1.0 + e
-    diag = grown / g if x.ndim == 1 else (grown / g)[:, None]
-    return diag * x - np.multiply.outer(h * grown / (g * g), e @ x)
+    return (grown / g)[:, None] * x - np.outer(h * grown / (g * g), e @ x)
 
 
 def reward_gradients(
