@@ -178,13 +178,13 @@ class Config(_Section):
         if "risk.cvar_limit" in self.pbt.hyperparams and self.risk.cvar_limit is None:
             raise ValueError("pbt.hyperparams tunes risk.cvar_limit but risk.cvar_limit is None")
         self._check_parameters()
-        if self.env.id == PORTFOLIO_ID and self.ppo.pathwise_coef != 0:
-            if self.env.kwargs.get("reward_slopes") is not True:
-                raise ValueError(
-                    f"ppo.pathwise_coef={self.ppo.pathwise_coef} follows the reward's slopes, "
-                    f"which the {PORTFOLIO_ID} env computes only when asked: set "
-                    "env.kwargs.reward_slopes=true"
-                )
+        slopes_asked = self.env.kwargs.get("reward_slopes") is True
+        if self.env.id == PORTFOLIO_ID and self.ppo.pathwise_coef != 0 and not slopes_asked:
+            raise ValueError(
+                f"ppo.pathwise_coef={self.ppo.pathwise_coef} follows the reward's slopes, which "
+                f"the {PORTFOLIO_ID} env computes only when asked: set "
+                "env.kwargs.reward_slopes=true"
+            )
         if self.env.id in (TRADING_ID, PORTFOLIO_ID) and self.risk.cvar_limit is not None:
             scale = self.env.kwargs.get("reward_scale", 1.0)
             scale = float(scale) if isinstance(scale, int | float) and scale > 0 else 1.0
