@@ -67,6 +67,7 @@ TRADING_EPISODE = (
 PORTFOLIO_EPISODE = (
     "_held", "_filled", "_contrib", "_scale_now", "_signal_now", "_uncapped_now", "_cap_now",
     "_log_equity", "_log_peak", "_turnover", "_sum_abs_gross", "_sum_costs", "_steps",
+    "_held_jacobian",
 )  # fmt: skip
 
 
