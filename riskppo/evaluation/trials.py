@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from riskppo.config import Config
+from riskppo.config.data import PORTFOLIO_ID
 from riskppo.envs.registration import data_label
 from riskppo.runs.ledger import (
     Judged,
@@ -74,10 +75,9 @@ def judge_trials(
     if spec is None or spec.ledger is None:
         return None
     cfg = spec.config or run_config
-    d = cfg.data
     judged = Judged(
         data=data_fingerprint(cfg),
-        data_label=data_label(d.dataset, d.path, d.symbol),
+        data_label=_data_label(cfg),
         config=spec.config_id or config_hash(cfg, spec.kind, spec.protocol),
         kind=spec.kind,
         returns=np.expm1(returns.astype(np.float64)),
@@ -87,6 +87,19 @@ def judge_trials(
     trials = record_trial(spec.ledger, judged)
     prior = cfg.prior_trials.get(judged.data_label, 0)
     return dataclasses.replace(trials, prior=prior) if prior else trials
+
+
+def _data_label(cfg: Config) -> str:
+    """The ledger's name of the data (``prior_trials`` keys): :func:`data_label`, or for a
+    portfolio's assets the dataset and its symbols, else its files' names."""
+    d, kw = cfg.data, cfg.env.kwargs
+    if cfg.env.id != PORTFOLIO_ID or d.path or d.dataset:
+        return data_label(d.dataset, d.path, d.symbol)
+    if kw.get("dataset"):
+        symbols = kw.get("symbols")
+        return str(kw["dataset"]).upper() + (f"[{','.join(symbols)}]" if symbols else "")
+    files = [kw["table"]] if kw.get("table") else list(kw.get("paths") or ())
+    return "+".join(Path(str(f)).name for f in files) or "portfolio"
 
 
 def trials_block(trials: Trials | None, n_trials: int) -> dict[str, Any] | None:

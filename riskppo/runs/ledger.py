@@ -40,6 +40,7 @@ import numpy as np
 import pandas as pd
 
 from riskppo.config import Config
+from riskppo.config.data import PORTFOLIO_ID
 from riskppo.persist.files import sha256
 from riskppo.runs.rundir import RunDirError
 from riskppo.safefs import (
@@ -115,14 +116,32 @@ def ledger_path(option: str | None, *, enabled: bool = True) -> Path | None:
 
 def data_fingerprint(cfg: Config) -> str:
     """``sha256:<hex>`` of the bytes of ``data.path``'s file (a copy elsewhere is the same
-    data), or ``<dataset>[<symbol>]:sha256:<hex>`` of the bundled dataset's file."""
+    data), or ``<dataset>[<symbol>]:sha256:<hex>`` of the bundled dataset's file; for the
+    portfolio env, whose assets are in ``env.kwargs``, :func:`portfolio_fingerprint`."""
     from riskppo.envs.market.datasets import dataset_path
 
     d = cfg.data
+    if cfg.env.id == PORTFOLIO_ID and not d.path and not d.dataset:
+        return portfolio_fingerprint(cfg.env.kwargs)
     if d.path:
         return f"sha256:{sha256(Path(d.path))}"
     name = str(d.dataset) + (f"[{d.symbol.upper()}]" if d.symbol else "")
     return f"{name}:sha256:{sha256(dataset_path(str(d.dataset)))}"
+
+
+def portfolio_fingerprint(kwargs: Mapping[str, Any]) -> str:
+    """The assets of a portfolio env's ``kwargs``: ``<dataset>[<symbols>]:sha256:<hex>`` of the
+    bundled dataset's file (the symbols in the order given; none: all), or ``sha256:<hex>`` of
+    the asset files' digests in order (``paths``) or of the one ``table`` file."""
+    from riskppo.envs.market.datasets import dataset_path
+
+    if kwargs.get("dataset"):
+        symbols = kwargs.get("symbols")
+        which = f"[{','.join(str(x).upper() for x in symbols)}]" if symbols else ""
+        return f"{kwargs['dataset']}{which}:sha256:{sha256(dataset_path(str(kwargs['dataset'])))}"
+    files = [kwargs["table"]] if kwargs.get("table") else list(kwargs.get("paths") or ())
+    digests = ",".join(sha256(Path(str(f))) for f in files)
+    return f"sha256:{hashlib.sha256(digests.encode()).hexdigest()}"
 
 
 def _drop(tree: dict[str, Any], dotted: str) -> None:

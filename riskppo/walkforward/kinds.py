@@ -6,7 +6,8 @@ points, imported when first asked for. A kind without one takes the single-asset
 
 * ``rows(cfg) -> int``: bars of the data the walk-forward schedule is cut from;
 * ``walkforward_cell(model, job, cfg) -> dict``: a trained cell's record and summary;
-* ``walkforward_outputs(run_dir, cfg, records, cells, n_trials) -> (metrics, report, summary)``.
+* ``walkforward_outputs(run_dir, cfg, records, cells, n_trials, trials) -> (metrics, report,
+  summary)``; ``trials``: the trial ledger's block for the record, or None.
 """
 
 from __future__ import annotations

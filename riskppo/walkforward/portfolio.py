@@ -104,10 +104,13 @@ def portfolio_outputs(
     records: Sequence[Record],
     cells: Sequence[dict[str, Any]],
     n_trials: int,
+    trials: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write the stitched records, ``metrics.json``, the charts and ``report.html``; return
     the metrics (with the per-cell table and the CVaR multipliers; what ``riskppo
-    walkforward`` prints of them: :func:`portfolio_summary`)."""
+    walkforward`` prints of them: :func:`portfolio_summary`). ``trials``: the trial ledger's
+    block for this record (:func:`~riskppo.evaluation.trials.trials_block`), whose N the
+    verdict then uses; None: ``n_trials`` alone."""
     out = ensure_real_dir(run_dir / "records")
     frames = {r.label: r.frame for r in records}
     for r in records:
@@ -120,8 +123,10 @@ def portfolio_outputs(
         cvar_alpha=cfg.risk.cvar_alpha,
         cvar_horizon=cfg.risk.cvar_horizon,
         cvar_limit=cfg.risk.cvar_limit,
-        n_trials=n_trials,
+        n_trials=n_trials if trials is None else int(trials["n_trials"]),
     )
+    if trials is not None:
+        metrics["trials"] = trials
     metrics["cells"] = [
         {k: c.get(k) for k in ("segment", "seed", "start", "end", "bars", "lambda")}
         | {
@@ -152,8 +157,9 @@ def walkforward_outputs(
     records: Sequence[Record],
     cells: Sequence[dict[str, Any]],
     n_trials: int,
+    trials: dict[str, Any] | None = None,
 ) -> tuple[dict[str, Any], Path, str]:
     """The walk-forward outputs of a portfolio run (the ``walkforward_outputs`` hook of its env
-    kind, :mod:`riskppo.evaluation.kinds`): ``(metrics, report.html, summary)``."""
-    metrics = portfolio_outputs(run_dir, cfg, records, cells, n_trials)
+    kind, :mod:`riskppo.walkforward.kinds`): ``(metrics, report.html, summary)``."""
+    metrics = portfolio_outputs(run_dir, cfg, records, cells, n_trials, trials)
     return metrics, run_dir / "report.html", portfolio_summary(metrics)

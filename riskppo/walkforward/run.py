@@ -472,19 +472,19 @@ def _outputs(
 ) -> WalkForwardResult:
     """Analyse the finished cells of ``wf``, write the report files and return the metrics,
     the report's path and the summary."""
+    from riskppo.evaluation.trials import trials_block
     from riskppo.walkforward.analysis import analyse  # the heavy statistics, when needed
     from riskppo.walkforward.report import summary_text, write_outputs
 
     records = wf.records()
+    cells = wf.cell_summaries()
+    trials = _judge(wf, run_dir, records, ledger, float(cells[0]["bars_per_year"]))
     kind = market_kind(wf.config.env.id, "walk-forward")
     if "walkforward_outputs" in kind.hooks:  # the kind's own analysis and report
         outputs = kind.hook("walkforward_outputs")
-        metrics, report, summary = outputs(
-            run_dir, wf.config, records, wf.cell_summaries(), n_trials
-        )
+        block = trials_block(trials, n_trials)
+        metrics, report, summary = outputs(run_dir, wf.config, records, cells, n_trials, block)
         return WalkForwardResult(metrics, report, summary)
-    cells = wf.cell_summaries()
-    trials = _judge(wf, run_dir, records, ledger, float(cells[0]["bars_per_year"]))
     metrics = analyse(wf.config, wf.settings, records, cells, n_trials=n_trials, trials=trials)
     if wf.selection is not None:
         from riskppo.walkforward.select import selection_block

@@ -60,3 +60,26 @@ def test_pbt_runs_on_the_portfolio_env(tmp_path: Path) -> None:
     summary = json.loads((run / "pbt_summary.json").read_text())
     assert len(summary["members"]) == 2, summary
     assert "best member" in out.stdout
+
+
+@pytest.mark.slow
+def test_a_portfolio_walkforward_is_counted_in_the_trial_ledger(tmp_path: Path) -> None:
+    """Two configurations judged on the same three stocks: the second verdict counts both
+    (N = 2), as a single-asset walk-forward's does (≈ 35 s)."""
+    settings = WalkForwardSettings(initial=8012, step=150, seeds=(0,), workers=1)
+    ledger = tmp_path / "ledger"
+    got = []
+    for steps in (256, 384):
+        cfg = load_config(
+            str(preset_path("portfolio_sp20.yaml")), [*SMALL, f"total_timesteps={steps}"]
+        )
+        run = walk_forward(
+            cfg, tmp_path / f"wf{steps}", settings, progress_bar=False, ledger=ledger
+        )
+        got.append(run.metrics)
+    assert [m["trials"]["n_configs"] for m in got] == [1, 2]
+    assert [m["n_trials"] for m in got] == [1, 2]
+    assert "adjusted for N = 2 trials" in got[1]["verdict"]["text"]
+    rows = [json.loads(line) for line in (ledger / "ledger.jsonl").read_text().splitlines()]
+    assert [r["data_label"] for r in rows] == ["SP500[AAPL,KO,XOM]"] * 2
+    assert rows[0]["data"] == rows[1]["data"] and rows[0]["data"].startswith("sp500[AAPL,KO,XOM]:")

@@ -230,3 +230,24 @@ def test_a_row_being_written_is_not_taken_for_a_torn_one(tmp_path, recwarn, duri
     lines = (tmp_path / ROWS_FILE).read_text().splitlines()
     assert [json.loads(line)["config"] for line in lines] == ["a", "b", "c"]
     assert not [w for w in recwarn if "not whole rows" in str(w.message)]
+
+
+def test_a_portfolios_data_is_its_asset_files_in_order(tmp_path: Path) -> None:
+    """A portfolio's assets live in ``env.kwargs``: the same files give the same fingerprint
+    wherever they are, another file's bytes or another order another one; a bundled dataset
+    is named with its symbols."""
+    from riskppo.runs.ledger import portfolio_fingerprint
+
+    a, b = tmp_path / "a.csv", tmp_path / "b.csv"
+    a.write_text("timestamp,close\n2020-01-01,1\n")
+    b.write_text("timestamp,close\n2020-01-01,2\n")
+    (tmp_path / "copy").mkdir()
+    a2 = tmp_path / "copy" / "a.csv"
+    a2.write_bytes(a.read_bytes())
+    ab = portfolio_fingerprint({"paths": [str(a), str(b)]})
+    assert ab == portfolio_fingerprint({"paths": [str(a2), str(b)]})
+    assert ab != portfolio_fingerprint({"paths": [str(b), str(a)]})
+    b.write_text("timestamp,close\n2020-01-01,3\n")
+    assert ab != portfolio_fingerprint({"paths": [str(a), str(b)]})
+    named = portfolio_fingerprint({"dataset": "sp500", "symbols": ["aapl", "KO"]})
+    assert named.startswith("sp500[AAPL,KO]:sha256:")
