@@ -24,7 +24,6 @@ import numpy as np
 import pandas as pd
 
 from riskppo.config import Config
-from riskppo.config.data import PORTFOLIO_ID
 from riskppo.envs.registration import data_label
 from riskppo.runs.ledger import (
     Judged,
@@ -32,6 +31,7 @@ from riskppo.runs.ledger import (
     bar_times,
     config_hash,
     data_fingerprint,
+    portfolio_assets,
     record_trial,
 )
 from riskppo.stats import superior_ability
@@ -90,16 +90,11 @@ def judge_trials(
 
 
 def _data_label(cfg: Config) -> str:
-    """The ledger's name of the data (``prior_trials`` keys): :func:`data_label`, or for a
-    portfolio's assets the dataset and its symbols, else its files' names."""
-    d, kw = cfg.data, cfg.env.kwargs
-    if cfg.env.id != PORTFOLIO_ID or d.path or d.dataset:
-        return data_label(d.dataset, d.path, d.symbol)
-    if kw.get("dataset"):
-        symbols = kw.get("symbols")
-        return str(kw["dataset"]).upper() + (f"[{','.join(symbols)}]" if symbols else "")
-    files = [kw["table"]] if kw.get("table") else list(kw.get("paths") or ())
-    return "+".join(Path(str(f)).name for f in files) or "portfolio"
+    """The ledger's name of the data (``prior_trials`` keys): :func:`data_label`, or a
+    portfolio's (:class:`~riskppo.runs.ledger.PortfolioAssets`)."""
+    assets = portfolio_assets(cfg)
+    d = cfg.data
+    return data_label(d.dataset, d.path, d.symbol) if assets is None else assets.label
 
 
 def trials_block(trials: Trials | None, n_trials: int) -> dict[str, Any] | None:

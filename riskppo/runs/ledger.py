@@ -34,7 +34,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -121,26 +121,56 @@ def data_fingerprint(cfg: Config) -> str:
     from riskppo.envs.market.datasets import dataset_path
 
     d = cfg.data
-    if cfg.env.id == PORTFOLIO_ID and not d.path and not d.dataset:
-        return portfolio_fingerprint(cfg.env.kwargs)
+    assets = portfolio_assets(cfg)
+    if assets is not None:
+        return portfolio_fingerprint(assets)
     if d.path:
         return f"sha256:{sha256(Path(d.path))}"
     name = str(d.dataset) + (f"[{d.symbol.upper()}]" if d.symbol else "")
     return f"{name}:sha256:{sha256(dataset_path(str(d.dataset)))}"
 
 
-def portfolio_fingerprint(kwargs: Mapping[str, Any]) -> str:
-    """The assets of a portfolio env's ``kwargs``: ``<dataset>[<symbols>]:sha256:<hex>`` of the
-    bundled dataset's file (the symbols in the order given; none: all), or ``sha256:<hex>`` of
-    the asset files' digests in order (``paths``) or of the one ``table`` file."""
+class PortfolioAssets(NamedTuple):
+    """Where a portfolio config's assets come from when they are in ``env.kwargs``: a bundled
+    ``dataset`` and its ``symbols`` (upper case, in the order given; empty: all), or ``files``
+    (each asset's ``paths`` in order, or the one ``table``)."""
+
+    dataset: str | None
+    symbols: tuple[str, ...]
+    files: tuple[str, ...]
+
+    @property
+    def label(self) -> str:
+        """The ledger's name of the data (``prior_trials`` keys): ``SP500[AAPL,KO]``, or the
+        files' names joined by ``+``."""
+        if self.dataset:
+            which = f"[{','.join(self.symbols)}]" if self.symbols else ""
+            return self.dataset.upper() + which
+        return "+".join(Path(f).name for f in self.files) or "portfolio"
+
+
+def portfolio_assets(cfg: Config) -> PortfolioAssets | None:
+    """The assets of a portfolio config whose ``data`` section names no data; None otherwise."""
+    d, kw = cfg.data, cfg.env.kwargs
+    if cfg.env.id != PORTFOLIO_ID or d.path or d.dataset:
+        return None
+    files = [kw["table"]] if kw.get("table") else list(kw.get("paths") or ())
+    return PortfolioAssets(
+        str(kw["dataset"]) if kw.get("dataset") else None,
+        tuple(str(x).upper() for x in kw.get("symbols") or ()),
+        tuple(str(f) for f in files),
+    )
+
+
+def portfolio_fingerprint(assets: PortfolioAssets) -> str:
+    """``<label>:sha256:<hex>`` of the bundled dataset's file, or ``sha256:<hex>`` of the asset
+    files' digests in order: a copy elsewhere is the same data, another order another."""
     from riskppo.envs.market.datasets import dataset_path
 
-    if kwargs.get("dataset"):
-        symbols = kwargs.get("symbols")
-        which = f"[{','.join(str(x).upper() for x in symbols)}]" if symbols else ""
-        return f"{kwargs['dataset']}{which}:sha256:{sha256(dataset_path(str(kwargs['dataset'])))}"
-    files = [kwargs["table"]] if kwargs.get("table") else list(kwargs.get("paths") or ())
-    digests = ",".join(sha256(Path(str(f))) for f in files)
+    if assets.dataset:
+        which = f"[{','.join(assets.symbols)}]" if assets.symbols else ""
+        return f"{assets.dataset}{which}:sha256:{sha256(dataset_path(assets.dataset))}"
+    digests = ",".join(sha256(Path(f)) for f in assets.files)
     return f"sha256:{hashlib.sha256(digests.encode()).hexdigest()}"
 
 

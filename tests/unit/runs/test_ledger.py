@@ -236,7 +236,10 @@ def test_a_portfolios_data_is_its_asset_files_in_order(tmp_path: Path) -> None:
     """A portfolio's assets live in ``env.kwargs``: the same files give the same fingerprint
     wherever they are, another file's bytes or another order another one; a bundled dataset
     is named with its symbols."""
-    from riskppo.runs.ledger import portfolio_fingerprint
+    from riskppo.runs.ledger import PortfolioAssets, portfolio_fingerprint
+
+    def files(*paths: Path) -> str:
+        return portfolio_fingerprint(PortfolioAssets(None, (), tuple(str(p) for p in paths)))
 
     a, b = tmp_path / "a.csv", tmp_path / "b.csv"
     a.write_text("timestamp,close\n2020-01-01,1\n")
@@ -244,10 +247,14 @@ def test_a_portfolios_data_is_its_asset_files_in_order(tmp_path: Path) -> None:
     (tmp_path / "copy").mkdir()
     a2 = tmp_path / "copy" / "a.csv"
     a2.write_bytes(a.read_bytes())
-    ab = portfolio_fingerprint({"paths": [str(a), str(b)]})
-    assert ab == portfolio_fingerprint({"paths": [str(a2), str(b)]})
-    assert ab != portfolio_fingerprint({"paths": [str(b), str(a)]})
+    ab = files(a, b)
+    assert ab == files(a2, b)
+    assert ab != files(b, a)
     b.write_text("timestamp,close\n2020-01-01,3\n")
-    assert ab != portfolio_fingerprint({"paths": [str(a), str(b)]})
-    named = portfolio_fingerprint({"dataset": "sp500", "symbols": ["aapl", "KO"]})
-    assert named.startswith("sp500[AAPL,KO]:sha256:")
+    assert ab != files(a, b)
+    named = PortfolioAssets("sp500", ("AAPL", "KO"), ())
+    assert portfolio_fingerprint(named).startswith("sp500[AAPL,KO]:sha256:")
+    assert (
+        named.label == "SP500[AAPL,KO]"
+        and PortfolioAssets(None, (), (str(a), str(b))).label == "a.csv+b.csv"
+    )
