@@ -35,10 +35,10 @@ def cmd_backtest(args: argparse.Namespace) -> int:
     """
     split = getattr(args, "split", None) or "test"
     try:
-        if _is_portfolio_run(Path(args.run_dir)):
-            return _portfolio_backtest(args.run_dir, split)
         no_ledger = bool(getattr(args, "no_ledger", False))
         ledger = ledger_path(getattr(args, "ledger", None), enabled=not no_ledger)
+        if _is_portfolio_run(Path(args.run_dir)):
+            return _portfolio_backtest(args.run_dir, split, TrialSpec(ledger))
         art = backtest_run(args.run_dir, split, trial=TrialSpec(ledger))
     except (CheckpointError, FileNotFoundError, ValueError) as exc:
         print(f"riskppo backtest: {exc}", file=sys.stderr)
@@ -61,11 +61,11 @@ def _is_portfolio_run(run_dir: Path) -> bool:
     return kind is not None and not kind.single_asset
 
 
-def _portfolio_backtest(run_dir: str | Path, split: str) -> int:
+def _portfolio_backtest(run_dir: str | Path, split: str, trial: TrialSpec) -> int:
     """``riskppo backtest`` of a portfolio run (:mod:`riskppo.evaluation.portfolio.run`)."""
     from riskppo.evaluation.portfolio.run import portfolio_backtest_run
 
-    done = portfolio_backtest_run(run_dir, split)
+    done = portfolio_backtest_run(run_dir, split, trial=trial)
     print(done.metrics["verdict"]["text"])
     print(f"report: {done.report}")
     return 0

@@ -381,7 +381,8 @@ def _finish(
     elif env_kind(cfg.env.id) is not None:  # many assets: against the baselines, on the test part
         from riskppo.evaluation.portfolio.run import portfolio_backtest_run
 
-        done = portfolio_backtest_run(run_dir, split="test")
+        trial = TrialSpec(ledger, cfg, "train")
+        done = portfolio_backtest_run(run_dir, split="test", trial=trial)
         print(f"riskppo: {done.metrics['verdict']['text']}")
         print(f"riskppo: backtest report → {done.report}")
     return model

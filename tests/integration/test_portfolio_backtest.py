@@ -102,3 +102,32 @@ def test_train_ends_in_a_report_and_backtest_writes_one_per_part(tmp_path: Path,
     val = json.loads((run / "backtest_val" / "metrics.json").read_text())
     assert val["oos_bars"] == 1500 - 1300 - 1 and val["end"] < test["start"]
     assert "report:" in capsys.readouterr().out
+
+
+def test_a_portfolio_backtest_is_counted_in_the_trial_ledger(tmp_path: Path, capsys) -> None:
+    """Two configurations trained and judged on the same three stocks: the second verdict counts
+    both (N = 2), as a single-asset backtest's does; ``riskppo backtest`` of the first run's
+    test part counts both too and adds no second row for the same judgement; its validation
+    part (bars no other judgement covers) is N = 1."""
+    from riskppo import cli
+
+    ledger = tmp_path / "ledger"
+    small = [*SMALL[:-1], "data.bars=[0, 1300, 1500, 1700]"]
+    verdicts = []
+    for steps in (64, 128):
+        sets = [a for s in [*small, f"total_timesteps={steps}"] for a in ("--set", s)]
+        argv = ["train", "--config", "portfolio_sp20", *sets, "--ledger", str(ledger)]
+        assert cli.main([*argv, "--run-dir", str(tmp_path / f"r{steps}")]) == 0
+        verdicts.append(json.loads((tmp_path / f"r{steps}/backtest_test/metrics.json").read_text()))
+    assert [m["trials"]["n_configs"] for m in verdicts] == [1, 2]
+    assert [m["n_trials"] for m in verdicts] == [1, 2]
+    assert "adjusted for N = 2 trials" in verdicts[1]["verdict"]["text"]
+    assert "<h2>Trials</h2>" in (tmp_path / "r128/backtest_test/report.html").read_text()
+    capsys.readouterr()
+    for split, n in (("test", "N = 2 trials"), ("val", "N = 1 trial")):
+        run = ["backtest", str(tmp_path / "r64"), "--split", split, "--ledger", str(ledger)]
+        assert cli.main(run) == 0
+        assert n in capsys.readouterr().out, split
+    rows = [json.loads(line) for line in (ledger / "ledger.jsonl").read_text().splitlines()]
+    assert [r["data_label"] for r in rows] == ["SP500[AAPL,KO,XOM]"] * 3
+    assert len({r["config"] for r in rows}) == 2

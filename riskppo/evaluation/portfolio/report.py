@@ -24,6 +24,7 @@ from riskppo.evaluation.limit_backtest import risk_line
 from riskppo.evaluation.metrics import DEFAULT_CVAR_HORIZON, horizon_cvar, strategy_metrics
 from riskppo.evaluation.plots import figure_png, new_figure
 from riskppo.evaluation.portfolio.backtest import OVERLAY_SUFFIX
+from riskppo.evaluation.trials import trials_html
 from riskppo.jsonable import jsonable
 from riskppo.safefs import write_bytes_atomic, write_text_atomic
 
@@ -329,6 +330,7 @@ def write_portfolio_report(
         *([f"<p>{html.escape(risk)}</p>"] if risk else []),
         _table(metrics),
         _contribution_line(metrics),
+        trials_html(metrics.get("trials")),
         *(f'<p><img src="{n}.png" alt="{n}"></p>' for n in images),
     ]
     report = run_dir / "report.html"
