@@ -10,14 +10,16 @@ import math
 
 import pandas as pd
 
-from riskppo.live.paper import paper_step
-from riskppo.live.signal import bar_time, signal, write_signal
+from riskppo.live.inputs import check_feed
 
 __all__ = ["cmd_paper", "cmd_signal"]
 
 
 def cmd_signal(args: argparse.Namespace) -> int:
     """``riskppo signal RUN_DIR --data FILE [--start TIME] [--json OUT]``."""
+    check_feed(args.run_dir, args.data, args.start)  # before the model's libraries load
+    from riskppo.live.signal import signal, write_signal
+
     record = signal(args.run_dir, args.data, start=args.start)
     print(f"riskppo signal: {args.run_dir} on {args.data}")
     for line in record.lines():
@@ -29,6 +31,8 @@ def cmd_signal(args: argparse.Namespace) -> int:
 
 def _order_line(row: str) -> str:
     """An ``orders.csv`` row (time,asset,from,to,reason) for a terminal."""
+    from riskppo.live.signal import bar_time
+
     when, asset, old, new, reason = next(csv.reader([row]))
     move = f"{float(old):+.4f} → {float(new):+.4f}"
     return f"{bar_time(pd.Timestamp(when))} {asset}: {move} ({reason})"
@@ -36,6 +40,10 @@ def _order_line(row: str) -> str:
 
 def cmd_paper(args: argparse.Namespace) -> int:
     """``riskppo paper RUN_DIR --data FEED``; exit 1 when the check finds a mismatch."""
+    check_feed(args.run_dir, args.data)  # before the model's libraries load
+    from riskppo.live.paper import paper_step
+    from riskppo.live.signal import bar_time
+
     report = paper_step(args.run_dir, args.data)
     s = report.state
     last = bar_time(pd.Timestamp(s.last_bar))

@@ -111,6 +111,39 @@ def _file_bars(cfg: Config, path: Path, run: RunData) -> pd.DatetimeIndex:
     return load_portfolio(table=str(path), symbols=run.symbols, align=align, **options).index
 
 
+def read_feed(
+    cfg: Config, path: Path, run: RunData, start: Any = None
+) -> tuple[pd.DatetimeIndex, int]:
+    """``(index, first)``: the bars of the price file ``path`` read as the run reads its data,
+    and the row of ``start`` (a time; None: 0). Raises one line for a missing or malformed
+    file or a ``--start`` outside it."""
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such price file; check the --data path")
+    _forget_read_files()
+    try:
+        index = _file_bars(cfg, path, run)
+    except DataError as exc:
+        if exc.remedy is not None:
+            raise
+        fix = "fix the file or pass another --data"
+        raise LiveInputError(f"{exc.render(cli=True)}; {fix}") from None
+    return index, resolve_bar(index, start, 0, "--start")
+
+
+def check_feed(run_dir: str | Path, data: str | Path, start: Any = None) -> None:
+    """Read the price file ``data`` as the run in ``run_dir`` reads its data (its
+    ``config.yaml``), before anything loads the model: a missing or malformed file, or a
+    ``--start`` outside it, answers in a second instead of after the model's libraries load.
+    Nothing where the run directory has no readable config (loading the run says what is
+    wrong there)."""
+    path = Path(run_dir) / "config.yaml"
+    try:
+        cfg = Config.from_yaml(path)
+    except (OSError, ConfigError, ValueError):
+        return
+    read_feed(cfg, Path(data), run_data(cfg), start)
+
+
 def file_env_factory(
     cfg: Config,
     path: str | Path,
@@ -123,17 +156,7 @@ def file_env_factory(
     bar with complete features) and checks that it observes the run's ``obs_shape``
     (:func:`check_observations`); ``index``: the file's bars."""
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such price file; check the --data path")
-    _forget_read_files()
-    try:
-        index = _file_bars(cfg, path, run)
-    except DataError as exc:
-        if exc.remedy is not None:
-            raise
-        fix = "fix the file or pass another --data"
-        raise LiveInputError(f"{exc.render(cli=True)}; {fix}") from None
-    lo = resolve_bar(index, start, 0, "--start")
+    index, lo = read_feed(cfg, path, run, start)
     bars = (0, 0, min(lo, len(index) - 1), len(index))
     default = DEFAULT_FEATURES if run.kind == "trading" else PORTFOLIO_FEATURES
     features = tuple(cfg.env.kwargs.get("features") or default)

@@ -12,6 +12,7 @@ decided at ``t``.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -138,10 +139,10 @@ def test_cli_prints_and_writes_json_atomically(googl: Backtested, tmp_path: Path
     assert not list(tmp_path.glob(".signal.json.tmp-*"))  # no temp file left
 
 
-def _cli_error(*args: str) -> str:
+def _cli_error(*args: str, env: dict[str, str] | None = None) -> str:
     proc = subprocess.run(
         [sys.executable, "-m", "riskppo.cli", "signal", *args],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True, text=True, timeout=300, env=env,
     )  # fmt: skip
     assert proc.returncode == 2, proc.stderr
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
@@ -168,3 +169,20 @@ def test_bad_inputs_are_one_line(googl: Backtested, tmp_path: Path) -> None:
     empty.mkdir()
     line = _cli_error(str(empty), "--data", str(short))
     assert "no usable checkpoint" in line and str(empty) in line
+
+
+def test_a_bad_price_file_answers_before_the_model_loads(googl: Backtested, tmp_path: Path) -> None:
+    """A missing or malformed ``--data`` file is read before torch is imported: with a
+    ``torch`` that fails on import first on the path, the answer is still the file's line."""
+    fake = tmp_path / "site" / "torch"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('torch was imported')\n")
+    path = os.pathsep.join([str(fake.parent), os.environ.get("PYTHONPATH", "")])
+    env = {**os.environ, "PYTHONPATH": path}
+    broken = price_frame("googl")
+    broken.iloc[100, broken.columns.get_loc("close")] = -1.0
+    neg = write_bars(broken, tmp_path / "neg.csv")
+    line = _cli_error(str(googl.run_dir), "--data", str(neg), env=env)
+    assert "neg.csv" in line and line.endswith("fix the file or pass another --data"), line
+    line = _cli_error(str(googl.run_dir), "--data", str(tmp_path / "none.csv"), env=env)
+    assert "none.csv: no such price file" in line, line
