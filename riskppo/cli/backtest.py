@@ -66,7 +66,7 @@ def _portfolio_backtest(run_dir: str | Path, split: str, trial: TrialSpec) -> in
     from riskppo.evaluation.portfolio.run import portfolio_backtest_run
 
     done = portfolio_backtest_run(run_dir, split, trial=trial)
-    print(done.metrics["verdict"]["text"])
+    print(done.verdict())
     print(f"report: {done.report}")
     return 0
 

@@ -311,13 +311,13 @@ def _finish_pbt(cfg: Config, run_dir: Path, args: argparse.Namespace, ledger: Pa
             file=sys.stderr,
         )
         return 1
-    if getattr(env_kind(cfg.env.id), "single_asset", False):  # the best member's test backtest
-        from riskppo.cli.backtest import print_flat_warning
-        from riskppo.evaluation.backtest import backtest_run
-        from riskppo.evaluation.trials import TrialSpec
+    from riskppo.cli.backtest import print_flat_warning
+    from riskppo.evaluation.kinds import backtest_report
+    from riskppo.evaluation.trials import TrialSpec
 
-        trial = TrialSpec(ledger, cfg, "pbt")  # the search is one configuration
-        artifacts = backtest_run(Path(summary["best_dir"]), split="test", trial=trial)
+    trial = TrialSpec(ledger, cfg, "pbt")  # the search is one configuration
+    artifacts = backtest_report(cfg.env.id, Path(summary["best_dir"]), "test", trial)
+    if artifacts is not None:  # the best member's test backtest (trading and portfolios)
         print(f"riskppo pbt: best member's test backtest report → {artifacts.report}")
         print_flat_warning(artifacts.out_dir, prefix="riskppo pbt")
     return 0

@@ -15,8 +15,8 @@ from typing import Any
 from riskppo.agent import DistributionalPPO
 from riskppo.config import Config, ConfigError, apply_overrides
 from riskppo.envs.registration import env_kind
-from riskppo.evaluation.backtest import backtest_run
 from riskppo.evaluation.backtest_result import SPLIT_NAMES
+from riskppo.evaluation.kinds import backtest_report
 from riskppo.evaluation.robustness import format_rows, robustness_table, write_robustness
 from riskppo.evaluation.summary import (
     distinct_episodes,
@@ -374,17 +374,11 @@ def _finish(
             f"({return_unit(cfg)})"
         )
     model.close()
-    if trading:  # the main job ends with the backtest report (design §1.3)
-        artifacts = backtest_run(run_dir, split="test", trial=TrialSpec(ledger, cfg, "train"))
+    # the main job ends with the backtest report (design §1.3): trading and portfolios
+    artifacts = backtest_report(cfg.env.id, run_dir, "test", TrialSpec(ledger, cfg, "train"))
+    if artifacts is not None:
         print(artifacts.verdict())
         print(f"riskppo: backtest report → {artifacts.report}")
-    elif env_kind(cfg.env.id) is not None:  # many assets: against the baselines, on the test part
-        from riskppo.evaluation.portfolio.run import portfolio_backtest_run
-
-        trial = TrialSpec(ledger, cfg, "train")
-        done = portfolio_backtest_run(run_dir, split="test", trial=trial)
-        print(f"riskppo: {done.metrics['verdict']['text']}")
-        print(f"riskppo: backtest report → {done.report}")
     return model
 
 

@@ -131,3 +131,23 @@ def test_a_portfolio_backtest_is_counted_in_the_trial_ledger(tmp_path: Path, cap
     rows = [json.loads(line) for line in (ledger / "ledger.jsonl").read_text().splitlines()]
     assert [r["data_label"] for r in rows] == ["SP500[AAPL,KO,XOM]"] * 3
     assert len({r["config"] for r in rows}) == 2
+
+
+def test_pbt_on_a_portfolio_ends_with_the_best_members_backtest(tmp_path: Path, capsys) -> None:
+    """``riskppo pbt`` on the portfolio config ends, as on the trading env, with the best
+    member's test backtest against the baselines, recorded in the trial ledger as one
+    configuration (the search)."""
+    from riskppo import cli
+
+    small = [*SMALL[:-1], "data.bars=[0, 1300, 1500, 1700]", "total_timesteps=128"]
+    small += ["pbt.population=2", "pbt.ready_updates=1", "pbt.workers=1"]
+    sets = [a for s in small for a in ("--set", s)]
+    ledger, run = tmp_path / "ledger", tmp_path / "pbt"
+    argv = ["pbt", "--config", "portfolio_sp20", *sets, "--run-dir", str(run), "--no-progress"]
+    assert cli.main([*argv, "--ledger", str(ledger)]) == 0
+    assert "best member's test backtest report →" in capsys.readouterr().out
+    best = Path(json.loads((run / "pbt_summary.json").read_text())["best_dir"])
+    metrics = json.loads((best / "backtest_test" / "metrics.json").read_text())
+    assert metrics["trials"]["n_configs"] == 1 and metrics["oos_bars"] == 1700 - 1500 - 1
+    rows = [json.loads(line) for line in (ledger / "ledger.jsonl").read_text().splitlines()]
+    assert [r["kind"] for r in rows] == ["pbt"]

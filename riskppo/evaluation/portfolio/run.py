@@ -37,6 +37,10 @@ class PortfolioArtifacts(NamedTuple):
     metrics: dict[str, Any]
     checkpoint: Path
 
+    def verdict(self) -> str:
+        """The verdict line, for a terminal."""
+        return str(self.metrics["verdict"]["text"])
+
 
 def portfolio_backtest_run(
     run_dir: str | Path, split: str = "test", *, trial: TrialSpec | None = None
