@@ -59,6 +59,15 @@ def load_config(
     return apply_overrides(cfg, list(overrides))
 
 
+def read_data_early(cfg: Config) -> Config:
+    """``cfg``, after reading the data it names as its env will (kept for that env): a missing
+    or malformed file answers in a second, before the model's libraries load."""
+    kind = env_kind(cfg.env.id)
+    if kind is not None:
+        kind.read_data(cfg.data, cfg.env.kwargs)
+    return cfg
+
+
 def default_run_dir(cfg: Config, prefix: str = "") -> Path:
     """``runs/<time>-[<prefix>-]<env>[-<data>]-s<seed>``; ``<data>`` (trading only) names the
     data actually used: the stem of ``data.path``'s file, else the bundled dataset (and its
@@ -81,7 +90,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     saved and the command that resumes it, and exits 130 / 143
     (:func:`riskppo.cli.runner._learn`)."""
     # the config is read and checked before torch loads: a mistyped key answers at once
-    checked = None if args.resume else load_config(args.config, args.set or [])
+    checked = None if args.resume else read_data_early(load_config(args.config, args.set or []))
     from riskppo.cli.runner import Interrupted, resume_run, train_run, with_periodic_checkpoints
 
     progress_bar = not args.no_progress
@@ -275,7 +284,7 @@ def cmd_pbt(args: argparse.Namespace) -> int:
         # the run's own config; --config/--set may only repeat it (checked against the run)
         cfg = apply_overrides(Config.from_yaml(args.config or run_dir / "config.yaml"), overrides)
     else:
-        cfg = load_config(args.config, overrides, default=DEFAULT_PBT_CONFIG)
+        cfg = read_data_early(load_config(args.config, overrides, default=DEFAULT_PBT_CONFIG))
         run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(cfg, prefix="pbt")
     if args.ray_address is not None and cfg.pbt.backend != "ray":
         raise ConfigError("--ray-address needs the Ray backend (--backend ray, pbt.backend=ray)")
@@ -488,7 +497,7 @@ def _walkforward_configs(args: argparse.Namespace) -> list[Config]:
     if args.resume:
         return []
     if not args.candidates:
-        return [load_config(args.config, args.set or [])]
+        return [read_data_early(load_config(args.config, args.set or []))]
     configs = []
     for path in args.candidates:
         try:

@@ -141,6 +141,8 @@ class EnvKind:
     * ``batched``: a ``VecEnv`` class taking ``(env, n_envs)`` that steps ``n_envs`` copies of one
       env as array operations, or ``None``;
     * ``data_kwargs``: the factory's keywords that the ``data`` section sets;
+    * ``reader``: ``reader(data_kwargs, env_kwargs)`` reads the data a config names as the
+      factory will and keeps it for the factory (:meth:`read_data`);
     * ``single_asset``: the data section names its one asset (file or dataset and symbol), so
       runs are labelled by it, splits are periods of it and its per-bar backtest applies;
     * ``hooks``: what evaluation does with a run of the kind (``rows``, ``backtest``,
@@ -156,6 +158,7 @@ class EnvKind:
     frame: frozenset[str]
     batched: str | None
     data_kwargs: Callable[[DataConfig], dict[str, Any]]
+    reader: str
     single_asset: bool
     hooks: dict[str, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
@@ -163,6 +166,12 @@ class EnvKind:
         """The object of entry point ``entry`` (``"module:name"``)."""
         module, _, name = entry.partition(":")
         return getattr(importlib.import_module(module), name)
+
+    def read_data(self, data: DataConfig, env_kwargs: Mapping[str, Any]) -> None:
+        """Read the data of a config's ``data`` section and ``env.kwargs`` as the factory
+        will, and keep it for the env built later in this process: a missing or malformed file
+        raises its one-line error here, before the model's libraries load."""
+        self.load(self.reader)(self.data_kwargs(data), env_kwargs)
 
     def accepted_kwargs(self) -> frozenset[str]:
         """The keywords ``env.kwargs`` may set: the factory's and the env class's (the shared
@@ -191,6 +200,7 @@ KINDS: dict[str, EnvKind] = {
             frame=frozenset({"df", "start", "end"}),
             batched="riskppo.envs.trading.vec:BatchedTradingVecEnv",
             data_kwargs=data_kwargs,
+            reader="riskppo.envs.trading.factory:read_data",
             single_asset=True,
         ),
         EnvKind(
@@ -201,6 +211,7 @@ KINDS: dict[str, EnvKind] = {
             frame=frozenset({"data", "start", "end"}),
             batched=None,
             data_kwargs=portfolio_data_kwargs,
+            reader="riskppo.envs.portfolio.factory:read_data",
             single_asset=False,
         ),
     )

@@ -1,10 +1,14 @@
 """Mistakes a new user makes get one line naming the key and what to do: a mistyped config key or
 ``env.kwargs`` key ("did you mean ..."), a CVaR limit in percent or with the wrong sign, behaviour
-cloning switched on with no weight, a demonstration file named ``.csv``; ``riskppo bench`` runs
-in the user's working directory."""
+cloning switched on with no weight, a demonstration file named ``.csv``, a missing or malformed
+data file (answered before torch loads); ``riskppo bench`` runs in the user's working
+directory."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -135,3 +139,31 @@ def test_bench_runs_in_the_users_directory(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(cli_bench, "benchmarks_dir", lambda: bench)
     assert main(["bench", "where", "out.txt"]) == 0
     assert (user / "out.txt").read_text() == str(user)
+
+
+@pytest.mark.parametrize("command", ["train", "walkforward", "pbt"])
+def test_a_bad_data_file_answers_before_torch_loads(command: str, tmp_path: Path) -> None:
+    """``train``, ``walkforward`` and ``pbt`` read the data before the model's libraries: with a
+    ``torch`` that fails on import first on the path, a missing single-asset file and a
+    malformed portfolio file still get their one line."""
+    fake = tmp_path / "site" / "torch"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('torch was imported')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(fake.parent), os.getcwd()])}
+    bad, other = tmp_path / "bad.csv", tmp_path / "other.csv"
+    bad.write_text("date,close\n2020-01-01,abc\n2020-01-02,1.0\n")
+    other.write_text("date,close\n2020-01-01,1.0\n2020-01-02,1.0\n")
+    cases = [
+        (["--config", "trading_googl", "--set", "data.dataset=null", "--set",
+          f"data.path={tmp_path / 'none.csv'}"], "none.csv: no such file"),
+        (["--config", "portfolio_sp20", "--set", "env.kwargs.dataset=null", "--set",
+          f"env.kwargs.paths=[{other},{bad}]"], "non-numeric value 'abc' in column 'close'"),
+    ]  # fmt: skip
+    for args, says in cases:
+        proc = subprocess.run(
+            [sys.executable, "-m", "riskppo.cli", command, *args, "--run-dir", str(tmp_path / "r")],
+            capture_output=True, text=True, timeout=120, env=env,
+        )  # fmt: skip
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1 and says in lines[0], proc.stderr
+        assert not (tmp_path / "r").exists()

@@ -8,7 +8,7 @@ The assets come from ``env.kwargs`` (``dataset`` + ``symbols``, ``paths`` or ``t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -49,6 +49,25 @@ def _data(
         raise ConfigError(
             f"portfolio env: {exc}; see env.kwargs dataset/symbols/paths/table"
         ) from None
+
+
+def read_data(data: Mapping[str, Any], env_kwargs: Mapping[str, Any]) -> None:
+    """Read the assets that ``env_kwargs`` names (``dataset`` and ``symbols``, ``paths`` or
+    ``table``) with the file options of ``data`` (the ``data`` section's keywords), as the env
+    will, and keep them for it; nothing where none are named (the env says so). The ``reader``
+    of the portfolio kind (:class:`~riskppo.envs.registration.EnvKind`)."""
+    symbols, paths = env_kwargs.get("symbols"), env_kwargs.get("paths")
+    if not (env_kwargs.get("dataset") or paths or env_kwargs.get("table")):
+        return
+    options = FileOptions(**{k: data[k] for k in FileOptions._fields})
+    _data(
+        env_kwargs.get("dataset"),
+        None if symbols is None else tuple(symbols),
+        None if paths is None else tuple(paths),
+        env_kwargs.get("table"),
+        env_kwargs.get("align", "strict"),
+        options._replace(signals=tuple(options.signals)),
+    )
 
 
 def _remedy_section(exc: DataError) -> str:

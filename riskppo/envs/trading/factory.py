@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -108,6 +108,14 @@ def trading_range(
         tuple(signals),
     )  # fmt: skip
     return _range(dataset, path, split, part, options, symbol, bars, frame)
+
+
+def read_data(data: Mapping[str, Any], env_kwargs: Mapping[str, Any]) -> None:
+    """Read the bars that ``data`` (:func:`trading_range`'s keywords) names, as the env will, and
+    keep them for it (the file reader's cache); any split or ``bars`` is left to the env. The
+    ``reader`` of the trading kind (:class:`~riskppo.envs.registration.EnvKind`)."""
+    del env_kwargs  # the data section names a single asset's bars
+    trading_range(**{**data, "bars": None, "split": (1 / 3, 1 / 3, 1 / 3)}, part="train")
 
 
 def _range(
