@@ -308,12 +308,17 @@ def test_a_train_that_fails_before_it_starts_leaves_no_run_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
     """Without --run-dir a failed start leaves no ``runs/<time>-…/`` holding only ``.lock``; a
-    directory the user named is theirs and stays."""
+    directory the user named is theirs and stays. A malformed data file fails before any
+    directory is made (the data is read first)."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "bad.csv").write_text("date,close\n2020-01-01,abc\n2020-01-02,def\n")
     assert cli.main(["train", "--set", "data.path=bad.csv", "--no-progress"]) == 2
     assert "non-numeric value 'abc'" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()
+    too_short = "data.bars=[0, 5, 6, 7]"  # its env fails once the run directory is made
+    assert cli.main(["train", "--set", too_short, "--no-progress"]) == 2
+    assert "has no step" in capsys.readouterr().err
     assert not any((tmp_path / "runs").iterdir())
     mine = tmp_path / "mine"
-    assert cli.main(["train", "--set", "data.path=bad.csv", "--run-dir", str(mine)]) == 2
+    assert cli.main(["train", "--set", too_short, "--run-dir", str(mine)]) == 2
     assert mine.is_dir()
