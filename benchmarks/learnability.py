@@ -20,12 +20,12 @@ Printed per market: the test rows' annualised Sharpe ratio of each, the agent's 
 best reference's advantage over ``vt_bh`` (``(agent − vt_bh) / (best − vt_bh)``, where the best
 reference beats ``vt_bh``) and the correlation of the agent's signal with the planted
 information on the training and the test rows. One split (70/15/15) per market and seed: the
-test rows are 450 bars, where one Sharpe ratio has a sampling error of about 0.75 — a
-diagnostic, not a verdict (``riskppo walkforward`` gives that). ``--out`` keeps the CSVs, a JSON
+test rows of a 6,000-bar file are 900 bars, where one Sharpe ratio has a sampling error of about
+0.5 — a diagnostic, not a verdict (``riskppo walkforward`` gives that). ``--out`` keeps the CSVs, a JSON
 of every figure and a plot.
 
 Because the planted conditional mean is known, each strategy also gets an **expected Sharpe
-ratio** that the noise of 450 bars does not blur: the mean of ``position_t · E[r_t | past] −
+ratio** that the noise of the test rows does not blur: the mean of ``position_t · E[r_t | past] −
 costs_t`` over its standard deviation of realised returns, annualised — what the same positions
 would earn on average over every path of the market. ``e_capture`` is the agent's share of the
 best reference's expected advantage over ``vt_bh``; on a random walk every timing strategy's
@@ -191,7 +191,13 @@ def parser() -> BenchParser:
         default=list(MARKETS),
         help="arPHI (ar0: a random walk), regimeBARS, sigIC, sigshufIC",
     )
-    ap.add_argument("--bars", type=positive_int, default=3000)
+    ap.add_argument(
+        "--bars",
+        type=positive_int,
+        default=6000,
+        help="bars per file (default 6000, about 24 years of days: a 250-bar regime's "
+        "references are significant on every file tried; tables before 2026-11-30 used 3000)",
+    )
     ap.add_argument("--seeds", type=non_negative_int, nargs="+", default=[1])
     ap.add_argument(
         "--steps", type=non_negative_int, default=150_000, help="agent steps; 0: references only"
