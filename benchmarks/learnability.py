@@ -20,9 +20,9 @@ Printed per market: the test rows' annualised Sharpe ratio of each, the agent's 
 best reference's advantage over ``vt_bh`` (``(agent − vt_bh) / (best − vt_bh)``, where the best
 reference beats ``vt_bh``) and the correlation of the agent's signal with the planted
 information on the training and the test rows. One split (70/15/15) per market and seed: the
-test rows of a 6,000-bar file are 900 bars, where one Sharpe ratio has a sampling error of about
-0.5 — a diagnostic, not a verdict (``riskppo walkforward`` gives that). ``--out`` keeps the CSVs, a JSON
-of every figure and a plot.
+test rows of a 6,000-bar file are 900 bars, where one Sharpe ratio has a sampling error of
+about 0.5 — a diagnostic, not a verdict (``riskppo walkforward`` gives that). ``--out`` keeps
+the CSVs, a JSON of every figure and a plot.
 
 Because the planted conditional mean is known, each strategy also gets an **expected Sharpe
 ratio** that the noise of the test rows does not blur: the mean of ``position_t · E[r_t | past] −
