@@ -504,7 +504,7 @@ def _walkforward_configs(args: argparse.Namespace) -> list[Config]:
             configs.append(load_config(path, args.set or []))
         except ConfigError as exc:
             raise ConfigError(f"--candidates: {exc}") from None
-    return configs
+    return [read_data_early(cfg) for cfg in configs]
 
 
 def cmd_walkforward(args: argparse.Namespace) -> int:
