@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 import weakref
 from collections import Counter
 from pathlib import Path
@@ -25,6 +26,7 @@ log = logging.getLogger("riskppo")
 
 METRICS_FILE = "metrics.jsonl"
 _TAIL_BYTES = 1 << 16  # a metrics row is a few kB: the last complete one is in this tail
+CLOSE_TIMEOUT_S = 5.0  # the longest Monitor.close waits for TensorBoard's writer thread
 
 
 def last_logged_step(path: Path) -> int | None:
@@ -118,7 +120,24 @@ class Monitor:
         return "\n".join(lines)
 
     def close(self) -> None:
-        self._close()  # closes the logger once
+        """Flush and close ``metrics.jsonl`` and TensorBoard's writer, waiting at most
+        :data:`CLOSE_TIMEOUT_S`. TensorBoard's writer hands events to its own thread through a
+        queue; a ``KeyboardInterrupt`` raised inside that hand-over (a second Ctrl-C lands
+        anywhere) can leave an event queued with that thread asleep until its next periodic
+        flush (two minutes), and a plain close would wait for it. Past the limit the close
+        goes on in a daemon thread and this returns: a process that is stopping is not held
+        up, and only the events still queued may be lost."""
+        if not self._close.alive:
+            return
+        closer = threading.Thread(target=self._close, name="riskppo-monitor-close", daemon=True)
+        closer.start()
+        closer.join(CLOSE_TIMEOUT_S)
+        if closer.is_alive():
+            log.warning(
+                "the TensorBoard writer did not finish within %g s; the events it still holds "
+                "may be lost (metrics.jsonl is complete up to the last logged update)",
+                CLOSE_TIMEOUT_S,
+            )
 
 
 def log_update(mon: Monitor, log: UpdateLog, cfg: Config, fps: float) -> None:
