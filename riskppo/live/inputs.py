@@ -39,7 +39,7 @@ from riskppo.envs.registration import (
     portfolio_data_kwargs,
     resolve_overlay,
 )
-from riskppo.envs.trading.factory import make_trading_env, trading_range
+from riskppo.envs.trading.factory import make_trading_env, read_bars, trading_range
 
 __all__ = ["LiveInputError", "RunData", "file_env_factory", "run_data"]
 
@@ -102,10 +102,8 @@ def _file_bars(cfg: Config, path: Path, run: RunData) -> pd.DatetimeIndex:
     """The timestamps of ``path`` read as the run reads its data."""
     if run.kind == "trading":
         kw = {**data_kwargs(cfg.data), "dataset": None, "symbol": None, "path": str(path)}
-        kw.update(bars=None, split=(1 / 3, 1 / 3, 1 / 3))
         accepted = inspect.signature(trading_range).parameters  # how the file is read
-        df, _, _ = trading_range(**{k: v for k, v in kw.items() if k in accepted}, part="train")
-        return pd.DatetimeIndex(df.index)
+        return pd.DatetimeIndex(read_bars({k: v for k, v in kw.items() if k in accepted}).index)
     options = {k: v for k, v in portfolio_data_kwargs(cfg.data).items() if k in FileOptions._fields}
     align = cfg.env.kwargs.get("align", "strict")
     return load_portfolio(table=str(path), symbols=run.symbols, align=align, **options).index

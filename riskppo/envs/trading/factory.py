@@ -110,12 +110,18 @@ def trading_range(
     return _range(dataset, path, split, part, options, symbol, bars, frame)
 
 
+def read_bars(data: Mapping[str, Any]) -> pd.DataFrame:
+    """All the bars that ``data`` (:func:`trading_range`'s keywords) names, read as the env reads
+    them and kept for it (the file reader's cache); any split or ``bars`` is left to the env."""
+    df, _, _ = trading_range(**{**data, "bars": None, "split": (1 / 3, 1 / 3, 1 / 3)}, part="train")
+    return df
+
+
 def read_data(data: Mapping[str, Any], env_kwargs: Mapping[str, Any]) -> None:
-    """Read the bars that ``data`` (:func:`trading_range`'s keywords) names, as the env will, and
-    keep them for it (the file reader's cache); any split or ``bars`` is left to the env. The
-    ``reader`` of the trading kind (:class:`~riskppo.envs.registration.EnvKind`)."""
+    """:func:`read_bars`, the ``reader`` of the trading kind
+    (:class:`~riskppo.envs.registration.EnvKind`): a bad file fails before anything else loads."""
     del env_kwargs  # the data section names a single asset's bars
-    trading_range(**{**data, "bars": None, "split": (1 / 3, 1 / 3, 1 / 3)}, part="train")
+    read_bars(data)
 
 
 def _range(
