@@ -17,7 +17,6 @@ file's own (:func:`~riskppo.envs.market.calendar.file_bars_per_year`).
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -39,7 +38,7 @@ from riskppo.envs.registration import (
     portfolio_data_kwargs,
     resolve_overlay,
 )
-from riskppo.envs.trading.factory import make_trading_env, read_bars, trading_range
+from riskppo.envs.trading.factory import make_trading_env, read_bars
 
 __all__ = ["LiveInputError", "RunData", "file_env_factory", "run_data"]
 
@@ -101,9 +100,8 @@ def _forget_read_files() -> None:
 def _file_bars(cfg: Config, path: Path, run: RunData) -> pd.DatetimeIndex:
     """The timestamps of ``path`` read as the run reads its data."""
     if run.kind == "trading":
-        kw = {**data_kwargs(cfg.data), "dataset": None, "symbol": None, "path": str(path)}
-        accepted = inspect.signature(trading_range).parameters  # how the file is read
-        return pd.DatetimeIndex(read_bars({k: v for k, v in kw.items() if k in accepted}).index)
+        data = {**data_kwargs(cfg.data), "dataset": None, "symbol": None, "path": str(path)}
+        return pd.DatetimeIndex(read_bars(data).index)
     options = {k: v for k, v in portfolio_data_kwargs(cfg.data).items() if k in FileOptions._fields}
     align = cfg.env.kwargs.get("align", "strict")
     return load_portfolio(table=str(path), symbols=run.symbols, align=align, **options).index
