@@ -152,16 +152,17 @@ def obs_statistics(snap: Snapshot) -> RunningMeanStd | None:
 
 
 def adopted_state(own: TrainingState, snap: Snapshot) -> TrainingState:
-    """``own`` with what must follow copied weights: the snapshot's return statistics, its
-    constraint's state (where it has the same kind and shapes) and its step/update counters;
-    ``own`` random generators, entropy schedule and episode statistics are kept."""
+    """``own`` with what must follow copied weights: the snapshot's return statistics and
+    reward moments, its constraint's state (where it has the same kind and shapes) and its
+    step/update counters; ``own`` random generators, entropy schedule and episode statistics
+    are kept."""
     src = snap.training
     risk = own.risk
     if risk is not None and src.risk is not None and _same_layout(src.risk, risk):
         risk = src.risk
     return own.with_counters(
         num_timesteps=src.counters.num_timesteps, n_updates=src.counters.n_updates
-    ).replace(scaling=src.scaling, risk=risk)
+    ).replace(scaling=src.scaling, rewards=src.rewards, risk=risk)
 
 
 def _same_layout(a: Any, b: Any) -> bool:

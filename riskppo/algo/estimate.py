@@ -21,7 +21,14 @@ from torch import Tensor
 from riskppo import core
 from riskppo.algo.buffer import ChunkBatch, Rollout, cat_states, chunk_critic, to_chunks
 from riskppo.algo.constraints import Constraint, ConstraintInput, ConstraintStep
-from riskppo.algo.returns import Rescale, ReturnScaling, rescales_outputs, update_scaling
+from riskppo.algo.returns import (
+    Rescale,
+    ReturnScaling,
+    RewardMoments,
+    rescales_outputs,
+    update_reward_moments,
+    update_scaling,
+)
 from riskppo.algo.terms import rollout_inputs
 from riskppo.config import Config
 from riskppo.nn.critics import Critic
@@ -46,6 +53,7 @@ class Estimates:
     scaling: ReturnScaling  # updated statistics
     uncapped_scale: float
     explained_variance: float
+    moments: RewardMoments  # the rewards' moments, this rollout's included
     constraint: ConstraintStep[Any] | None = None  # the constraint's part (when there is one)
     # PopArt rescales of output layers that the loop must apply before the update (R-ALG-8)
     rescales: tuple[Rescale, ...] = ()
@@ -116,8 +124,12 @@ def estimate(
     rollout: Rollout,
     constraint: Constraint[Any] | None = None,
     constraint_state: Any = None,
+    moments: RewardMoments | None = None,
 ) -> Estimates:
     """Turn a rollout into training chunks (see module docstring for the order of operations).
+
+    ``moments``: the rewards' moments remembered from earlier rollouts (the Sharpe utility's,
+    :class:`~riskppo.algo.returns.RewardMoments`; None: none yet), updated with this one's first.
 
     With a ``constraint`` (:mod:`riskppo.algo.constraints`) and its state, the constraint's
     part of the rollout: the advantages the policy loss sees combine the return's and the
@@ -147,7 +159,8 @@ def estimate(
         adv_norm = constraint.advantage(adv_norm, step, p.per_env_advantage)
         aux.update(step.batch)
     terms = constraint.loss_terms() if constraint is not None else ()
-    aux.update(rollout_inputs(cfg, rollout, _return_scale(constraint, step), terms))
+    moments = update_reward_moments(moments or RewardMoments(), rollout.rewards, p.sharpe_rate)
+    aux.update(rollout_inputs(cfg, rollout, _return_scale(constraint, step), moments, terms))
     vf_states = tuple(cat_states([c[k] for c in vf_chunks]) for k in range(len(final)))
     states = RecurrentState(cat_states(rollout.pi_chunk_states), vf_states)
     targets = new_scaling.to_norm(returns)
@@ -164,6 +177,7 @@ def estimate(
         scaling=new_scaling,
         uncapped_scale=uncapped,
         explained_variance=_explained_variance(returns, values),
+        moments=moments,
         constraint=step,
         rescales=tuple(rescales),
     )

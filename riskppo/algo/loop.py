@@ -147,19 +147,19 @@ def estimate_stage(
     learner: Learner, state: TrainingState, rollout: Rollout
 ) -> tuple[TrainingState, Estimates]:
     """Values, advantages and the constraint's part of ``rollout``, then the PopArt rescale of
-    the output layers; the state gets the return statistics, the constraint's state and the
-    critic's LSTM state after the rollout."""
+    the output layers; the state gets the return statistics, the rewards' moments, the
+    constraint's state and the critic's LSTM state after the rollout."""
     assert state.carry is not None
     est = estimate(
         learner.cfg, learner.policy, learner.critic, state.scaling, rollout,
-        learner.constraint if state.risk is not None else None, state.risk,
+        learner.constraint if state.risk is not None else None, state.risk, state.rewards,
     )  # fmt: skip
     apply_rescales(learner.policy, est.rescales)
     carry = dataclasses.replace(
         state.carry, state=RecurrentState(state.carry.state.pi, est.vf_state)
     )
     risk = est.constraint.state if est.constraint is not None else None
-    return state.replace(scaling=est.scaling, risk=risk, carry=carry), est
+    return state.replace(scaling=est.scaling, rewards=est.moments, risk=risk, carry=carry), est
 
 
 def update_stage(

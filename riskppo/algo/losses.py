@@ -22,6 +22,7 @@ from torch import Tensor
 
 from riskppo import core
 from riskppo.algo.buffer import ChunkBatch
+from riskppo.algo.returns import RewardMoments
 from riskppo.config import Config
 from riskppo.nn.critics import Critic
 from riskppo.nn.distributions import ActionDistribution
@@ -171,11 +172,17 @@ class LossTerm:
         return None
 
     def rollout_inputs(
-        self, cfg: Config, rollout: Any, scale_return: Callable[[Tensor], Tensor]
+        self,
+        cfg: Config,
+        rollout: Any,
+        scale_return: Callable[[Tensor], Tensor],
+        moments: RewardMoments,
     ) -> dict[str, Tensor]:
         """``[T, N, ...]`` tensors of a rollout (:class:`~riskppo.algo.buffer.Rollout`) that
         :meth:`compute` reads in ``mb.aux``, chunked with the batch. ``scale_return``: what the
-        constraint does to the return's part of the advantage (the identity without one)."""
+        constraint does to the return's part of the advantage (the identity without one);
+        ``moments``: the rewards' moments remembered across rollouts, this one's included
+        (:class:`~riskppo.algo.returns.RewardMoments`)."""
         return {}
 
     def compute(self, x: TermInput) -> tuple[Tensor, dict[str, Tensor]] | None:
@@ -258,7 +265,9 @@ def pathwise_loss(mean: Tensor, slopes: Tensor) -> Tensor:
     return -(slopes.reshape(mean.shape) * mean).sum(-1).mean()
 
 
-def sharpe_slopes(rewards: Tensor, slopes: Tensor, slopes_next: Tensor) -> Tensor:
+def sharpe_slopes(
+    rewards: Tensor, slopes: Tensor, slopes_next: Tensor, aversion: float | None = None
+) -> Tensor:
     """The reward slopes ``[T, N]`` (``[T, N, A]``: one per action number) of a rollout turned
     into the slopes of its Sharpe ratio.
 
@@ -273,7 +282,12 @@ def sharpe_slopes(rewards: Tensor, slopes: Tensor, slopes_next: Tensor) -> Tenso
     rollout's own ``A/B`` — no setting: a forecast moves the position in proportion where its
     edge is small against the return's variance, instead of all-or-nothing as the mean return's
     slope does. ``A`` is floored at 0 (a rollout that lost money weighs every slope 1: maximising
-    a negative Sharpe ratio would seek variance)."""
+    a negative Sharpe ratio would seek variance).
+
+    ``aversion``: ``max(A, 0)/B`` from moments remembered across rollouts
+    (:class:`riskppo.algo.returns.RewardMoments`, Moody & Saffell's moving averages) instead of
+    this rollout's own (None): one rollout's ``A/B`` is mostly noise where the edge is small
+    against the volatility (docs/learnability.md)."""
     same = slopes.shape == slopes_next.shape and slopes.dim() in (2, 3)
     if not (same and rewards.dim() == 2 and rewards.shape == slopes.shape[:2]):
         raise ValueError(
@@ -284,9 +298,12 @@ def sharpe_slopes(rewards: Tensor, slopes: Tensor, slopes_next: Tensor) -> Tenso
     r = rewards.to(slopes.dtype)
     if slopes.dim() == 3:
         r = r.unsqueeze(-1)
-    b = r.pow(2).mean()
-    c = r.mean().clamp(min=0) / b if b > 0 else torch.zeros_like(b)
-    w = 1 - c * r
+    if aversion is None:
+        b = r.pow(2).mean()
+        c = r.mean().clamp(min=0) / b if b > 0 else torch.zeros_like(b)
+        w = 1 - c * r
+    else:
+        w = 1 - aversion * r
     w_next = torch.cat([w[1:], torch.ones_like(w[:1])])  # the last step has no next part
     return w * (slopes - slopes_next) + w_next * slopes_next
 

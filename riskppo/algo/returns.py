@@ -1,4 +1,5 @@
-"""Return statistics and the critics' normalisation with PopArt (R-ALG-8).
+"""Return statistics and the critics' normalisation with PopArt (R-ALG-8); the reward
+moments the Sharpe utility remembers across rollouts.
 
 Shared by the value critics (λ-returns) and the CVaR risk head (segment return-to-go).
 """
@@ -6,7 +7,7 @@ Shared by the value critics (λ-returns) and the CVaR risk head (segment return-
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import torch
@@ -15,6 +16,8 @@ from torch import Tensor, nn
 from riskppo import core
 from riskppo.config import Config
 from riskppo.core.scaling import RunningMoments
+
+_NONNEG = {"min": 0}
 
 
 @dataclass
@@ -82,6 +85,37 @@ def apply_rescale(layers: list[nn.Linear], r: Rescale) -> None:
             )
             layer.weight.copy_(w)
             layer.bias.copy_(b)
+
+
+@dataclass(frozen=True)
+class RewardMoments:
+    """Exponential moving averages of the rollouts' mean reward ``A`` and mean square ``B``
+    (the differential Sharpe ratio's moments, Moody & Saffell 2001), updated once per rollout;
+    ``rollouts``: how many went in (0: none yet)."""
+
+    mean: float = 0.0
+    mean_square: float = field(default=0.0, metadata=_NONNEG)
+    rollouts: int = field(default=0, metadata=_NONNEG)
+
+    @property
+    def aversion(self) -> float:
+        """The Sharpe utility's risk aversion ``max(A, 0) / B`` (0 while ``B`` is 0): the
+        weight ``1 − aversion · R`` of a step's slope falls with its reward."""
+        return max(self.mean, 0.0) / self.mean_square if self.mean_square > 0 else 0.0
+
+
+def update_reward_moments(moments: RewardMoments, rewards: Tensor, rate: float) -> RewardMoments:
+    """``A ← (1 − η) A + η mean R``, ``B ← (1 − η) B + η mean R²`` with ``η = rate`` over one
+    rollout's rewards ``R`` (any shape, pooled); the first rollout sets them (``η = 1``), so
+    ``rate = 1`` keeps each rollout's own moments."""
+    eta = 1.0 if moments.rollouts == 0 else rate
+    r = rewards.double()
+    mean, square = float(r.mean()), float(r.pow(2).mean())
+    return RewardMoments(
+        (1 - eta) * moments.mean + eta * mean,
+        (1 - eta) * moments.mean_square + eta * square,
+        moments.rollouts + 1,
+    )
 
 
 def check_scaling(name: str, sc: ReturnScaling) -> None:

@@ -20,7 +20,7 @@ import torch
 from riskppo import core
 from riskppo.algo.collect import CollectorState, EpisodeStats
 from riskppo.algo.constraints import ConstraintState, constraint_for
-from riskppo.algo.returns import ReturnScaling, check_scaling, initial_scaling
+from riskppo.algo.returns import ReturnScaling, RewardMoments, check_scaling, initial_scaling
 from riskppo.algo.settings import ENT_FLOOR_COEF_MIN
 from riskppo.config import Config
 
@@ -91,6 +91,9 @@ class TrainingState:
     entropy: EntropyControl
     rng: Rngs
     episodes: EpisodeWindow
+    # the rewards' moments the Sharpe utility remembers (a checkpoint written before them
+    # resumes with none yet)
+    rewards: RewardMoments = field(default=RewardMoments(), metadata={"since": "0.1.0"})
     carry: CollectorState | None = field(
         default=None,
         metadata={"transient": "live env state; runs reset at checkpoint boundaries (R-REL-4)"},
@@ -125,8 +128,11 @@ def initial_training_state(cfg: Config, n_envs: int) -> TrainingState:
 
 def check_invariants(state: TrainingState) -> None:
     """What types cannot say (a decoded checkpoint, R-REL-3): variances, counts and scales of the
-    return statistics, and the constraint's own (:meth:`ConstraintState.check`: λ ≥ 0, segment
-    lengths ≥ 0, …). ``ValueError`` naming the field."""
+    return statistics, finite reward moments, and the constraint's own
+    (:meth:`ConstraintState.check`: λ ≥ 0, segment lengths ≥ 0, …). ``ValueError`` naming the
+    field."""
     check_scaling("scaling", state.scaling)
+    if not (math.isfinite(state.rewards.mean) and math.isfinite(state.rewards.mean_square)):
+        raise ValueError("rewards: the moments must be finite")
     if state.risk is not None:
         state.risk.check()

@@ -9,8 +9,9 @@ constraint's (:meth:`riskppo.algo.constraints.Constraint.loss_terms`). Built in:
 * ``bc``: behaviour cloning (:class:`riskppo.algo.bc.BCTerm`, R-ALG-12);
 * ``pathwise``: ``c_p · L_path``, the reward's own gradient in the action
   (:func:`riskppo.algo.losses.pathwise_loss`), where the env reports reward slopes — or, with
-  ``ppo.pathwise_utility: sharpe``, the rollout Sharpe ratio's
-  (:func:`riskppo.algo.losses.sharpe_slopes`).
+  ``ppo.pathwise_utility: sharpe``, the Sharpe ratio's
+  (:func:`riskppo.algo.losses.sharpe_slopes`, its moments remembered across rollouts at the rate
+  ``ppo.sharpe_rate``).
 
 A new term is a :class:`~riskppo.algo.losses.LossTerm` in one file and one
 :func:`register_loss_term` call (as TorchRL adds a loss term as one key).
@@ -28,6 +29,7 @@ from riskppo.adversarial.regularizer import sa_regularizer
 from riskppo.algo.bc import BCTerm
 from riskppo.algo.buffer import Rollout
 from riskppo.algo.losses import LossTerm, TermInput, pathwise_loss, sharpe_slopes
+from riskppo.algo.returns import RewardMoments
 from riskppo.config import Config
 
 __all__ = [
@@ -90,12 +92,17 @@ class PathwiseTerm(LossTerm):
         return float(ctx.cfg.ppo.pathwise_coef)
 
     def rollout_inputs(
-        self, cfg: Config, rollout: Rollout, scale_return: Callable[[Tensor], Tensor]
+        self,
+        cfg: Config,
+        rollout: Rollout,
+        scale_return: Callable[[Tensor], Tensor],
+        moments: RewardMoments,
     ) -> dict[str, Tensor]:
         """The slopes ``[T, N]`` (``[T, N, A]`` for an action of ``A > 1`` numbers) at unit RMS
         over the rollout (so ``pathwise_coef`` weighs them as normalised advantages are
         weighed), scaled by the constraint as the return's part of the advantage is; none when
-        the term is off, for a discrete action, or when the env reports no slopes."""
+        the term is off, for a discrete action, or when the env reports no slopes. The Sharpe
+        utility weighs them with the risk aversion of ``moments`` (this rollout's included)."""
         a = rollout.actions
         slopes = rollout.reward_slopes
         if slopes is None or not a.is_floating_point() or cfg.ppo.pathwise_coef == 0:
@@ -103,7 +110,9 @@ class PathwiseTerm(LossTerm):
         if slopes.shape[2:] != a.shape[2:] and not (slopes.dim() == 2 and a.shape[2:] == (1,)):
             return {}  # slopes of another action than the one the policy takes
         if cfg.ppo.pathwise_utility == "sharpe" and rollout.reward_slopes_next is not None:
-            slopes = sharpe_slopes(rollout.rewards, slopes, rollout.reward_slopes_next)
+            slopes = sharpe_slopes(
+                rollout.rewards, slopes, rollout.reward_slopes_next, moments.aversion
+            )
         rms = slopes.pow(2).mean().sqrt()
         unit = slopes / rms if rms > 0 else torch.zeros_like(slopes)
         return {SLOPES: scale_return(unit)}
@@ -149,10 +158,11 @@ def rollout_inputs(
     cfg: Config,
     rollout: Rollout,
     scale_return: Callable[[Tensor], Tensor],
+    moments: RewardMoments,
     extra: Iterable[LossTerm] = (),
 ) -> dict[str, Tensor]:
     """Every term's per-step inputs ``[T, N, ...]`` of ``rollout`` (for ``ChunkBatch.aux``)."""
     out: dict[str, Tensor] = {}
     for term in (*LOSS_TERMS.values(), *extra):
-        out.update(term.rollout_inputs(cfg, rollout, scale_return))
+        out.update(term.rollout_inputs(cfg, rollout, scale_return, moments))
     return out

@@ -222,8 +222,17 @@ class PPOConfig(_Section):
         "return",
         description="what the pathwise term climbs: return (the mean reward: an edge taken "
         "all-or-nothing) or sharpe (the rollout's Sharpe ratio: each slope weighted by "
-        "1 - (A/B) r, A and B the mean and mean square of the rollout's rewards, so a small "
-        "edge moves the position in proportion; Moody & Saffell 2001)",
+        "1 - (A/B) r, A and B the mean and mean square of the rewards, so a small edge moves "
+        "the position in proportion; Moody & Saffell 2001)",
+    )
+    sharpe_rate: float = Field(
+        0.1,
+        gt=0,
+        le=1,
+        description="with pathwise_utility: sharpe, the rate at which A and B follow each "
+        "rollout's mean and mean square (exponential moving averages, one step per rollout); "
+        "1 = each rollout's own, which swing widely where the edge is small against the "
+        "volatility. Chosen on the planted suite's validation files (docs/learnability.md)",
     )
     ent_coef_min: float = Field(
         0.0,

@@ -5,9 +5,11 @@ JSON scalars, so a field added to the training state is saved without a hand-kep
 15). A dataclass field whose metadata has ``"transient"`` (its reason) is not saved.
 
 :func:`decode` rebuilds a value *on a template* — the initial state of the same model — and
-trusts nothing it reads (R-REL-3): the JSON tree must have exactly the template's fields; every
-tensor must have the template's dtype and shape and be finite; a generator state must be one;
-scalars must fit the field's type hint; fields with ``metadata["min"]`` are range-checked.
+trusts nothing it reads (R-REL-3): the JSON tree must have exactly the template's fields (one
+whose metadata has ``"since"``, the version that added it, may be absent: a checkpoint written
+before it keeps the template's value); every tensor must have the template's dtype and shape
+and be finite; a generator state must be one; scalars must fit the field's type hint; fields
+with ``metadata["min"]`` are range-checked.
 Every problem is a :class:`StateDecodeError` that names the field path.
 """
 
@@ -105,7 +107,10 @@ def _keys(x: Any, want: set[str], path: str) -> None:
 
 
 def _dataclass(tpl: Any, x: Any, tensors: dict[str, Tensor], path: str) -> Any:
-    fields = [f for f in dataclasses.fields(tpl) if "transient" not in f.metadata]
+    saved = [f for f in dataclasses.fields(tpl) if "transient" not in f.metadata]
+    have = x if isinstance(x, dict) else {}
+    # a field added since a checkpoint was written keeps the template's value
+    fields = [f for f in saved if "since" not in f.metadata or f.name in have]
     _keys(x, {f.name for f in fields}, path)
     hints = typing.get_type_hints(type(tpl))
     values = {

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from riskppo.algo.collect import _Buffers
+from riskppo.algo.returns import RewardMoments, update_reward_moments
 from riskppo.algo.terms import SLOPES, PathwiseTerm
 from riskppo.config import Config
 
@@ -47,7 +48,7 @@ def test_no_slopes_without_reports_and_bad_reports_count_as_zero():
 
 def _slopes(cfg: Config, g: torch.Tensor, actions: torch.Tensor, scale=lambda x: x):
     rollout = SimpleNamespace(actions=actions, reward_slopes=g)
-    return PathwiseTerm().rollout_inputs(cfg, rollout, scale).get(SLOPES)  # type: ignore[arg-type]
+    return PathwiseTerm().rollout_inputs(cfg, rollout, scale, RewardMoments()).get(SLOPES)  # type: ignore[arg-type]
 
 
 def test_unit_slopes_have_unit_rms_and_are_off_at_zero_weight():
@@ -88,10 +89,34 @@ def test_sharpe_utility_weighs_the_slopes_by_the_rollouts_rewards():
     )  # fmt: skip
     term = PathwiseTerm()
     cfg = Config(ppo={"pathwise_coef": 1.0, "pathwise_utility": "sharpe"})
-    unit = term.rollout_inputs(cfg, rollout, lambda x: x)[SLOPES]  # type: ignore[arg-type]
+    own = update_reward_moments(RewardMoments(), rewards, 0.1)  # the first rollout: its own
+    unit = term.rollout_inputs(cfg, rollout, lambda x: x, own)[SLOPES]  # type: ignore[arg-type]
     assert unit[0, 0] < unit[1, 1] < unit[1, 0] < unit[0, 1]
-    flat = term.rollout_inputs(Config(ppo={"pathwise_coef": 1.0}), rollout, lambda x: x)[SLOPES]  # type: ignore[arg-type]
+    plain = Config(ppo={"pathwise_coef": 1.0})
+    flat = term.rollout_inputs(plain, rollout, lambda x: x, own)[SLOPES]  # type: ignore[arg-type]
     assert torch.equal(flat, torch.ones(2, 2))
+
+
+def test_a_losing_rollout_is_weighed_by_the_remembered_aversion():
+    """A rollout that lost money has no risk aversion of its own (its slopes come back as they
+    are); with the moments of earlier, profitable rollouts remembered, its higher rewards still
+    weigh less."""
+    g = torch.ones(2, 2)
+    losing = torch.tensor([[-0.03, 0.0], [0.01, -0.02]])
+    rollout = SimpleNamespace(
+        actions=torch.zeros(2, 2, 1), reward_slopes=g, reward_slopes_next=torch.zeros(2, 2),
+        rewards=losing,
+    )  # fmt: skip
+    cfg = Config(ppo={"pathwise_coef": 1.0, "pathwise_utility": "sharpe"})
+    term = PathwiseTerm()
+    own = update_reward_moments(RewardMoments(), losing, 0.1)
+    alone = term.rollout_inputs(cfg, rollout, lambda x: x, own)[SLOPES]  # type: ignore[arg-type]
+    assert torch.equal(alone, torch.ones(2, 2))
+    earlier = update_reward_moments(RewardMoments(), torch.full((2, 2), 0.01), 0.1)
+    moments = update_reward_moments(earlier, losing, 0.1)
+    assert moments.aversion > 0
+    unit = term.rollout_inputs(cfg, rollout, lambda x: x, moments)[SLOPES]  # type: ignore[arg-type]
+    assert unit[1, 0] < unit[0, 1] < unit[1, 1] < unit[0, 0]
 
 
 def test_an_action_of_several_numbers_gets_a_slope_for_each():

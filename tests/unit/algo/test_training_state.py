@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from riskppo import DistributionalPPO
+from riskppo.algo.returns import RewardMoments
 from riskppo.algo.state import TrainingState, check_invariants, initial_training_state
 from riskppo.config import Config
 from riskppo.persist.codec import StateDecodeError, decode, encode
@@ -34,7 +35,10 @@ def played(state: TrainingState) -> TrainingState:
     risk.recent.extend([-1.0, 2.0])
     state.episodes.returns.extend([3.0, 4.0])
     state.episodes.lengths.extend([10, 12])
-    return state.replace(risk=risk).with_counters(num_timesteps=640, n_updates=5, nonfinite_skips=2)
+    rewards = RewardMoments(0.001, 4e-4, 7)
+    return state.replace(risk=risk, rewards=rewards).with_counters(
+        num_timesteps=640, n_updates=5, nonfinite_skips=2
+    )
 
 
 def roundtrip(state: TrainingState, template: TrainingState) -> TrainingState:
@@ -52,6 +56,7 @@ def test_roundtrip_restores_every_field() -> None:
     assert back.risk.lam == 0.7 and torch.equal(back.risk.acc, state.risk.acc)
     assert list(back.risk.recent) == [-1.0, 2.0] and back.risk.recent.maxlen == 5
     assert list(back.episodes.lengths) == [10, 12]
+    assert back.rewards == RewardMoments(0.001, 4e-4, 7)
     assert torch.equal(back.rng.sample.get_state(), state.rng.sample.get_state())
     assert back.carry is None  # transient
 
@@ -105,6 +110,9 @@ def tampered(path: str, value: object) -> tuple[object, dict[str, torch.Tensor]]
         ("risk", None, "risk: must have exactly the fields"),
         ("rng.sample", torch.zeros(3, dtype=torch.uint8), "rng/sample: not a random generator"),
         ("episodes", [], "episodes: must have exactly the fields"),
+        ("rewards.mean_square", -1.0, "rewards/mean_square: must be a finite number >= 0"),
+        ("rewards.rollouts", "DELETE", "rewards: must have exactly the fields"),
+        ("rewards", 3, "rewards: must have exactly the fields"),
     ],
 )
 def test_decode_names_the_field_it_refuses(path: str, value: object, match: str) -> None:
@@ -112,6 +120,14 @@ def test_decode_names_the_field_it_refuses(path: str, value: object, match: str)
     template = initial_training_state(risky_config(), 4)
     with pytest.raises(StateDecodeError, match=match):
         decode(template, tree, {k: v for k, v in tensors.items() if v is not None}, "training")
+
+
+def test_a_state_saved_before_the_reward_moments_resumes_with_none_yet() -> None:
+    """A field added since a checkpoint was written (metadata ``since``) may be absent: it keeps
+    the template's value; every other field stays required."""
+    tree, tensors = tampered("rewards", "DELETE")
+    back = decode(initial_training_state(risky_config(), 4), tree, tensors, "training")
+    assert back.rewards == RewardMoments() and back.counters.n_updates == 5
 
 
 def test_a_state_for_a_model_without_risk_is_refused_by_one_with_it() -> None:
@@ -130,6 +146,8 @@ def test_invariants_types_cannot_say() -> None:
     neg = dataclasses.replace(state.risk, length=torch.tensor([0, -1, 0, 0]))
     with pytest.raises(ValueError, match="risk/length"):
         check_invariants(state.replace(risk=neg))
+    with pytest.raises(ValueError, match="rewards: the moments must be finite"):
+        check_invariants(state.replace(rewards=RewardMoments(float("nan"), 1.0, 3)))
     bad = dataclasses.replace(state.scaling, scale=0.0)
     with pytest.raises(ValueError, match="scaling: scale"):
         check_invariants(state.replace(scaling=bad))
