@@ -8,11 +8,13 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
 
 from riskppo import DistributionalPPO
+from riskppo.agent.loading import adopted_state
 from riskppo.algo.returns import RewardMoments
 from riskppo.algo.state import TrainingState, check_invariants, initial_training_state
 from riskppo.config import Config
@@ -173,3 +175,14 @@ def test_format_1_checkpoint_is_migrated() -> None:
     assert s.risk.acc.tolist() == expected["risk_acc"]
     assert s.risk.length.tolist() == expected["risk_length"]
     assert torch.rand(3, generator=s.rng.sample).tolist() == expected["sample_rng_next"]
+
+
+def test_copied_weights_bring_their_statistics_and_reward_moments() -> None:
+    """A PBT member that copies another's weights adopts what follows them (return statistics,
+    the Sharpe utility's reward moments, counters) and keeps its own generators."""
+    cfg = risky_config()
+    src = played(initial_training_state(cfg, 4))
+    own = initial_training_state(cfg, 4)
+    got = adopted_state(own, SimpleNamespace(training=src))  # type: ignore[arg-type]
+    assert got.rewards == src.rewards and got.scaling is src.scaling
+    assert got.counters.n_updates == 5 and got.rng is own.rng
