@@ -19,12 +19,21 @@ from riskppo.evaluation.baselines import run_policy
 pytestmark = pytest.mark.slow
 
 # The settings the first three tests were measured with, before the trading config's defaults
-# were chosen on the planted suite (all twelve features, the overlay clipping the position).
+# were chosen on the planted suite (all twelve features, the overlay clipping the position, the
+# mean return's slope, exploration sd 0.6, a hidden layer after the encoder). Under today's
+# defaults the recurrent agent memorises a random walk's training bars less (Sharpe 0.58-0.60
+# against 0.31 for vol-targeted buy-and-hold, short of the margin below).
 TWELVE = (
     "env.kwargs.features=[vret_1,vret_5,vret_20,vret_60,vret_250,macd_8_24,macd_16_48,"
     "macd_32_96,rsi_14,ewmvol_20,ewmvol_60,hl_range]"
 )
-AS_MEASURED = [TWELVE, "env.kwargs.overlay.mode=clip"]
+AS_MEASURED = [
+    TWELVE,
+    "env.kwargs.overlay.mode=clip",
+    "ppo.pathwise_utility=return",
+    "policy.log_std_init=-0.5",
+    "policy.net_arch=[64]",
+]
 
 
 def _trained(
