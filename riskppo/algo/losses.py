@@ -265,9 +265,7 @@ def pathwise_loss(mean: Tensor, slopes: Tensor) -> Tensor:
     return -(slopes.reshape(mean.shape) * mean).sum(-1).mean()
 
 
-def sharpe_slopes(
-    rewards: Tensor, slopes: Tensor, slopes_next: Tensor, aversion: float | None = None
-) -> Tensor:
+def sharpe_slopes(rewards: Tensor, slopes: Tensor, slopes_next: Tensor, aversion: float) -> Tensor:
     """The reward slopes ``[T, N]`` (``[T, N, A]``: one per action number) of a rollout turned
     into the slopes of its Sharpe ratio.
 
@@ -278,16 +276,15 @@ def sharpe_slopes(
     ``B / (TN (B − A²)^{3/2})``, ``w_t · (slopes − slopes_next)_t + w_{t+1} · slopes_next_t``
     with ``w = 1 − (A/B) R``:
     ``slopes`` is ``∂(R_t + R_{t+1})/∂a_t`` and ``slopes_next`` its part ``∂R_{t+1}/∂a_t``.
-    Following it is gradient ascent on a concave mean–variance utility whose risk aversion is the
-    rollout's own ``A/B`` — no setting: a forecast moves the position in proportion where its
-    edge is small against the return's variance, instead of all-or-nothing as the mean return's
-    slope does. ``A`` is floored at 0 (a rollout that lost money weighs every slope 1: maximising
-    a negative Sharpe ratio would seek variance).
-
-    ``aversion``: ``max(A, 0)/B`` from moments remembered across rollouts
-    (:class:`riskppo.algo.returns.RewardMoments`, Moody & Saffell's moving averages) instead of
-    this rollout's own (None): one rollout's ``A/B`` is mostly noise where the edge is small
-    against the volatility (docs/learnability.md)."""
+    Following it is gradient ascent on a concave mean–variance utility with risk aversion
+    ``aversion`` = ``max(A, 0)/B``: a forecast moves the position in proportion where its edge is
+    small against the return's variance, instead of all-or-nothing as the mean return's slope
+    does. ``A`` is floored at 0 (where the account lost money every slope weighs 1: maximising a
+    negative Sharpe ratio would seek variance). With this rollout's own ``A`` and ``B`` the
+    slopes are its Sharpe ratio's exactly; the training loop passes moments remembered across
+    rollouts (:class:`riskppo.algo.returns.RewardMoments`, Moody & Saffell's moving averages),
+    as one rollout's ``A/B`` is mostly noise where the edge is small against the volatility
+    (docs/learnability.md)."""
     same = slopes.shape == slopes_next.shape and slopes.dim() in (2, 3)
     if not (same and rewards.dim() == 2 and rewards.shape == slopes.shape[:2]):
         raise ValueError(
@@ -298,12 +295,7 @@ def sharpe_slopes(
     r = rewards.to(slopes.dtype)
     if slopes.dim() == 3:
         r = r.unsqueeze(-1)
-    if aversion is None:
-        b = r.pow(2).mean()
-        c = r.mean().clamp(min=0) / b if b > 0 else torch.zeros_like(b)
-        w = 1 - c * r
-    else:
-        w = 1 - aversion * r
+    w = 1 - aversion * r
     w_next = torch.cat([w[1:], torch.ones_like(w[:1])])  # the last step has no next part
     return w * (slopes - slopes_next) + w_next * slopes_next
 

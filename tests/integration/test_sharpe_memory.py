@@ -25,26 +25,31 @@ CONFIG = {
         "kwargs": {"continuous": True, "long_only": True, "min_signal": 0.25, "episode_length": 64},
     },
     "data": {"dataset": "googl"},
-    "ppo": {"n_steps": 16, "batch_size": 32, "bptt_len": 8, "n_epochs": 2}
-    | {"pathwise_coef": 1.0, "pathwise_utility": "sharpe"},
+    "ppo": {
+        "n_steps": 16,
+        "batch_size": 32,
+        "bptt_len": 8,
+        "n_epochs": 2,
+        "pathwise_coef": 1.0,
+        "pathwise_utility": "sharpe",
+    },
     "policy": {"memory": False, "net_arch": []},
     "checkpoint": {"every_updates": 4, "keep_last": 1},
 }
 FILES = ("model.safetensors", "optimizer.safetensors", "training.safetensors")
 
 
-def _train(tmp_path: Path, name: str, steps: int, *more: str) -> Path:
+def _cli(*args: str) -> None:
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    cmd = [sys.executable, "-m", "riskppo.cli", *args, "--no-progress"]
+    subprocess.run(cmd, check=True, env=env, capture_output=True, timeout=600)
+
+
+def _train(tmp_path: Path, name: str, steps: int) -> Path:
     cfg = tmp_path / f"{name}.yaml"
     cfg.write_text(yaml.safe_dump({**CONFIG, "total_timesteps": steps}))
-    run = tmp_path / name
-    args = ["train", "--config", str(cfg), "--run-dir", str(run), "--no-progress"]
-    env = {**os.environ, "PYTHONHASHSEED": "0"}
-    for cmd in (args, *([*a.split()] for a in more)):
-        subprocess.run(
-            [sys.executable, "-m", "riskppo.cli", *cmd], check=True, env=env,
-            capture_output=True, timeout=600,
-        )  # fmt: skip
-    return run
+    _cli("train", "--config", str(cfg), "--run-dir", str(tmp_path / name))
+    return tmp_path / name
 
 
 def _training(run: Path) -> dict:
@@ -59,8 +64,8 @@ def test_the_moments_follow_every_rollout_and_an_extended_run_is_bit_identical(
     assert moments["rollouts"] == 32
     assert moments["mean_square"] > 0 and moments["mean"] != 0
 
-    short = tmp_path / "extended"
-    _train(tmp_path, "extended", 512, f"train --resume {short} --set total_timesteps=1024")
+    short = _train(tmp_path, "extended", 512)
+    _cli("train", "--resume", str(short), "--set", "total_timesteps=1024")
     assert _training(short)["rewards"] == moments
     for name in FILES:
         a = load_file(str(latest_checkpoint(whole) / name))

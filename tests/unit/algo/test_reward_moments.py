@@ -44,8 +44,10 @@ def test_at_rate_one_the_slopes_are_the_rollouts_own_sharpe_ratios() -> None:
     for r in _rollouts(4):
         m = update_reward_moments(m, r, 1.0)
         assert m.mean == float(r.double().mean())
-        own = sharpe_slopes(r, slopes, nxt)
-        assert torch.allclose(sharpe_slopes(r, slopes, nxt, m.aversion), own, atol=1e-5)
+        own = float(r.double().mean().clamp(min=0) / r.double().pow(2).mean())
+        assert m.aversion == pytest.approx(own, rel=1e-12)
+        want = sharpe_slopes(r, slopes, nxt, own)
+        assert torch.allclose(sharpe_slopes(r, slopes, nxt, m.aversion), want, rtol=1e-6)
 
 
 def test_no_aversion_without_rewards_or_with_a_loss() -> None:

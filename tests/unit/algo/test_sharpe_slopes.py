@@ -27,11 +27,16 @@ def _account(drift: float, seed: int = 0):
     return a, rewards, own.detach(), nxt.detach()
 
 
+def own_aversion(r: torch.Tensor) -> float:
+    """The rollout's own risk aversion ``max(A, 0) / B``."""
+    return float(r.mean().clamp(min=0) / r.pow(2).mean())
+
+
 def test_the_slopes_are_the_sharpe_ratios_gradient_up_to_a_positive_constant():
     a, r, own, nxt = _account(drift=0.004)
     mean, square = r.mean(), r.pow(2).mean()
     (grad,) = torch.autograd.grad(mean / (square - mean**2).sqrt(), a)
-    got = sharpe_slopes(r.detach(), own + nxt, nxt)
+    got = sharpe_slopes(r.detach(), own + nxt, nxt, own_aversion(r))
     ratio = grad / got
     want = square / (r.numel() * (square - mean**2) ** 1.5)  # B / (TN (B − A²)^{3/2})
     assert torch.allclose(ratio, want.detach().expand_as(ratio), rtol=1e-9)
@@ -52,7 +57,7 @@ def test_with_an_action_of_several_numbers_each_slope_is_the_sharpe_ratios_gradi
     nxt[:-1] = y[1:] + fee * torch.sign(a[1:] - a[:-1]).detach()
     mean, square = r.mean(), r.pow(2).mean()
     (grad,) = torch.autograd.grad(mean / (square - mean**2).sqrt(), a)
-    got = sharpe_slopes(r.detach(), own + nxt, nxt)
+    got = sharpe_slopes(r.detach(), own + nxt, nxt, own_aversion(r))
     want = square / (r.numel() * (square - mean**2) ** 1.5)
     assert torch.allclose(grad / got, want.detach().expand_as(got), rtol=1e-9)
 
@@ -60,7 +65,7 @@ def test_with_an_action_of_several_numbers_each_slope_is_the_sharpe_ratios_gradi
 def test_the_mean_return_slopes_come_back_where_the_rollout_lost_money():
     _, r, own, nxt = _account(drift=-0.01)
     assert r.mean() < 0
-    assert torch.equal(sharpe_slopes(r.detach(), own + nxt, nxt), own + nxt)
+    assert torch.equal(sharpe_slopes(r.detach(), own + nxt, nxt, own_aversion(r)), own + nxt)
 
 
 def test_a_higher_reward_weighs_its_slope_less():
@@ -68,7 +73,7 @@ def test_a_higher_reward_weighs_its_slope_less():
     falls linearly in the step's own reward, by the rollout's ``A/B``."""
     r = torch.tensor([[0.02], [0.01], [-0.01], [0.0]])
     ones = torch.ones_like(r)
-    w = sharpe_slopes(r, ones, torch.zeros_like(r))
+    w = sharpe_slopes(r, ones, torch.zeros_like(r), own_aversion(r))
     c = r.mean() / r.pow(2).mean()
     assert torch.allclose(w, 1 - c * r)
     assert w[0] < w[1] < w[3] < w[2]
@@ -76,6 +81,6 @@ def test_a_higher_reward_weighs_its_slope_less():
 
 def test_shapes_are_checked():
     with pytest.raises(ValueError, match="sharpe_slopes"):
-        sharpe_slopes(torch.zeros(3, 2), torch.zeros(3, 2), torch.zeros(2, 3))
+        sharpe_slopes(torch.zeros(3, 2), torch.zeros(3, 2), torch.zeros(2, 3), 0.0)
     with pytest.raises(ValueError, match="sharpe_slopes"):
-        sharpe_slopes(torch.zeros(3, 2), torch.zeros(3, 2, 4), torch.zeros(3, 2, 5))
+        sharpe_slopes(torch.zeros(3, 2), torch.zeros(3, 2, 4), torch.zeros(3, 2, 5), 0.0)
