@@ -17,6 +17,9 @@ installed the error is one line (:class:`~riskppo.config.ConfigError`) saying wh
 
 from __future__ import annotations
 
+import _thread
+import asyncio
+import contextlib
 import logging
 import signal
 import threading
@@ -29,7 +32,7 @@ from riskppo.config import ConfigError
 from riskppo.runs.jobs.outcome import Failed, Job, Outcome, QueuedJobs, Reply, execute_split
 from riskppo.runs.processes import reissue
 
-__all__ = ["RayRunner", "import_ray", "interruptible_job", "ray_connection"]
+__all__ = ["RayRunner", "StopFlag", "import_ray", "interruptible_job", "ray_connection"]
 
 INSTALL_HINT = 'pip install "riskppo[ray]" (on this machine and on every node of the cluster)'
 
@@ -69,21 +72,73 @@ def ray_connection(address: str | None, num_cpus: int | None) -> Iterator[Any]:
                 signal.signal(signal.SIGTERM, previous)
 
 
-def interruptible_job(fn: Callable[[Any], Any], arg: Any) -> tuple[Reply, BaseException | None]:
-    """:func:`~riskppo.runs.jobs.outcome.execute_split` in a Ray worker, with Python's
-    ``KeyboardInterrupt`` handler in place for the job.
+class StopFlag:
+    """The runner's request to its running jobs to stop at a safe point: one flag, set once
+    (:meth:`RayRunner.stop`), that each job's watcher thread waits on. A Ray actor (async,
+    no CPU), so that it reaches jobs on every node.
 
-    Ray asks a running task to stop (``ray.cancel(force=False)``, :meth:`RayRunner.stop`'s
-    grace) by simulating SIGINT in the worker's main thread, which Python ignores where SIGINT
-    is ignored. A worker inherits that from the process that started Ray: a driver started in
-    the background by a shell (``riskppo universe ... &`` in a script), which ignores SIGINT.
-    The job would then never see the request and lose its work when the grace ends."""
+    Not ``ray.cancel(force=False)``: that simulates SIGINT in the task too, but its
+    cancellation can race the task's own reply in the submitting process, and Ray then
+    aborts that process ("Tried to complete task that was not pending", seen with Ray 2.60 on
+    two cores): the driver, mid-stop, and with it the Ray instance it started, whose jobs are
+    then killed before they have saved."""
+
+    def __init__(self) -> None:
+        self._asked = asyncio.Event()
+
+    async def set(self) -> None:
+        self._asked.set()
+
+    async def wait(self, timeout: float) -> bool:
+        """True once the stop is asked; False after ``timeout`` seconds without it."""
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._asked.wait(), timeout)
+        return self._asked.is_set()
+
+
+def _watch(ray: Any, stop: Any, done: threading.Event, lock: threading.Lock) -> None:
+    """Until the job is done: wait for the stop request, then raise ``KeyboardInterrupt`` in
+    the job (the main thread, as Ctrl-C would). Ends quietly when the runner is gone."""
+    while not done.is_set():
+        try:
+            asked = ray.get(stop.wait.remote(5.0))
+        except Exception:  # the runner closed (its actor is gone): nobody can ask any more
+            return
+        if asked:
+            with lock:
+                if not done.is_set():
+                    _thread.interrupt_main()
+            return
+
+
+def interruptible_job(
+    fn: Callable[[Any], Any], arg: Any, stop: Any
+) -> tuple[Reply, BaseException | None]:
+    """:func:`~riskppo.runs.jobs.outcome.execute_split` in a Ray worker, with a thread that
+    turns the runner's :class:`StopFlag` into ``KeyboardInterrupt`` in the job, which may
+    save before it ends (a job that is stopped replies "stopped"; nobody reads it).
+
+    Python's ``KeyboardInterrupt`` handler is put in place for the job: a worker inherits an
+    ignored SIGINT from the process that started Ray — a driver started in the background by a
+    shell (``riskppo universe ... &`` in a script) — and the request (a simulated SIGINT) would
+    then never reach the job, which would lose its work when the grace ends."""
+    import ray
+
     main = threading.current_thread() is threading.main_thread()
     ignored = main and signal.getsignal(signal.SIGINT) == signal.SIG_IGN
     if ignored:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    done, lock = threading.Event(), threading.Lock()
+    if main:
+        threading.Thread(target=_watch, args=(ray, stop, done, lock), daemon=True).start()
     try:
-        return execute_split(fn, arg)
+        try:
+            return execute_split(fn, arg)
+        finally:
+            with lock:
+                done.set()
+    except KeyboardInterrupt:
+        return Reply(False, reason="stopped by the runner"), None
     finally:
         if ignored:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -102,6 +157,7 @@ class RayRunner(QueuedJobs):
         self.cpus = _cluster_cpus(ray)
         self.workers = max(1, workers or self.cpus)
         self._task = ray.remote(num_cpus=1, max_retries=0, num_returns=2)(interruptible_job)
+        self._stop_flag = ray.remote(num_cpus=0)(StopFlag).remote()
         super().__init__()
         self._running: dict[Any, tuple[Job, Any]] = {}  # reply's ObjectRef → job, error's ref
         self.warned: set[tuple[str, str, str]] = set()
@@ -140,27 +196,28 @@ class RayRunner(QueuedJobs):
         stop (``KeyboardInterrupt`` in the task) and given that many seconds, then its worker
         is killed."""
         self._queue.clear()
-        refs = list(self._running)
+        refs = late = list(self._running)
         try:
             if grace > 0 and refs:
-                for ref in refs:
-                    self._ray.cancel(ref, force=False)
-                self._ray.wait(refs, num_returns=len(refs), timeout=grace)
-        finally:
-            for ref in refs:
-                self._ray.cancel(ref, force=True)  # a no-op for a finished task
+                self._stop_flag.set.remote()
+                _, late = self._ray.wait(refs, num_returns=len(refs), timeout=grace)
+        finally:  # also on a second Ctrl-C while the jobs stop: they are killed now
+            for ref in late:
+                self._ray.cancel(ref, force=True)
             self._running.clear()
             self._done.clear()
             self.close()
 
     def close(self) -> None:
         close, self._close = self._close, lambda: None
+        with contextlib.suppress(Exception):  # Ray may be shut down already
+            self._ray.kill(self._stop_flag)
         close()
 
     def _fill(self) -> None:
         while self._queue and len(self._running) < self.workers:
             job = self._queue.popleft()
-            reply, error = self._task.remote(job.fn, job.arg)
+            reply, error = self._task.remote(job.fn, job.arg, self._stop_flag)
             self._running[reply] = (job, error)
 
     def _wait(self) -> None:
