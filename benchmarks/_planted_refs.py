@@ -58,10 +58,11 @@ def _rule_signals(close: np.ndarray, k: int, sign: int, band: tuple[float, float
 
 
 def best_rule(train_env: Any) -> tuple[str, np.ndarray]:
-    """The rule with the best Sharpe on the training rows, and its signals over the frame."""
+    """The rule with the best Sharpe on the training rows, and its signals over the frame: the
+    k-bar momentum or reversal, all-or-floor, for k over the horizons of the agent's returns."""
     close = train_env.df["close"].to_numpy(np.float64)
     best: tuple[float, str, np.ndarray] | None = None
-    for k in (1, 5, 20, 60):
+    for k in (1, 5, 20, 60, 250):
         for sign, label in ((1, "mom"), (-1, "rev")):
             sig = _rule_signals(close, k, sign, train_env.signal_range)
             s = sharpe(run_signals(train_env, sig)["log_return"].to_numpy())
