@@ -32,7 +32,7 @@ from riskppo.config import ConfigError
 from riskppo.runs.jobs.outcome import Failed, Job, Outcome, QueuedJobs, Reply, execute_split
 from riskppo.runs.processes import reissue
 
-__all__ = ["RayRunner", "StopFlag", "import_ray", "interruptible_job", "ray_connection"]
+__all__ = ["RayRunner", "import_ray", "interruptible_job", "ray_connection"]
 
 INSTALL_HINT = 'pip install "riskppo[ray]" (on this machine and on every node of the cluster)'
 
