@@ -31,11 +31,12 @@ def _googl(prior: dict[str, int]) -> Config:
 
 @pytest.mark.parametrize(
     ("name", "prior"),
-    [("trading_googl.yaml", {"GOOGL": 8}), ("trading_eurusd.yaml", {"EURUSD": 4})],
+    [("trading_googl.yaml", {"GOOGL": 10}), ("trading_eurusd.yaml", {"EURUSD": 5})],
 )
 def test_the_shipped_trading_configs_carry_their_prior_trials(name: str, prior: dict) -> None:
     """The configurations judged on each bundled market while its defaults were developed (the
-    last one added when the EURUSD config took the planted markets' learner settings)."""
+    last ones added when the remembered risk aversion (both markets) and the 12-month return
+    (GOOGL) replaced defaults that had been judged on those markets' walk-forwards)."""
     assert Config.from_yaml(ROOT / "riskppo/configs" / name).prior_trials == prior
 
 
