@@ -94,7 +94,7 @@ def _forget_read_files() -> None:
     from riskppo.envs.trading import factory
 
     factory._frame.cache_clear()
-    portfolio_factory._data.cache_clear()
+    portfolio_factory._read.cache_clear()
 
 
 def _file_bars(cfg: Config, path: Path, run: RunData) -> pd.DatetimeIndex:

@@ -3,6 +3,7 @@ rows that fix them, and how a price file is read (the ``data`` section's file op
 
 from __future__ import annotations
 
+import os
 from typing import NamedTuple
 
 import pandas as pd
@@ -10,7 +11,7 @@ import pandas as pd
 from riskppo.config import ConfigError
 from riskppo.envs.market.ohlcv import DataError, NanPolicy
 
-__all__ = ["SPLIT_PARTS", "FileOptions", "bar_range"]
+__all__ = ["SPLIT_PARTS", "FileOptions", "bar_range", "file_stamps"]
 
 SPLIT_PARTS = ("train", "val", "test")
 
@@ -28,6 +29,21 @@ class FileOptions(NamedTuple):
     sep: str | None = None
     decimal: str | None = None
     signals: tuple[str, ...] = ()  # data.signals: the file's own columns to observe
+
+
+def file_stamps(*paths: str | None) -> tuple[tuple[int, int], ...]:
+    """``(modification time in ns, size in bytes)`` of each of ``paths`` (``(-1, -1)`` for a
+    missing one or ``None``): part of the key under which a file reader caches what it read, so
+    that a file rewritten in the same process (a notebook regenerating its data, a feed that grows)
+    is read again instead of served from memory."""
+    stamps = []
+    for path in paths:
+        try:
+            st = os.stat(path) if path is not None else None
+        except OSError:
+            st = None
+        stamps.append((-1, -1) if st is None else (st.st_mtime_ns, st.st_size))
+    return tuple(stamps)
 
 
 def bar_range(

@@ -17,14 +17,13 @@ from riskppo.envs.market.calendar import file_bars_per_year
 from riskppo.envs.market.datasets import DATASETS
 from riskppo.envs.market.errors import data_warnings_in
 from riskppo.envs.market.ohlcv import DataError, NanPolicy, default_split, index_range
-from riskppo.envs.market.parts import SPLIT_PARTS, FileOptions, bar_range
+from riskppo.envs.market.parts import SPLIT_PARTS, FileOptions, bar_range, file_stamps
 from riskppo.envs.portfolio.data import PortfolioData, load_portfolio
 from riskppo.envs.portfolio.env import PortfolioEnv
 
 __all__ = ["make_portfolio_env", "portfolio_range"]
 
 
-@lru_cache(maxsize=4)
 def _data(
     dataset: str | None,
     symbols: tuple[str, ...] | None,
@@ -33,6 +32,24 @@ def _data(
     align: str,
     file_options: FileOptions,
 ) -> PortfolioData:
+    """The assets, read once per content of their files (:func:`_read`)."""
+    stamps = file_stamps(*(paths or ()), table)
+    return _read(dataset, symbols, paths, table, align, file_options, stamps)
+
+
+@lru_cache(maxsize=4)
+def _read(
+    dataset: str | None,
+    symbols: tuple[str, ...] | None,
+    paths: tuple[str, ...] | None,
+    table: str | None,
+    align: str,
+    file_options: FileOptions,
+    stamps: tuple[tuple[int, int], ...],
+) -> PortfolioData:
+    """:func:`load_portfolio`, cached by the arguments and the files' ``stamps``
+    (:func:`~riskppo.envs.market.parts.file_stamps`: a rewritten file is read again)."""
+    del stamps  # only the cache's key
     try:
         with data_warnings_in("data"):
             return load_portfolio(

@@ -20,7 +20,7 @@ from riskppo.envs.market.ohlcv import (
     load_ohlcv,
     validate_ohlcv,
 )
-from riskppo.envs.market.parts import SPLIT_PARTS, FileOptions, bar_range
+from riskppo.envs.market.parts import SPLIT_PARTS, FileOptions, bar_range, file_stamps
 from riskppo.envs.registration import data_label
 from riskppo.envs.trading.env import TradingEnv
 
@@ -35,7 +35,7 @@ def _any_frame(
     """The canonical frame of the user's ``frame`` (a DataFrame: it wins), ``path`` or
     ``dataset`` (with ``options.signals``' columns)."""
     if frame is None:
-        return _frame(dataset, path, options, symbol)
+        return _frame(dataset, path, options, symbol, file_stamps(path))
     if not isinstance(frame, pd.DataFrame):
         raise ConfigError(f"df: a pandas DataFrame of bars, got {type(frame).__name__}")
     try:
@@ -52,8 +52,15 @@ def _any_frame(
 
 @lru_cache(maxsize=8)
 def _frame(
-    dataset: str | None, path: str | None, options: FileOptions, symbol: str | None = None
+    dataset: str | None,
+    path: str | None,
+    options: FileOptions,
+    symbol: str | None,
+    stamps: tuple[tuple[int, int], ...],
 ) -> pd.DataFrame:
+    """The bars read from ``path`` or ``dataset``, cached by the arguments and by the file's
+    ``stamps`` (:func:`~riskppo.envs.market.parts.file_stamps`: a rewritten file is read again)."""
+    del stamps  # only the cache's key
     if path is None and options.signals:
         raise ConfigError(
             f"data.signals={list(options.signals)}: the bundled dataset "
