@@ -88,8 +88,10 @@ def run_data(cfg: Config) -> RunData:
 
 def _forget_read_files() -> None:
     """Drop the env factories' caches of files read by path: a feed grows under the same name,
-    and a second read in this process must see its new bars (one read per call: the file's
-    bars and the env built from them are then of the same snapshot)."""
+    and a second read in this process must see its new bars. The caches already read a file
+    again when its modification time or size changed; this also covers a rewrite of the same
+    size within one tick of the file system's clock. The env built later in the call is cut at
+    the bars read here (``data.bars``), so bars appended meanwhile do not reach it."""
     from riskppo.envs.portfolio import factory as portfolio_factory
     from riskppo.envs.trading import factory
 

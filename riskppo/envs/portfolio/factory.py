@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from riskppo.config import ConfigError
 from riskppo.envs.market.calendar import file_bars_per_year
@@ -24,41 +24,36 @@ from riskppo.envs.portfolio.env import PortfolioEnv
 __all__ = ["make_portfolio_env", "portfolio_range"]
 
 
-def _data(
-    dataset: str | None,
-    symbols: tuple[str, ...] | None,
-    paths: tuple[str, ...] | None,
-    table: str | None,
-    align: str,
-    file_options: FileOptions,
-) -> PortfolioData:
-    """The assets, read once per content of their files (:func:`_read`)."""
-    stamps = file_stamps(*(paths or ()), table)
-    return _read(dataset, symbols, paths, table, align, file_options, stamps)
+class _Source(NamedTuple):
+    """Which assets to read and how (the keywords of :func:`load_portfolio`)."""
+
+    dataset: str | None
+    symbols: tuple[str, ...] | None
+    paths: tuple[str, ...] | None
+    table: str | None
+    align: str
+    file_options: FileOptions
+
+
+def _data(source: _Source) -> PortfolioData:
+    """The assets, read again only when one of their files changed (:func:`_read`)."""
+    return _read(source, file_stamps(*(source.paths or ()), source.table))
 
 
 @lru_cache(maxsize=4)
-def _read(
-    dataset: str | None,
-    symbols: tuple[str, ...] | None,
-    paths: tuple[str, ...] | None,
-    table: str | None,
-    align: str,
-    file_options: FileOptions,
-    stamps: tuple[tuple[int, int], ...],
-) -> PortfolioData:
-    """:func:`load_portfolio`, cached by the arguments and the files' ``stamps``
-    (:func:`~riskppo.envs.market.parts.file_stamps`: a rewritten file is read again)."""
+def _read(source: _Source, stamps: tuple[tuple[int, int], ...]) -> PortfolioData:
+    """:func:`load_portfolio`, cached by ``source`` and the files' ``stamps``
+    (:func:`~riskppo.envs.market.parts.file_stamps`)."""
     del stamps  # only the cache's key
     try:
         with data_warnings_in("data"):
             return load_portfolio(
-                dataset=dataset,
-                symbols=symbols,
-                paths=paths,
-                table=table,
-                align=align,
-                **file_options._asdict(),
+                dataset=source.dataset,
+                symbols=source.symbols,
+                paths=source.paths,
+                table=source.table,
+                align=source.align,
+                **source.file_options._asdict(),
             )
     except DataError as exc:  # its remedy spelled as the config keys that set it
         raise exc.in_section(_remedy_section(exc)) from None
@@ -78,12 +73,14 @@ def read_data(data: Mapping[str, Any], env_kwargs: Mapping[str, Any]) -> None:
         return
     options = FileOptions(**{k: data[k] for k in FileOptions._fields})
     _data(
-        env_kwargs.get("dataset"),
-        None if symbols is None else tuple(symbols),
-        None if paths is None else tuple(paths),
-        env_kwargs.get("table"),
-        env_kwargs.get("align", "strict"),
-        options._replace(signals=tuple(options.signals)),
+        _Source(
+            env_kwargs.get("dataset"),
+            None if symbols is None else tuple(symbols),
+            None if paths is None else tuple(paths),
+            env_kwargs.get("table"),
+            env_kwargs.get("align", "strict"),
+            options._replace(signals=tuple(options.signals)),
+        )
     )
 
 
@@ -147,12 +144,14 @@ def make_portfolio_env(
         tuple(signals),
     )  # fmt: skip
     data = _data(
-        dataset,
-        None if symbols is None else tuple(symbols),
-        None if paths is None else tuple(paths),
-        table,
-        align,
-        file_options,
+        _Source(
+            dataset,
+            None if symbols is None else tuple(symbols),
+            None if paths is None else tuple(paths),
+            table,
+            align,
+            file_options,
+        )
     )
     if dataset and dataset in DATASETS:
         env_kwargs.setdefault("bars_per_year", DATASETS[dataset].bars_per_year)
