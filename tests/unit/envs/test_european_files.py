@@ -160,12 +160,12 @@ def test_a_portfolio_files_remedy_names_the_data_keys_that_set_it(tmp_path) -> N
     """A portfolio's files are read with ``data.*`` options: a remedy about reading them names
     ``data.sep``, not ``env.kwargs.sep`` (where the portfolio's own keys, such as align, live)."""
     from riskppo.envs.market.parts import FileOptions
-    from riskppo.envs.portfolio.factory import _data
+    from riskppo.envs.portfolio.factory import read_data
 
     path = tmp_path / "mixed.csv"
     rows = [f"{d:%Y-%m-%d};AAA;{euro(c)};{c:.1f}" for d, c in zip(DAYS, CLOSE)]
     path.write_text("Date;Symbol;Close;Volume\n" + "\n".join(rows) + "\n")
     with pytest.raises(DataError) as ei:
-        _data(None, None, None, str(path), "strict", FileOptions())
+        read_data(FileOptions()._asdict(), {"table": str(path)})
     cli = user_error(ei.value)
     assert cli is not None and 'add --set data.sep=";" --set data.decimal=","' in cli, cli
