@@ -39,16 +39,16 @@ AS_MEASURED = [
 
 def _trained(
     tmp_path,
-    phi: float,
+    market: float | tuple[pd.DataFrame, Planted],
     sets: list[str],
     config: str = "trading_googl",
-    market: tuple[pd.DataFrame, Planted] | None = None,
 ) -> tuple[DistributionalPPO, pd.Series, pd.Series]:
-    """A shipped agent (GOOGL's unless ``config`` names another) trained 150,000 steps on
-    ``market`` (by default ``ar_market(3000, phi, seed=1)``) with ``sets``; the model, the planted
-    information and the planted ``E[r_t | past]``, each on the rows of a strategy frame (a row is
-    the bar whose return the position decided at the previous bar earns)."""
-    df, planted = market if market is not None else ar_market(3000, phi=phi, seed=1)
+    """A shipped agent (GOOGL's unless ``config`` names another) trained 150,000 steps with
+    ``sets`` on ``market``: a planted frame, or a float ``phi`` for ``ar_market(3000, phi,
+    seed=1)``. The model, the planted information and the planted ``E[r_t | past]``, each on the
+    rows of a strategy frame (a row is the bar whose return the position decided at the previous
+    bar earns)."""
+    df, planted = ar_market(3000, phi=market, seed=1) if isinstance(market, float) else market
     path = tmp_path / "market.csv"
     df.to_csv(path)
     cfg = apply_overrides(
@@ -160,7 +160,7 @@ def test_the_shipped_trading_config_reads_a_slow_regime_through_the_12_month_ret
     gains = []
     for seed in (5, 6, 7, 8):
         market = regime_market(6000, duration=250, seed=seed)
-        model, _, expected = _trained(tmp_path, 0.0, [], market=market)
+        model, _, expected = _trained(tmp_path, market, [])
         _, env = _agent_env(model.config, "train")
         top = env.signal_range[1]
         full = run_policy(env, lambda bar, top=top: top)
