@@ -36,14 +36,15 @@ def file_stamps(*paths: str | None) -> tuple[tuple[int, int], ...]:
     missing one or ``None``): part of the key under which a file reader caches what it read, so
     that a file rewritten in the same process (a notebook regenerating its data, a feed that grows)
     is read again instead of served from memory."""
-    stamps = []
-    for path in paths:
-        try:
-            st = os.stat(path) if path is not None else None
-        except OSError:
-            st = None
-        stamps.append((-1, -1) if st is None else (st.st_mtime_ns, st.st_size))
-    return tuple(stamps)
+    return tuple(_stamp(path) for path in paths)
+
+
+def _stamp(path: str | None) -> tuple[int, int]:
+    try:
+        st = os.stat(path) if path is not None else None
+    except OSError:
+        st = None
+    return (-1, -1) if st is None else (st.st_mtime_ns, st.st_size)
 
 
 def bar_range(

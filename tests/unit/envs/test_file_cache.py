@@ -4,6 +4,7 @@ its data, a feed that grows under the same name)."""
 
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
 
@@ -14,18 +15,16 @@ from riskppo.envs.market.planted import ar_market
 from riskppo.envs.trading.factory import read_bars
 
 KW = dict(features=("vret_1",), episode_length=64, sizing="none")
+_SECONDS = itertools.count(1_700_000_000)
 
 
 def _write(path: Path, n: int, seed: int) -> str:
     """A planted file written at ``path``, its modification time a second after the last one's
     (the clock's tick can be coarser than two writes in a row)."""
     ar_market(n, phi=0.1, seed=seed)[0].to_csv(path)
-    _write.clock += 10**9  # type: ignore[attr-defined]
-    os.utime(path, ns=(_write.clock, _write.clock))  # type: ignore[attr-defined]
+    ns = next(_SECONDS) * 10**9
+    os.utime(path, ns=(ns, ns))
     return str(path)
-
-
-_write.clock = 1_700_000_000 * 10**9  # type: ignore[attr-defined]
 
 
 def test_a_rewritten_file_reaches_the_next_trading_env(tmp_path: Path) -> None:
